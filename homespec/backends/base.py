@@ -1,0 +1,105 @@
+"""The seam between the generate loop and the engines that run a target model.
+
+Conventions every backend follows (the loop depends on them):
+
+* The KV cache holds every committed token. The newest emitted token (the *root*) is not yet
+  in the cache: it is fed as node 0 of the next `verify` call.
+* `prefill(tokens)` appends `tokens` to the cache and returns logits for the last position and
+  features (captured hidden states) for every position.
+* `verify(tokens, parents)` evaluates a draft tree in one target pass *without* committing it:
+  node i sits at position `n_past + depth(i)` and attends to the committed cache plus its own
+  ancestors. `parents[0] == -1` (the root); `parents[i] < i`.
+* `commit(path)` keeps the KV of the nodes on `path` (node indices of the last verify, root
+  first, each the parent of the next) in contiguous slots and drops the other nodes.
+* `rollback(n)` drops the last n committed tokens.
+
+Tensors crossing this seam are torch tensors on `backend.device` (a llama.cpp backend hands out
+CPU tensors that share memory with its numpy buffers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:  # torch is imported lazily by the backends themselves
+    import torch
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    logits: "torch.Tensor"  # [T, V] float32: next-token logits per position / tree node
+    features: "torch.Tensor | None" = None  # [T, k*H]: captured layer inputs, concatenated in feature_layers order
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """What the engine itself says it allocated, for plan-vs-actual comparison (bytes)."""
+
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    device: str
+    detail: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    eos_ids: frozenset[int]
+    bos_id: int | None
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """Render messages ({'role', 'content'}) with the model's own chat template."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str  # "torch" | "llamacpp" | "exl2"
+    device: str  # "cpu", "cuda:0", "mps"
+    n_vocab: int
+    max_context: int
+    supports_tree: bool
+    tokenizer: Tokenizer
+    model_path: str
+
+    @property
+    def n_past(self) -> int:
+        """Committed tokens in the KV cache."""
+        ...
+
+    @property
+    def n_layer(self) -> int: ...
+
+    @property
+    def hidden_size(self) -> int: ...
+
+    def set_feature_layers(self, layers: Sequence[int]) -> None:
+        """Capture the *inputs* of these decoder layers (0-based) in every later forward."""
+        ...
+
+    def prefill(self, tokens: Sequence[int]) -> Forward: ...
+
+    def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward: ...
+
+    def commit(self, path: Sequence[int]) -> None: ...
+
+    def rollback(self, n: int) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def embed(self, tokens: "torch.Tensor") -> "torch.Tensor":
+        """Token embeddings (the draft head shares the target's)."""
+        ...
+
+    def memory_report(self) -> MemoryReport: ...
+
+    def close(self) -> None: ...

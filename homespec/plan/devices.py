@@ -1,0 +1,96 @@
+"""The memory pools a plan fills: each GPU, and the host's RAM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from homespec.specs import GPU, Machine
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+# macOS lets Metal wire about 2/3 of RAM on Macs with up to 36 GB and about 3/4 above that
+# (Apple's recommendedMaxWorkingSetSize; llama.cpp logs it at start-up as "recommendedMaxWorkingSetSize").
+# `sudo sysctl iogpu.wired_limit_mb=N` raises it; a probed Mac reports the limit in force.
+APPLE_SMALL_MAC_BYTES = 36 * 10**9
+APPLE_SMALL_SHARE = 2 / 3
+APPLE_LARGE_SHARE = 3 / 4
+
+# What the OS and other programs keep of the host's RAM: 10 % with a 2 GiB floor (a desktop
+# session plus a browser; users with a headless box can pass --ram to say more is free).
+HOST_OS_SHARE = 0.10
+HOST_OS_FLOOR = 2 * GIB
+
+# Host memory bandwidth assumed for offloaded layers when nothing better is known: dual-channel
+# DDR5-5600 (2 x 64 bit x 5600 MT/s = 89.6 GB/s); typical home-lab desktops are DDR4-3200 (51 GB/s)
+# to DDR5-6000 (96 GB/s).
+DEFAULT_HOST_BANDWIDTH_GBS = 89.6
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    id: str  # "gpu0", "gpu1", ..., "host"
+    name: str
+    capacity_bytes: int  # what the plan may fill
+    bandwidth_gbs: float
+    vendor: str  # "nvidia" | "apple" | "amd" | "host"
+    fp16_tflops: float | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.id != "host"
+
+
+def apple_working_set(ram_bytes: int) -> int:
+    share = APPLE_SMALL_SHARE if ram_bytes <= APPLE_SMALL_MAC_BYTES else APPLE_LARGE_SHARE
+    return int(ram_bytes * share)
+
+
+def host_usable(ram_bytes: int) -> int:
+    return max(0, ram_bytes - max(HOST_OS_FLOOR, int(ram_bytes * HOST_OS_SHARE)))
+
+
+def gpu_capacity(gpu: GPU) -> int:
+    """Bytes a plan may use on this GPU.
+
+    A probed GPU reports what is free now (other programs' memory excluded); a catalogue GPU is
+    assumed empty. Apple GPUs are capped by Metal's working-set limit.
+    """
+    if gpu.vendor == "apple":
+        if gpu.source == "sysctl":
+            return gpu.total_bytes  # the probe already reports the wired limit in force
+        return apple_working_set(gpu.total_bytes)
+    if gpu.free_bytes is not None and gpu.source == "nvml":
+        return gpu.free_bytes
+    return gpu.total_bytes
+
+
+def devices_for(machine: Machine) -> tuple[Device, ...]:
+    """GPUs first (gpu0..), then the host."""
+    out = [
+        Device(
+            id=f"gpu{i}",
+            name=g.name,
+            capacity_bytes=gpu_capacity(g),
+            bandwidth_gbs=g.bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS,
+            vendor=g.vendor,
+            fp16_tflops=g.fp16_tflops,
+        )
+        for i, g in enumerate(machine.gpus)
+    ]
+    unified = any(g.vendor == "apple" for g in machine.gpus)
+    host_bw = machine.ram_bandwidth_gbs or (out[0].bandwidth_gbs if unified and out else DEFAULT_HOST_BANDWIDTH_GBS)
+    out.append(
+        Device(
+            id="host",
+            name=f"RAM{' (unified)' if unified else ''}",
+            capacity_bytes=host_usable(machine.ram_bytes),
+            bandwidth_gbs=host_bw,
+            vendor="host",
+        )
+    )
+    return tuple(out)
+
+
+def is_unified(machine: Machine) -> bool:
+    return any(g.vendor == "apple" for g in machine.gpus)

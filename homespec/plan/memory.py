@@ -1,0 +1,229 @@
+"""Bytes per consumer, per backend: what a speculative setup allocates, and on which device.
+
+Every function here is pure arithmetic over specs and settings; docs/planner.md gives each
+formula with its source and a worked example. Device ids are "gpu0", "gpu1", ... and "host".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from homespec.errors import UsageError
+from homespec.plan.settings import Settings
+from homespec.specs import DraftSpec, ModelSpec, TensorInfo
+
+MIB = 1 << 20
+
+# llama.cpp keeps a CUDA context, cuBLAS workspace and the driver's own allocations outside its
+# buffers: ~450 MiB on an RTX 4090 in its memory breakdown; Ollama reserves 457 MiB per GPU
+# (envconfig GpuOverhead default + minimum memory, ollama/llm/memory.go).
+CUDA_RESERVE = 450 * MIB
+# exllamav2's autosplit leaves 192 MiB free on the first GPU and 64 MiB on the others
+# (exllamav2/model.py, load_autosplit reserve_vram defaults).
+EXL2_RESERVE_FIRST = 192 * MIB
+EXL2_RESERVE_OTHER = 64 * MIB
+# PyTorch's CUDA context + cuBLAS/cuDNN handles + caching-allocator slack, measured on consumer
+# cards at 300-600 MiB; the planner takes 512 MiB.
+TORCH_CUDA_RESERVE = 512 * MIB
+# Metal keeps its command buffers and residency sets inside the working set: llama.cpp's Metal
+# backend adds no fixed reserve beyond its buffers.
+APPLE_RESERVE = 0
+
+# exllamav2 pre-allocates its forward scratch for max_input_len tokens (ExLlamaV2Config default 2048).
+EXL2_MAX_INPUT_LEN = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class LineItem:
+    name: str  # "weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "reserve", ...
+    device: str  # "gpu0", ..., "host"
+    bytes: int
+    detail: str = ""
+
+
+# --- KV element sizes ------------------------------------------------------------------------
+
+_KV_BLOCKS = {  # ggml type -> (elements per block, bytes per block); ggml/src/ggml.c type_traits
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),
+    "q4_0": (32, 18),
+    "q4_1": (32, 20),
+    "q5_0": (32, 22),
+    "q5_1": (32, 24),
+    "iq4_nl": (32, 18),
+}
+
+
+def kv_row_bytes(kv_type: str, n_elements: int) -> int:
+    """ggml_row_size: bytes of one row of n_elements of a (possibly block-quantised) type."""
+    block, size = _KV_BLOCKS[kv_type]
+    if n_elements % block:
+        raise UsageError(
+            f"a {kv_type} KV cache needs a row length divisible by {block}, this model has {n_elements}",
+            hint="use --kv-type f16",
+        )
+    return n_elements // block * size
+
+
+# exllamav2 cache bytes per element, scales included: Q8/Q6/Q4 store one fp16 scale per 32 values
+# (exllamav2/cache.py: ExLlamaV2Cache_Q4 uses 4-bit values + fp16 scales per group of 32).
+EXL2_CACHE_BYTES = {"fp16": 2.0, "q8": 1.0 + 2 / 32, "q6": 0.75 + 2 / 32, "q4": 0.5 + 2 / 32}
+
+
+# --- target weights grouped by layer ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WeightGroups:
+    per_layer: tuple[int, ...]  # bytes of blk.N.* for N in 0..n_layer-1
+    embd: int  # token_embd (the input lookup)
+    output: int  # output.weight + output_norm; for tied models the duplicated token_embd
+    other: int  # anything else (rope_freqs, ...)
+    tied: bool
+    n_params: int
+
+
+def group_weights(model: ModelSpec) -> WeightGroups:
+    if not model.tensors:
+        raise UsageError(f"no tensor list for '{model.name}'", hint="pass a GGUF file, a catalogue name or --quant")
+    per_layer = [0] * model.n_layer
+    embd = output = other = n_params = 0
+    has_output = False
+    embd_bytes = 0
+    for t in model.tensors:
+        n_params += t.n_elements
+        if t.layer is not None and 0 <= t.layer < model.n_layer:
+            per_layer[t.layer] += t.n_bytes
+        elif t.name.startswith("token_embd"):
+            embd += t.n_bytes
+            embd_bytes = t.n_bytes if t.name == "token_embd.weight" else embd_bytes
+        elif t.name.startswith("output"):
+            output += t.n_bytes
+            has_output |= t.name == "output.weight"
+        else:
+            other += t.n_bytes
+    tied = not has_output
+    if tied:
+        # llama.cpp loads token_embd a second time as the output matrix (TENSOR_DUPLICATED).
+        output += embd_bytes
+    return WeightGroups(tuple(per_layer), embd, output, other, tied, n_params)
+
+
+def torch_weight_bytes(model: ModelSpec, dtype_bytes: int) -> int:
+    """The torch backend dequantises every weight to one float dtype."""
+    assert model.tensors
+    return sum(t.n_elements for t in model.tensors) * dtype_bytes
+
+
+# --- KV caches -------------------------------------------------------------------------------
+
+
+def ctx_padding(s: Settings) -> int:
+    """llama.cpp rounds the KV cell count up (llama_kv_cache::get_padding)."""
+    return 256
+
+
+def kv_cells(model: ModelSpec, s: Settings, layer: int) -> int:
+    pad = ctx_padding(s)
+    n_ctx = -(-s.n_ctx // pad) * pad
+    if model.sliding_window and layer in model.swa_layers:
+        # SWA layers keep only window + one ubatch of cells (llama_kv_cache_iswa, swa_full=false)
+        swa = -(-(model.sliding_window + s.n_ubatch) // pad) * pad
+        return min(n_ctx, swa)
+    return n_ctx
+
+
+def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
+    cells = kv_cells(model, s, layer)
+    head_dim_v = model.head_dim_v or model.head_dim
+    if s.backend == "exl2":
+        per_elt = EXL2_CACHE_BYTES[_exl2_mode(s.type_k)]
+        return int(cells * model.n_head_kv * (model.head_dim + head_dim_v) * per_elt)
+    if s.backend == "torch":
+        return cells * model.n_head_kv * (model.head_dim + head_dim_v) * _torch_bytes(s)
+    k = kv_row_bytes(s.type_k, model.n_head_kv * model.head_dim)
+    v = kv_row_bytes(s.type_v, model.n_head_kv * head_dim_v)
+    return cells * (k + v)
+
+
+def draft_kv_bytes(draft: DraftSpec, s: Settings, on_gpu: bool) -> int:
+    """The draft's own KV: one decoder layer for an EAGLE head, a whole model for a draft model."""
+    if draft.kind == "model" and draft.model is not None:
+        return sum(target_kv_layer_bytes(draft.model, s, i) for i in range(draft.model.n_layer))
+    elt = 2 if on_gpu else 4  # the head runs in fp16 on a GPU, fp32 on the CPU
+    return s.n_ctx * draft.n_layer * draft.kv_dim * elt
+
+
+def _exl2_mode(kv_type: str) -> str:
+    from homespec.plan.settings import EXL2_CACHE
+
+    return EXL2_CACHE[kv_type]
+
+
+def _torch_bytes(s: Settings) -> int:
+    return {"f32": 4, "f16": 2, "bf16": 2}.get(s.torch_dtype, 2)
+
+
+# --- compute buffers -------------------------------------------------------------------------
+
+
+def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) -> int:
+    """llama.cpp's compute buffer on one device (the graph allocator's peak for one ubatch).
+
+    Without flash attention the attention scores of one layer dominate: n_ctx x n_ubatch x n_head
+    f32 values (the KQ matrix) plus the softmax output of the same size. With flash attention the
+    peak is the larger of the logits (n_vocab x n_ubatch f32) on the device holding the output
+    layer and the FFN scratch; the KQ mask (n_ctx x n_ubatch f16) grows with context either way.
+    """
+    u = min(s.n_ubatch, s.n_batch)
+    n_ctx = kv_cells(model, s, -1)
+    mask = n_ctx * u * 2
+    ffn = u * (2 * model.n_ff + model.n_embd) * 4
+    logits = model.n_vocab * u * 4 if holds_output else 0
+    if s.flash_attn:
+        attn = u * model.n_head * model.head_dim * 4 * 2
+    else:
+        attn = n_ctx * u * model.n_head * 4 * 2
+    return max(logits + ffn, attn + ffn) + mask
+
+
+def exl2_scratch_bytes(model: ModelSpec) -> int:
+    """exllamav2 reserves hidden-state, attention and MLP scratch for max_input_len tokens, and the
+    fp16 logits of a full input chunk (exllamav2/model.py get_scratch_allocation)."""
+    t = EXL2_MAX_INPUT_LEN
+    return t * (model.n_embd * 2 * 4 + model.n_ff * 2 * 2) + t * model.n_vocab * 2
+
+
+def torch_compute_bytes(model: ModelSpec, s: Settings, tokens: int) -> int:
+    """Activations of one forward over `tokens` new tokens (the larger of prefill chunk and tree)."""
+    elt = _torch_bytes(s)
+    scores = model.n_head * tokens * s.n_ctx * 4  # SDPA with an explicit mask materialises scores
+    ffn = tokens * model.n_ff * elt * 3
+    logits = tokens * model.n_vocab * 4
+    return scores + ffn + logits
+
+
+def tree_scratch_bytes(model: ModelSpec, draft: DraftSpec, s: Settings) -> int:
+    """Verifying a T-node tree returns T rows of logits and 3 captured features per node; the head's
+    own drafting keeps top-k x depth rows of draft-vocabulary log-probs."""
+    t = s.tree_tokens
+    feats = 3 * model.n_embd if draft.kind != "model" else 0
+    head = s.draft_topk * s.draft_depth * draft.draft_vocab * 4
+    return t * (model.n_vocab + feats) * 4 + head
+
+
+def draft_weight_bytes(draft: DraftSpec, on_gpu: bool) -> int:
+    if draft.kind == "model" and draft.model is not None and draft.model.tensors:
+        return sum(t.n_bytes for t in draft.model.tensors)
+    # Heads are stored in bf16/fp16; the CPU path upcasts them to fp32.
+    return draft.weight_bytes if on_gpu else draft.weight_bytes * 2
+
+
+def sum_bytes(items: list[LineItem] | tuple[LineItem, ...], device: str | None = None) -> int:
+    return sum(i.bytes for i in items if device is None or i.device == device)
+
+
+def tensors_bytes(tensors: tuple[TensorInfo, ...]) -> int:
+    return sum(t.n_bytes for t in tensors)

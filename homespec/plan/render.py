@@ -1,0 +1,140 @@
+"""Plan -> rich table, JSON dict, or the command line that realises it elsewhere."""
+
+from __future__ import annotations
+
+import shlex
+
+from homespec.plan.devices import GIB
+from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
+
+ITEM_ORDER = ("weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
+
+
+def gib(n: int) -> str:
+    return f"{n / GIB:,.2f} GiB"
+
+
+def verdict_line(plan: Plan) -> str:
+    s = plan.settings
+    if plan.verdict == FITS:
+        where = "on the GPU(s)" if plan.machine.gpus else "in RAM (CPU only)"
+        return f"fits {where} with {gib(plan.headroom_bytes)} to spare at --ctx {s.n_ctx}"
+    if plan.verdict == FITS_OFFLOADED:
+        host = next(d for d in plan.devices if d.device.id == "host")
+        return (f"fits with {plan.offloaded_layers} of {plan.model.n_layer} layers offloaded to the CPU "
+                f"(-ngl {s.n_gpu_layers}); needs {gib(host.used_bytes)} of RAM")
+    over = -plan.headroom_bytes
+    return f"does not fit: {gib(over)} over on the tightest device"
+
+
+def to_json(plan: Plan) -> dict:
+    s = plan.settings
+    e = plan.estimate
+    m = plan.model
+    d = plan.draft
+    return {
+        "verdict": plan.verdict,
+        "fits": plan.fits,
+        "total_bytes": plan.total_bytes,
+        "headroom_bytes": plan.headroom_bytes,
+        "offloaded_layers": plan.offloaded_layers,
+        "items": [{"name": i.name, "device": i.device, "bytes": i.bytes, "detail": i.detail} for i in plan.items],
+        "devices": [
+            {"id": u.device.id, "name": u.device.name, "capacity_bytes": u.device.capacity_bytes,
+             "used_bytes": u.used_bytes, "headroom_bytes": u.headroom_bytes, "bandwidth_gbs": u.device.bandwidth_gbs}
+            for u in plan.devices
+        ],
+        "settings": {
+            "backend": s.backend, "n_ctx": s.n_ctx, "type_k": s.type_k, "type_v": s.type_v,
+            "flash_attn": s.flash_attn, "n_ubatch": s.n_ubatch, "n_batch": s.n_batch,
+            "n_gpu_layers": s.n_gpu_layers, "layer_split": list(s.layer_split),
+            "tree_tokens": s.tree_tokens, "draft_depth": s.draft_depth, "draft_topk": s.draft_topk,
+        },
+        "model": {"name": m.name, "arch": m.arch, "quant": m.quant, "format": m.format, "source": m.source,
+                  "n_layer": m.n_layer, "n_ctx_train": m.n_ctx_train,
+                  "weights_bytes": sum(t.n_bytes for t in m.tensors or ())},
+        "draft": None if d is None else {"name": d.name, "kind": d.kind, "draft_vocab": d.draft_vocab,
+                                         "fc_norm": d.fc_norm, "norm_output": d.norm_output, "source": d.source},
+        "estimate": {
+            "plain_tokens_per_s": round(e.plain_tokens_per_s, 2),
+            "spec_tokens_per_s": None if e.spec_tokens_per_s is None else round(e.spec_tokens_per_s, 2),
+            "speedup": None if e.speedup is None else round(e.speedup, 3),
+            "expected_tau": e.expected_tau,
+            "basis": e.basis,
+        },
+        "suggestions": list(plan.suggestions),
+        "notes": list(plan.notes),
+        "message": verdict_line(plan),
+    }
+
+
+def render(plan: Plan, console) -> None:
+    from rich.table import Table
+
+    m, d, s = plan.model, plan.draft, plan.settings
+    console.print(f"[bold]{m.name}[/] ({m.quant or m.format}, {m.n_layer} layers)"
+                  + (f" + [bold]{d.name}[/] ({d.kind})" if d else " (no draft)")
+                  + f" on {s.backend}, --ctx {s.n_ctx}, KV {s.type_k}/{s.type_v}, flash attention {'on' if s.flash_attn else 'off'}")
+    devices = [u for u in plan.devices if u.used_bytes > 0 or u.device.is_gpu]
+    table = Table(show_footer=True)
+    table.add_column("item", footer="total")
+    for u in devices:
+        table.add_column(f"{u.device.id}: {u.device.name}", justify="right", footer=gib(u.used_bytes))
+    table.add_column("detail", style="dim")
+    names = sorted({i.name for i in plan.items}, key=lambda n: ITEM_ORDER.index(n) if n in ITEM_ORDER else 99)
+    for name in names:
+        row = [name]
+        details = []
+        for u in devices:
+            b = sum(i.bytes for i in plan.items if i.name == name and i.device == u.device.id)
+            row.append(gib(b) if b else "")
+            details += [i.detail for i in plan.items if i.name == name and i.device == u.device.id and i.detail]
+        row.append("; ".join(dict.fromkeys(details)))
+        table.add_row(*row)
+    table.add_row("capacity", *[gib(u.device.capacity_bytes) for u in devices], "")
+    table.add_row("headroom", *[("[red]" if u.headroom_bytes < 0 else "[green]") + gib(u.headroom_bytes) for u in devices], "")
+    console.print(table)
+    color = "green" if plan.verdict == FITS else ("yellow" if plan.verdict == FITS_OFFLOADED else "red")
+    console.print(f"[{color} bold]{verdict_line(plan)}[/]")
+    if len(s.layer_split) > 1:
+        console.print("layer split: " + ", ".join(f"gpu{i} {n}" for i, n in enumerate(s.layer_split)))
+    e = plan.estimate
+    line = f"estimated decode: {e.plain_tokens_per_s:,.1f} tok/s plain"
+    if e.spec_tokens_per_s is not None:
+        line += f", {e.spec_tokens_per_s:,.1f} tok/s with {d.kind if d else 'draft'} ({e.speedup:.2f}x)"
+    console.print(line + f"  [dim]({e.basis})[/]")
+    for n in plan.notes:
+        console.print(f"[dim]note: {n}[/]")
+    for sug in plan.suggestions:
+        console.print(f"try: {sug}")
+
+
+def emit(plan: Plan, target: str, model_arg: str, draft_arg: str | None) -> str:
+    s = plan.settings
+    if target == "llama-server":
+        cmd = ["llama-server", "-m", model_arg, "-c", str(s.n_ctx), "-ngl", str(s.n_gpu_layers),
+               "-ub", str(s.n_ubatch), "-fa", "on" if s.flash_attn else "off",
+               "--cache-type-k", s.type_k, "--cache-type-v", s.type_v]
+        if len(s.layer_split) > 1:
+            cmd += ["--tensor-split", ",".join(str(n) for n in s.layer_split)]
+        if plan.draft is not None and draft_arg:
+            cmd += ["-md", draft_arg, "-ngld", "99" if plan.machine.gpus else "0", "--draft-max", str(s.draft_depth)]
+            if plan.draft.kind != "model":
+                cmd += ["--spec-type", "draft-eagle3"]
+        return shlex.join(cmd)
+    if target == "vllm":
+        import json
+
+        cmd = ["vllm", "serve", model_arg, "--max-model-len", str(s.n_ctx)]
+        if len(plan.machine.gpus) > 1:
+            cmd += ["--tensor-parallel-size", str(len(plan.machine.gpus))]
+        if s.type_k != "f16":
+            cmd += ["--kv-cache-dtype", "fp8"]
+        if plan.draft is not None and draft_arg:
+            spec = {"method": "eagle3" if plan.draft.kind != "model" else "draft_model", "model": draft_arg,
+                    "num_speculative_tokens": s.draft_depth}
+            cmd += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+        return shlex.join(cmd)
+    from homespec.errors import UsageError
+
+    raise UsageError(f"unknown --emit target '{target}'", hint="use --emit llama-server or --emit vllm")

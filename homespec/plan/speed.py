@@ -1,0 +1,109 @@
+"""Expected decode speed: a memory-bandwidth roofline with a compute term for verification.
+
+An estimate, and labelled as one. Decoding one token reads every weight on each device once,
+plus the KV cache up to the current position, so its time is bytes / (bandwidth x efficiency).
+Verifying T draft tokens reads the same bytes once but does T times the arithmetic; on a GPU
+that is free until the batch reaches the roofline's ridge point, on a CPU each extra token costs
+its dot products (docs/planner.md, "Speed").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from homespec.plan.devices import Device
+from homespec.specs import DraftSpec
+
+# Fraction of peak memory bandwidth decoding achieves: llama.cpp reaches 70-85 % on NVIDIA
+# cards (llama.cpp discussion #4167 "Performance of llama.cpp on Apple Silicon / NVIDIA"), Apple
+# chips ~65-75 %, desktop CPUs 50-70 % of their DRAM bandwidth.
+BANDWIDTH_EFFICIENCY = {"nvidia": 0.75, "amd": 0.65, "apple": 0.70, "host": 0.60}
+# Fraction of fp16 tensor-core peak reached by quantised batched matmuls (MMQ / dequant + GEMM).
+GPU_COMPUTE_EFFICIENCY = 0.5
+# CPU matmul throughput per core: 32 fp32 FLOP/cycle (AVX2: 2 FMA units x 8 lanes x 2) at ~3 GHz,
+# at 40 % efficiency for quantised dot products. Calibrated on SmolLM2-135M Q4_1: 2 cores verify
+# 16 tokens in 56.5 ms vs 6.7 ms for one (facts gathered for homespec, llama.cpp 0.3.36).
+CPU_FLOPS_PER_CORE = 32 * 3.0e9 * 0.40
+GPU_TFLOPS_UNKNOWN = 40.0  # a conservative fp16 figure for a GPU missing from the catalogue
+# Fixed per-forward overhead of the draft head (kernel launches / Python dispatch).
+HEAD_OVERHEAD_S = {"gpu": 0.0004, "host": 0.0003}
+# Acceptance length assumed when the draft spec has none: an EAGLE-3 head on chat at T=0 with a
+# 60-node tree (EAGLE-3 paper Table 1 reports 5-6.5 for trained 8B heads; homespec assumes less).
+DEFAULT_TAU = {"eagle3": 3.5, "eagle3.1": 3.5, "model": 2.5}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLoad:
+    device: Device
+    read_bytes: int  # bytes read per decoded token (weights + average KV)
+    flops_per_token: float  # 2 x parameters resident on the device
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    plain_tokens_per_s: float
+    spec_tokens_per_s: float | None
+    speedup: float | None
+    expected_tau: float | None  # tokens per target pass (acceptance length incl. the bonus token)
+    verify_ms: float | None
+    draft_ms: float | None
+    plain_ms: float
+    basis: str
+
+
+def _device_flops(d: Device, cpu_cores: int) -> float:
+    if d.is_gpu:
+        return (d.fp16_tflops or GPU_TFLOPS_UNKNOWN) * 1e12 * GPU_COMPUTE_EFFICIENCY
+    return max(1, cpu_cores) * CPU_FLOPS_PER_CORE
+
+
+def forward_seconds(loads: list[DeviceLoad], tokens: int, cpu_cores: int) -> float:
+    """Time of one target forward over `tokens` tokens: devices run one after another (a layer
+    split is a pipeline of one request)."""
+    total = 0.0
+    for ld in loads:
+        eff = BANDWIDTH_EFFICIENCY.get(ld.device.vendor, 0.6)
+        t_mem = ld.read_bytes / (ld.device.bandwidth_gbs * 1e9 * eff)
+        t_tok = ld.flops_per_token / _device_flops(ld.device, cpu_cores)
+        if ld.device.is_gpu:
+            total += max(t_mem, t_tok * tokens)  # roofline: memory-bound until the ridge point
+        else:
+            total += t_mem + t_tok * (tokens - 1)  # CPUs pay each extra token's dot products
+    return total
+
+
+def draft_seconds(draft: DraftSpec, device: Device, depth: int, topk: int, cpu_cores: int, head_bytes: int) -> float:
+    """One drafting round: `depth` head forwards over up to `topk` nodes each."""
+    eff = BANDWIDTH_EFFICIENCY.get(device.vendor, 0.6)
+    params = head_bytes / 2  # heads are 16-bit
+    per = max(head_bytes / (device.bandwidth_gbs * 1e9 * eff), 2 * params * topk / _device_flops(device, cpu_cores))
+    return depth * (per + HEAD_OVERHEAD_S["gpu" if device.is_gpu else "host"])
+
+
+def estimate(
+    loads: list[DeviceLoad],
+    draft: DraftSpec | None,
+    draft_device: Device | None,
+    draft_bytes: int,
+    tree_tokens: int,
+    depth: int,
+    topk: int,
+    cpu_cores: int,
+    draft_loads: list[DeviceLoad] | None = None,
+) -> Estimate:
+    plain = forward_seconds(loads, 1, cpu_cores)
+    basis = "memory-bandwidth roofline; an estimate, not a measurement"
+    if draft is None or draft_device is None:
+        return Estimate(1 / plain, None, None, None, None, None, plain * 1e3, basis)
+    tau = draft.expected_tau or DEFAULT_TAU.get(draft.kind, 3.0)
+    if draft.kind == "model" and draft_loads:
+        # A draft model proposes a chain: `depth` sequential one-token forwards.
+        t_draft = depth * forward_seconds(draft_loads, 1, cpu_cores)
+        tokens = depth + 1
+    else:
+        t_draft = draft_seconds(draft, draft_device, depth, topk, cpu_cores, draft_bytes)
+        tokens = tree_tokens
+    t_verify = forward_seconds(loads, tokens, cpu_cores)
+    spec = tau / (t_verify + t_draft)
+    basis += f"; acceptance length {tau:.1f} tokens per target pass assumed"
+    return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis)

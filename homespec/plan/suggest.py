@@ -1,0 +1,85 @@
+"""What would make a plan fit entirely on the GPUs: each suggestion is re-solved, never guessed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from homespec.plan.devices import GIB
+from homespec.plan.fit import FITS, NO_FIT, Plan, solve
+from homespec.specs import Machine
+
+# Smaller file types to try, largest first (llama.cpp's usual ladder).
+QUANT_LADDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K")
+MIN_USEFUL_CTX = 512
+
+
+def _fits_fully(plan: Plan) -> bool:
+    return plan.verdict == FITS
+
+
+def largest_context(plan: Plan) -> int | None:
+    """Binary search the largest --ctx (a multiple of 256) with everything on the GPUs."""
+    s = plan.settings
+    lo, hi, best = MIN_USEFUL_CTX // 256, s.n_ctx // 256 - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        p = solve(plan.model, plan.draft, plan.machine, s.with_(n_ctx=mid * 256), suggest=False)
+        if _fits_fully(p):
+            best, lo = mid * 256, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def suggestions(plan: Plan) -> list[str]:
+    out: list[str] = []
+    s = plan.settings
+    if not plan.machine.gpus:
+        if plan.verdict == NO_FIT:
+            over = -plan.headroom_bytes
+            out.append(f"needs {over / GIB:.1f} GiB more RAM; try a smaller quant or a shorter --ctx")
+        return out
+    ctx = largest_context(plan)
+    if ctx:
+        out.append(f"--ctx {ctx} fits entirely on the GPU(s)")
+    if s.backend == "llamacpp" and s.type_k == "f16":
+        p = solve(plan.model, plan.draft, plan.machine, s.with_(type_k="q8_0", type_v="q8_0", flash_attn=True), suggest=False)
+        if _fits_fully(p):
+            out.append("--kv-type q8_0 --flash-attn fits entirely on the GPU(s)")
+    quant = _smaller_quant(plan)
+    if quant:
+        out.append(quant)
+    if len(plan.machine.gpus) < 8:
+        g = plan.machine.gpus[0]
+        two = replace(plan.machine, gpus=(*plan.machine.gpus, replace(g, index=len(plan.machine.gpus))))
+        p = solve(plan.model, plan.draft, two, s, suggest=False)
+        if _fits_fully(p):
+            names = ",".join(x.name for x in two.gpus)
+            out.append(f"one more {g.name} fits it entirely on GPUs (--gpu \"{names}\")")
+    if plan.draft is not None:
+        p = solve(plan.model, None, plan.machine, s, suggest=False)
+        if _fits_fully(p):
+            out.append("without the draft (--draft none) it fits entirely on the GPU(s), but runs without speculation")
+    if s.backend == "torch":
+        out.append("the torch backend holds the whole model in 16-bit; --backend llamacpp runs quantised and can offload")
+    return out
+
+
+def _smaller_quant(plan: Plan) -> str | None:
+    model = plan.model
+    if model.format != "catalogue" or not model.quant or model.quant.startswith("EXL2"):
+        return None
+    try:
+        from homespec.quant import predict_tensors
+    except ImportError:  # pragma: no cover - the catalogue ships with the package
+        return None
+    current = sum(t.n_bytes for t in model.tensors or ())
+    for q in QUANT_LADDER:
+        tensors = predict_tensors(model, q)
+        if sum(t.n_bytes for t in tensors) >= current:
+            continue
+        candidate = replace(model, quant=q, tensors=tensors)
+        p = solve(candidate, plan.draft, plan.machine, plan.settings, suggest=False)
+        if _fits_fully(p):
+            return f"{q} ({model.family or model.name}-{q.lower()}) fits entirely on the GPU(s)"
+    return None

