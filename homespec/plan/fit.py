@@ -138,6 +138,9 @@ def _layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Sett
             if per_dev_kv.get(d):
                 items.append(mem.LineItem("target KV", d, per_dev_kv[d], _kv_detail(model, s)))
                 read[d] += per_dev_kv[d] / 2  # the average position reads half the cache
+        repack = mem.cpu_repack_bytes(model, {i for i in range(model.n_layer) if placement[i] == "host"})
+        if s.backend == "llamacpp" and repack:
+            items.append(mem.LineItem("weights", "host", repack, "CPU repack copy of Q4_0/Q4_K/IQ4_NL layers"))
         used_gpus = sorted({p for p in placement if p != "host"})
         for d in used_gpus or ["host"]:
             if s.backend == "llamacpp":

@@ -111,6 +111,20 @@ def group_weights(model: ModelSpec) -> WeightGroups:
     return WeightGroups(tuple(per_layer), embd, output, other, tied, n_params)
 
 
+# llama.cpp's CPU backend keeps an interleaved copy of these layer weights for its AVX2/NEON
+# GEMM kernels ("CPU_REPACK model buffer", ggml-cpu/repack.cpp: q4_0_8x8, q4_K_8x8, iq4_nl_8x8),
+# for matrices whose row count is a multiple of 8; token_embd (a row lookup) is never repacked.
+CPU_REPACK_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
+
+
+def cpu_repack_bytes(model: ModelSpec, host_layers: set[int]) -> int:
+    return sum(
+        t.n_bytes
+        for t in model.tensors or ()
+        if t.layer in host_layers and t.ggml_type in CPU_REPACK_TYPES and len(t.shape) == 2 and t.shape[1] % 8 == 0
+    )
+
+
 def torch_weight_bytes(model: ModelSpec, dtype_bytes: int) -> int:
     """The torch backend dequantises every weight to one float dtype."""
     assert model.tensors
@@ -143,6 +157,12 @@ def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
         return int(cells * model.n_head_kv * (model.head_dim + head_dim_v) * per_elt)
     if s.backend == "torch":
         return cells * model.n_head_kv * (model.head_dim + head_dim_v) * _torch_bytes(s)
+    for kv_type, dim in ((s.type_k, model.head_dim), (s.type_v, head_dim_v)):
+        if dim % _KV_BLOCKS[kv_type][0]:  # llama.cpp refuses a block that splits one head
+            raise UsageError(
+                f"a {kv_type} KV cache needs a head size divisible by {_KV_BLOCKS[kv_type][0]}; this model's is {dim}",
+                hint="use --kv-type f16",
+            )
     k = kv_row_bytes(s.type_k, model.n_head_kv * model.head_dim)
     v = kv_row_bytes(s.type_v, model.n_head_kv * head_dim_v)
     return cells * (k + v)
@@ -170,23 +190,33 @@ def _torch_bytes(s: Settings) -> int:
 
 
 def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) -> int:
-    """llama.cpp's compute buffer on one device (the graph allocator's peak for one ubatch).
+    """llama.cpp's compute buffer on one device: the graph allocator's peak for one ubatch.
 
-    Without flash attention the attention scores of one layer dominate: n_ctx x n_ubatch x n_head
-    f32 values (the KQ matrix) plus the softmax output of the same size. With flash attention the
-    peak is the larger of the logits (n_vocab x n_ubatch f32) on the device holding the output
-    layer and the FFN scratch; the KQ mask (n_ctx x n_ubatch f16) grows with context either way.
+    The allocator reuses memory, so the peak is the largest of three phases plus the two hidden
+    state buffers (2 x u x n_embd f32) alive throughout:
+      * logits: n_vocab x u f32, on the device that holds the output layer;
+      * FFN: gate and up activations, 2 x u x n_ff f32;
+      * attention. Without flash attention the score matrix n_head x u x n_ctx f32 plus its f32
+        mask (n_ctx x u), a transposed f16 copy of V and the u x n_head x head_dim result; with
+        flash attention only the f16 mask, the result, and an f16 copy of K/V when the cache is
+        quantised.
+    u = min(n_ubatch, n_batch, n_ctx): llama.cpp caps the batch at the context. Checked against
+    llama.cpp 0.3.36's own "compute buffer size" lines (tests/test_plan_llamacpp.py).
     """
-    u = min(s.n_ubatch, s.n_batch)
+    u = min(s.n_ubatch, s.n_batch, s.n_ctx)
     n_ctx = kv_cells(model, s, -1)
-    mask = n_ctx * u * 2
-    ffn = u * (2 * model.n_ff + model.n_embd) * 4
+    hd_v = model.head_dim_v or model.head_dim
+    hidden = 2 * u * model.n_embd * 4
     logits = model.n_vocab * u * 4 if holds_output else 0
+    ffn = 2 * u * model.n_ff * 4
+    result = u * model.n_head * hd_v * 4
     if s.flash_attn:
-        attn = u * model.n_head * model.head_dim * 4 * 2
+        attn = n_ctx * u * 2 + result
+        if s.type_k not in ("f16", "bf16", "f32"):
+            attn += n_ctx * model.n_head_kv * (model.head_dim + hd_v) * 2
     else:
-        attn = n_ctx * u * model.n_head * 4 * 2
-    return max(logits + ffn, attn + ffn) + mask
+        attn = model.n_head * u * n_ctx * 4 + n_ctx * u * 4 + n_ctx * model.n_head_kv * hd_v * 2 + result
+    return max(logits, ffn, attn) + hidden
 
 
 def exl2_scratch_bytes(model: ModelSpec) -> int:

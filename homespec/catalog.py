@@ -1,0 +1,264 @@
+"""The catalogue: GPUs, models and draft heads from profiles/*.toml, resolved by forgiving names.
+
+`--gpu "RTX 4090"`, `--model llama-3.1-70b-q4` and `--draft yuhuili/EAGLE3-LLaMA3.1-Instruct-8B` all
+end here. Model entries carry architecture numbers only; the quantised tensors are predicted on
+resolution (homespec.quant), so one entry serves every GGUF file type and EXL2 bit rate.
+
+Pure: tomllib only, no torch (the planner and `homespec plan` import this).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+
+from homespec.errors import UsageError
+from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
+from homespec.specs import GPU, DraftSpec, ModelSpec, TensorInfo
+
+DEFAULT_QUANT = "Q4_K_M"
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One catalogue model: its architecture, unquantised."""
+
+    id: str
+    spec: ModelSpec  # quant None, tensors None
+    keys: tuple[str, ...]  # normalised names that resolve to it
+
+
+def _norm_model(text: str) -> str:
+    return re.sub(r"[\s_]+", "-", text.strip().lower())
+
+
+def _model_keys(entry: dict) -> tuple[str, ...]:
+    base = [entry["id"], entry["name"], *entry.get("aliases", [])]
+    keys = set()
+    for k in map(_norm_model, base):
+        # "llama-3.1-8b" <-> "llama3.1-8b", "qwen2.5-7b" <-> "qwen-2.5-7b"
+        for v in (k, re.sub(r"^([a-z]+)-(\d)", r"\1\2", k), re.sub(r"^([a-z]+)(\d)", r"\1-\2", k)):
+            keys |= {v, v + "-instruct", v + "-it"}
+    return tuple(sorted(keys, key=len, reverse=True))
+
+
+def _norm_gpu(text: str) -> str:
+    s = text.strip().lower()
+    s = re.sub(r"\b(nvidia|geforce|apple)\b", "", s)
+    s = re.sub(r"[\s\-_()]+", "", s)
+    return re.sub(r"(\d)g(b)?$", r"\1", s)  # "512gb", "12g" -> the number
+
+
+def _nearest(text: str, names: list[str]) -> str:
+    near = difflib.get_close_matches(text, names, n=3, cutoff=0.4)
+    return "nearest: " + ", ".join(near) if near else "known: " + ", ".join(sorted(names)[:12]) + ", ..."
+
+
+def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
+    """The checkpoint's tensors (ggml order: ne[0] = input width). Embeddings come from the target."""
+    h, ht, hd = d["n_embd"], d["target_hidden"], d["head_dim"]
+    q, kv = d["n_head"] * hd, d["n_head_kv"] * hd
+    wtype, wbytes = {"bf16": ("BF16", 2), "f16": ("F16", 2), "f32": ("F32", 4)}[d.get("dtype", "bf16")]
+    shapes = [("fc.weight", (3 * ht, h))]
+    if d.get("fc_norm"):
+        shapes += [(f"fc_norm.{i}.weight", (ht,)) for i in range(3)]
+    m = "midlayer."
+    shapes += [
+        (m + "hidden_norm.weight", (h,)), (m + "input_layernorm.weight", (h,)),
+        (m + "post_attention_layernorm.weight", (h,)),
+        # q/k/v read cat(input_layernorm(emb), hidden_norm(h)): twice the hidden width
+        (m + "self_attn.q_proj.weight", (2 * h, q)), (m + "self_attn.k_proj.weight", (2 * h, kv)),
+        (m + "self_attn.v_proj.weight", (2 * h, kv)), (m + "self_attn.o_proj.weight", (q, h)),
+        (m + "mlp.gate_proj.weight", (h, d["n_ff"])), (m + "mlp.up_proj.weight", (h, d["n_ff"])),
+        (m + "mlp.down_proj.weight", (d["n_ff"], h)),
+        ("norm.weight", (h,)), ("lm_head.weight", (h, d["draft_vocab"])),
+    ]
+    out = [TensorInfo(n, s, wtype, math.prod(s) * wbytes, 0 if n.startswith(m) else None) for n, s in shapes]
+    # draft id -> target id offsets (int64) and the target-vocab membership mask (bool)
+    out.append(TensorInfo("d2t", (d["draft_vocab"],), "I64", d["draft_vocab"] * 8))
+    out.append(TensorInfo("t2d", (d["target_vocab"],), "I8", d["target_vocab"]))
+    return tuple(out)
+
+
+def _draft_spec(d: dict, target: str) -> DraftSpec:
+    tensors = _draft_tensors(d)
+    return DraftSpec(
+        name=d["id"], kind=d["kind"], target=target, n_layer=1, n_embd=d["n_embd"], n_head=d["n_head"],
+        n_head_kv=d["n_head_kv"], head_dim=d["head_dim"], n_ff=d["n_ff"], draft_vocab=d["draft_vocab"],
+        target_vocab=d["target_vocab"], target_hidden=d["target_hidden"],
+        weight_bytes=sum(t.n_bytes for t in tensors), dtype=d.get("dtype", "bf16"),
+        fc_norm=bool(d.get("fc_norm")), norm_output=bool(d.get("norm_output")),
+        source=(d.get("repo") or "") + (" — " if d.get("repo") else "") + d["source"], tensors=tensors,
+    )
+
+
+class Catalog:
+    """Everything in profiles/, loaded once (see load_catalog)."""
+
+    def __init__(self, gpus: tuple[GPU, ...], gpu_keys: dict[str, GPU], models: tuple[ModelEntry, ...],
+                 drafts: tuple[dict, ...]):
+        self._gpus = gpus
+        self._gpu_keys = gpu_keys
+        self._models = models
+        self._drafts = drafts
+
+    # --- GPUs -----------------------------------------------------------------------------------
+    @property
+    def gpus(self) -> tuple[GPU, ...]:
+        return self._gpus
+
+    def gpu(self, name: str) -> GPU:
+        """A GPU by name or alias: "4090", "RTX 4090", "3090ti", "a6000", "m3-ultra-512"."""
+        key = _norm_gpu(name)
+        found = self._gpu_keys.get(key) or self._gpu_keys.get(key.removeprefix("rtx"))
+        if found is None:
+            ids = [g.name for g in self._gpus] + [k for k in self._gpu_keys]
+            raise UsageError(f"unknown GPU '{name}'", hint=_nearest(key, ids))
+        return found
+
+    # --- models ---------------------------------------------------------------------------------
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(e.id for e in self._models)
+
+    def entry(self, name: str) -> ModelEntry:
+        key = _norm_model(name)
+        for e in self._models:
+            if key in e.keys:
+                return e
+        raise UsageError(f"unknown model '{name}'", hint=_nearest(key, list(self.models)))
+
+    def model(self, name: str) -> ModelSpec:
+        """A model with its quantisation: "llama-3.1-70b-q4", "qwen2.5-7b-q8", "mistral-7b-exl2-4.65".
+
+        Without a quant suffix the model is Q4_K_M. Tensors are predicted per llama.cpp's quantiser
+        (or exllamav2's layout for EXL2), so `sum(t.n_bytes)` is the weights' size.
+        """
+        key = _norm_model(name)
+        best: tuple[ModelEntry, str] | None = None
+        for e in self._models:
+            for k in e.keys:  # longest keys first within an entry
+                if (key == k or key.startswith(k + "-")) and (best is None or len(k) > len(best[1])):
+                    best = (e, k)
+                    break
+        if best is None:
+            raise UsageError(f"unknown model '{name}'", hint=_nearest(key, list(self.models)))
+        entry, k = best
+        rest = key[len(k) + 1:].removeprefix("instruct-").removeprefix("it-")
+        quant = normalize_quant(rest) if rest else DEFAULT_QUANT
+        return self.quantised(entry, quant)
+
+    def quantised(self, entry: ModelEntry, quant: str) -> ModelSpec:
+        quant = normalize_quant(quant)
+        spec = entry.spec
+        if quant.startswith("EXL2-"):
+            tensors = exl2_tensors(spec, float(quant.removeprefix("EXL2-")))
+            fmt_quant = "exl2-" + quant.removeprefix("EXL2-")
+        else:
+            tensors = predict_tensors(spec, quant)
+            fmt_quant = quant
+        return _replace(spec, name=f"{entry.id}-{fmt_quant.lower()}", quant=fmt_quant, tensors=tensors)
+
+    # --- drafts ---------------------------------------------------------------------------------
+    @property
+    def drafts(self) -> tuple[str, ...]:
+        return tuple(d["id"] for d in self._drafts)
+
+    def draft(self, name: str) -> DraftSpec:
+        """A draft head by id, Hugging Face repo, "eagle3-<model>" or "homespec-eagle3.1-<model>"."""
+        key = _norm_model(name)
+        for d in self._drafts:
+            names = {d["id"], d.get("repo") or d["id"], *(f"eagle3-{t}" for t in d["targets"])}
+            if key in {_norm_model(n) for n in names}:
+                return _draft_spec(d, d["targets"][0])
+        if key.startswith("homespec-eagle3.1-"):
+            return derived_draft(self.entry(key.removeprefix("homespec-eagle3.1-")).spec)
+        raise UsageError(f"unknown draft '{name}'", hint=_nearest(key, list(self.drafts)))
+
+    def draft_for(self, model: ModelSpec) -> DraftSpec | None:
+        """The default pairing: the published EAGLE-3 head for the family, else a trainable EAGLE-3.1 head."""
+        if model.family:
+            for d in self._drafts:
+                if model.family in d["targets"]:
+                    return _draft_spec(d, model.family)
+        if model.n_layer < 4:  # features come from layers 2, N/2 and N-3: too shallow to draft
+            return None
+        return derived_draft(model)
+
+
+def derived_draft(model: ModelSpec) -> DraftSpec:
+    """A homespec-trainable EAGLE-3.1 head shaped like one decoder layer of `model` (not published)."""
+    d = {
+        "id": f"homespec-eagle3.1-{model.family or model.name}", "kind": "eagle3.1",
+        "n_embd": model.n_embd, "n_head": model.n_head, "n_head_kv": model.n_head_kv, "head_dim": model.head_dim,
+        "n_ff": model.n_ff, "draft_vocab": min(32000, model.n_vocab), "target_vocab": model.n_vocab,
+        "target_hidden": model.n_embd, "dtype": "bf16", "fc_norm": True, "norm_output": True,
+        "source": f"homespec-trainable EAGLE-3.1 head derived from {model.family or model.name}'s shape "
+                  "(no published head; train it with `homespec train`)",
+    }
+    return _draft_spec(d, model.family)
+
+
+def _replace(spec: ModelSpec, **changes) -> ModelSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, **changes)
+
+
+def _model_spec(m: dict) -> ModelSpec:
+    p = m.get("swa_pattern")
+    swa = tuple(i for i in range(m["n_layer"]) if i % p < p - 1) if p else ()
+    spec = ModelSpec(
+        name=m["id"], arch=m["arch"], n_layer=m["n_layer"], n_embd=m["n_embd"], n_head=m["n_head"],
+        n_head_kv=m["n_head_kv"], head_dim=m["head_dim"], n_ff=m["n_ff"], n_vocab=m["n_vocab"],
+        n_ctx_train=m["n_ctx_train"], tied_embeddings=m["tied"], rope_theta=m.get("rope_theta"),
+        sliding_window=m.get("sliding_window"), swa_layers=swa, source=m["source"], family=m["id"],
+        format="catalogue",
+    )
+    return _replace(spec, n_params=n_params(spec))
+
+
+def _apple_gpus(a: dict) -> list[tuple[GPU, list[str]]]:
+    out = []
+    for mem in a["memory_gib"]:
+        gid = f"{a['chip'].lower().replace(' ', '-')}-{mem}"
+        gpu = GPU(name=f"Apple {a['chip']} ({mem} GB)", vendor="apple", total_bytes=mem * _GIB,
+                  bandwidth_gbs=a["bandwidth_gbs"], unified=True, fp16_tflops=a.get("fp16_tflops"),
+                  source="catalogue")
+        out.append((gpu, [gid]))
+    return out
+
+
+@cache
+def load_catalog() -> Catalog:
+    """Read profiles/gpus.toml, profiles/models/*.toml and profiles/drafts.toml (once per process)."""
+    root = profiles_dir()
+    with open(root / "gpus.toml", "rb") as f:
+        g = tomllib.load(f)
+    pairs: list[tuple[GPU, list[str]]] = []
+    for e in g.get("gpu", []):
+        gpu = GPU(name=e["name"], vendor=e["vendor"], total_bytes=int(e["memory_gib"] * _GIB),
+                  bandwidth_gbs=e["bandwidth_gbs"], compute_capability=e.get("compute_capability"),
+                  fp16_tflops=e.get("fp16_tflops"), source="catalogue")
+        pairs.append((gpu, [e["id"], e["name"], *e.get("aliases", [])]))
+    for a in g.get("apple", []):
+        pairs += _apple_gpus(a)
+    gpu_keys: dict[str, GPU] = {}
+    for gpu, names in pairs:
+        for n in names:
+            k = _norm_gpu(n)
+            gpu_keys.setdefault(k, gpu)
+            gpu_keys.setdefault(k.removeprefix("rtx"), gpu)
+    models = []
+    for path in sorted((root / "models").glob("*.toml")):
+        with open(path, "rb") as f:
+            for m in tomllib.load(f).get("model", []):
+                models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m)))
+    with open(root / "drafts.toml", "rb") as f:
+        drafts = tuple(tomllib.load(f).get("draft", []))
+    return Catalog(tuple(p[0] for p in pairs), gpu_keys, tuple(models), drafts)

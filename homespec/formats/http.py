@@ -1,0 +1,199 @@
+"""Byte sources for header readers: a local file, or an HTTP(S) URL read with Range requests.
+
+A header reader asks for "the next n bytes" and never seeks backwards, so both sources are
+sequential streams. The URL source fetches the header in growing Range chunks (256 KiB, then
+doubling) so that a 1.8 MB header costs a handful of requests and a 70 GB file is never
+downloaded. A server that ignores Range answers 200 with the whole file: we keep reading that
+one response only until the caller stops asking (max_bytes caps it), then close it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from homespec.errors import FormatError, UsageError
+
+_FIRST_CHUNK = 256 * 1024
+_READ_BLOCK = 64 * 1024  # socket reads between deadline checks
+
+
+def is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_network_allowed(url: str) -> None:
+    """HOMESPEC_NO_NETWORK=1 (set by the test suite) forbids every host but loopback."""
+    if os.environ.get("HOMESPEC_NO_NETWORK") == "1" and not _is_loopback(urllib.parse.urlsplit(url).hostname):
+        raise UsageError(
+            f"network access is disabled (HOMESPEC_NO_NETWORK=1): {url}",
+            hint="download the file and pass its local path, or unset HOMESPEC_NO_NETWORK",
+        )
+
+
+def normalize_url(url: str) -> str:
+    """A Hugging Face page link (`/blob/`) names the HTML viewer; `/resolve/` names the file."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname in ("huggingface.co", "hf.co") and "/blob/" in parts.path:
+        parts = parts._replace(path=parts.path.replace("/blob/", "/resolve/", 1))
+    return urllib.parse.urlunsplit(parts)
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects (HF sends /resolve/ to a CDN) but re-check the network rule on every hop,
+    and never carry the Hugging Face token to another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        check_network_allowed(newurl)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).hostname != urllib.parse.urlsplit(req.full_url).hostname:
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_Redirects)
+
+
+class FileSource:
+    """Sequential reads from a local file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._f = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self.file_size: int | None = os.fstat(self._f.fileno()).st_size
+
+    def read(self, n: int) -> bytes:
+        return self._f.read(n)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class URLSource:
+    """Sequential reads from a URL: Range requests in growing chunks, within one overall deadline."""
+
+    def __init__(self, url: str, timeout_s: float = 30.0):
+        self.url = normalize_url(url)
+        check_network_allowed(self.url)
+        self.file_size: int | None = None
+        self._deadline = time.monotonic() + timeout_s
+        self._pos = 0
+        self._chunk = _FIRST_CHUNK
+        self._resp = None  # an open response we are still consuming
+        self._resp_left = 0  # bytes of the current ranged response not read yet (-1: unbounded 200)
+        self._requests = 0
+        self._eof = False
+
+    def _remaining(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise FormatError(
+                f"timed out reading the header of {self.url}",
+                hint="check the connection, or download the file and pass its local path",
+            )
+        return left
+
+    def _open(self, want: int) -> None:
+        end = self._pos + max(want, self._chunk) - 1
+        self._chunk *= 2
+        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self._pos}-{end}", "User-Agent": "homespec"})
+        token = os.environ.get("HF_TOKEN")
+        if token and urllib.parse.urlsplit(self.url).hostname in ("huggingface.co", "hf.co"):
+            req.add_header("Authorization", f"Bearer {token}")
+        self._requests += 1
+        try:
+            resp = _OPENER.open(req, timeout=self._remaining())
+        except urllib.error.HTTPError as e:
+            if e.code == 416:  # asked past the end: the file ended
+                self._resp, self._eof = None, True
+                return
+            hint = "gated or private models need HF_TOKEN set" if e.code in (401, 403) else "check the URL"
+            raise UsageError(f"HTTP {e.code} {e.reason} for {self.url}", hint=hint) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise UsageError(f"cannot reach {self.url}: {reason}", hint="check the URL and the connection") from None
+        if resp.status == 206:
+            m = re.match(r"bytes (\d+)-(\d+)/(\d+|\*)", resp.headers.get("Content-Range", ""))
+            if not m or int(m.group(1)) != self._pos:
+                resp.close()
+                raise FormatError(f"{self.url}: the server answered a range request with the wrong range",
+                                  hint="download the file and pass its local path")
+            if m.group(3) != "*":
+                self.file_size = int(m.group(3))
+            self._resp, self._resp_left = resp, int(m.group(2)) - int(m.group(1)) + 1
+        else:
+            # Range ignored: this one response is the whole file from byte 0. Only valid at the start.
+            if self._pos != 0:
+                resp.close()
+                raise FormatError(f"{self.url}: the server stopped honouring range requests",
+                                  hint="download the file and pass its local path")
+            length = resp.headers.get("Content-Length")
+            self.file_size = int(length) if length and length.isdigit() else None
+            self._resp, self._resp_left = resp, -1
+
+    def read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n and not self._eof:
+            if self._resp is None:
+                self._open(n - len(out))
+                if self._resp is None:
+                    break
+            want = n - len(out) if self._resp_left < 0 else min(n - len(out), self._resp_left)
+            self._remaining()
+            try:
+                block = self._resp.read(min(want, _READ_BLOCK))
+            except (TimeoutError, OSError) as e:
+                raise FormatError(f"reading {self.url} failed: {e}", hint="try again, or download the file") from None
+            if not block:  # end of this response
+                unbounded = self._resp_left < 0
+                self._resp.close()
+                self._resp = None
+                # a 200 response that ended is the end of the file; a 206 one ended early
+                self._eof = unbounded or self._resp_left > 0
+                continue
+            out += block
+            self._pos += len(block)
+            if self._resp_left > 0:
+                self._resp_left -= len(block)
+                if self._resp_left == 0:
+                    self._resp.close()
+                    self._resp = None
+                    self._eof = self.file_size is not None and self._pos >= self.file_size
+        return bytes(out)
+
+    @property
+    def requests(self) -> int:
+        """How many HTTP requests were made (tests check that a header costs few)."""
+        return self._requests
+
+    def close(self) -> None:
+        if self._resp is not None:
+            self._resp.close()
+            self._resp = None
+
+
+def open_source(source: str | os.PathLike, timeout_s: float = 30.0) -> FileSource | URLSource:
+    """A local path or an http(s) URL as a sequential byte source; a missing path is a UsageError."""
+    text = os.fspath(source)
+    if is_url(text):
+        return URLSource(text, timeout_s)
+    if not os.path.exists(text):
+        raise UsageError(f"no such file: {text}", hint="check the path, or pass a catalogue name or URL")
+    if os.path.isdir(text):
+        raise UsageError(f"{text} is a directory, not a GGUF file", hint="pass the .gguf file inside it")
+    return FileSource(text)

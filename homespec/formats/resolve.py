@@ -1,0 +1,220 @@
+"""--model / --draft arguments -> specs: a file, a directory, a URL, or a catalogue name.
+
+Order for --model: http(s) URL (a GGUF read by range) -> existing path (a .gguf file, a
+config.json, an HF or EXL2 directory) -> something that looks like a path but does not exist
+(UsageError: file not found) -> a catalogue name. A path that exists but holds no model is a
+different error ("not a model") from one that does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from homespec.errors import UsageError
+from homespec.specs import DraftSpec, ModelSpec
+
+# llama.cpp's speculative decoding accepts draft and target vocabularies this far apart
+# (common/speculative.cpp SPEC_VOCAB_MAX_SIZE_DIFFERENCE): padded embeddings in one family.
+VOCAB_SLACK = 128
+
+
+def _looks_like_path(arg: str) -> bool:
+    return (os.sep in arg or arg.startswith((".", "~")) or arg.endswith((".gguf", ".json", ".safetensors"))
+            or (os.altsep is not None and os.altsep in arg))
+
+
+def _is_gguf_file(path: Path) -> bool:
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def _gguf_header(arg: str):
+    from homespec.formats.gguf import read_gguf_header
+
+    return read_gguf_header(arg)
+
+
+def _no_quant_for_files(quant: str | None, what: str, has: str | None) -> None:
+    if quant:
+        raise UsageError(f"--quant {quant} does not apply to {what}: it is already {has or 'quantised'}",
+                         hint="drop --quant, or pass a catalogue name or a Hugging Face config.json to choose one")
+
+
+def _model_from_gguf(arg: str, quant: str | None) -> ModelSpec:
+    from homespec.formats.gguf_spec import model_spec_from_gguf
+
+    header = _gguf_header(arg)
+    if header.arch == "eagle3":
+        raise UsageError(f"{arg} is an EAGLE-3 draft head, not a target model", hint="pass it as --draft")
+    spec = model_spec_from_gguf(header)
+    _no_quant_for_files(quant, arg, spec.quant)
+    return spec
+
+
+def _model_from_dir_or_config(path: Path, quant: str | None) -> ModelSpec:
+    from homespec.formats.eagle import is_eagle_config
+    from homespec.formats.exl2 import is_exl2_config, model_spec_from_exl2_dir
+    from homespec.formats.hf import load_config, model_spec_from_hf_config
+
+    cfg = load_config(path)
+    if is_eagle_config(cfg):
+        raise UsageError(f"{path} is an EAGLE-3 draft head, not a target model", hint="pass it as --draft")
+    if is_exl2_config(cfg):
+        spec = model_spec_from_exl2_dir(path)
+        _no_quant_for_files(quant, str(path), spec.quant)
+        return spec
+    return model_spec_from_hf_config(path, quant)
+
+
+def _model_from_path(path: Path, quant: str | None) -> ModelSpec:
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return _model_from_dir_or_config(path, quant)
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return _model_from_gguf(str(ggufs[0]), quant)
+        if ggufs:
+            raise UsageError(f"{path} holds {len(ggufs)} GGUF files", hint="pass one of them: " +
+                             ", ".join(g.name for g in ggufs[:4]))
+        raise UsageError(f"{path} is not a model directory (no config.json, no .gguf file)",
+                         hint="pass a .gguf file, a Hugging Face / EXL2 model directory, or a catalogue name")
+    if _is_gguf_file(path):
+        return _model_from_gguf(str(path), quant)
+    if path.suffix.lower() == ".json":
+        return _model_from_dir_or_config(path, quant)
+    raise UsageError(f"{path} is not a model file (neither GGUF nor config.json)",
+                     hint="pass a .gguf file, a Hugging Face / EXL2 model directory, or a catalogue name")
+
+
+def _catalogue_model(name: str, quant: str | None) -> ModelSpec:
+    from homespec.catalog import load_catalog
+
+    catalog = load_catalog()
+    if quant:  # "qwen2.5-7b" + --quant q5 (a name with its own suffix takes no --quant)
+        return catalog.quantised(catalog.entry(name), quant)
+    return catalog.model(name)  # "qwen2.5-7b-q5", or Q4_K_M by default
+
+
+def resolve_model(arg: str, quant: str | None = None) -> ModelSpec:
+    """The target model named by --model (and --quant where the argument leaves it open)."""
+    from homespec.formats.http import is_url
+
+    if not arg or not arg.strip():
+        raise UsageError("--model is empty", hint="pass a catalogue name, a .gguf file, a directory or a URL")
+    if is_url(arg):
+        return _model_from_gguf(arg, quant)
+    path = Path(os.path.expanduser(arg))
+    if path.exists():
+        return _model_from_path(path, quant)
+    if _looks_like_path(arg):
+        raise UsageError(f"no such file or directory: {arg}", hint="check the path (or give a catalogue name)")
+    return _catalogue_model(arg, quant)
+
+
+def draft_from_model(model: ModelSpec) -> DraftSpec:
+    """A small model used whole as the draft (classic speculative decoding)."""
+    weights = sum(t.n_bytes for t in model.tensors) if model.tensors else 0
+    return DraftSpec(
+        name=model.name, kind="model", target="", n_layer=model.n_layer, n_embd=model.n_embd,
+        n_head=model.n_head, n_head_kv=model.n_head_kv, head_dim=model.head_dim, n_ff=model.n_ff,
+        draft_vocab=model.n_vocab, target_vocab=model.n_vocab, target_hidden=model.n_embd,
+        weight_bytes=weights, dtype=(model.quant or "").lower(), source=model.source, tensors=model.tensors,
+        model=model,
+    )
+
+
+def _draft_from_gguf(arg: str) -> DraftSpec:
+    from homespec.formats.gguf_spec import draft_spec_from_gguf, model_spec_from_gguf
+
+    header = _gguf_header(arg)
+    if header.arch == "eagle3":
+        return draft_spec_from_gguf(header)
+    return draft_from_model(model_spec_from_gguf(header))
+
+
+def _draft_from_path(path: Path) -> DraftSpec:
+    from homespec.formats.eagle import draft_spec_from_checkpoint, is_eagle_config
+    from homespec.formats.hf import load_config
+
+    if path.is_file() and _is_gguf_file(path):
+        return _draft_from_gguf(str(path))
+    if path.is_dir() and not (path / "config.json").is_file():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return _draft_from_gguf(str(ggufs[0]))
+        raise UsageError(f"{path} is not a draft: no config.json and {len(ggufs)} .gguf files",
+                         hint="pass an EAGLE-3 checkpoint directory, a .gguf file, or a catalogue draft name")
+    if path.is_file() and path.suffix.lower() != ".json":
+        raise UsageError(f"{path} is not a draft file (neither GGUF nor config.json)",
+                         hint="pass an EAGLE-3 checkpoint directory, a .gguf file, or a catalogue draft name")
+    if is_eagle_config(load_config(path)):
+        return draft_spec_from_checkpoint(path)
+    return draft_from_model(_model_from_dir_or_config(path, None))
+
+
+def _catalogue_draft(name: str) -> DraftSpec:
+    from homespec.catalog import load_catalog
+
+    catalog = load_catalog()
+    try:
+        return catalog.draft(name)
+    except UsageError as draft_error:
+        try:  # a catalogue *model* named as the draft: classic draft-model speculation
+            return draft_from_model(catalog.model(name))
+        except UsageError:
+            raise draft_error from None
+
+
+def check_pairing(draft: DraftSpec, target: ModelSpec) -> None:
+    """A head reads the target's features and emits its token ids: the widths must agree."""
+    if draft.kind == "model":
+        if abs(draft.target_vocab - target.n_vocab) > VOCAB_SLACK:
+            raise UsageError(
+                f"draft model {draft.name} has a {draft.target_vocab}-token vocabulary, "
+                f"the target {target.name} has {target.n_vocab}",
+                hint="a draft model must share the target's tokenizer; pick one from the same family")
+        return
+    if draft.target_hidden != target.n_embd:
+        raise UsageError(
+            f"EAGLE head {draft.name} expects target features of width {draft.target_hidden}, "
+            f"but {target.name} has hidden size {target.n_embd}",
+            hint="use a head trained for this target (`homespec plan` lists the catalogue's pairings)")
+    if draft.target_vocab and draft.target_vocab != target.n_vocab:
+        raise UsageError(
+            f"EAGLE head {draft.name} maps to a {draft.target_vocab}-token vocabulary, "
+            f"but {target.name} has {target.n_vocab}",
+            hint="use a head trained for this target (`homespec plan` lists the catalogue's pairings)")
+
+
+def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
+    """The draft named by --draft: None -> the catalogue's pairing for the target, 'none' -> no draft."""
+    from homespec.formats.http import is_url
+
+    if arg is None:
+        from homespec.catalog import load_catalog
+
+        draft = load_catalog().draft_for(target)
+    elif arg.strip().lower() in ("none", ""):
+        return None
+    elif is_url(arg):
+        draft = _draft_from_gguf(arg)
+    else:
+        path = Path(os.path.expanduser(arg))
+        if path.exists():
+            draft = _draft_from_path(path)
+        elif _looks_like_path(arg):
+            raise UsageError(f"no such file or directory: {arg}", hint="check the path (or give a catalogue draft name)")
+        else:
+            draft = _catalogue_draft(arg)
+    if draft is not None:
+        check_pairing(draft, target)
+    return draft
+
+
+__all__ = ["check_pairing", "draft_from_model", "resolve_draft", "resolve_model"]

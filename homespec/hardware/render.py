@@ -1,0 +1,29 @@
+"""`homespec probe` as a rich table."""
+
+from __future__ import annotations
+
+from homespec.specs import Machine
+
+GIB = 1 << 30
+
+
+def render_machine(m: Machine, console) -> None:
+    from rich.table import Table
+
+    if m.gpus:
+        t = Table(title="GPUs")
+        for col in ("#", "name", "memory", "free", "bandwidth", "compute", "driver", "source"):
+            t.add_column(col, justify="right" if col in ("memory", "free", "bandwidth") else "left")
+        for g in m.gpus:
+            t.add_row(
+                str(g.index), g.name, f"{g.total_bytes / GIB:,.1f} GiB",
+                "" if g.free_bytes is None else f"{g.free_bytes / GIB:,.1f} GiB",
+                "" if g.bandwidth_gbs is None else f"{g.bandwidth_gbs:,.0f} GB/s",
+                g.compute_capability or ("unified memory" if g.unified else ""), g.driver or "", g.source,
+            )
+        console.print(t)
+    else:
+        console.print("no GPU found: homespec will plan and run on the CPU")
+    free = "" if m.ram_free_bytes is None else f" ({m.ram_free_bytes / GIB:,.1f} GiB free)"
+    console.print(f"RAM: {m.ram_bytes / GIB:,.1f} GiB{free}")
+    console.print(f"CPU: {m.cpu_name or 'unknown'}, {m.cpu_cores} cores; OS: {m.os}")
