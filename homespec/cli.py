@@ -69,7 +69,7 @@ def plan(
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, ram=ram)
     if emit:
-        print(emit_cmd(p, emit, model or p.model.source or p.model.name, None if draft == "none" else (draft or (p.draft.source if p.draft else None))))
+        print(emit_cmd(p, emit, model, draft))
     elif json_out:
         print(json.dumps(to_json(p), indent=2))
     else:

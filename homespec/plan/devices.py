@@ -25,6 +25,17 @@ HOST_OS_FLOOR = 2 * GIB
 # DDR5-5600 (2 x 64 bit x 5600 MT/s = 89.6 GB/s); typical home-lab desktops are DDR4-3200 (51 GB/s)
 # to DDR5-6000 (96 GB/s).
 DEFAULT_HOST_BANDWIDTH_GBS = 89.6
+# One core streams roughly 10-15 GB/s from DRAM, so a machine with few cores cannot use all of
+# its channels' bandwidth (measured here: SmolLM2-135M Q4_1 decodes at 88 tok/s on 2 threads,
+# about 14 GB/s of weights). A planned (catalogue) machine is assumed to be a typical desktop.
+PER_CORE_BANDWIDTH_GBS = 12.0
+ASSUMED_DESKTOP_CORES = 8
+
+
+def host_cores(machine: Machine) -> int:
+    if machine.source == "catalogue":
+        return max(machine.cpu_cores, ASSUMED_DESKTOP_CORES)
+    return machine.cpu_cores or ASSUMED_DESKTOP_CORES
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +90,9 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
         for i, g in enumerate(machine.gpus)
     ]
     unified = any(g.vendor == "apple" for g in machine.gpus)
-    host_bw = machine.ram_bandwidth_gbs or (out[0].bandwidth_gbs if unified and out else DEFAULT_HOST_BANDWIDTH_GBS)
+    host_bw = machine.ram_bandwidth_gbs or (
+        out[0].bandwidth_gbs if unified and out else min(DEFAULT_HOST_BANDWIDTH_GBS, PER_CORE_BANDWIDTH_GBS * host_cores(machine))
+    )
     out.append(
         Device(
             id="host",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from homespec.plan import memory as mem
-from homespec.plan.devices import Device, devices_for
+from homespec.plan.devices import Device, devices_for, host_cores
 from homespec.plan.settings import Settings, check_settings
 from homespec.plan.speed import DeviceLoad, Estimate, estimate
 from homespec.specs import DraftSpec, Machine, ModelSpec
@@ -140,7 +140,12 @@ def _layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Sett
                 read[d] += per_dev_kv[d] / 2  # the average position reads half the cache
         repack = mem.cpu_repack_bytes(model, {i for i in range(model.n_layer) if placement[i] == "host"})
         if s.backend == "llamacpp" and repack:
-            items.append(mem.LineItem("weights", "host", repack, "CPU repack copy of Q4_0/Q4_K/IQ4_NL layers"))
+            # The repacked copy replaces those tensors' mmapped pages (clean page cache, reclaimable
+            # after load), so the host needs the file's bytes once: move them to their own line.
+            for it_i, it in enumerate(items):
+                if it.name == "weights" and it.device == "host":
+                    items[it_i] = mem.LineItem("weights", "host", it.bytes - repack, it.detail + " (mmapped)")
+            items.append(mem.LineItem("weights (CPU repack)", "host", repack, "Q4_0/Q4_K/IQ4_NL layers interleaved for the CPU kernels"))
         used_gpus = sorted({p for p in placement if p != "host"})
         for d in used_gpus or ["host"]:
             if s.backend == "llamacpp":
@@ -281,10 +286,13 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     notes: list[str] = []
     if not machine.gpus:
         notes.append("no GPU: everything runs on the CPU from RAM")
+    output_on_host = bool(machine.gpus) and s2.backend == "llamacpp" and s2.n_gpu_layers <= model.n_layer
     if _fits(lay):
-        verdict = FITS if offloaded == 0 else FITS_OFFLOADED
+        verdict = FITS if offloaded == 0 and not output_on_host else FITS_OFFLOADED
     else:
         verdict = NO_FIT
+    if output_on_host and offloaded == 0:
+        notes.append("the output layer stays on the CPU (-ngl equal to the layer count); its matmul runs there")
     if s.n_ctx > model.n_ctx_train > 0:
         notes.append(f"--ctx {s.n_ctx} exceeds the model's trained context {model.n_ctx_train}")
     draft_loads = None
@@ -292,7 +300,7 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         dl = _layout(draft.model, None, machine, s2)
         draft_loads = dl.loads
     est = estimate(lay.loads, draft, lay.draft_device, lay.draft_bytes, s2.tree_tokens, s2.draft_depth,
-                   s2.draft_topk, machine.cpu_cores or 4, draft_loads)
+                   s2.draft_topk, host_cores(machine), draft_loads)
     devs = devices_for(machine)
     uses = tuple(DeviceUse(d, mem.sum_bytes(lay.items, d.id)) for d in devs)
     plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes))

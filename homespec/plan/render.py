@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 
-ITEM_ORDER = ("weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
+ITEM_ORDER = ("weights", "weights (CPU repack)", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
 
 
 def gib(n: int) -> str:
@@ -109,8 +110,37 @@ def render(plan: Plan, console) -> None:
         console.print(f"try: {sug}")
 
 
-def emit(plan: Plan, target: str, model_arg: str, draft_arg: str | None) -> str:
+def _hf_repo(source: str) -> str | None:
+    """"https://huggingface.co/org/repo/blob/main/config.json" or "org/repo — ..." -> "org/repo"."""
+    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", source) or re.match(r"([\w.-]+/[\w.-]+)(\s|$)", source)
+    return m.group(1) if m else None
+
+
+def _model_ref(plan: Plan, target: str, model_arg: str | None) -> str:
+    m = plan.model
+    if m.format != "catalogue":
+        return model_arg or m.source
+    if target == "vllm":
+        return _hf_repo(m.source) or m.name
+    return f"{(m.family or m.name)}-{m.quant}.gguf"  # the file the user downloads for this quant
+
+
+def _draft_ref(plan: Plan, target: str, draft_arg: str | None) -> str | None:
+    d = plan.draft
+    if d is None:
+        return None
+    if draft_arg and draft_arg != "none":
+        return draft_arg
+    repo = _hf_repo(d.source)
+    if target == "vllm":
+        return repo or f"./{d.name}"  # a head trained with `homespec draft train --out ./{d.name}`
+    return f"{d.name}.gguf"  # llama.cpp reads EAGLE-3 heads converted to GGUF (arch eagle3)
+
+
+def emit(plan: Plan, target: str, model_arg: str | None, draft_arg: str | None) -> str:
     s = plan.settings
+    model_arg = _model_ref(plan, target, model_arg)
+    draft_arg = _draft_ref(plan, target, draft_arg)
     if target == "llama-server":
         cmd = ["llama-server", "-m", model_arg, "-c", str(s.n_ctx), "-ngl", str(s.n_gpu_layers),
                "-ub", str(s.n_ubatch), "-fa", "on" if s.flash_attn else "off",

@@ -9,6 +9,7 @@ its dot products (docs/planner.md, "Speed").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from homespec.plan.devices import Device
@@ -27,6 +28,9 @@ CPU_FLOPS_PER_CORE = 32 * 3.0e9 * 0.40
 GPU_TFLOPS_UNKNOWN = 40.0  # a conservative fp16 figure for a GPU missing from the catalogue
 # Fixed per-forward overhead of the draft head (kernel launches / Python dispatch).
 HEAD_OVERHEAD_S = {"gpu": 0.0004, "host": 0.0003}
+# Fixed cost of one forward (graph build, launches, sampling): llama.cpp with CUDA graphs ~0.3 ms;
+# on the CPU ~1 ms (SmolLM2-135M: 6.7 ms per token of which ~1 ms does not scale with the model).
+FORWARD_OVERHEAD_S = {"gpu": 0.0003, "host": 0.001}
 # Acceptance length assumed when the draft spec has none: an EAGLE-3 head on chat at T=0 with a
 # 60-node tree (EAGLE-3 paper Table 1 reports 5-6.5 for trained 8B heads; homespec assumes less).
 DEFAULT_TAU = {"eagle3": 3.5, "eagle3.1": 3.5, "model": 2.5}
@@ -49,6 +53,7 @@ class Estimate:
     draft_ms: float | None
     plain_ms: float
     basis: str
+    tree_tokens: int | None = None  # the draft tree size the estimate chose
 
 
 def _device_flops(d: Device, cpu_cores: int) -> float:
@@ -68,8 +73,8 @@ def forward_seconds(loads: list[DeviceLoad], tokens: int, cpu_cores: int) -> flo
         if ld.device.is_gpu:
             total += max(t_mem, t_tok * tokens)  # roofline: memory-bound until the ridge point
         else:
-            total += t_mem + t_tok * (tokens - 1)  # CPUs pay each extra token's dot products
-    return total
+            total += max(t_mem, t_tok) + t_tok * (tokens - 1)  # CPUs pay each extra token's dot products
+    return total + FORWARD_OVERHEAD_S["gpu" if any(ld.device.is_gpu for ld in loads) else "host"]
 
 
 def draft_seconds(draft: DraftSpec, device: Device, depth: int, topk: int, cpu_cores: int, head_bytes: int) -> float:
@@ -95,15 +100,29 @@ def estimate(
     basis = "memory-bandwidth roofline; an estimate, not a measurement"
     if draft is None or draft_device is None:
         return Estimate(1 / plain, None, None, None, None, None, plain * 1e3, basis)
-    tau = draft.expected_tau or DEFAULT_TAU.get(draft.kind, 3.0)
+    tau_full = draft.expected_tau or DEFAULT_TAU.get(draft.kind, 3.0)
     if draft.kind == "model" and draft_loads:
         # A draft model proposes a chain: `depth` sequential one-token forwards.
         t_draft = depth * forward_seconds(draft_loads, 1, cpu_cores)
-        tokens = depth + 1
+        t_verify = forward_seconds(loads, depth + 1, cpu_cores)
+        best = (tau_full / (t_verify + t_draft), depth + 1, tau_full, t_verify, t_draft)
     else:
+        # Where verification is compute-bound (CPU layers) a big tree costs more than it gains:
+        # try smaller trees too, with acceptance shrinking as log(T) (EAGLE-2's dynamic trees
+        # gain roughly a constant per doubling of the node budget).
+        best = None
         t_draft = draft_seconds(draft, draft_device, depth, topk, cpu_cores, draft_bytes)
-        tokens = tree_tokens
-    t_verify = forward_seconds(loads, tokens, cpu_cores)
-    spec = tau / (t_verify + t_draft)
-    basis += f"; acceptance length {tau:.1f} tokens per target pass assumed"
-    return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis)
+        for t in sorted({4, 8, 16, 32, tree_tokens}):
+            if t > tree_tokens:
+                continue
+            tau = 1 + (tau_full - 1) * min(1.0, math.log2(t + 1) / math.log2(tree_tokens + 1))
+            d = draft_seconds(draft, draft_device, min(depth, t), topk, cpu_cores, draft_bytes)
+            v = forward_seconds(loads, t, cpu_cores)
+            cand = (tau / (v + d), t, tau, v, d)
+            if best is None or cand[0] > best[0]:
+                best = cand
+    spec, tokens, tau, t_verify, t_draft = best
+    basis += f"; acceptance length {tau:.1f} tokens per target pass assumed ({tokens}-node tree)"
+    if spec < 1 / plain:
+        basis += "; speculation would not pay here, so homespec's guard keeps plain decoding"
+    return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 
 from homespec.plan.devices import GIB
@@ -49,13 +50,21 @@ def suggestions(plan: Plan) -> list[str]:
     quant = _smaller_quant(plan)
     if quant:
         out.append(quant)
-    if len(plan.machine.gpus) < 8:
-        g = plan.machine.gpus[0]
-        two = replace(plan.machine, gpus=(*plan.machine.gpus, replace(g, index=len(plan.machine.gpus))))
-        p = solve(plan.model, plan.draft, two, s, suggest=False)
-        if _fits_fully(p):
-            names = ",".join(x.name for x in two.gpus)
-            out.append(f"one more {g.name} fits it entirely on GPUs (--gpu \"{names}\")")
+    g = plan.machine.gpus[0]
+    for extra in range(1, 4):  # the fewest more GPUs of the same kind that hold everything
+        if len(plan.machine.gpus) + extra > 8:
+            break
+        more = tuple(replace(g, index=len(plan.machine.gpus) + i) for i in range(extra))
+        bigger = replace(plan.machine, gpus=(*plan.machine.gpus, *more))
+        if _fits_fully(solve(plan.model, plan.draft, bigger, s, suggest=False)):
+            names = ",".join(short_gpu_name(x.name) for x in bigger.gpus)
+            out.append(f"{extra} more {g.name} fit{'s' if extra == 1 else ''} it entirely on GPUs (--gpu {shlex.quote(names)})")
+            break
+    if plan.verdict != NO_FIT and s.backend == "llamacpp" and s.type_k == "f16":
+        p = solve(plan.model, plan.draft, plan.machine, s.with_(type_k="q8_0", type_v="q8_0", flash_attn=True), suggest=False)
+        gained = p.settings.n_gpu_layers - s.n_gpu_layers
+        if gained > 0 and not _fits_fully(p):
+            out.append(f"--kv-type q8_0 --flash-attn keeps {gained} more layer{'s' if gained > 1 else ''} on the GPU(s)")
     if plan.draft is not None:
         p = solve(plan.model, None, plan.machine, s, suggest=False)
         if _fits_fully(p):
@@ -63,6 +72,13 @@ def suggestions(plan: Plan) -> list[str]:
     if s.backend == "torch":
         out.append("the torch backend holds the whole model in 16-bit; --backend llamacpp runs quantised and can offload")
     return out
+
+
+def short_gpu_name(name: str) -> str:
+    """"NVIDIA GeForce RTX 4090" -> "4090": the form --gpu accepts and people type."""
+    for prefix in ("NVIDIA ", "GeForce ", "RTX "):
+        name = name.removeprefix(prefix)
+    return name.lower().replace(" ", "-")
 
 
 def _smaller_quant(plan: Plan) -> str | None:

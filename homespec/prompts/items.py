@@ -1,0 +1,131 @@
+"""PromptItem and its JSONL form: reading the packaged splits, reading a user's file, writing atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from homespec.errors import HomespecError, UsageError
+
+SPLITS = ("train", "dev", "test", "long")
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptItem:
+    """One prompt. `turns` holds the user turns only; a multi-turn item has the target's replies
+    generated between them, so a single-turn item is simply a 1-tuple."""
+
+    id: str
+    category: str
+    turns: tuple[str, ...]
+
+    @property
+    def prompt(self) -> str:
+        """The first (for single-turn items, the only) user turn."""
+        return self.turns[0]
+
+    @property
+    def is_multi_turn(self) -> bool:
+        return len(self.turns) > 1
+
+
+def item_to_json(item: PromptItem) -> str:
+    """One JSONL line: {"id","category","prompt"} or {"id","category","turns"}. Keys in a fixed
+    order and ensure_ascii so the same items always give the same bytes."""
+    obj: dict[str, object] = {"id": item.id, "category": item.category}
+    if item.is_multi_turn:
+        obj["turns"] = list(item.turns)
+    else:
+        obj["prompt"] = item.turns[0]
+    return json.dumps(obj, ensure_ascii=True)
+
+
+def write_prompts_file(path: Path, items: Iterable[PromptItem]) -> int:
+    """Write items as JSONL atomically (temp file + os.replace); returns the byte count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(item_to_json(it) + "\n" for it in items).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are shared data files
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)
+
+
+def _bad_line(path: Path, lineno: int, why: str) -> HomespecError:
+    return HomespecError(
+        f"{path}:{lineno}: {why}",
+        hint='each line must be a JSON object with "prompt" (a string) or "turns" (a list of strings)',
+    )
+
+
+def _parse_line(path: Path, lineno: int, line: str, default_category: str) -> PromptItem:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _bad_line(path, lineno, f"not valid JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise _bad_line(path, lineno, "not a JSON object")
+    if "turns" in obj:
+        turns = obj["turns"]
+        if (
+            not isinstance(turns, list)
+            or not turns
+            or not all(isinstance(t, str) and t.strip() for t in turns)
+        ):
+            raise _bad_line(path, lineno, '"turns" must be a non-empty list of non-empty strings')
+        texts: Sequence[str] = turns
+    elif "prompt" in obj:
+        prompt = obj["prompt"]
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise _bad_line(path, lineno, '"prompt" must be a non-empty string')
+        texts = [prompt]
+    else:
+        raise _bad_line(path, lineno, 'has neither "prompt" nor "turns"')
+    item_id = obj.get("id", f"{path.stem}-{lineno}")
+    category = obj.get("category", default_category)
+    if not isinstance(item_id, (str, int)) or not isinstance(category, str):
+        raise _bad_line(path, lineno, '"id" must be a string and "category" a string')
+    return PromptItem(id=str(item_id), category=category, turns=tuple(texts))
+
+
+def read_prompts_file(path: str | os.PathLike[str], default_category: str = "user") -> list[PromptItem]:
+    """Read a user's JSONL prompt file. Blank lines are skipped; "id" and "category" are optional."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HomespecError(f"prompt file {path} does not exist", hint="check the path") from None
+    except UnicodeDecodeError:
+        raise HomespecError(f"prompt file {path} is not UTF-8 text", hint="save it as UTF-8 JSONL") from None
+    items = [
+        _parse_line(path, lineno, line, default_category)
+        for lineno, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    ]
+    if not items:
+        raise HomespecError(f"prompt file {path} holds no prompts", hint='add lines like {"prompt": "..."}')
+    return items
+
+
+def load_prompts(split: str) -> list[PromptItem]:
+    """The packaged prompt set `split` (train, dev, test or long) written by scripts/build_prompts.py."""
+    if split not in SPLITS:
+        raise UsageError(f"unknown prompt split {split!r}", hint=f"use one of: {', '.join(SPLITS)}")
+    path = DATA_DIR / f"{split}.jsonl"
+    if not path.is_file():
+        raise HomespecError(
+            f"the packaged prompt set {path} is missing",
+            hint="regenerate it with `python scripts/build_prompts.py`",
+        )
+    return read_prompts_file(path, default_category=split)

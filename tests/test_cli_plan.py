@@ -1,0 +1,115 @@
+"""`homespec plan` and `homespec probe` end to end, through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from homespec.cli import main
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json_schema_and_sums(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-8b-q4", "--json")
+    assert code == 0
+    p = json.loads(out)
+    assert p["verdict"] == "fits"
+    assert isinstance(p["total_bytes"], int) and isinstance(p["headroom_bytes"], int)
+    assert p["total_bytes"] == sum(i["bytes"] for i in p["items"])
+    assert all({"name", "device", "bytes"} <= set(i) for i in p["items"])
+    names = {i["name"] for i in p["items"]}
+    assert {"weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "reserve"} <= names
+    assert p["estimate"]["spec_tokens_per_s"] > 0 and "estimate" in p["estimate"]["basis"]
+
+
+def test_plan_that_does_not_fit_exits_3_and_suggests(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "3060", "--model", "llama-3.1-405b-q4", "--ram", "32", "--json")
+    assert code == 3
+    p = json.loads(out)
+    assert p["verdict"] == "does_not_fit" and p["headroom_bytes"] < 0
+
+
+def test_plan_offload_reports_layers_and_ram(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "128", "--json")
+    assert code == 0
+    p = json.loads(out)
+    assert p["verdict"] == "fits_offloaded"
+    assert 0 < p["offloaded_layers"] < 80
+    assert any("entirely on GPUs" in s for s in p["suggestions"])  # e.g. two more 4090s
+    assert any("more layers on the GPU" in s for s in p["suggestions"])  # a q8_0 KV cache
+
+
+def test_plan_table_renders(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "4090,3090", "--model", "llama-3.1-70b-q4", "--ctx", "4096")
+    assert code in (0, 3)
+    assert "draft KV" in out and "target KV" in out and "estimated decode" in out
+
+
+def test_plan_default_model_is_the_embedded_smollm2(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "none", "--json")
+    assert code == 0
+    p = json.loads(out)
+    assert p["model"]["format"] == "gguf" and p["model"]["n_layer"] == 30
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--model", "llama-9.9-1b"],
+        ["--ctx", "-5"],
+        ["--ctx", "999999999999"],
+        ["--gpu", "4091"],
+        ["--model", "/nonexistent/model.gguf"],
+        ["--kv-type", "q9"],
+        ["--emit", "ollama"],
+    ],
+)
+def test_bad_input_is_one_line_error_with_hint(capsys, args):
+    code, out, err = run(capsys, "plan", "--gpu", "4090", *args)
+    assert code == 2
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert lines[0].startswith("error: ") or "Usage" in err
+    assert "Traceback" not in err
+
+
+def test_corrupt_gguf_is_an_error_not_a_traceback(capsys, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)
+    code, _, err = run(capsys, "plan", "--gpu", "4090", "--model", str(bad))
+    assert code in (1, 2)
+    assert err.startswith("error: ") and "hint: " in err and "Traceback" not in err
+
+
+def test_emit_llama_server_and_vllm(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-8b-q4", "--emit", "llama-server")
+    assert code == 0
+    assert out.startswith("llama-server ") and "-ngl 33" in out and "--spec-type draft-eagle3" in out
+    code, out, _ = run(capsys, "plan", "--gpu", "4090,4090", "--model", "llama-3.1-8b-q4", "--emit", "vllm")
+    assert '"method":"eagle3"' in out and "--tensor-parallel-size 2" in out
+
+
+def test_plan_and_probe_import_neither_torch_nor_llama_cpp():
+    code = (
+        "import sys; from homespec.cli import main; "
+        "rc = main(['plan', '--gpu', '4090', '--model', 'llama-3.1-70b-q4', '--json']); "
+        "rc2 = main(['probe', '--json']); "
+        "bad = [m for m in ('torch', 'llama_cpp', 'transformers') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-500:] + r.stderr[-500:]
+
+
+def test_probe_json_on_a_cpu_machine(capsys):
+    code, out, _ = run(capsys, "probe", "--json")
+    assert code == 0
+    m = json.loads(out)
+    assert m["ram_bytes"] > 0 and isinstance(m["gpus"], list)
