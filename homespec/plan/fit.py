@@ -112,7 +112,7 @@ def _layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Sett
         if dev.is_gpu and dev.vendor == "nvidia":
             items.append(mem.LineItem("reserve", dev.id, mem.TORCH_CUDA_RESERVE, "CUDA context + cuBLAS + allocator slack"))
         read[dev.id] += w + kv / 2
-        params[dev.id] += sum(t.n_elements for t in model.tensors or ())
+        params[dev.id] += mem.group_weights(model).n_params
         draft_dev = dev
     else:
         groups = mem.group_weights(model)
@@ -191,9 +191,9 @@ def _layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Sett
 
 
 def _bytes_per_param(model: ModelSpec) -> float:
-    n = sum(t.n_elements for t in model.tensors or ())
-    b = sum(t.n_bytes for t in model.tensors or ())
-    return b / n if n else 2.0
+    g = mem.group_weights(model)
+    b = sum(g.per_layer) + g.embd + g.output + g.other - (g.embd if g.tied else 0)
+    return b / g.n_params if g.n_params else 2.0
 
 
 def _exl2_placement(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str]:

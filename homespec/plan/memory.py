@@ -6,6 +6,7 @@ formula with its source and a worked example. Device ids are "gpu0", "gpu1", ...
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from homespec.errors import UsageError
@@ -85,6 +86,25 @@ class WeightGroups:
     n_params: int
 
 
+def _by_identity(fn):
+    """Cache per model object: hashing a spec hashes every tensor, which costs more than the sum."""
+    cache: dict[int, tuple[ModelSpec, object]] = {}
+
+    @functools.wraps(fn)
+    def wrapper(model: ModelSpec):
+        hit = cache.get(id(model))
+        if hit is not None and hit[0] is model:
+            return hit[1]
+        if len(cache) > 64:
+            cache.clear()
+        value = fn(model)
+        cache[id(model)] = (model, value)
+        return value
+
+    return wrapper
+
+
+@_by_identity
 def group_weights(model: ModelSpec) -> WeightGroups:
     if not model.tensors:
         raise UsageError(f"no tensor list for '{model.name}'", hint="pass a GGUF file, a catalogue name or --quant")
@@ -117,18 +137,24 @@ def group_weights(model: ModelSpec) -> WeightGroups:
 CPU_REPACK_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
 
 
+@_by_identity
+def _repack_per_layer(model: ModelSpec) -> tuple[int, ...]:
+    out = [0] * model.n_layer
+    for t in model.tensors or ():
+        if (t.layer is not None and 0 <= t.layer < model.n_layer and t.ggml_type in CPU_REPACK_TYPES
+                and len(t.shape) == 2 and t.shape[1] % 8 == 0):
+            out[t.layer] += t.n_bytes
+    return tuple(out)
+
+
 def cpu_repack_bytes(model: ModelSpec, host_layers: set[int]) -> int:
-    return sum(
-        t.n_bytes
-        for t in model.tensors or ()
-        if t.layer in host_layers and t.ggml_type in CPU_REPACK_TYPES and len(t.shape) == 2 and t.shape[1] % 8 == 0
-    )
+    per_layer = _repack_per_layer(model)
+    return sum(per_layer[i] for i in host_layers if 0 <= i < model.n_layer)
 
 
 def torch_weight_bytes(model: ModelSpec, dtype_bytes: int) -> int:
     """The torch backend dequantises every weight to one float dtype."""
-    assert model.tensors
-    return sum(t.n_elements for t in model.tensors) * dtype_bytes
+    return group_weights(model).n_params * dtype_bytes
 
 
 # --- KV caches -------------------------------------------------------------------------------
