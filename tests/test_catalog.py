@@ -1,0 +1,153 @@
+"""homespec.catalog: every entry loads with sane numbers; names resolve; drafts pair with targets."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from homespec.catalog import DEFAULT_QUANT, load_catalog
+from homespec.errors import UsageError
+from homespec.quant import profiles_dir
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+def test_every_entry_names_its_source():
+    root = profiles_dir()
+    files = [root / "gpus.toml", root / "drafts.toml", *sorted((root / "models").glob("*.toml"))]
+    for path in files:
+        data = tomllib.loads(path.read_text())
+        for kind in ("gpu", "apple", "model", "draft"):
+            for entry in data.get(kind, []):
+                assert "huggingface.co" in entry["source"] or entry["source"].startswith("https://"), entry
+
+
+def test_gpus_are_sane(cat):
+    assert len(cat.gpus) >= 35
+    for g in cat.gpus:
+        assert g.vendor in ("nvidia", "apple")
+        assert 8 * GIB <= g.total_bytes <= 512 * GIB, g
+        assert 200 <= g.bandwidth_gbs <= 5000, g
+        assert g.unified == (g.vendor == "apple")
+        assert g.fp16_tflops is None or 5 <= g.fp16_tflops <= 1000
+        if g.vendor == "nvidia":
+            assert g.compute_capability and g.fp16_tflops
+    assert cat.gpu("h200").total_bytes > cat.gpu("h100").total_bytes > cat.gpu("a100-40g").total_bytes
+
+
+@pytest.mark.parametrize("name,want", [
+    ("4090", "NVIDIA GeForce RTX 4090"), ("rtx4090", "NVIDIA GeForce RTX 4090"),
+    ("RTX 4090", "NVIDIA GeForce RTX 4090"), ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
+    ("3090ti", "NVIDIA GeForce RTX 3090 Ti"), ("RTX 3090 Ti", "NVIDIA GeForce RTX 3090 Ti"),
+    ("a6000", "NVIDIA RTX A6000"), ("rtx-a6000", "NVIDIA RTX A6000"), ("3060 12GB", "NVIDIA GeForce RTX 3060 12GB"),
+    ("m3-ultra-512", "Apple M3 Ultra (512 GB)"), ("M3 Ultra 96GB", "Apple M3 Ultra (96 GB)"),
+    ("m2-max-96", "Apple M2 Max (96 GB)"), ("m4_max_128", "Apple M4 Max (128 GB)"),
+])
+def test_gpu_aliases(cat, name, want):
+    assert cat.gpu(name).name == want
+
+
+def test_apple_memory_options(cat):
+    m3u = cat.gpu("m3-ultra-512")
+    assert m3u.total_bytes == 512 * GIB and m3u.bandwidth_gbs == 819.0 and m3u.unified
+    assert cat.gpu("m3-max-36").bandwidth_gbs == 300.0 and cat.gpu("m3-max-48").bandwidth_gbs == 400.0
+
+
+def test_unknown_gpu_names_the_nearest(cat):
+    with pytest.raises(UsageError) as e:
+        cat.gpu("rtx 4009")
+    assert "nearest" in e.value.hint and "4090" in e.value.hint
+
+
+def test_every_model_is_sane(cat):
+    assert len(cat.models) >= 38
+    for mid in cat.models:
+        m = cat.model(mid)
+        assert m.quant == DEFAULT_QUANT and m.family == mid and m.format == "catalogue"
+        assert m.n_embd % m.n_head == 0 or m.n_head * m.head_dim != m.n_embd  # Nemo/Gemma: explicit head_dim
+        assert m.n_head % m.n_head_kv == 0 and m.head_dim in (64, 128, 256)
+        assert 1e8 < m.n_params < 5e11
+        weights = sum(t.n_bytes for t in m.tensors)
+        bpw = weights * 8 / m.n_params
+        assert 4.5 < bpw < 6.5, (mid, bpw)  # Q4_K_M: 4.5 bpw blocks plus Q6_K/Q8_0 heads and layers
+        assert m.source.startswith("https://huggingface.co/")
+
+
+@pytest.mark.parametrize("mid,published", [
+    # parameter counts Hugging Face shows on each model page (safetensors metadata)
+    ("llama-3.1-8b", 8_030_261_248), ("llama-3.1-70b", 70_553_706_496), ("qwen2.5-7b", 7_615_616_512),
+    ("mistral-7b", 7_248_023_552), ("gemma-2-9b", 9_241_705_984), ("smollm2-135m", 134_515_008),
+    ("phi-4", 14_659_507_200),
+])
+def test_param_counts_match_published(cat, mid, published):
+    assert cat.entry(mid).spec.n_params == published
+
+
+def test_sliding_window_layers(cat):
+    g2 = cat.entry("gemma-2-9b").spec
+    assert g2.sliding_window == 4096 and g2.swa_layers == tuple(range(0, 42, 2))
+    g3 = cat.entry("gemma-3-12b").spec
+    assert len(g3.swa_layers) == 40 and 5 not in g3.swa_layers and 4 in g3.swa_layers
+
+
+@pytest.mark.parametrize("name,entry,quant", [
+    ("llama-3.1-70b-q4", "llama-3.1-70b", "Q4_K_M"), ("llama-3.1-70b", "llama-3.1-70b", "Q4_K_M"),
+    ("qwen2.5-7b-q8", "qwen2.5-7b", "Q8_0"), ("smollm2-135m-q4_1", "smollm2-135m", "Q4_1"),
+    ("smollm2-135m-instruct-q4_1", "smollm2-135m", "Q4_1"), ("Llama3.1-8B-Instruct-Q5_K_M", "llama-3.1-8b", "Q5_K_M"),
+    ("qwen2.5-72b-iq4_xs", "qwen2.5-72b", "IQ4_XS"), ("gemma-2-9b-it-q6", "gemma-2-9b", "Q6_K"),
+    ("mistral-7b-exl2-4.65", "mistral-7b", "exl2-4.65"), ("mistral-nemo-4.0bpw", "mistral-nemo-12b", "exl2-4"),
+])
+def test_model_resolution(cat, name, entry, quant):
+    m = cat.model(name)
+    assert m.family == entry and m.quant == quant
+    if quant.startswith("exl2"):
+        assert any(t.ggml_type == "EXL2" for t in m.tensors)
+    else:
+        assert all(t.ggml_type != "EXL2" for t in m.tensors)
+
+
+def test_unknown_model_names_the_nearest(cat):
+    with pytest.raises(UsageError) as e:
+        cat.model("lama-3.1-8b")
+    assert "llama-3.1-8b" in e.value.hint
+    with pytest.raises(UsageError) as e:
+        cat.model("qwen2.5-7b-q9")  # the model resolves, the quant does not
+    assert "Q4_K_M" in e.value.hint
+
+
+def test_published_head_pairing(cat):
+    d = cat.draft_for(cat.model("llama-3.1-8b"))
+    assert d.name == "eagle3-llama3.1-8b" and d.kind == "eagle3"
+    t = {x.name: x.shape for x in d.tensors}
+    # facts: fc [4096, 12288], q [4096, 8192], k/v [1024, 8192], lm_head [32000, 4096] (torch order)
+    assert t["fc.weight"] == (12288, 4096) and t["midlayer.self_attn.q_proj.weight"] == (8192, 4096)
+    assert t["midlayer.self_attn.k_proj.weight"] == (8192, 1024) and t["lm_head.weight"] == (4096, 32000)
+    assert t["d2t"] == (32000,) and t["t2d"] == (128256,)
+    params = 12288 * 4096 + 8192 * 4096 + 2 * 8192 * 1024 + 4096 * 4096 + 3 * 4096 * 14336 + 4 * 4096 + 32000 * 4096
+    assert d.weight_bytes == params * 2 + 32000 * 8 + 128256
+    assert cat.draft("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B") == d == cat.draft("eagle3-llama-3.1-8b")
+
+
+def test_smollm2_head_is_eagle3_1(cat):
+    d = cat.draft_for(cat.model("smollm2-135m-q4_1"))
+    assert d.kind == "eagle3.1" and d.fc_norm and d.norm_output
+    assert (d.n_embd, d.n_head, d.n_head_kv, d.head_dim, d.n_ff, d.draft_vocab) == (576, 9, 3, 64, 1536, 8192)
+    names = {t.name for t in d.tensors}
+    assert {"fc_norm.0.weight", "fc_norm.2.weight"} <= names
+    params = sum(t.n_elements for t in d.tensors if t.ggml_type == "F32")
+    assert d.weight_bytes == params * 4 + 8192 * 8 + 49152
+
+
+def test_derived_head_when_none_is_published(cat):
+    d = cat.draft_for(cat.model("gemma-2-9b"))
+    assert d.kind == "eagle3.1" and "homespec-trainable" in d.source
+    assert d.target_hidden == 3584 and d.draft_vocab == 32000 and d.target_vocab == 256000
+    assert cat.draft("homespec-eagle3.1-gemma-2-9b") == d
+    with pytest.raises(UsageError):
+        cat.draft("eagle3-nothing")
