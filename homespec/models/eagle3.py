@@ -1,0 +1,396 @@
+"""The EAGLE-3 / EAGLE-3.1 draft head: one Llama decoder layer fed with fused target features.
+
+Layout and key names follow the published checkpoints (SafeAILab/EAGLE `eagle/model/cnets.py`,
+vLLM `model_executor/models/llama_eagle3.py`); docs/speculative.md ("The EAGLE-3 head") walks
+through the data flow. Embeddings are the target's (`Backend.embed`) unless a checkpoint ships
+its own because its width differs from the target's.
+
+Only imported lazily (by the EAGLE drafter and the trainer), so torch is imported at the top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from homespec.errors import FormatError, HomespecError
+from homespec.models.config import RopeScaling, llama3_freq_factors
+
+
+@dataclass(frozen=True, slots=True)
+class Eagle3Config:
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int  # the target's vocabulary
+    draft_vocab_size: int
+    target_hidden_size: int  # width of each of the three target features
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: RopeScaling | None = None
+    max_position_embeddings: int = 8192
+    aux_layer_ids: tuple[int, ...] | None = None  # None: EAGLE-3's default [2, N//2, N-3]
+    fc_norm: bool = False  # EAGLE-3.1: RMSNorm on each target feature before fc
+    norm_output: bool = False  # EAGLE-3.1: the next draft step consumes norm(output)
+    norm_before_residual: bool = False  # vLLM variant: the residual is hidden_norm(hidden)
+
+    @classmethod
+    def from_dict(cls, cfg: Mapping[str, Any], path: str = "") -> "Eagle3Config":
+        """From a Llama-style config.json; unknown keys are ignored."""
+        where = path or "config.json"
+        eagle = cfg.get("eagle_config") or {}
+        if int(cfg.get("num_hidden_layers", 1)) != 1:
+            raise FormatError(
+                f"{where}: an EAGLE-3 head has one decoder layer, this config has {cfg['num_hidden_layers']}",
+                hint="is this a full model? pass it with --draft-model instead",
+            )
+        try:
+            hidden = int(cfg["hidden_size"])
+            heads = int(cfg["num_attention_heads"])
+            vocab = int(cfg["vocab_size"])
+            ff = int(cfg["intermediate_size"])
+        except KeyError as exc:
+            raise FormatError(f"{where}: missing {exc.args[0]}", hint="the head's config.json is incomplete") from exc
+        rope = cfg.get("rope_parameters") or {}
+        aux = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle.get("eagle_aux_hidden_state_layer_ids")
+        return cls(
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            num_key_value_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            intermediate_size=ff,
+            vocab_size=vocab,
+            draft_vocab_size=int(cfg.get("draft_vocab_size") or vocab),
+            target_hidden_size=int(cfg.get("target_hidden_size") or hidden),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0),
+            rope_scaling=_rope_scaling(cfg.get("rope_scaling") or rope, where),
+            max_position_embeddings=int(cfg.get("max_position_embeddings", 8192)),
+            aux_layer_ids=tuple(int(i) for i in aux) if aux else None,
+            fc_norm=bool(cfg.get("fc_norm", eagle.get("fc_norm", False))),
+            norm_output=bool(cfg.get("norm_output", eagle.get("norm_output", False))),
+            norm_before_residual=bool(cfg.get("norm_before_residual", False)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "architectures": ["LlamaForCausalLMEagle3"],
+            "model_type": "llama",
+            "num_hidden_layers": 1,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+        }
+        for key, value in asdict(self).items():
+            if key in ("aux_layer_ids", "rope_scaling"):
+                continue
+            out[key] = value
+        if self.rope_scaling is not None:
+            out["rope_scaling"] = {"rope_type": "llama3", **asdict(self.rope_scaling)}
+        if self.aux_layer_ids is not None:
+            out["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids)}
+        return out
+
+    def feature_layers(self, target_n_layer: int) -> tuple[int, ...]:
+        """Target layers whose *inputs* the head consumes (HF `hidden_states[i]`, embedding = 0)."""
+        if self.aux_layer_ids is not None:
+            return self.aux_layer_ids
+        n = target_n_layer
+        return (2, n // 2, n - 3)
+
+
+def _rope_scaling(rs: Mapping[str, Any] | None, where: str) -> RopeScaling | None:
+    kind = (rs or {}).get("rope_type") or (rs or {}).get("type")
+    if kind in (None, "default"):
+        return None
+    if kind != "llama3":
+        raise FormatError(f"{where}: rope scaling {kind!r} is not supported for EAGLE-3 heads", hint="supported: llama3, none")
+    return RopeScaling(
+        factor=float(rs["factor"]),
+        low_freq_factor=float(rs.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(rs.get("high_freq_factor", 4.0)),
+        original_max_position_embeddings=int(rs.get("original_max_position_embeddings", 8192)),
+    )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, n: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(self.weight.dtype)
+
+
+class HeadCache:
+    """The head's own KV cache, preallocated: slots [0, length) are filled.
+
+    The drafter keeps committed entries first and appends speculative tree levels after them;
+    `truncate` drops the speculative part (or rolls back committed entries)."""
+
+    def __init__(self, capacity: int, n_kv: int, head_dim: int, device: torch.device | str, dtype: torch.dtype):
+        self.k = torch.zeros(capacity, n_kv, head_dim, device=device, dtype=dtype)  # [S, n_kv, d]
+        self.v = torch.zeros_like(self.k)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return int(self.k.shape[0])
+
+    def write(self, k: torch.Tensor, v: torch.Tensor) -> int:
+        """Append [N, n_kv, d] keys/values; returns the first slot written."""
+        n = k.shape[0]
+        if self.length + n > self.capacity:
+            raise HomespecError(
+                f"the draft head's KV cache is full ({self.capacity} slots)",
+                hint="lower --ctx or the draft tree size",
+            )
+        start = self.length
+        self.k[start : start + n] = k
+        self.v[start : start + n] = v
+        self.length += n
+        return start
+
+    def truncate(self, n: int) -> None:
+        if not 0 <= n <= self.length:
+            raise ValueError(f"cannot truncate a cache of {self.length} slots to {n}")
+        self.length = n
+
+
+class _Attention(nn.Module):
+    def __init__(self, c: Eagle3Config):
+        super().__init__()
+        self.n_head, self.n_kv, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        # q/k/v read cat(input_layernorm(embedding), hidden_norm(hidden)): 2H wide.
+        self.q_proj = nn.Linear(2 * c.hidden_size, c.num_attention_heads * c.head_dim, bias=False)
+        self.k_proj = nn.Linear(2 * c.hidden_size, c.num_key_value_heads * c.head_dim, bias=False)
+        self.v_proj = nn.Linear(2 * c.hidden_size, c.num_key_value_heads * c.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=False)
+        inv_freq = 1.0 / c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float64) / c.head_dim)
+        if c.rope_scaling is not None:
+            inv_freq = inv_freq / torch.tensor(llama3_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling), dtype=torch.float64)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)  # [d/2]
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        # HF half-split rotation, as the heads are trained in Hugging Face layout.
+        ang = positions.float()[:, None] * self.inv_freq[None, :]  # [N, d/2]
+        cos = torch.cat([ang.cos(), ang.cos()], -1)[:, None, :].to(x.dtype)  # [N, 1, d]
+        sin = torch.cat([ang.sin(), ang.sin()], -1)[:, None, :].to(x.dtype)
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * cos + rotated * sin
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: HeadCache, attend: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        q = self._rope(self.q_proj(x).view(n, self.n_head, self.head_dim), positions)  # [N, h, d]
+        k = self._rope(self.k_proj(x).view(n, self.n_kv, self.head_dim), positions)  # [N, kv, d]
+        v = self.v_proj(x).view(n, self.n_kv, self.head_dim)
+        start = cache.write(k, v)
+        s = start + n
+        if attend.shape != (n, s):
+            raise ValueError(f"attention mask must be [{n}, {s}], got {tuple(attend.shape)}")
+        rep = self.n_head // self.n_kv
+        keys = cache.k[:s].repeat_interleave(rep, dim=1).transpose(0, 1)  # [h, S, d]
+        vals = cache.v[:s].repeat_interleave(rep, dim=1).transpose(0, 1)
+        out = nn.functional.scaled_dot_product_attention(q.transpose(0, 1), keys, vals, attn_mask=attend[None])  # [h, N, d]
+        return self.o_proj(out.transpose(0, 1).reshape(n, self.n_head * self.head_dim))
+
+
+class _MLP(nn.Module):
+    def __init__(self, c: Eagle3Config):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _MidLayer(nn.Module):
+    def __init__(self, c: Eagle3Config):
+        super().__init__()
+        self.self_attn = _Attention(c)
+        self.mlp = _MLP(c)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+
+class Eagle3Head(nn.Module):
+    def __init__(self, config: Eagle3Config):
+        super().__init__()
+        c = self.config = config
+        self.fc = nn.Linear(3 * c.target_hidden_size, c.hidden_size, bias=False)
+        self.fc_norm = nn.ModuleList([RMSNorm(c.target_hidden_size, c.rms_norm_eps) for _ in range(3)]) if c.fc_norm else None
+        self.midlayer = _MidLayer(c)
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.lm_head = nn.Linear(c.hidden_size, c.draft_vocab_size, bias=False)
+        self.embed_tokens: nn.Embedding | None = None  # only when the checkpoint ships its own
+        # target id = draft id + d2t[draft id]; t2d marks target ids the draft vocabulary holds.
+        self.register_buffer("d2t", torch.zeros(c.draft_vocab_size, dtype=torch.int64))
+        self.register_buffer("t2d", torch.zeros(c.vocab_size, dtype=torch.bool))
+        if c.draft_vocab_size == c.vocab_size:
+            self.t2d.fill_(True)
+
+    @property
+    def draft_to_target(self) -> torch.Tensor:
+        """[V_draft] int64 target id of every draft id."""
+        return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
+
+    def new_cache(self, capacity: int) -> HeadCache:
+        w = self.fc.weight
+        return HeadCache(capacity, self.config.num_key_value_heads, self.config.head_dim, w.device, w.dtype)
+
+    def project(self, features: torch.Tensor) -> torch.Tensor:
+        """Fuse target features [N, 3*H_t] (low, mid, high) into the head's width: [N, H]."""
+        features = features.to(self.fc.weight.dtype)
+        if self.fc_norm is not None:
+            parts = features.chunk(3, dim=-1)
+            features = torch.cat([norm(part) for norm, part in zip(self.fc_norm, parts)], -1)
+        return self.fc(features)
+
+    def forward(
+        self, emb: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, cache: HeadCache, attend: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step for N entries. emb: [N, H] embedding of the token at position+1; hidden: [N, H]
+        (fc(features) for target features, else the head's previous output); attend: [N, S]
+        bool over cache slots including the N written here. Returns (output [N, H], norm(output))."""
+        layer = self.midlayer
+        emb = emb.to(hidden.dtype)
+        residual = layer.hidden_norm(hidden) if self.config.norm_before_residual else hidden
+        x = torch.cat([layer.input_layernorm(emb), layer.hidden_norm(hidden)], -1)  # [N, 2H]
+        h = residual + layer.self_attn(x, positions, cache, attend)
+        h = h + layer.mlp(layer.post_attention_layernorm(h))  # [N, H]
+        return h, self.norm(h)
+
+    def next_hidden(self, out: torch.Tensor, normed: torch.Tensor) -> torch.Tensor:
+        """What the next draft step consumes: the raw output (EAGLE-3) or its norm (EAGLE-3.1)."""
+        return normed if self.config.norm_output else out
+
+    def log_probs(self, normed: torch.Tensor) -> torch.Tensor:
+        """[N, H] -> [N, V_draft] float32 log-probabilities over the draft vocabulary."""
+        return torch.log_softmax(self.lm_head(normed).float(), dim=-1)
+
+
+_ALIASES = (("model.", ""), ("layers.0.", "midlayer."))
+
+
+def _canonical(key: str) -> str:
+    for old, new in _ALIASES:
+        if key.startswith(old):
+            key = new + key[len(old) :]
+    return key
+
+
+def _read_weights(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    st, pt = directory / "model.safetensors", directory / "pytorch_model.bin"
+    if not st.is_file() and not pt.is_file():
+        raise FormatError(f"{directory}: no model.safetensors or pytorch_model.bin", hint="download the head's weights too")
+    try:
+        raw = load_file(str(st)) if st.is_file() else torch.load(str(pt), map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
+        raise FormatError(f"{directory}: cannot read the head's weights ({exc})", hint="the file may be truncated; download it again") from exc
+    return {_canonical(k): v for k, v in raw.items()}
+
+
+def load_head(
+    path: str | Path,
+    target_n_layer: int,
+    target_hidden: int,
+    target_vocab: int,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> Eagle3Head:
+    """Load config.json + weights from a directory and check the head fits its target."""
+    directory = Path(path)
+    try:
+        cfg = json.loads((directory / "config.json").read_text())
+    except FileNotFoundError as exc:
+        raise FormatError(f"{directory}: no config.json", hint="pass the directory of an EAGLE-3 head") from exc
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{directory}/config.json: invalid JSON ({exc})", hint="download the head again") from exc
+    config = Eagle3Config.from_dict(cfg, str(directory))
+    weights = _read_weights(directory)
+    if not config.fc_norm and "fc_norm.0.weight" in weights:
+        config = dataclasses.replace(config, fc_norm=True)  # older configs omit the flag
+    _check_target(config, target_n_layer, target_hidden, target_vocab, str(directory))
+
+    head = Eagle3Head(config)
+    expected = head.state_dict()
+    missing = [k for k in expected if k not in weights and k not in ("d2t", "t2d")]
+    if missing:
+        raise FormatError(f"{directory}: the head lacks {', '.join(missing[:4])}", hint="is this an EAGLE-3 checkpoint?")
+    if "d2t" not in weights and config.draft_vocab_size != config.vocab_size:
+        raise FormatError(f"{directory}: a reduced draft vocabulary needs d2t", hint="the checkpoint is incomplete")
+    state = {}
+    for key, ref in expected.items():
+        w = weights.get(key, ref)
+        if tuple(w.shape) != tuple(ref.shape):
+            raise FormatError(f"{directory}: {key} has shape {tuple(w.shape)}, the config implies {tuple(ref.shape)}", hint="config.json and the weights disagree")
+        state[key] = w
+    if "t2d" not in weights:
+        t2d = torch.zeros(config.vocab_size, dtype=torch.bool)
+        t2d[torch.arange(config.draft_vocab_size) + state["d2t"].long()] = True
+        state["t2d"] = t2d
+    emb = weights.get("embed_tokens.weight")
+    if config.hidden_size != target_hidden:
+        if emb is None or tuple(emb.shape) != (target_vocab, config.hidden_size):
+            raise HomespecError(f"{directory}: the head is {config.hidden_size} wide but the target's embeddings are {target_hidden}", hint="such a head must ship embed_tokens.weight")
+        head.embed_tokens = nn.Embedding(target_vocab, config.hidden_size)
+        state["embed_tokens.weight"] = emb
+    head.load_state_dict(state)
+    head.d2t = head.d2t.long()
+    head.t2d = head.t2d.bool()
+    return head.to(device=device, dtype=dtype).eval()
+
+
+def _check_target(c: Eagle3Config, n_layer: int, hidden: int, vocab: int, where: str) -> None:
+    if c.target_hidden_size != hidden:
+        raise HomespecError(f"{where}: the head reads {c.target_hidden_size}-wide target features, the target's hidden size is {hidden}", hint="use a head trained for this target")
+    if c.vocab_size != vocab:
+        raise HomespecError(f"{where}: the head's target vocabulary is {c.vocab_size} tokens, the target has {vocab}", hint="use a head trained for this target")
+    layers = c.feature_layers(n_layer)
+    if len(layers) != 3 or min(layers) < 0 or max(layers) >= n_layer:
+        raise HomespecError(f"{where}: the head reads target layers {list(layers)}, the target has {n_layer} layers", hint="use a head trained for this target")
+
+
+def save_head(head: Eagle3Head, directory: str | Path) -> None:
+    """Write config.json + model.safetensors (the published layout, with d2t/t2d) atomically."""
+    from safetensors.torch import save_file
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()}
+    for name, write in (
+        ("model.safetensors", lambda p: save_file(state, p, metadata={"format": "pt"})),
+        ("config.json", lambda p: Path(p).write_text(json.dumps(head.config.to_dict(), indent=2) + "\n")),
+    ):
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.")
+        os.close(fd)
+        try:
+            write(tmp)
+            os.replace(tmp, out / name)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def parameter_bytes(head: Eagle3Head) -> int:
+    """Bytes of the head's weights as loaded (embeddings are the target's)."""
+    return sum(p.numel() * p.element_size() for p in head.parameters())

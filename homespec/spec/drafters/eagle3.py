@@ -1,0 +1,178 @@
+"""EAGLE-3 / EAGLE-3.1 drafting: a draft head fed with the target's own features.
+
+Head entry j pairs the target feature at position j with the token at position j+1 and sits at
+RoPE position j (SafeAILab `topK_genrate`, vLLM's EAGLE proposer). Its KV for committed tokens
+is always computed from the TARGET's features (vLLM issue #14649: keeping the KV the head
+computed from its own guesses cost 8-15 % acceptance); the speculative tree levels are dropped
+as soon as the tree is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import torch
+
+from homespec.errors import HomespecError
+from homespec.spec.tree import build_dynamic_tree
+from homespec.spec.types import DraftTree
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Backend, Forward
+    from homespec.models.eagle3 import Eagle3Head
+
+
+@dataclass(frozen=True, slots=True)
+class _Last:
+    """The head's step for the newest committed entry: (feature of the token before root, root)."""
+
+    root: int
+    hidden: torch.Tensor  # [1, H] what the depth-1 expansions consume
+    logp: torch.Tensor  # [1, V_draft] the root's children
+
+
+class Eagle3Drafter:
+    name = "eagle3"
+
+    def __init__(
+        self,
+        head: "Eagle3Head",
+        backend: "Backend",
+        *,
+        depth: int = 6,
+        topk: int = 8,
+        total: int = 48,
+        window: int | None = None,
+        capacity: int | None = None,
+    ):
+        """depth: longest draft path; topk: children per expanded node (1 = chain); total: tree
+        nodes including the root; window: attend only to the newest `window` committed entries
+        (keeps acceptance flat on long contexts, docs/speculative.md)."""
+        c = head.config
+        if backend.hidden_size != c.target_hidden_size or backend.n_vocab != c.vocab_size:
+            raise HomespecError(
+                f"the draft head expects a target with hidden size {c.target_hidden_size} and "
+                f"{c.vocab_size} tokens; this target has {backend.hidden_size} and {backend.n_vocab}",
+                hint="use a head trained for this target model",
+            )
+        self.head, self.backend = head, backend
+        self.depth, self.topk, self.total, self.window = depth, topk, total, window
+        self.feature_layers = c.feature_layers(backend.n_layer)
+        backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
+        self.cache = head.new_cache(capacity or backend.max_context + depth * topk + 2)
+        self._token_map = head.draft_to_target if c.draft_vocab_size != c.vocab_size else None
+        self._pending_features: torch.Tensor | None = None  # [P, 3*H_t] not yet in the head's KV
+        self._pending_tokens: list[int] = []  # the P-1 tokens that follow them (the root completes it)
+        self._last: _Last | None = None
+
+    # --- Drafter protocol -------------------------------------------------------------------
+
+    def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
+        self.reset()
+        feats = self._features(forward.features, len(prompt))
+        self._pending_features = feats
+        self._pending_tokens = [int(t) for t in prompt[1:]]
+
+    def propose(self, root: int, context: Sequence[int]) -> DraftTree:
+        if self._pending_features is not None:
+            self._flush(root)
+        if self._last is None or self._last.root != root or self.cache.length != len(context):
+            raise HomespecError(
+                f"the EAGLE-3 drafter is out of step: it holds {self.cache.length} committed positions, "
+                f"the context has {len(context)}",
+                hint="every committed token must reach the drafter through begin() or accept()",
+            )
+        committed = self.cache.length
+        head = self.head
+        state = {"hidden": self._last.hidden, "anc": [[]]}  # per row of the previous level
+
+        @torch.no_grad()
+        def step(tokens: torch.Tensor, parent_rows: torch.Tensor, depth: int) -> torch.Tensor:
+            if depth == 0:
+                return self._last.logp  # computed when the root's entry was committed
+            n = tokens.shape[0]
+            start = self.cache.length
+            rows = parent_rows.tolist()
+            anc = [state["anc"][p] + [start + r] for r, p in enumerate(rows)]
+            attend = torch.zeros(n, start + n, dtype=torch.bool)  # [N, S]
+            attend[:, self._window_start(committed) : committed] = True
+            for r, slots in enumerate(anc):
+                attend[r, slots] = True
+            positions = torch.full((n,), committed - 1 + depth, dtype=torch.int64)
+            dev = self.cache.k.device
+            out, normed = head(
+                self._embed(tokens.to(dev)),
+                state["hidden"][parent_rows.to(dev)],
+                positions.to(dev),
+                self.cache,
+                attend.to(dev),
+            )
+            state["hidden"], state["anc"] = head.next_hidden(out, normed), anc
+            return head.log_probs(normed)
+
+        tree = build_dynamic_tree(step, root, depth=self.depth, topk=self.topk, total=self.total, token_map=self._token_map)
+        self.cache.truncate(committed)  # the tree levels were speculative
+        return tree
+
+    def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
+        tokens = [int(t) for t in tokens]
+        feats = self._features(features, len(tokens))
+        if self._pending_features is not None:
+            # A plain-decoding step right after begin(): the root completes the prompt's last entry.
+            feats = torch.cat([self._pending_features, feats.to(self._pending_features.device)])
+            tokens = self._pending_tokens + tokens
+        elif self._last is None or tokens[0] != self._last.root:
+            raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root", hint="call begin() before accept()")
+        else:
+            tokens = tokens[1:]
+        # Recompute the committed entries from the target's verification features.
+        self._pending_features, self._pending_tokens = feats, tokens
+        self._flush(int(next_token))
+
+    def reset(self) -> None:
+        self.cache.truncate(0)
+        self._pending_features, self._pending_tokens, self._last = None, [], None
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _features(self, features: torch.Tensor | None, n: int) -> torch.Tensor:
+        width = 3 * self.head.config.target_hidden_size
+        if features is None or tuple(features.shape) != (n, width):
+            got = None if features is None else tuple(features.shape)
+            raise HomespecError(
+                f"the EAGLE-3 drafter needs target features [{n}, {width}], got {got}",
+                hint="the backend must capture the layers set by set_feature_layers()",
+            )
+        return features
+
+    def _window_start(self, committed: int) -> int:
+        return 0 if self.window is None else max(0, committed - self.window)
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.head.embed_tokens is not None:
+            return self.head.embed_tokens(tokens)
+        return self.backend.embed(tokens)
+
+    @torch.no_grad()
+    def _flush(self, root: int) -> None:
+        """Write the pending (target feature, next token) entries; the root is the last token."""
+        feats = self._pending_features
+        tokens = torch.tensor(self._pending_tokens + [root], dtype=torch.int64)  # [N]
+        n, start = tokens.shape[0], self.cache.length
+        dev = self.cache.k.device
+        slot = torch.arange(start + n)
+        query = torch.arange(start, start + n)[:, None]
+        attend = slot[None, :] <= query  # [N, S] causal over the committed entries
+        if self.window is not None:
+            attend &= slot[None, :] > query - self.window
+        out, normed = self.head(
+            self._embed(tokens.to(dev)),
+            self.head.project(feats.to(dev)),
+            torch.arange(start, start + n, device=dev),
+            self.cache,
+            attend.to(dev),
+        )
+        last_hidden = self.head.next_hidden(out, normed)[-1:]
+        self._last = _Last(root=root, hidden=last_hidden, logp=self.head.log_probs(normed[-1:]))
+        self._pending_features, self._pending_tokens = None, []

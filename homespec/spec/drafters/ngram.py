@@ -1,0 +1,90 @@
+"""Prompt-lookup drafting (Saxena 2023, "prompt lookup decoding"): no model at all.
+
+The newest n tokens are searched for earlier in the context; what followed their latest earlier
+occurrence is proposed. Long n first, so a longer (more specific) match wins. With
+`candidates > 1` the continuations of several earlier occurrences are merged into a tree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import torch
+
+from homespec.spec.types import DraftTree
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Forward
+
+
+def find_continuations(seq: Sequence[int], *, max_ngram: int, min_ngram: int, num_draft: int, candidates: int) -> list[list[int]]:
+    """Up to `candidates` distinct continuations of the newest n-gram, best first.
+
+    Occurrences are ranked by n (longest first), then recency (latest first)."""
+    arr = np.asarray(seq, dtype=np.int64)
+    out: list[list[int]] = []
+    seen: set[tuple[int, ...]] = set()
+    for n in range(min(max_ngram, len(arr) - 1), min_ngram - 1, -1):
+        suffix = arr[-n:]
+        # Windows of arr[:-1] start at 0 .. len-1-n, so each match has at least one token after it
+        # and the suffix itself is excluded.
+        windows = np.lib.stride_tricks.sliding_window_view(arr[:-1], n)  # [len-n, n]
+        starts = np.flatnonzero((windows == suffix).all(axis=1))[::-1]
+        for s in starts:
+            cont = arr[s + n : s + n + num_draft].tolist()
+            key = tuple(cont)
+            if key in seen or any(tuple(c[: len(cont)]) == key for c in out):
+                continue
+            seen.add(key)
+            out.append(cont)
+            if len(out) >= candidates:
+                return out
+    return out
+
+
+def merge_paths(root: int, continuations: list[list[int]]) -> DraftTree:
+    """A trie of the continuations under `root` (shared prefixes share nodes)."""
+    tokens, parents = [root], [-1]
+    child_of: dict[tuple[int, int], int] = {}
+    for cont in continuations:
+        node = 0
+        for tok in cont:
+            nxt = child_of.get((node, tok))
+            if nxt is None:
+                nxt = len(tokens)
+                tokens.append(tok)
+                parents.append(node)
+                child_of[(node, tok)] = nxt
+            node = nxt
+    return DraftTree(
+        tokens=torch.tensor(tokens, dtype=torch.int64),
+        parents=torch.tensor(parents, dtype=torch.int64),
+        probs=torch.ones(len(tokens), dtype=torch.float32),  # a lookup is deterministic
+    )
+
+
+class NgramDrafter:
+    name = "ngram"
+
+    def __init__(self, max_ngram: int = 3, num_draft: int = 8, *, min_ngram: int = 1, candidates: int = 1):
+        if not 1 <= min_ngram <= max_ngram or num_draft < 1 or candidates < 1:
+            raise ValueError("need 1 <= min_ngram <= max_ngram, num_draft >= 1 and candidates >= 1")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.num_draft, self.candidates = num_draft, candidates
+
+    def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
+        pass  # stateless: the context is searched afresh each step
+
+    def propose(self, root: int, context: Sequence[int]) -> DraftTree:
+        seq = list(context) + [int(root)]
+        conts = find_continuations(
+            seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram, num_draft=self.num_draft, candidates=self.candidates
+        )
+        return merge_paths(int(root), conts)
+
+    def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass

@@ -1,0 +1,179 @@
+"""The generate loop: one backend-agnostic generator of Step events.
+
+Each step drafts a tree from the pending root token, verifies it in one target pass, keeps the
+accepted path in the target's KV cache, and emits the accepted draft tokens plus the target's
+own next token. With no drafter every step is a one-node tree: plain decoding on the same path.
+chat, generate and bench all consume these events.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from homespec.errors import HomespecError
+from homespec.spec.types import Step
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Backend
+    from homespec.spec.sampling import Sampler
+    from homespec.spec.types import Drafter, DraftTree
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()  # stop strings: generation ends before the first occurrence
+    stop_at_eos: bool = True
+
+
+class Controller:
+    """Decides, step by step, whether to speculate (the stability guard implements this)."""
+
+    def speculate(self) -> bool:  # pragma: no cover - interface
+        return True
+
+    def record(self, step: Step) -> None:  # pragma: no cover - interface
+        pass
+
+
+def _root_only(root: int) -> "DraftTree":
+    import torch
+
+    from homespec.spec.types import DraftTree
+
+    return DraftTree(torch.tensor([root]), torch.tensor([-1]), torch.ones(1))
+
+
+def _pick(logits, sampler: "Sampler | None", generator) -> int:
+    import torch
+
+    if sampler is None or sampler.greedy:
+        return int(torch.argmax(logits))
+    return int(sampler.sample(logits, generator))
+
+
+def generate(
+    backend: "Backend",
+    drafter: "Drafter | None",
+    prompt: Sequence[int],
+    *,
+    sampler: "Sampler | None" = None,
+    limits: Limits = Limits(),
+    generator=None,
+    controller: Controller | None = None,
+) -> Iterator[Step]:
+    from homespec.spec.verify import verify_greedy, verify_sampled
+
+    if not prompt:
+        raise HomespecError("the prompt is empty", hint="give a prompt of at least one token")
+    if len(prompt) >= backend.max_context:
+        raise HomespecError(
+            f"the prompt has {len(prompt)} tokens but the context holds {backend.max_context}",
+            hint="shorten the prompt or raise --ctx",
+        )
+    eos = backend.tokenizer.eos_ids if limits.stop_at_eos else frozenset()
+    context: list[int] = list(prompt)  # every committed token
+    n_out = 0
+
+    # --- prefill: the prompt into the cache, the first token from its last logits ------------
+    t0 = time.perf_counter()
+    fwd = backend.prefill(prompt)  # logits: [1, V]; features: [P, 3H] or None
+    root = _pick(fwd.logits[-1], sampler, generator)
+    t1 = time.perf_counter()
+    if drafter is not None:
+        drafter.begin(prompt, fwd)
+    t2 = time.perf_counter()
+    n_out = 1
+    finish = _finish([root], n_out, eos, limits, backend.n_past, backend.max_context)
+    yield Step((root,), 0, 0, backend.n_past, t2 - t1, t1 - t0, t2 - t0, False, finish)
+    if finish:
+        return
+    text_tail = _Stopper(backend, limits.stop)
+    if text_tail.hit([root]):
+        return
+
+    while True:
+        t0 = time.perf_counter()
+        room = backend.max_context - backend.n_past  # cells left for root + drafts
+        speculate = drafter is not None and (controller is None or controller.speculate()) and room > 1
+        # --- draft: a tree rooted at the pending token (a one-node tree for plain decoding) ---
+        tree = drafter.propose(root, context) if speculate else _root_only(root)
+        if tree.size > room:  # keep the tree inside the context: drop the deepest nodes
+            tree = _truncate(tree, room)
+        t1 = time.perf_counter()
+        # --- verify: one target pass over every node --------------------------------------------
+        fwd = backend.verify(tree.tokens.tolist(), tree.parents.tolist())  # logits: [T, V]
+        if sampler is None or sampler.greedy:
+            verdict = verify_greedy(tree, fwd.logits)
+        else:
+            verdict = verify_sampled(tree, fwd.logits, sampler, generator)
+        backend.commit(verdict.path)
+        t2 = time.perf_counter()
+        path_tokens = [int(tree.tokens[i]) for i in verdict.path]
+        if drafter is not None:
+            feats = fwd.features[list(verdict.path)] if fwd.features is not None else None
+            drafter.accept(path_tokens, feats, verdict.next_token)
+        t3 = time.perf_counter()
+        # --- emit: accepted drafts + the target's own next token ---------------------------------
+        context.extend(path_tokens)
+        new = path_tokens[1:] + [verdict.next_token]
+        new = _cut_at_eos(new, eos)
+        new = new[: max(0, limits.max_tokens - n_out)]
+        n_out += len(new)
+        stopped = text_tail.hit(new)
+        finish = "stop" if stopped else _finish(new, n_out, eos, limits, backend.n_past, backend.max_context)
+        step = Step(tuple(new), verdict.accepted, tree.size - 1, backend.n_past, (t1 - t0) + (t3 - t2), t2 - t1,
+                    t3 - t0, speculate, finish)
+        if controller is not None:
+            controller.record(step)
+        yield step
+        if finish:
+            return
+        root = verdict.next_token
+
+
+def _finish(new: list[int], n_out: int, eos, limits: Limits, n_past: int, max_context: int) -> str | None:
+    if new and new[-1] in eos:
+        return "eos"
+    if n_out >= limits.max_tokens:
+        return "length"
+    if n_past + 1 >= max_context:
+        return "context"
+    return None
+
+
+def _cut_at_eos(tokens: list[int], eos) -> list[int]:
+    for i, t in enumerate(tokens):
+        if t in eos:
+            return tokens[: i + 1]
+    return tokens
+
+
+def _truncate(tree: "DraftTree", size: int) -> "DraftTree":
+    """Parents precede children, so the first `size` nodes are a valid subtree."""
+    from homespec.spec.types import DraftTree
+
+    return DraftTree(tree.tokens[:size], tree.parents[:size], tree.probs[:size])
+
+
+class _Stopper:
+    """Watches the decoded tail for stop strings without re-decoding the whole answer."""
+
+    def __init__(self, backend: "Backend", stops: tuple[str, ...]):
+        self.tok = backend.tokenizer
+        self.stops = tuple(s for s in stops if s)
+        self.ids: list[int] = []
+        self.keep = max((len(s) for s in self.stops), default=0) + 16
+
+    def hit(self, new: list[int]) -> bool:
+        if not self.stops:
+            return False
+        self.ids.extend(new)
+        tail = self.tok.decode(self.ids[-self.keep:])
+        return any(s in tail for s in self.stops)
+
+
+def run_to_end(steps: Iterator[Step]) -> list[Step]:
+    return list(steps)

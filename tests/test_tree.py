@@ -1,0 +1,131 @@
+"""Draft-tree helpers and the EAGLE-2 dynamic tree builder (pure torch, no model)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from homespec.spec.tree import ancestor_mask, build_dynamic_tree, chain, check_parents, depths, path_to, paths
+
+
+@st.composite
+def parent_arrays(draw, max_size: int = 40) -> list[int]:
+    n = draw(st.integers(1, max_size))
+    return [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
+
+
+def _ancestors(parents: list[int], i: int) -> set[int]:
+    out = set()
+    while parents[i] >= 0:
+        i = parents[i]
+        out.add(i)
+    return out
+
+
+@given(parent_arrays())
+@settings(max_examples=150, deadline=None)
+def test_helpers_agree_with_brute_force(parents):
+    n = len(parents)
+    mask = ancestor_mask(parents)
+    d = depths(parents)
+    assert mask.shape == (n, n) and mask.dtype == torch.bool
+    for i in range(n):
+        anc = _ancestors(parents, i)
+        assert d[i].item() == len(anc)
+        assert set(torch.nonzero(mask[i]).flatten().tolist()) == anc | {i}
+    retrieve = paths(parents)
+    leaves = [i for i in range(n) if i not in parents[1:]]
+    assert retrieve.shape == (len(leaves), int(d.max()) + 1)
+    for row, leaf in zip(retrieve.tolist(), leaves):
+        path = [x for x in row if x >= 0]
+        assert path == list(path_to(parents, leaf))
+        assert path[0] == 0 and path[-1] == leaf
+        assert all(parents[b] == a for a, b in zip(path, path[1:]))
+        assert all(x == -1 for x in row[len(path) :])
+
+
+@pytest.mark.parametrize("bad", [[0], [-1, 1], [-1, 0, 2], [-1, -1]])
+def test_invalid_parents_rejected(bad):
+    with pytest.raises(ValueError):
+        check_parents(bad)
+
+
+def test_chain_shape():
+    t = chain([5, 6, 7], [0.5, 0.25])
+    assert t.parents.tolist() == [-1, 0, 1]
+    assert t.probs.tolist() == [1.0, 0.5, 0.25]
+    assert paths(t.parents).tolist() == [[0, 1, 2]]
+
+
+def _fixed_step(table: dict[int, list[float]], vocab: int):
+    """A fake drafter: the child distribution depends only on the expanded token."""
+
+    calls = []
+
+    def step(tokens, parent_rows, depth):
+        calls.append((tokens.tolist(), parent_rows.tolist(), depth))
+        rows = [table.get(t, [1.0] * vocab) for t in tokens.tolist()]
+        return torch.log(torch.tensor(rows) / torch.tensor(rows).sum(-1, keepdim=True))
+
+    return step, calls
+
+
+def test_dynamic_tree_by_hand():
+    # vocab 4; from the root (token 0) the draft says 1: .6, 2: .3; from 1: 3: .9; from 2: 3: .5
+    table = {0: [0.0, 0.6, 0.3, 0.1], 1: [0.02, 0.03, 0.05, 0.9], 2: [0.2, 0.1, 0.2, 0.5]}
+    step, calls = _fixed_step(table, 4)
+    tree = build_dynamic_tree(step, 0, depth=2, topk=2, total=4)
+    # candidates: 1 (.6), 2 (.3); level 2: 1->3 (.54), 1->2 (.03), 2->3 (.15), 2->0/2 (.06)
+    # best 3: 1 (.6), 1->3 (.54), 2 (.3) -> creation order: 1, 2, then 1->3
+    assert tree.tokens.tolist() == [0, 1, 2, 3]
+    assert tree.parents.tolist() == [-1, 0, 0, 1]
+    assert torch.allclose(tree.probs, torch.tensor([1.0, 0.6, 0.3, 0.9]))
+    assert calls[0] == ([0], [-1], 0)
+    assert calls[1] == ([1, 2], [0, 0], 1)  # both depth-1 nodes expanded in one call
+
+
+@given(
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.integers(2, 30),
+    st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_dynamic_tree_invariants(depth, topk, total, seed):
+    vocab = 7
+    gen = torch.Generator().manual_seed(seed)
+    table = {t: torch.rand(vocab, generator=gen).add(0.01).tolist() for t in range(vocab)}
+    step, calls = _fixed_step(table, vocab)
+    tree = build_dynamic_tree(step, 3, depth=depth, topk=topk, total=total)
+    parents = tree.parents.tolist()
+    check_parents(parents)
+    assert tree.tokens[0].item() == 3
+    assert tree.size <= total
+    assert int(depths(parents).max()) <= depth
+    assert len(calls) == depth
+    assert all(len(c[0]) <= topk for c in calls)
+    # Score of each node = sum of log-probs along its path; every kept node scores at least as
+    # well as every dropped candidate would, so the kept set is the best by score.
+    score = [0.0] * len(parents)
+    for i in range(1, len(parents)):
+        score[i] = score[parents[i]] + math.log(tree.probs[i].item())
+        assert score[i] <= score[parents[i]] + 1e-9
+    if topk == 1:
+        assert parents == list(range(-1, len(parents) - 1))  # a chain
+
+
+def test_token_map_applies_to_tokens_and_expansion():
+    # draft vocab of 3 mapped onto target ids 10, 20, 30
+    seen = []
+
+    def step(tokens, parent_rows, depth):
+        seen.append(tokens.tolist())
+        return torch.log(torch.tensor([[0.7, 0.2, 0.1]] * tokens.shape[0]))
+
+    tree = build_dynamic_tree(step, 99, depth=2, topk=1, total=3, token_map=torch.tensor([10, 20, 30]))
+    assert tree.tokens.tolist() == [99, 10, 10]
+    assert seen == [[99], [10]]  # the drafter is handed target ids

@@ -1,0 +1,289 @@
+"""Greedy and sampled tree verification, and the Sampler's target distribution."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from homespec.errors import UsageError
+from homespec.spec.sampling import Sampler, sample_from
+from homespec.spec.tree import check_parents
+from homespec.spec.types import DraftTree, Verdict
+from homespec.spec.verify import verify_greedy, verify_sampled
+
+
+def _tree(tokens, parents, probs=None):
+    return DraftTree(
+        tokens=torch.tensor(tokens, dtype=torch.int64),
+        parents=torch.tensor(parents, dtype=torch.int64),
+        probs=torch.tensor(probs if probs is not None else [1.0] * len(tokens), dtype=torch.float32),
+    )
+
+
+def _onehot_logits(targets, vocab=8):
+    logits = torch.zeros(len(targets), vocab)
+    logits[torch.arange(len(targets)), torch.tensor(targets)] = 5.0
+    return logits
+
+
+# --- greedy -------------------------------------------------------------------------------
+
+
+def test_greedy_picks_longest_correct_path():
+    #        0(root)
+    #      /    \
+    #   1:a=4   2:b=5
+    #    |       |   \
+    #  3:6     4:6   5:7
+    #            |
+    #          6:1
+    tree = _tree([9, 4, 5, 6, 6, 7, 1], [-1, 0, 0, 1, 2, 2, 4])
+    # target argmax after each node: root->5, a->6, b->6, n3->0, n4->1, n5->0, n6->2
+    verdict = verify_greedy(tree, _onehot_logits([5, 6, 6, 0, 1, 0, 2]))
+    assert verdict == Verdict(path=(0, 2, 4, 6), next_token=2)
+    assert verdict.accepted == 3
+
+
+def test_greedy_rejects_everything_gives_target_token():
+    tree = _tree([9, 4, 5], [-1, 0, 0])
+    assert verify_greedy(tree, _onehot_logits([3, 0, 0])) == Verdict(path=(0,), next_token=3)
+
+
+def test_greedy_tie_break_matches_argmax():
+    logits = torch.zeros(2, 4)
+    logits[0, 1] = logits[0, 2] = 1.0  # a tie: torch.argmax takes index 1
+    assert verify_greedy(_tree([0, 2], [-1, 0]), logits).path == (0,)
+    assert verify_greedy(_tree([0, 1], [-1, 0]), logits).path == (0, 1)
+
+
+@st.composite
+def trees_and_targets(draw):
+    n = draw(st.integers(1, 25))
+    vocab = draw(st.integers(2, 4))  # a tiny vocabulary makes long matches likely
+    parents = [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
+    tokens = [draw(st.integers(0, vocab - 1)) for _ in range(n)]
+    targets = [draw(st.integers(0, vocab - 1)) for _ in range(n)]
+    return tokens, parents, targets, vocab
+
+
+@given(trees_and_targets())
+@settings(max_examples=200, deadline=None)
+def test_greedy_matches_brute_force(case):
+    tokens, parents, targets, vocab = case
+    verdict = verify_greedy(_tree(tokens, parents), _onehot_logits(targets, vocab))
+    best = (0,)
+    for node in range(len(tokens)):
+        path = [node]
+        while parents[path[-1]] >= 0:
+            path.append(parents[path[-1]])
+        path = path[::-1]
+        if all(tokens[b] == targets[a] for a, b in zip(path, path[1:])) and len(path) > len(best):
+            best = tuple(path)
+    assert verdict.path == best
+    assert verdict.next_token == targets[best[-1]]
+
+
+def _fake_target_logits(context, vocab=5):
+    """A deterministic 'model': next-token logits are a function of the last two tokens."""
+    g = torch.Generator().manual_seed(1000 * context[-1] + (context[-2] if len(context) > 1 else 77))
+    return torch.randn(vocab, generator=g) * 3
+
+
+@given(st.integers(0, 2**31 - 1))
+@settings(max_examples=30, deadline=None)
+def test_greedy_speculative_equals_plain_greedy(seed):
+    vocab, steps = 5, 24
+    plain = [1]
+    while len(plain) < steps + 1:
+        plain.append(int(_fake_target_logits(plain, vocab).argmax()))
+    gen = torch.Generator().manual_seed(seed)
+    out = [1]
+    while len(out) < steps + 1:
+        # a random draft tree: sometimes right, often wrong
+        n = int(torch.randint(1, 8, (), generator=gen))
+        parents = [-1] + [int(torch.randint(0, i, (), generator=gen)) for i in range(1, n)]
+        tokens = [out[-1]] + torch.randint(0, vocab, (n - 1,), generator=gen).tolist()
+        ctx = []
+        for i in range(n):  # the context of node i: committed + path to i
+            path = [i]
+            while parents[path[-1]] >= 0:
+                path.append(parents[path[-1]])
+            ctx.append(out[:-1] + [tokens[j] for j in reversed(path)])
+        logits = torch.stack([_fake_target_logits(c, vocab) for c in ctx])
+        verdict = verify_greedy(_tree(tokens, parents), logits)
+        out += [tokens[i] for i in verdict.path[1:]] + [verdict.next_token]
+    assert out[: steps + 1] == plain
+
+
+# --- sampler ------------------------------------------------------------------------------
+
+
+def test_sampler_filters():
+    logits = torch.log(torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05]))
+    assert torch.allclose(Sampler(temperature=1.0).probs(logits), torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05]))
+    top2 = Sampler(temperature=1.0, top_k=2).probs(logits)
+    assert torch.allclose(top2, torch.tensor([5 / 7, 2 / 7, 0, 0, 0]))
+    # top-p 0.8: 0.5 + 0.2 = 0.7 < 0.8, so 0.15 is needed too
+    topp = Sampler(temperature=1.0, top_p=0.8).probs(logits)
+    assert torch.allclose(topp, torch.tensor([0.5, 0.2, 0.15, 0, 0]) / 0.85)
+    assert Sampler().probs(logits).tolist() == [1.0, 0, 0, 0, 0]
+    hot = Sampler(temperature=0.5).probs(logits)
+    assert torch.allclose(hot, torch.softmax(logits / 0.5, -1))
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": -1}, {"top_k": -2}, {"top_p": 0.0}, {"top_p": 1.5}])
+def test_sampler_rejects_bad_settings(kwargs):
+    with pytest.raises(UsageError):
+        Sampler(**kwargs)
+
+
+def test_sampler_seed_reproducible():
+    s = Sampler(temperature=1.0, seed=7)
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
+    a = s.sample(logits, s.generator())
+    b = s.sample(logits, s.generator())
+    assert a.tolist() == b.tolist() and a.shape == (3,)
+
+
+# --- sampled verification: the output distribution equals the target's ----------------------
+
+VOCAB = 4
+P1 = torch.tensor([0.4, 0.3, 0.2, 0.1])  # target after the root
+_G = torch.Generator().manual_seed(3)
+P2 = torch.softmax(torch.randn(VOCAB, VOCAB, generator=_G) * 1.5, -1)  # P2[x1]: target after x1
+P3 = torch.softmax(torch.randn(VOCAB, VOCAB, VOCAB, generator=_G) * 1.5, -1)  # P3[x1, x2]
+Q1 = torch.tensor([0.1, 0.2, 0.3, 0.4])  # a draft that disagrees with the target
+Q2 = torch.softmax(torch.randn(VOCAB, VOCAB, generator=_G), -1)
+SAMPLER = Sampler(temperature=1.0)
+CHI2_CRIT = 37.70  # chi-square, 15 degrees of freedom, p = 0.001
+
+
+def _topk_tree():
+    # root -> 0, 1 (the draft's top-2, fixed); 0 -> 2; 1 -> 3 and 0
+    tokens = [9, 0, 1, 2, 3, 0]
+    parents = [-1, 0, 0, 1, 2, 2]
+    return _tree(tokens, parents), None
+
+
+def _sampled_tree(gen):
+    # root -> two children drawn i.i.d. from Q1; each child -> one child drawn from Q2[child]
+    a, b = sample_from(Q1.expand(2, VOCAB), gen).tolist()
+    a2, b2 = sample_from(Q2[[a, b]], gen).tolist()
+    tree = _tree([9, a, b, a2, b2], [-1, 0, 0, 1, 2])
+    dists = torch.stack([Q1, Q2[a], Q2[b], Q1, Q1])  # rows for leaves are never used
+    return tree, dists
+
+
+_LOGITS_CACHE: dict[tuple, torch.Tensor] = {}
+
+
+def _logits_for(tree):
+    key = (tuple(tree.tokens.tolist()), tuple(tree.parents.tolist()))
+    if key not in _LOGITS_CACHE:
+        _LOGITS_CACHE[key] = _target_logits(tree)
+    return _LOGITS_CACHE[key]
+
+
+def _target_logits(tree):
+    rows = []
+    for i, p in enumerate(tree.parents.tolist()):
+        depth_path = []
+        j = i
+        while j > 0:
+            depth_path.append(tree.tokens[j].item())
+            j = tree.parents[j].item()
+        depth_path = depth_path[::-1]
+        dist = P1 if not depth_path else P2[depth_path[0]] if len(depth_path) == 1 else P3[depth_path[0], depth_path[1]]
+        rows.append(torch.log(dist))
+    return torch.stack(rows)
+
+
+def _first_two(verify, make_tree, trials, seed):
+    gen = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(VOCAB, VOCAB)
+    for _ in range(trials):
+        tree, dists = make_tree(gen) if make_tree is _sampled_tree else make_tree()
+        verdict = verify(tree, _logits_for(tree), SAMPLER, gen, dists)
+        emitted = [tree.tokens[i].item() for i in verdict.path[1:]] + [verdict.next_token]
+        if len(emitted) == 1:  # the next step would be plain decoding from the target
+            emitted.append(int(sample_from(P2[emitted[0]], gen)))
+        counts[emitted[0], emitted[1]] += 1
+    return counts
+
+
+def _chi2(counts):
+    expected = (P1[:, None] * P2) * counts.sum()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def _broken_verify(tree, logits, sampler, gen, dists):
+    """The same walk with a wrong residual: the next token comes from p, not the residual."""
+    parents = check_parents(tree.parents)
+    kids = [[c for c in range(len(parents)) if parents[c] == u] for u in range(len(parents))]
+    path = [0]
+    while True:
+        u = path[-1]
+        p = sampler.probs(logits[u]).double()
+        r = p.clone()
+        nxt = None
+        for c in kids[u]:
+            x = tree.tokens[c].item()
+            coin = float(torch.rand((), generator=gen, dtype=torch.float64))
+            if dists is None:
+                if coin * float(r.sum()) < float(r[x]):
+                    nxt = c
+                    break
+                r[x] = 0.0
+            else:
+                q = dists[u].double()
+                if coin * float(q[x]) < float(r[x]):
+                    nxt = c
+                    break
+                r = (r - q).clamp_min(0)
+                r = r / r.sum()
+        if nxt is None:
+            return Verdict(tuple(path), int(sample_from(p, gen)))  # BUG on purpose: p, not r
+        path.append(nxt)
+
+
+@pytest.fixture
+def one_thread():
+    # Thousands of ops on 4-token tensors: an intra-op thread pool only adds barrier waits
+    # (7 ms per softmax on a busy 2-core machine instead of 4 us).
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make_tree", [_topk_tree, _sampled_tree], ids=["topk-children", "sampled-children"])
+def test_sampled_verification_preserves_target_distribution(make_tree, one_thread):
+    trials = 4000
+    good = _first_two(verify_sampled, make_tree, trials, seed=11)
+    print(f"chi2 correct={_chi2(good):.1f}", end=" ")
+    assert _chi2(good) < CHI2_CRIT
+    # total variation between empirical and target joint distributions
+    tv = 0.5 * float((good / trials - P1[:, None] * P2).abs().sum())
+    assert tv < 0.04
+    # The same test must catch a verifier whose residual is wrong.
+    broken = _first_two(_broken_verify, make_tree, trials, seed=11)
+    print(f"broken={_chi2(broken):.1f}")
+    assert _chi2(broken) > 3 * CHI2_CRIT
+
+
+def test_sampled_verification_greedy_sampler_is_greedy():
+    tree = _tree([9, 4, 5], [-1, 0, 0])
+    logits = _onehot_logits([5, 1, 2])
+    assert verify_sampled(tree, logits, Sampler(), None) == verify_greedy(tree, logits)
+
+
+def test_sampled_verification_accepts_certain_draft():
+    # target puts all mass on the drafted chain -> everything accepted
+    tree = _tree([9, 1, 2], [-1, 0, 1])
+    logits = torch.full((3, 4), -1e9)
+    logits[0, 1] = logits[1, 2] = logits[2, 3] = 0.0
+    verdict = verify_sampled(tree, logits, SAMPLER, torch.Generator().manual_seed(0))
+    assert verdict == Verdict(path=(0, 1, 2), next_token=3)
