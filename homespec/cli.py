@@ -78,6 +78,106 @@ def plan(
         raise typer.Exit(EXIT_NO_FIT)
 
 
+# --- running models ----------------------------------------------------------------------------
+
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="GGUF file or Hugging Face directory. Default: the embedded SmolLM2-135M-Instruct.")]
+DraftOpt = Annotated[Optional[str], typer.Option("--draft", help="eagle3: head directory (EAGLE-3 layout); draft: a small GGUF/HF model. Default: the shipped head.")]
+MethodOpt = Annotated[str, typer.Option("--method", help="none, ngram, draft or eagle3.")]
+BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
+CtxOpt = Annotated[int, typer.Option("--ctx", help="Context length in tokens.")]
+DepthOpt = Annotated[int, typer.Option("--draft-depth", help="Longest draft path.")]
+TopkOpt = Annotated[int, typer.Option("--draft-topk", help="Children per expanded tree node (1 = a chain).")]
+NodesOpt = Annotated[int, typer.Option("--draft-tokens", help="Draft tree nodes, the root included.")]
+
+
+def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False, window=None):
+    from homespec.runner import RunOptions
+
+    return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,
+                      draft_depth=depth, draft_topk=topk, draft_tokens=nodes, threads=threads, exact=exact, window=window)
+
+
+@app.command()
+def generate(
+    model: ModelOpt = None,
+    draft: DraftOpt = None,
+    method: MethodOpt = "eagle3",
+    backend: BackendOpt = "llamacpp",
+    prompt: Annotated[Optional[str], typer.Option("--prompt", "-p", help="The prompt text.")] = None,
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL file: one object per line with 'prompt' or 'turns'.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")] = 256,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k", help="Sample from the k most likely tokens (0 = all).")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampling.")] = 0,
+    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Wrap the prompt in the model's chat template.")] = True,
+    system: Annotated[Optional[str], typer.Option("--system", help="System prompt (chat only).")] = None,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop string (repeatable).")] = None,
+    ctx: CtxOpt = 4096,
+    draft_depth: DepthOpt = 6,
+    draft_topk: TopkOpt = 8,
+    draft_tokens: NodesOpt = 48,
+    device: Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Generate text with speculative decoding, showing tokens/s and acceptance."""
+    from homespec.generation import prompt_tokens, run
+    from homespec.runner import open_session
+    from homespec.spec.loop import Limits
+    from homespec.spec.sampling import Sampler
+
+    if (prompt is None) == (prompts is None):
+        raise UsageError("give exactly one of --prompt and --prompts", hint='e.g. --prompt "Why is the sky blue?"')
+    if max_tokens < 1:
+        raise UsageError(f"--max-tokens {max_tokens} is not positive", hint="use --max-tokens 256")
+    if prompts is not None:
+        from homespec.prompts import read_prompts_file
+
+        items = [list(i.turns[:1]) for i in read_prompts_file(prompts)]
+    else:
+        items = [[prompt]]
+    sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    limits = Limits(max_tokens=max_tokens, stop=tuple(stop or ()))
+    session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
+                                        device, threads, exact))
+    try:
+        for turns in items:
+            ids = prompt_tokens(session, turns, chat, system)
+            if json_out:
+                res = run(session, ids, sampler=sampler, limits=limits, seed=seed)
+                print(json.dumps(_result_json(session, res)), flush=True)
+            else:
+                res = run(session, ids, sampler=sampler, limits=limits, seed=seed,
+                          on_step=lambda step, text: (sys.stdout.write(text), sys.stdout.flush()))
+                print()
+                print(f"[{len(res.token_ids)} tokens, {res.tokens_per_s:.1f} tok/s, "
+                      f"{res.mean_accepted:.2f} tokens per target pass, {res.target_passes} target passes, "
+                      f"{method} on {backend}]", file=sys.stderr)
+    finally:
+        session.close()
+
+
+def _result_json(session, res) -> dict:
+    o = session.options
+    return {
+        "text": res.text,
+        "token_ids": res.token_ids,
+        "prompt_token_ids": res.prompt_token_ids,
+        "tokens_per_s": round(res.tokens_per_s, 3),
+        "mean_accepted": round(res.mean_accepted, 4),
+        "target_passes": res.target_passes,
+        "acceptance_by_depth": [round(x, 4) for x in res.acceptance_by_depth()],
+        "prefill_ms": round(res.prefill_s * 1e3, 2),
+        "finish": res.finish,
+        "method": o.method,
+        "backend": o.backend,
+        "model": session.model_path,
+        "memory": session.memory(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn known errors into two lines on stderr and an exit code."""
     try:

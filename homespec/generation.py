@@ -1,0 +1,100 @@
+"""One prompt through a Session: tokenise (chat template), run the loop, summarise the steps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from homespec.runner import Session
+from homespec.spec.loop import Limits, generate
+from homespec.spec.types import Step
+
+
+@dataclass
+class Result:
+    text: str
+    token_ids: list[int]
+    prompt_token_ids: list[int]
+    steps: list[Step] = field(default_factory=list)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    finish: str | None = None
+
+    @property
+    def target_passes(self) -> int:
+        """Target forward passes: the prefill plus one verification per step."""
+        return len(self.steps)
+
+    @property
+    def mean_accepted(self) -> float:
+        """Tokens emitted per verification pass (accepted drafts + the target's own token): EAGLE's tau."""
+        spec = self.steps[1:]
+        return sum(len(s.tokens) for s in spec) / len(spec) if spec else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode speed: tokens after the first, over the time after the prefill."""
+        n = len(self.token_ids) - 1
+        return n / self.decode_s if self.decode_s > 0 and n > 0 else 0.0
+
+    def acceptance_by_depth(self) -> list[float]:
+        """Fraction of speculative steps that accepted at least d draft tokens, d = 1, 2, ..."""
+        spec = [s for s in self.steps[1:] if s.speculative and s.draft_size > 0]
+        if not spec:
+            return []
+        deepest = max(s.accepted for s in spec)
+        return [sum(1 for s in spec if s.accepted >= d) / len(spec) for d in range(1, deepest + 1)]
+
+
+def prompt_tokens(session: Session, turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
+                  system: str | None = None) -> list[int]:
+    tok = session.backend.tokenizer
+    if not chat:
+        text = turns[-1] if isinstance(turns[-1], str) else turns[-1]["content"]
+        return tok.encode(text, add_bos=True)
+    messages = [m if isinstance(m, dict) else {"role": "user", "content": m} for m in turns]
+    if system:
+        messages = [{"role": "system", "content": system}, *messages]
+    return tok.encode(tok.chat_prompt(messages, add_generation_prompt=True), add_bos=False, special=True)
+
+
+def run(session: Session, prompt: list[int], *, sampler=None, limits: Limits = Limits(), seed: int = 0,
+        on_step: Callable[[Step, str], None] | None = None, controller=None) -> Result:
+    """Generate from `prompt` (token ids); `on_step(step, new_text)` streams as it goes."""
+    import torch
+
+    backend = session.backend
+    backend.reset()
+    if session.drafter is not None:
+        session.drafter.reset()
+    gen = torch.Generator().manual_seed(seed)
+    res = Result(text="", token_ids=[], prompt_token_ids=list(prompt))
+    t0 = time.perf_counter()
+    shown = ""
+    for step in generate(backend, session.drafter, prompt, sampler=sampler, limits=limits, generator=gen,
+                         controller=controller):
+        res.steps.append(step)
+        res.token_ids.extend(step.tokens)
+        if len(res.steps) == 1:
+            res.prefill_s = time.perf_counter() - t0
+        if on_step is not None:
+            text = _visible(backend.tokenizer.decode(_strip_eos(res.token_ids, backend.tokenizer.eos_ids)), limits.stop)
+            if text.startswith(shown):  # a partial UTF-8 character waits for its next byte
+                on_step(step, text[len(shown):])
+                shown = text
+        res.finish = step.finish or res.finish
+    res.decode_s = time.perf_counter() - t0 - res.prefill_s
+    res.text = _visible(backend.tokenizer.decode(_strip_eos(res.token_ids, backend.tokenizer.eos_ids)), limits.stop)
+    if res.finish is None and limits.stop and any(s in backend.tokenizer.decode(res.token_ids) for s in limits.stop):
+        res.finish = "stop"
+    return res
+
+
+def _strip_eos(ids: list[int], eos) -> list[int]:
+    return ids[:-1] if ids and ids[-1] in eos else ids
+
+
+def _visible(text: str, stops: tuple[str, ...]) -> str:
+    cut = min((text.find(s) for s in stops if s and s in text), default=-1)
+    return text[:cut] if cut >= 0 else text

@@ -1,0 +1,207 @@
+"""From command-line choices to a running target + drafter: what generate, chat and bench share.
+
+The plan that `homespec plan` prints for the same arguments is the one that starts the backend
+(context, layers on the GPU, KV type, flash attention); after loading, the backend's own memory
+report is set beside the plan's figures.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homespec.errors import HomespecError, UsageError
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Backend
+    from homespec.plan.fit import Plan
+    from homespec.spec.types import Drafter
+
+METHODS = ("none", "ngram", "draft", "eagle3")
+RUN_BACKENDS = ("torch", "llamacpp", "exl2")
+HEADS_DIR = Path(__file__).parent / "data" / "heads"
+# The shipped head for the embedded model (homespec draft train, docs/training.md).
+DEFAULT_HEAD = HEADS_DIR / "smollm2-135m-instruct"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    model: str | None = None  # a GGUF file or HF directory; None = the embedded SmolLM2
+    draft: str | None = None  # head dir (eagle3) or GGUF/HF model (draft); None = the default pairing
+    method: str = "eagle3"
+    backend: str = "llamacpp"
+    device: str | None = None  # torch backend: cpu / cuda / mps (auto)
+    ctx: int = 4096
+    draft_depth: int = 6
+    draft_topk: int = 8
+    draft_tokens: int = 48
+    threads: int | None = None
+    exact: bool = False  # llama.cpp: verify with the one-token kernels (bit-exact, slower)
+    window: int | None = None  # EAGLE head attends to the newest N entries only
+
+
+@dataclass
+class Session:
+    """A loaded target (and drafter) ready to generate."""
+
+    backend: "Backend"
+    drafter: "Drafter | None"
+    options: RunOptions
+    model_path: str
+    plan: "Plan | None" = None
+    draft_backend: "Backend | None" = None
+
+    def close(self) -> None:
+        for b in (self.draft_backend, self.backend):
+            if b is not None:
+                b.close()
+
+    def memory(self) -> dict[str, Any]:
+        """Measured (the engine's own report) beside planned bytes, for --json and chat."""
+        rep = self.backend.memory_report()
+        out: dict[str, Any] = {
+            "measured": {"weights_bytes": rep.weights_bytes, "kv_bytes": rep.kv_bytes,
+                         "compute_bytes": rep.compute_bytes, "total_bytes": rep.total_bytes, "device": rep.device},
+        }
+        if self.plan is not None:
+            items = self.plan.items
+            out["planned"] = {
+                "weights_bytes": sum(i.bytes for i in items if i.name in ("weights", "weights (CPU repack)")),
+                "kv_bytes": sum(i.bytes for i in items if i.name == "target KV"),
+                "compute_bytes": sum(i.bytes for i in items if i.name == "compute"),
+                "total_bytes": self.plan.total_bytes,
+            }
+        return out
+
+
+def resolve_model_path(model: str | None) -> str:
+    if model is None:
+        from homespec.embedded import smollm2_path
+
+        return str(smollm2_path())
+    p = Path(model).expanduser()
+    if p.exists():
+        return str(p)
+    if "://" in model:
+        raise UsageError(f"cannot run a model from a URL: {model}", hint="download the file, then pass its path")
+    raise UsageError(
+        f"no model file or directory at '{model}'",
+        hint="pass a local GGUF file or Hugging Face directory (catalogue names are for `homespec plan`)",
+    )
+
+
+def default_head(model_path: str) -> Path | None:
+    """The shipped head when the target is the embedded model."""
+    from homespec.embedded import smollm2_path
+
+    try:
+        embedded = smollm2_path()
+    except HomespecError:
+        return None
+    if Path(model_path).resolve() == embedded.resolve() and (DEFAULT_HEAD / "config.json").is_file():
+        return DEFAULT_HEAD
+    return None
+
+
+def _threads(opt: RunOptions) -> int | None:
+    if opt.threads:
+        return opt.threads
+    env = os.environ.get("HOMESPEC_THREADS")
+    return int(env) if env and env.isdigit() else None
+
+
+def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
+    if opt.backend == "torch":
+        import torch
+
+        from homespec.backends.pytorch import TorchBackend
+
+        if _threads(opt):
+            torch.set_num_threads(_threads(opt))
+        return TorchBackend.load(path, device=opt.device, max_context=opt.ctx)
+    if opt.backend == "llamacpp":
+        if Path(path).is_dir():
+            raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
+        from homespec.backends.llamacpp import LlamaCppBackend
+
+        kw: dict[str, Any] = {"verify_mode": "exact" if opt.exact else "batch"}
+        if plan is not None:
+            from homespec.backends.settings import settings_from_plan
+
+            settings = settings_from_plan(plan, n_threads=_threads(opt), n_batch=max(512, plan.settings.n_ubatch))
+            return LlamaCppBackend.from_settings(path, settings, **kw)
+        return LlamaCppBackend.load(path, n_ctx=opt.ctx, n_threads=_threads(opt), **kw)
+    if opt.backend == "exl2":
+        from homespec.backends.exl2 import Exl2Backend  # noqa: F401 - raises a clear error without CUDA
+
+        return Exl2Backend.load(path, max_context=opt.ctx)  # type: ignore[attr-defined]
+    raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+
+
+def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple["Drafter | None", "Backend | None"]:
+    if opt.method not in METHODS:
+        raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
+    if opt.method == "none":
+        return None, None
+    if opt.method == "ngram":
+        from homespec.spec.drafters.ngram import NgramDrafter
+
+        return NgramDrafter(max_ngram=3, num_draft=max(1, opt.draft_depth)), None
+    if opt.method == "draft":
+        if not opt.draft:
+            raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
+        from homespec.spec.drafters.draft_model import DraftModelDrafter
+
+        draft_backend = open_backend(resolve_model_path(opt.draft), RunOptions(**{**_asdict(opt), "exact": False}), None)
+        if draft_backend.n_vocab != backend.n_vocab:
+            draft_backend.close()
+            raise UsageError(
+                f"the draft model has {draft_backend.n_vocab} tokens, the target {backend.n_vocab}",
+                hint="a draft model must share the target's tokenizer",
+            )
+        return DraftModelDrafter(draft_backend, depth=opt.draft_depth), draft_backend
+    # eagle3
+    head_dir = Path(opt.draft).expanduser() if opt.draft else default_head(model_path)
+    if head_dir is None:
+        raise UsageError(
+            "no EAGLE-3 head for this model",
+            hint="pass --draft DIR (a head in the EAGLE-3 layout), train one with `homespec draft train`, or use --method ngram",
+        )
+    if not head_dir.exists():
+        raise UsageError(f"no draft head at '{head_dir}'", hint="pass the directory holding config.json and model.safetensors")
+    from homespec.models.eagle3 import load_head
+    from homespec.spec.drafters.eagle3 import Eagle3Drafter
+
+    head = load_head(head_dir, backend.n_layer, backend.hidden_size, backend.n_vocab,
+                     device=backend.device if backend.name == "torch" else "cpu")
+    drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
+                            window=opt.window, capacity=opt.ctx + opt.draft_tokens + 8)
+    return drafter, None
+
+
+def _asdict(opt: RunOptions) -> dict[str, Any]:
+    return {f: getattr(opt, f) for f in opt.__slots__}  # type: ignore[attr-defined]
+
+
+def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
+    """Plan, load the target, then the drafter (an EAGLE drafter must exist before the prefill:
+    it tells the backend which layers' features to capture)."""
+    if opt.backend not in RUN_BACKENDS:
+        raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+    path = resolve_model_path(opt.model)
+    plan = None
+    if with_plan and opt.backend == "llamacpp":
+        from homespec.plan.api import make_plan
+
+        draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
+        plan = make_plan(model=path, gpu="auto", draft=draft, ctx=opt.ctx, backend="llamacpp",
+                         draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
+    backend = open_backend(path, opt, plan)
+    try:
+        drafter, draft_backend = make_drafter(backend, path, opt)
+    except BaseException:
+        backend.close()
+        raise
+    return Session(backend, drafter, opt, path, plan, draft_backend)

@@ -1,0 +1,65 @@
+"""`homespec generate` end to end on the real SmolLM2 file: exit codes, JSON fields, methods agree."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from homespec.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def gen(capsys, *args: str) -> tuple[int, list[dict], str]:
+    code = main(["generate", *args])
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return code, rows, err
+
+
+def test_generate_json_fields_and_greedy_methods_agree(capsys, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        json.dumps({"prompt": "List the planets of the solar system, one per line."}) + "\n"
+        + json.dumps({"turns": ["Say 'ready' and nothing else.", "ignored second turn"]}) + "\n"
+    )
+    code, none_rows, err = gen(capsys, "--prompts", str(prompts), "--method", "none", "-n", "24", "--json")
+    assert code == 0, err
+    assert len(none_rows) == 2
+    r = none_rows[0]
+    for key in ("text", "token_ids", "tokens_per_s", "mean_accepted", "target_passes", "prompt_token_ids", "model", "memory"):
+        assert key in r
+    assert r["model"].endswith(".gguf")
+    assert r["mean_accepted"] == pytest.approx(1.0)
+    assert r["target_passes"] == len(r["token_ids"]) or r["finish"] == "eos"
+    assert {"planned", "measured"} <= set(r["memory"])
+    code, ngram_rows, err = gen(capsys, "--prompts", str(prompts), "--method", "ngram", "-n", "24", "--json")
+    assert code == 0, err
+    # greedy n-gram speculation emits the target's own greedy tokens (batched verification may differ
+    # only where llama.cpp's batch kernels flip a near-tie; these short answers have none)
+    assert [x["token_ids"] for x in ngram_rows] == [x["token_ids"] for x in none_rows]
+
+
+def test_generate_torch_and_llamacpp_agree_on_a_short_greedy_answer(capsys):
+    args = ["-p", "What is 2 + 2? Answer with one number.", "-n", "8", "--method", "none", "--json"]
+    _, a, _ = gen(capsys, *args, "--backend", "llamacpp")
+    _, b, _ = gen(capsys, *args, "--backend", "torch")
+    assert a[0]["token_ids"] == b[0]["token_ids"]
+
+
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        (["--method", "telepathy", "-p", "hi"], 2),
+        (["-p", "hi", "--prompts", "x.jsonl"], 2),
+        (["--model", "/nonexistent.gguf", "-p", "hi"], 2),
+        (["--method", "draft", "-p", "hi"], 2),
+        (["--max-tokens", "0", "-p", "hi"], 2),
+        (["--method", "eagle3", "--draft", "/nonexistent-head", "-p", "hi"], 2),
+    ],
+)
+def test_generate_bad_input(capsys, args, code):
+    got, _, err = gen(capsys, *args)
+    assert got == code
+    assert err.splitlines()[0].startswith("error: ") and "Traceback" not in err
