@@ -159,6 +159,59 @@ def generate(
         session.close()
 
 
+@app.command()
+def bench(
+    methods: Annotated[str, typer.Option("--methods", help="Comma list of: none, ngram, draft, eagle3.")] = "none,ngram,eagle3",
+    model: ModelOpt = None,
+    draft: DraftOpt = None,
+    backend: BackendOpt = "llamacpp",
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL ('prompt' or 'turns'); default: homespec's held-out test prompts.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Prompts to run.")] = 20,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens per prompt.")] = 128,
+    temperature: Annotated[float, typer.Option("--temperature", "-t")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    ctx: CtxOpt = 4096,
+    draft_depth: DepthOpt = 6,
+    draft_topk: TopkOpt = 8,
+    draft_tokens: NodesOpt = 48,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
+    markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
+    plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
+) -> None:
+    """Run methods side by side on a prompt set: tokens/s, speedup, acceptance, latency, exactness."""
+    from rich.progress import Progress
+
+    from homespec.bench.report import markdown, plot, render, write_atomic
+    from homespec.bench.run import run_bench, summary
+    from homespec.generation import prompt_tokens
+    from homespec.prompts import load_prompts, read_prompts_file
+
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    if "none" in names:  # the baseline first, so speedups have their reference
+        names = ["none"] + [m for m in names if m != "none"]
+    if limit < 1 or max_tokens < 1:
+        raise UsageError("--limit and --max-tokens must be positive", hint="e.g. --limit 20 --max-tokens 128")
+    items = read_prompts_file(prompts) if prompts else load_prompts("test")
+    items = items[:limit]
+    opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads)
+    with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("bench", total=len(items) * len(names))
+
+        def tick(method: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, description=f"bench: {method}")
+
+        result = run_bench(opts, names, lambda s: [prompt_tokens(s, list(i.turns[:1]), True) for i in items],
+                           max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick)
+    render(result, _stdout())
+    if json_file:
+        write_atomic(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
+    if markdown_file:
+        write_atomic(markdown_file, markdown(result).encode())
+    if plot_file:
+        plot(result, plot_file)
+
+
 def _result_json(session, res) -> dict:
     o = session.options
     return {

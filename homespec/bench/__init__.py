@@ -1,0 +1,1 @@
+"""`homespec bench`: methods side by side on one prompt set."""

@@ -1,0 +1,92 @@
+"""BenchResult -> rich table, Markdown, and a PNG plot."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from homespec.bench.run import BenchResult, summary
+
+COLUMNS = ("method", "tok/s", "speedup", "tokens/pass", "accept@1", "accept@3", "p50 ms", "p95 ms", "identical", "fallback")
+
+
+def _rows(result: BenchResult) -> list[list[str]]:
+    s = summary(result)["methods"]
+    rows = []
+    for name, m in s.items():
+        dep = m["acceptance_by_depth"]
+        rows.append([
+            name, f"{m['tokens_per_s']:.1f}", "" if m["speedup"] is None else f"{m['speedup']:.2f}x",
+            f"{m['mean_accepted']:.2f}", f"{dep[0]:.0%}" if dep else "", f"{dep[2]:.0%}" if len(dep) > 2 else "",
+            f"{m['p50_step_ms']:.1f}", f"{m['p95_step_ms']:.1f}",
+            "" if m["identical_fraction"] is None else f"{m['identical_fraction']:.0%}", str(m["fallback_steps"]),
+        ])
+    return rows
+
+
+def render(result: BenchResult, console) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{Path(result.model).name} on {result.backend}: {result.n_prompts} prompts x "
+                    f"{result.max_tokens} tokens, temperature {result.temperature:g}")
+    for c in COLUMNS:
+        t.add_column(c, justify="left" if c == "method" else "right")
+    for r in _rows(result):
+        t.add_row(*r)
+    console.print(t)
+
+
+def markdown(result: BenchResult) -> str:
+    lines = [f"**{Path(result.model).name}** on **{result.backend}**: {result.n_prompts} prompts, "
+             f"{result.max_tokens} tokens each, temperature {result.temperature:g}", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in _rows(result)]
+    m = result.machine
+    lines += ["", f"machine: {m.get('platform', '')}, {m.get('cpu_cores', '?')} cores; homespec {m.get('homespec', '')}, "
+                  f"torch {m.get('torch', '-')}, llama_cpp {m.get('llama_cpp', '-')}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def plot(result: BenchResult, path: str | os.PathLike) -> None:
+    """Two panels: tokens/s per method, and tokens per target pass against generated position."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = summary(result)["methods"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    names = list(s)
+    a.bar(names, [s[n]["tokens_per_s"] for n in names], color="#4878a8")
+    a.set_ylabel("tokens / s")
+    a.set_title("decode speed")
+    for n in names:
+        pts = s[n]["by_position"]
+        if pts:
+            b.plot([(p["start"] + p["end"]) / 2 for p in pts], [p["mean_accepted"] for p in pts], marker="o", label=n)
+    b.set_xlabel("generated position (tokens)")
+    b.set_ylabel("tokens per target pass")
+    b.set_title("acceptance vs position")
+    b.legend()
+    fig.suptitle(f"{Path(result.model).name} on {result.backend}")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())

@@ -1,0 +1,219 @@
+"""Run several methods side by side on one prompt set and collect comparable figures.
+
+Every method gets its own loaded session; prompts are interleaved (prompt 1 with every method,
+then prompt 2, ...) so that machine noise hits all methods alike. Speedups are ratios measured
+in the same run, never against a number from another run.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from homespec.errors import UsageError
+from homespec.runner import METHODS, RunOptions, Session, open_session
+
+POSITION_BIN = 64  # generated-token position bins for the stability view
+
+
+@dataclass
+class MethodStats:
+    method: str
+    tokens: int = 0
+    decode_s: float = 0.0
+    passes: int = 0  # verification passes (prefill excluded)
+    emitted_in_passes: int = 0
+    step_latencies: list[float] = field(default_factory=list)
+    depth_hits: list[int] = field(default_factory=list)  # steps that accepted >= d drafts, d = 1..
+    spec_steps: int = 0
+    outputs: list[list[int]] = field(default_factory=list)
+    fallback_steps: int = 0  # steps the guard ran as plain decoding
+    # position bin -> [tokens, seconds, passes]
+    bins: dict[int, list[float]] = field(default_factory=dict)
+    memory: dict | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def mean_accepted(self) -> float:
+        return self.emitted_in_passes / self.passes if self.passes else 0.0
+
+    def add(self, res) -> None:
+        self.outputs.append(list(res.token_ids))
+        self.tokens += max(0, len(res.token_ids) - 1)
+        self.decode_s += res.decode_s
+        pos = 0
+        for i, s in enumerate(res.steps):
+            if i == 0:  # the prefill's token
+                pos += len(s.tokens)
+                continue
+            self.passes += 1
+            self.emitted_in_passes += len(s.tokens)
+            self.step_latencies.append(s.t_step)
+            if not s.speculative:
+                self.fallback_steps += 1 if self.method != "none" else 0
+            if s.speculative and s.draft_size > 0:
+                self.spec_steps += 1
+                while len(self.depth_hits) < s.accepted:
+                    self.depth_hits.append(0)
+                for d in range(s.accepted):
+                    self.depth_hits[d] += 1
+            b = self.bins.setdefault(pos // POSITION_BIN, [0.0, 0.0, 0.0])
+            b[0] += len(s.tokens)
+            b[1] += s.t_step
+            b[2] += 1
+            pos += len(s.tokens)
+
+    def by_position(self) -> list[dict]:
+        out = []
+        for b in sorted(self.bins):
+            tok, sec, passes = self.bins[b]
+            out.append({"start": b * POSITION_BIN, "end": (b + 1) * POSITION_BIN,
+                        "mean_accepted": round(tok / passes, 4) if passes else 0.0,
+                        "tokens_per_s": round(tok / sec, 3) if sec else 0.0})
+        return out
+
+    def latency_ms(self, q: float) -> float:
+        if not self.step_latencies:
+            return 0.0
+        xs = sorted(self.step_latencies)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3
+
+
+@dataclass
+class BenchResult:
+    methods: dict[str, MethodStats]
+    backend: str
+    model: str
+    n_prompts: int
+    max_tokens: int
+    temperature: float
+    wall_s: float
+    machine: dict
+    plan_estimate: dict | None = None
+
+    def speedup(self, method: str) -> float | None:
+        base = self.methods.get("none")
+        if base is None or base.tokens_per_s == 0:
+            return None
+        return self.methods[method].tokens_per_s / base.tokens_per_s
+
+    def identical_fraction(self, method: str) -> float | None:
+        base = self.methods.get("none")
+        if base is None or not base.outputs:
+            return None
+        same = sum(1 for a, b in zip(self.methods[method].outputs, base.outputs) if a == b)
+        return same / len(base.outputs)
+
+
+def machine_info() -> dict:
+    import homespec
+
+    info = {"platform": platform.platform(), "python": platform.python_version(), "homespec": homespec.__version__}
+    try:
+        import psutil
+
+        info["cpu_cores"] = psutil.cpu_count(logical=False) or psutil.cpu_count()
+        info["ram_bytes"] = psutil.virtual_memory().total
+    except Exception:  # pragma: no cover - psutil is a dependency
+        pass
+    for mod in ("torch", "llama_cpp"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception:
+            pass
+    return info
+
+
+def run_bench(
+    opts: RunOptions,
+    methods: Sequence[str],
+    prompts: Sequence[list[int]] | Callable[[Session], Sequence[list[int]]],
+    *,
+    max_tokens: int = 128,
+    temperature: float = 0.0,
+    seed: int = 0,
+    progress: Callable[[str, int, int], None] | None = None,
+    controller_factory=None,
+) -> BenchResult:
+    from homespec.generation import run
+    from homespec.spec.loop import Limits
+    from homespec.spec.sampling import Sampler
+
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHODS)}")
+    sessions: dict[str, Session] = {}
+    t_start = time.perf_counter()
+    try:
+        for m in methods:
+            sessions[m] = open_session(RunOptions(**{**{f: getattr(opts, f) for f in opts.__slots__}, "method": m}))
+        first = sessions[methods[0]]
+        token_prompts = prompts(first) if callable(prompts) else prompts
+        stats = {m: MethodStats(m) for m in methods}
+        sampler = Sampler(temperature=temperature, seed=seed)
+        limits = Limits(max_tokens=max_tokens)
+        total = len(token_prompts) * len(methods)
+        done = 0
+        for i, ids in enumerate(token_prompts):
+            for m in methods:
+                ctrl = controller_factory(sessions[m]) if controller_factory and m != "none" else None
+                res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrl)
+                stats[m].add(res)
+                done += 1
+                if progress:
+                    progress(m, done, total)
+        for m, s in sessions.items():
+            stats[m].memory = s.memory()
+        plan_est = None
+        if first.plan is not None:
+            e = first.plan.estimate
+            plan_est = {"plain_tokens_per_s": e.plain_tokens_per_s, "spec_tokens_per_s": e.spec_tokens_per_s,
+                        "speedup": e.speedup, "planned_total_bytes": first.plan.total_bytes}
+        return BenchResult(stats, opts.backend, first.model_path, len(token_prompts), max_tokens, temperature,
+                           time.perf_counter() - t_start, machine_info(), plan_est)
+    finally:
+        for s in sessions.values():
+            s.close()
+
+
+def summary(result: BenchResult) -> dict:
+    """The JSON form (`--json FILE`): `methods` keyed by method name."""
+    methods = {}
+    for name, s in result.methods.items():
+        methods[name] = {
+            "tokens_per_s": round(s.tokens_per_s, 3),
+            "speedup": None if result.speedup(name) is None else round(result.speedup(name), 4),
+            "mean_accepted": round(s.mean_accepted, 4),
+            "acceptance_by_depth": [round(h / s.spec_steps, 4) for h in s.depth_hits] if s.spec_steps else [],
+            "p50_step_ms": round(s.latency_ms(0.50), 3),
+            "p95_step_ms": round(s.latency_ms(0.95), 3),
+            "identical_fraction": None if result.identical_fraction(name) is None else round(result.identical_fraction(name), 4),
+            "tokens": s.tokens,
+            "target_passes": s.passes,
+            "fallback_steps": s.fallback_steps,
+            "by_position": s.by_position(),
+            "memory": s.memory,
+        }
+    return {
+        "methods": methods,
+        "backend": result.backend,
+        "model": result.model,
+        "n_prompts": result.n_prompts,
+        "max_tokens": result.max_tokens,
+        "temperature": result.temperature,
+        "wall_s": round(result.wall_s, 2),
+        "machine": result.machine,
+        "plan_estimate": result.plan_estimate,
+        "median_speedup": _median_speedup(result),
+    }
+
+
+def _median_speedup(result: BenchResult) -> float | None:
+    vals = [result.speedup(m) for m in result.methods if m != "none" and result.speedup(m) is not None]
+    return round(statistics.median(vals), 4) if vals else None
