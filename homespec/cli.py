@@ -212,6 +212,47 @@ def bench(
         plot(result, plot_file)
 
 
+@app.command()
+def chat(
+    model: ModelOpt = None,
+    draft: DraftOpt = None,
+    method: MethodOpt = "eagle3",
+    backend: BackendOpt = "llamacpp",
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    ctx: CtxOpt = 4096,
+    system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens per answer.")] = 512,
+    draft_depth: DepthOpt = 6,
+    draft_topk: TopkOpt = 8,
+    draft_tokens: NodesOpt = 48,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+) -> None:
+    """Chat with live tokens/s and acceptance. With no arguments: the embedded SmolLM2 with its shipped head."""
+    from rich.console import Console
+
+    from homespec.chat import Chat, repl
+    from homespec.plan.render import render as render_plan
+    from homespec.runner import DEFAULT_HEAD, open_session
+    from homespec.spec.sampling import Sampler
+
+    if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
+        method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
+        print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
+                                        threads=threads))
+    try:
+        if session.plan is not None:
+            render_plan(session.plan, Console(stderr=True))
+        c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
+                 max_tokens=max_tokens, system=system, seed=seed)
+        repl(c)
+    finally:
+        session.close()
+
+
 def _result_json(session, res) -> dict:
     o = session.options
     return {

@@ -97,7 +97,8 @@ def generate(
     while True:
         t0 = time.perf_counter()
         room = backend.max_context - backend.n_past  # cells left for root + drafts
-        speculate = drafter is not None and (controller is None or controller.speculate()) and room > 1
+        wanted = controller.speculate() if controller is not None else True  # also where Ctrl-C lands
+        speculate = drafter is not None and wanted and room > 1
         # --- draft: a tree rooted at the pending token (a one-node tree for plain decoding) ---
         tree = drafter.propose(root, context) if speculate else _root_only(root)
         if tree.size > room:  # keep the tree inside the context: drop the deepest nodes

@@ -1,0 +1,118 @@
+"""`homespec chat` on the real SmolLM2 file: multi-turn, commands, context overflow, Ctrl-C in a pty."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from homespec.chat import Chat, repl
+from homespec.runner import RunOptions, open_session
+
+pytestmark = pytest.mark.slow
+
+
+class TTYless(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = open_session(RunOptions(method="ngram", ctx=384))
+    yield s
+    s.close()
+
+
+def test_multi_turn_commands_and_save(session, tmp_path):
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, max_tokens=24, out=out, err=err)
+    lines = iter(["Name a fruit.", "/stats", "And a vegetable?", f"/save {tmp_path / 'c.json'}", "/reset", "/stats", "/quit"])
+    repl(chat, read=lambda _: next(lines))
+    saved = json.loads((tmp_path / "c.json").read_text())
+    assert [m["role"] for m in saved["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert saved["messages"][1]["content"].strip()
+    assert "tok/s" in out.getvalue() and "tokens/pass" in out.getvalue()
+    assert "conversation cleared" in err.getvalue()
+    assert chat.history == []
+
+
+def test_context_overflow_drops_oldest_turns_and_never_crashes(session):
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, max_tokens=64, out=out, err=err)
+    filler = "Tell me about rivers, lakes, seas and oceans in some detail please. " * 6
+    for _ in range(4):
+        chat.ask(filler)
+    assert "context full" in err.getvalue()
+    assert session.backend.n_past <= session.backend.max_context
+    lines = iter(["word " * 600, "/quit"])  # one message larger than the whole context
+    repl(chat, read=lambda _: next(lines))
+    assert "error:" in err.getvalue() and "--ctx" in err.getvalue()
+
+
+def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
+    buf = b""
+    end = time.time() + timeout
+    while time.time() < end and needle not in buf:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def _spawn_chat() -> tuple[subprocess.Popen, int]:
+    master, slave = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", TERM="dumb")
+    proc = subprocess.Popen([sys.executable, "-m", "homespec", "chat", "--method", "none", "-n", "400", "--ctx", "1024"],
+                            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+                            preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0))
+    os.close(slave)
+    return proc, master
+
+
+def test_ctrl_c_stops_the_answer_not_the_session():
+    proc, fd = _spawn_chat()
+    try:
+        assert b">>> " in _read_until(fd, b">>> ", 180)
+        os.write(fd, b"Write a very long story about a dragon who learns to cook.\n")
+        _read_until(fd, b"dragon", 60)  # our own line echoed
+        _read_until(fd, b"\x00never", 8)  # let the answer stream for a while
+        os.write(fd, b"\x03")  # Ctrl-C via the terminal's line discipline
+        after = _read_until(fd, b">>> ", 60)
+        assert b"stopped" in after and b">>> " in after  # back at the prompt, the session alive
+        os.write(fd, b"/quit\n")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        os.close(fd)
+
+
+def test_second_ctrl_c_exits_cleanly():
+    proc, fd = _spawn_chat()
+    try:
+        _read_until(fd, b">>> ", 180)
+        os.write(fd, b"Write a very long story about a lighthouse keeper.\n")
+        _read_until(fd, b"lighthouse", 60)
+        _read_until(fd, b"\x00never", 8)
+        os.write(fd, b"\x03")
+        _read_until(fd, b">>> ", 60)
+        os.write(fd, b"\x03")  # Ctrl-C at the prompt leaves
+        assert proc.wait(timeout=60) == 0
+        rest = _read_until(fd, b"Traceback", 2)
+        assert b"Traceback" not in rest
+    finally:
+        proc.kill()
+        os.close(fd)
