@@ -1,0 +1,377 @@
+"""The GGUF backend: llama.cpp through llama-cpp-python's low-level C API.
+
+One llama_context with a unified KV cache holds the committed tokens in sequence 0. A draft tree
+is verified in one llama_decode call: each root-to-leaf path is a sequence, tree nodes carry the
+ids of every path through them (backends/llamacpp_tree.py), and commit() turns the accepted path
+back into the continuation of sequence 0 with a few llama_memory_seq_* calls. Features for the
+draft head come out of the same llama_decode call (backends/llamacpp_features.py).
+
+Imported lazily (homespec plan never imports it); llama_cpp itself is imported in load().
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from homespec.backends.base import Forward, MemoryReport, Tokenizer
+from homespec.backends.llamacpp_features import LayerInputCapture
+from homespec.backends.llamacpp_lib import (
+    LogCollector,
+    capture_log,
+    import_llama_cpp,
+    parse_buffer_lines,
+    reason,
+    tally_buffers,
+)
+from homespec.backends.llamacpp_load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.llamacpp_tree import TreeLayout, check_path, contiguous_prefix, path_seq, tree_layout
+from homespec.backends.settings import BackendSettings, check_settings
+from homespec.errors import HomespecError, UsageError
+
+_VERIFY_MODES = ("batch", "exact")
+# Most root-to-leaf paths a verified tree may have (llama.cpp allows 256 sequences). EAGLE-2's
+# default tree (60 nodes, depth 7, top-k 10) has at most 50 leaves.
+DEFAULT_MAX_LEAVES = 64
+
+
+class LlamaCppBackend:
+    name = "llamacpp"
+    device = "cpu"  # tensors handed out live on the host, whatever device llama.cpp computes on
+    supports_tree = True
+
+    # --- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int,
+        n_gpu_layers: int = 0,
+        n_batch: int = 512,
+        n_ubatch: int = 512,
+        type_k: str = "f16",
+        type_v: str = "f16",
+        flash_attn: bool | None = None,
+        n_threads: int | None = None,
+        seed: int = 0,
+        max_leaves: int = DEFAULT_MAX_LEAVES,
+        verify_mode: str = "batch",
+        feature_capture: str = "auto",
+    ) -> "LlamaCppBackend":
+        """Load a GGUF file. `verify_mode="exact"` evaluates tree nodes one token per decode (the
+        same kernels as plain decoding); `feature_capture` is "auto", "layer_inp" or "eval_callback"."""
+        settings = BackendSettings(
+            n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_batch=n_batch, n_ubatch=n_ubatch,
+            type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_threads=n_threads,
+        )
+        return cls(model_path, settings, seed=seed, max_leaves=max_leaves,
+                   verify_mode=verify_mode, feature_capture=feature_capture)
+
+    @classmethod
+    def from_settings(cls, model_path: str | os.PathLike[str], settings: BackendSettings, **kw: Any) -> "LlamaCppBackend":
+        return cls(model_path, settings, **kw)
+
+    @classmethod
+    def from_plan(cls, model_path: str | os.PathLike[str], plan: Any, **kw: Any) -> "LlamaCppBackend":
+        """Start the backend a plan describes (`plan.settings`, or the settings object itself).
+        A planned tree of N nodes has at most N - 1 leaves: that sizes the sequence table."""
+        from homespec.backends.settings import settings_from_plan
+
+        src = getattr(plan, "settings", plan)
+        tree_tokens = getattr(src, "tree_tokens", None)
+        if tree_tokens and "max_leaves" not in kw:
+            kw["max_leaves"] = min(256, max(1, int(tree_tokens) - 1))
+        return cls(model_path, settings_from_plan(plan), **kw)
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        settings: BackendSettings,
+        *,
+        seed: int = 0,
+        max_leaves: int = DEFAULT_MAX_LEAVES,
+        verify_mode: str = "batch",
+        feature_capture: str = "auto",
+    ) -> None:
+        check_settings(settings)
+        if verify_mode not in _VERIFY_MODES:
+            raise UsageError(f"unknown verify mode {verify_mode!r}", hint="use 'batch' or 'exact'")
+        if not 1 <= max_leaves <= 256:
+            raise UsageError(f"max_leaves {max_leaves} is outside 1..256 (llama.cpp's sequence limit)")
+        if feature_capture not in ("auto", "layer_inp", "eval_callback"):
+            raise UsageError(f"unknown feature capture {feature_capture!r}", hint="auto, layer_inp or eval_callback")
+        path = os.fspath(model_path)
+        if not os.path.isfile(path):
+            raise HomespecError(f"model file not found: {path}", hint="check the path, or run `homespec plan` to pick a model")
+        self._ll = import_llama_cpp()
+        self.model_path = path
+        self.settings = settings
+        self.seed = seed  # decoding here is deterministic; kept for the run record
+        self.verify_mode = verify_mode
+        self._log = LogCollector()
+        self._model = self._ctx = None
+        self._batch: Any = None
+        self._tokenizer: Tokenizer | None = None
+        self._embd_table: torch.Tensor | None = None
+        self._n_past = 0
+        self._pending: tuple[TreeLayout, list[int], list[int]] | None = None  # last verified tree: layout, tokens, parents
+        self.order_repairs = 0  # commits that re-decoded a path tail to keep cells in position order
+        ll = self._ll
+        with capture_log(self._log):
+            self._model = load_model(ll, path, settings, self._log)
+            self._n_layer = ll.llama_model_n_layer(self._model)
+            self._n_embd = ll.llama_model_n_embd(self._model)
+            self.n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
+            self._capture = choose_capture(ll, feature_capture, self._n_layer, self._n_embd)
+            try:
+                self._ctx = new_context(ll, self._model, settings, max_leaves, self._capture, self._log, path)
+            except HomespecError:
+                ll.llama_model_free(self._model)
+                self._model = None
+                raise
+        if isinstance(self._capture, LayerInputCapture):
+            self._capture.ctx = self._ctx
+        self.max_context = ll.llama_n_ctx(self._ctx)
+        self.flash_attn_active = flash_attn_active(settings, self._log.lines)
+        # Flash attention sums over cells in cell order, so the committed cells must stay in
+        # position order for results to match plain decoding (llamacpp_tree.py's docstring).
+        self._keep_cell_order = self.flash_attn_active or verify_mode == "exact"
+        self._n_seq_max = max_leaves
+        # llama.cpp clamps n_batch to n_ctx for a decoder; a larger llama_decode call would abort
+        self._batch_cap = min(settings.n_batch, ll.llama_n_batch(self._ctx))
+        self._batch = ll.llama_batch_init(self._batch_cap, 0, max_leaves)
+        self._mem = ll.llama_get_memory(self._ctx)
+
+    # --- shape --------------------------------------------------------------------------------
+
+    @property
+    def n_past(self) -> int:
+        return self._n_past
+
+    @property
+    def n_layer(self) -> int:
+        return self._n_layer
+
+    @property
+    def hidden_size(self) -> int:
+        return self._n_embd
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        return self._capture.layers
+
+    @property
+    def feature_capture(self) -> str:
+        return self._capture.kind
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            from homespec.tokenizer import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.model_path)
+        return self._tokenizer
+
+    def set_feature_layers(self, layers: Sequence[int]) -> None:
+        self._capture.set_layers(layers)
+
+    # --- forward passes -------------------------------------------------------------------------
+
+    def prefill(self, tokens: Sequence[int]) -> Forward:
+        """Append `tokens` to the cache. -> logits [1, V] for the last one, features [n, k*H]."""
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise HomespecError("prefill needs at least one token", hint="the prompt is empty")
+        self._discard_pending()
+        self._check_room(len(tokens), "the prompt")
+        n = len(tokens)
+        rows = [(tokens[i], self._n_past + i, (0,), i == n - 1) for i in range(n)]
+        logits, feats = self._decode_rows(rows)
+        self._n_past += n
+        return Forward(logits=torch.from_numpy(logits), features=_tensor(feats))
+
+    def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
+        """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H]."""
+        tokens = [int(t) for t in tokens]
+        parents = [int(p) for p in parents]
+        if len(tokens) != len(parents) or not tokens:
+            raise HomespecError(
+                f"verify got {len(tokens)} tokens and {len(parents)} parents",
+                hint="a draft tree needs one parent per token, root first",
+            )
+        layout = tree_layout(parents)
+        if layout.n_seq > self._n_seq_max:
+            raise UsageError(
+                f"the draft tree has {layout.n_seq} leaves; this backend was loaded for at most {self._n_seq_max}",
+                hint="load with a larger max_leaves (up to 256) or draft a narrower tree",
+            )
+        self._discard_pending()
+        self._check_room(len(tokens), "the draft tree")
+        # Every path sees the committed context: add each extra sequence id to the context's cells.
+        for seq in range(1, layout.n_seq):
+            self._ll.llama_memory_seq_cp(self._mem, 0, seq, -1, -1)
+        self._pending = (layout, tokens, parents)
+        # batch rows in depth-first order; results are put back in node order below
+        rows = [(tokens[i], self._n_past + layout.depths[i], layout.seq_ids[i], True) for i in layout.order]
+        if self.verify_mode == "exact":
+            # One node per decode: the one-token kernels plain decoding uses, so the verdict
+            # matches plain greedy decoding token for token (docs/backends.md: noise floor).
+            parts = [self._decode_rows([row]) for row in rows]
+            logits = np.concatenate([p[0] for p in parts], axis=0)
+            feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)
+        else:
+            logits, feats = self._decode_rows(rows)
+        back = np.asarray(layout.slot)
+        return Forward(logits=torch.from_numpy(logits[back]), features=_tensor(None if feats is None else feats[back]))
+
+    def commit(self, path: Sequence[int]) -> None:
+        """Keep the nodes on `path` (root first) as the continuation of sequence 0, drop the rest."""
+        if self._pending is None:
+            raise ValueError("commit() without a verified tree")
+        layout, tokens, parents = self._pending
+        path = [int(p) for p in path]
+        check_path(path, parents)
+        # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
+        k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
+        ll, mem = self._ll, self._mem
+        seq = path_seq(path[:k], layout)
+        # Sequence `seq` holds context + its root-to-leaf path: cut it after the kept nodes ...
+        ll.llama_memory_seq_rm(mem, seq, self._n_past + k, -1)
+        if seq != 0:
+            # ... make those cells sequence 0's (cells shared with other ids stay allocated) ...
+            ll.llama_memory_seq_rm(mem, 0, -1, -1)
+            ll.llama_memory_seq_cp(mem, seq, 0, -1, -1)
+        # ... and free every cell not in sequence 0 (rejected branches, the extra context ids).
+        ll.llama_memory_seq_keep(mem, 0)
+        self._pending = None
+        self._n_past += k
+        if k < len(path):
+            rest = [tokens[i] for i in path[k:]]
+            rows = [(t, self._n_past + j, (0,), False) for j, t in enumerate(rest)]
+            if self.verify_mode == "exact":
+                for row in rows:
+                    self._decode_rows([row])
+            else:
+                self._decode_rows(rows)
+            self._n_past += len(rest)
+            self.order_repairs += 1
+
+    def rollback(self, n: int) -> None:
+        if not 0 <= n <= self._n_past:
+            raise ValueError(f"cannot roll back {n} of {self._n_past} committed tokens")
+        self._discard_pending()
+        self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past - n, -1)
+        self._n_past -= n
+
+    def reset(self) -> None:
+        self._ll.llama_memory_clear(self._mem, True)
+        self._pending = None
+        self._n_past = 0
+
+    def _discard_pending(self) -> None:
+        if self._pending is not None:
+            self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past, -1)
+            self._ll.llama_memory_seq_keep(self._mem, 0)
+            self._pending = None
+
+    def _check_room(self, n_new: int, what: str) -> None:
+        # Checked here because llama_decode would only say "no KV slot" (return 1).
+        if self._n_past + n_new > self.max_context:
+            raise HomespecError(
+                f"context full: {self._n_past} tokens in the cache + {n_new} for {what} > n_ctx {self.max_context}",
+                hint="start with a larger --ctx (see `homespec plan`) or a shorter prompt",
+            )
+
+    def _decode_rows(self, rows: list[tuple[int, int, tuple[int, ...], bool]]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Decode (token, pos, seq_ids, want_logits) rows in chunks of n_batch.
+        -> logits [n_out, V] float32, features [n_rows, k*H] float32 or None."""
+        ll, b, V = self._ll, self._batch, self.n_vocab
+        logit_parts: list[np.ndarray] = []
+        feat_parts: list[np.ndarray] = []
+        for start in range(0, len(rows), self._batch_cap):
+            chunk = rows[start : start + self._batch_cap]
+            n_out = 0
+            for i, (tok, pos, seqs, want) in enumerate(chunk):
+                b.token[i] = tok
+                b.pos[i] = pos
+                b.n_seq_id[i] = len(seqs)
+                row = b.seq_id[i]
+                for j, s in enumerate(seqs):
+                    row[j] = s
+                b.logits[i] = 1 if want else 0
+                n_out += bool(want)
+            b.n_tokens = len(chunk)
+            self._capture.begin()
+            with capture_log(self._log):
+                rc = ll.llama_decode(self._ctx, b)
+            if rc != 0:
+                raise HomespecError(
+                    f"llama_decode failed (code {rc}): {reason(self._log, 'see HOMESPEC_LLAMA_LOG=1 output')}",
+                    hint="code 1 means the KV cache is full: a larger --ctx helps",
+                )
+            if n_out:
+                ptr = ll.llama_get_logits(self._ctx)
+                logit_parts.append(np.ctypeslib.as_array(ptr, shape=(n_out, V)).copy())
+            feats = self._capture.collect(len(chunk))
+            if feats is not None:
+                feat_parts.append(feats)
+        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
+        return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None)
+
+    # --- embeddings and memory -----------------------------------------------------------------
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token embeddings [..., H] float32, the same rows llama.cpp's `inp_embd` holds."""
+        if self._embd_table is None:
+            self._embd_table = token_embd(self.model_path)  # [V, H] float32, dequantised once
+        return self._embd_table[tokens.long()]
+
+    def memory_report(self) -> MemoryReport:
+        """llama.cpp's own buffer sizes, from the lines it logged while loading (and since)."""
+        t = tally_buffers(parse_buffer_lines(self._log.lines))
+        detail = {f"{kind}:{buf}": v for kind, bufs in t.items() for buf, v in bufs.items()}
+        devices = [buf for bufs in t.values() for buf in bufs if not buf.startswith("CPU")]
+        return MemoryReport(
+            weights_bytes=sum(t["model"].values()),
+            kv_bytes=sum(t["KV"].values()),
+            compute_bytes=sum(t["compute"].values()) + sum(t["output"].values()),
+            device=devices[0] if devices else "CPU",
+            detail=detail,
+        )
+
+    # --- teardown ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        ll = getattr(self, "_ll", None)
+        if ll is None:
+            return
+        if self._batch is not None:
+            ll.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            ll.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            ll.llama_model_free(self._model)
+            self._model = None
+
+    def __enter__(self) -> "LlamaCppBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
+    return None if a is None else torch.from_numpy(a)

@@ -1,0 +1,127 @@
+"""Capturing target features (the inputs of chosen decoder layers) during llama_decode.
+
+Two ways, same numbers (the test suite checks they agree bit for bit):
+
+* `LayerInputCapture` — llama.cpp's own extraction (`llama_set_embeddings_layer_inp`): the graph
+  marks each requested layer input as an output and llama_decode copies every token's row into
+  a host buffer asynchronously. No Python runs inside the forward pass.
+* `EvalCallbackCapture` — a `cb_eval` scheduler callback. llama.cpp asks it about every graph
+  node (the `ask` phase); it says yes only for the wanted tensors, the scheduler splits the graph
+  there, and the callback copies the tensor out. Works on any build, but a Python call per
+  graph node per decode is overhead (docs/backends.md has the measurements), so it is the
+  fallback for builds that do not export the extraction entry points.
+
+Layer i's input is the graph node `embd` for i == 0 (the token rows after get_rows and any
+embedding scale; `inp_embd` is only the placeholder for embedding inputs) and `l_out-(i-1)`
+otherwise: the same tensors the extraction entry points mark (llama.cpp src/llama-graph.cpp). Only
+layers 0 .. n_layer-1 are offered: llama.cpp prunes the last layer's output to the rows that
+produce logits, so "the input of layer n_layer" would be incomplete for most tokens.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+import numpy as np
+
+from homespec.backends.llamacpp_lib import ggml_tensor_api
+
+
+def check_layers(layers: Sequence[int], n_layer: int) -> tuple[int, ...]:
+    out = tuple(int(i) for i in layers)
+    for i in out:
+        if not 0 <= i < n_layer:
+            raise ValueError(f"feature layer {i} is outside 0..{n_layer - 1}")
+    return out
+
+
+class LayerInputCapture:
+    kind = "layer_inp"
+
+    def __init__(self, entry_points: tuple[Any, Any], n_layer: int, n_embd: int) -> None:
+        self.ctx: Any = None  # the llama_context, bound once it exists (the context needs the capture kind first)
+        self._set, self._get = entry_points
+        self._n_layer = n_layer
+        self._n_embd = n_embd
+        self.layers: tuple[int, ...] = ()
+
+    def set_layers(self, layers: Sequence[int]) -> None:
+        layers = check_layers(layers, self._n_layer)
+        for i in set(self.layers) - set(layers):
+            self._set(self.ctx, i, False)
+        for i in set(layers) - set(self.layers):
+            self._set(self.ctx, i, True)
+        self.layers = layers
+
+    def begin(self) -> None:
+        """Nothing to reset: llama.cpp rewrites its buffers on every decode."""
+
+    def collect(self, n_tokens: int) -> np.ndarray | None:
+        """Rows of the last llama_decode call, in batch order. -> [n_tokens, k*H] float32"""
+        if not self.layers:
+            return None
+        out = np.empty((n_tokens, len(self.layers) * self._n_embd), dtype=np.float32)
+        for j, layer in enumerate(self.layers):
+            ptr = self._get(self.ctx, layer)
+            rows = np.ctypeslib.as_array(ptr, shape=(n_tokens, self._n_embd))
+            out[:, j * self._n_embd : (j + 1) * self._n_embd] = rows
+        return out
+
+
+class EvalCallbackCapture:
+    kind = "eval_callback"
+
+    def __init__(self, llama_cpp: Any, n_layer: int, n_embd: int) -> None:
+        self._g = ggml_tensor_api()
+        self._n_layer = n_layer
+        self._n_embd = n_embd
+        self.layers: tuple[int, ...] = ()
+        self._slot: dict[bytes, int] = {}  # tensor name -> position in feature order
+        self._chunks: list[list[np.ndarray]] = []
+        self._error: BaseException | None = None
+        # llama.cpp holds only the raw function pointer: this object keeps it alive.
+        self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_eval)
+
+    def set_layers(self, layers: Sequence[int]) -> None:
+        self.layers = check_layers(layers, self._n_layer)
+        self._slot = {self.tensor_name(i): j for j, i in enumerate(self.layers)}
+
+    @staticmethod
+    def tensor_name(layer: int) -> bytes:
+        return b"embd" if layer == 0 else f"l_out-{layer - 1}".encode()
+
+    def begin(self) -> None:
+        self._chunks = [[] for _ in self.layers]
+        self._error = None
+
+    def _on_eval(self, tensor: int, ask: bool, _user: Any) -> bool:
+        # An exception must not escape into C (ctypes would return False and abort the graph).
+        try:
+            slot = self._slot.get(self._g.ggml_get_name(tensor)) if self._slot else None
+            if ask or slot is None:
+                return slot is not None
+            n_bytes = self._g.ggml_nbytes(tensor)
+            rows = self._g.ggml_nrows(tensor)
+            # [rows, H] float32: one ubatch worth of this layer's input
+            buf = np.empty((rows, n_bytes // 4 // rows), dtype=np.float32)
+            self._g.ggml_backend_tensor_get(tensor, buf.ctypes.data_as(ctypes.c_void_p), 0, n_bytes)
+            self._chunks[slot].append(buf)
+        except BaseException as e:  # noqa: BLE001 - re-raised by collect()
+            self._error = e
+        return True
+
+    def collect(self, n_tokens: int) -> np.ndarray | None:
+        if self._error is not None:
+            raise RuntimeError(f"feature capture failed inside llama_decode: {self._error}") from self._error
+        if not self.layers:
+            return None
+        parts = []
+        for j, chunks in enumerate(self._chunks):
+            rows = np.concatenate(chunks, axis=0) if chunks else np.empty((0, self._n_embd), np.float32)
+            if rows.shape != (n_tokens, self._n_embd):
+                raise RuntimeError(
+                    f"captured {rows.shape} for layer {self.layers[j]}, expected ({n_tokens}, {self._n_embd})"
+                )
+            parts.append(rows)
+        return np.concatenate(parts, axis=1)  # [n_tokens, k*H]

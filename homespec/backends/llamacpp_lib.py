@@ -1,0 +1,221 @@
+"""ctypes glue around llama-cpp-python's low-level bindings: import, log capture, extra entry points.
+
+Only imported lazily (by backends/llamacpp.py), so it may import llama_cpp at call time freely.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from homespec.errors import HomespecError
+
+# ggml_log_level (ggml.h): CONT continues the previous line at its level.
+_LEVEL_DEBUG = 1
+_LEVEL_ERROR = 4
+_LEVEL_CONT = 5
+
+# The per-layer input extraction entry points of the vendored llama.cpp are C++ functions that
+# llama.h does not declare, so they are exported only under their Itanium-mangled names.
+_SET_LAYER_INP = "_Z30llama_set_embeddings_layer_inpP13llama_contextjb"
+_GET_LAYER_INP = "_Z30llama_get_embeddings_layer_inpP13llama_contextj"
+
+
+def import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except (ImportError, OSError) as e:
+        raise HomespecError(
+            f"llama-cpp-python is not usable: {e}",
+            hint="run `bash scripts/setup.sh` (it builds llama-cpp-python 0.3.36 for this machine)",
+        ) from e
+    _init_backend(llama_cpp)
+    return llama_cpp
+
+
+_backend_ready = False
+
+
+def _init_backend(llama_cpp: Any) -> None:
+    global _backend_ready
+    if not _backend_ready:
+        LOG.install(llama_cpp)
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+# --- log capture ------------------------------------------------------------------------------
+
+
+@dataclass
+class LogCollector:
+    """Log lines llama.cpp wrote while this collector was active."""
+
+    # (ggml log level, line); bounded, as llama.cpp may log during every decode
+    tagged: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=4096))
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for _, line in self.tagged]
+
+    def errors(self) -> list[str]:
+        return [line for lvl, line in self.tagged if lvl == _LEVEL_ERROR]
+
+
+class _LogRouter:
+    """One process-wide llama_log_set callback (llama.cpp keeps a single global logger).
+
+    Lines go to the collector that is active on the calling thread (a backend activates its
+    own around load and decode), and to stderr when HOMESPEC_DEBUG or HOMESPEC_LLAMA_LOG is set.
+    The last lines are kept to explain a NULL return that happens with no collector active.
+    """
+
+    def __init__(self) -> None:
+        self._cb = None  # the ctypes callback object: must stay referenced while installed
+        self._local = threading.local()
+        self._partial = ""
+        self._level = 0
+        self.recent: deque[tuple[int, str]] = deque(maxlen=64)
+
+    def install(self, llama_cpp: Any) -> None:
+        if self._cb is None:
+            self._cb = llama_cpp.llama_log_callback(self._on_log)
+            llama_cpp.llama_log_set(self._cb, ctypes.c_void_p(0))
+
+    def _on_log(self, level: int, text: bytes, _user: Any) -> None:
+        if level != _LEVEL_CONT:
+            self._level = level
+        s = self._partial + (text or b"").decode("utf-8", "replace")
+        *done, self._partial = s.split("\n")
+        echo = bool(os.environ.get("HOMESPEC_DEBUG") or os.environ.get("HOMESPEC_LLAMA_LOG"))
+        collector: LogCollector | None = getattr(self._local, "collector", None)
+        for line in done:
+            self.recent.append((self._level, line))
+            if collector is not None and self._level != _LEVEL_DEBUG:
+                collector.tagged.append((self._level, line))
+            if echo:
+                print(f"llama.cpp: {line}", file=sys.stderr)
+
+    def activate(self, collector: LogCollector | None) -> LogCollector | None:
+        prev = getattr(self._local, "collector", None)
+        self._local.collector = collector
+        return prev
+
+    def recent_errors(self) -> list[str]:
+        return [line for lvl, line in self.recent if lvl == _LEVEL_ERROR]
+
+
+LOG = _LogRouter()
+
+
+class capture_log:
+    """`with capture_log(collector): ...` routes llama.cpp's log lines to `collector`."""
+
+    def __init__(self, collector: LogCollector) -> None:
+        self._collector = collector
+        self._prev: LogCollector | None = None
+
+    def __enter__(self) -> LogCollector:
+        self._prev = LOG.activate(self._collector)
+        return self._collector
+
+    def __exit__(self, *exc: object) -> None:
+        LOG.activate(self._prev)
+
+
+def reason(collector: LogCollector, fallback: str) -> str:
+    """The root cause llama.cpp logged: its first error line, without the `function:` prefix
+    (the later lines only repeat "failed to load model")."""
+    errs = [re.sub(r"^\w+:\s*", "", line.strip()) for line in (collector.errors() or LOG.recent_errors())]
+    causes = [e for e in errs if e and "failed to load model" not in e]
+    if causes:
+        return causes[0]
+    return errs[-1] if errs else fallback
+
+
+# --- memory figures from the log ----------------------------------------------------------------
+
+_MIB = 1024 * 1024
+_BUF_LINE = re.compile(r"^\s*\w+:\s+(\S+)\s+(model|KV|compute|output)\s+buffer size\s*=\s*([\d.]+)\s*MiB")
+
+
+@dataclass(frozen=True, slots=True)
+class BufferLine:
+    kind: str  # "model" | "KV" | "compute" | "output"
+    buffer: str  # ggml buffer name: "CPU", "CPU_Mapped", "CUDA0", "CUDA_Host", "MTL0", ...
+    n_bytes: int
+
+
+def parse_buffer_lines(lines: list[str]) -> list[BufferLine]:
+    """llama.cpp prints sizes in MiB with two decimals, so each figure is good to ~5 KiB."""
+    out = []
+    for line in lines:
+        m = _BUF_LINE.match(line)
+        if m:
+            out.append(BufferLine(m.group(2), m.group(1), round(float(m.group(3)) * _MIB)))
+    return out
+
+
+def tally_buffers(found: list[BufferLine]) -> dict[str, dict[str, int]]:
+    """{kind: {buffer: bytes}}. Model and KV buffers are allocated once per load (a model with a
+    sliding-window cache prints two KV lines per device: they add up); compute and output buffers
+    are re-reserved when the graph changes, and the latest figure is the one in use."""
+    out: dict[str, dict[str, int]] = {"model": {}, "KV": {}, "compute": {}, "output": {}}
+    for b in found:
+        slot = out[b.kind]
+        if b.kind in ("model", "KV"):
+            slot[b.buffer] = slot.get(b.buffer, 0) + b.n_bytes
+        else:
+            slot[b.buffer] = b.n_bytes
+    return out
+
+
+# --- extra entry points -------------------------------------------------------------------------
+
+
+def layer_inp_entry_points(llama_cpp: Any) -> tuple[Any, Any] | None:
+    """(set, get) for per-layer input extraction, or None when this build does not export them."""
+    lib = llama_cpp.llama_cpp._lib
+    try:
+        set_fn = getattr(lib, _SET_LAYER_INP)
+        get_fn = getattr(lib, _GET_LAYER_INP)
+    except AttributeError:
+        return None
+    set_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_bool]
+    set_fn.restype = None
+    get_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    get_fn.restype = ctypes.POINTER(ctypes.c_float)
+    return set_fn, get_fn
+
+
+_ggml_ready: Any = None
+
+
+def ggml_tensor_api() -> Any:
+    """libggml with the few tensor accessors an eval callback needs (argtypes set here: the
+    Python package declares none of them)."""
+    global _ggml_ready
+    if _ggml_ready is None:
+        from llama_cpp import _ggml
+
+        g = _ggml.libggml
+        g.ggml_get_name.argtypes = [ctypes.c_void_p]
+        g.ggml_get_name.restype = ctypes.c_char_p
+        g.ggml_nbytes.argtypes = [ctypes.c_void_p]
+        g.ggml_nbytes.restype = ctypes.c_size_t
+        g.ggml_nrows.argtypes = [ctypes.c_void_p]
+        g.ggml_nrows.restype = ctypes.c_int64
+        g.ggml_nelements.argtypes = [ctypes.c_void_p]
+        g.ggml_nelements.restype = ctypes.c_int64
+        g.ggml_is_contiguous.argtypes = [ctypes.c_void_p]
+        g.ggml_is_contiguous.restype = ctypes.c_bool
+        g.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+        g.ggml_backend_tensor_get.restype = None
+        _ggml_ready = g
+    return _ggml_ready

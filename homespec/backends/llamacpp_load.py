@@ -1,0 +1,104 @@
+"""Loading a GGUF model and creating its llama.cpp context (helpers of backends/llamacpp.py).
+
+Imported lazily with it; llama_cpp arrives as the `ll` argument (import_llama_cpp()).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from homespec.backends.llamacpp_features import EvalCallbackCapture, LayerInputCapture
+from homespec.backends.llamacpp_lib import LogCollector, layer_inp_entry_points, reason
+from homespec.backends.settings import BackendSettings
+from homespec.errors import FormatError, HomespecError
+
+# ggml_type ids (ggml.h) of the KV cache types llama.cpp accepts.
+GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+
+
+def load_model(ll: Any, path: str, s: BackendSettings, log: LogCollector) -> Any:
+    """The llama_model, or a FormatError naming the file and llama.cpp's first error line."""
+    mp = ll.llama_model_default_params()
+    mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 2**31 - 1
+    model = ll.llama_model_load_from_file(path.encode(), mp)
+    if not model:
+        raise FormatError(
+            f"llama.cpp could not load {path}: {reason(log, 'unknown reason')}",
+            hint="is it a complete GGUF file? re-download it, or check it with `homespec plan --model <file>`",
+        )
+    return model
+
+
+def choose_capture(ll: Any, which: str, n_layer: int, n_embd: int) -> LayerInputCapture | EvalCallbackCapture:
+    """llama.cpp's own layer-input extraction when exported, else the eval callback."""
+    entry = layer_inp_entry_points(ll) if which in ("auto", "layer_inp") else None
+    if entry is not None:
+        return LayerInputCapture(entry, n_layer, n_embd)
+    if which == "layer_inp":
+        raise HomespecError(
+            "this llama-cpp-python build does not export llama_set_embeddings_layer_inp",
+            hint="use feature_capture='eval_callback', or rebuild with `bash scripts/setup.sh`",
+        )
+    return EvalCallbackCapture(ll, n_layer, n_embd)
+
+
+def new_context(
+    ll: Any, model: Any, s: BackendSettings, max_leaves: int,
+    capture: LayerInputCapture | EvalCallbackCapture, log: LogCollector, path: str,
+) -> Any:
+    """A context whose unified KV cache can hold `max_leaves` sequences (one per tree path)."""
+    cp = ll.llama_context_default_params()
+    cp.n_ctx = s.n_ctx
+    cp.n_batch = s.n_batch
+    cp.n_ubatch = s.n_ubatch
+    cp.n_seq_max = max_leaves
+    # One KV buffer shared by all sequences: a cell can then carry several sequence ids,
+    # which is what lets tree nodes shared by several paths be computed once.
+    cp.kv_unified = True
+    cp.n_threads = cp.n_threads_batch = s.n_threads or physical_cores()
+    cp.type_k = GGML_TYPES[s.type_k]
+    cp.type_v = GGML_TYPES[s.type_v]
+    cp.flash_attn_type = {None: ll.LLAMA_FLASH_ATTN_TYPE_AUTO, True: ll.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                          False: ll.LLAMA_FLASH_ATTN_TYPE_DISABLED}[s.flash_attn]
+    cp.embeddings = False  # logits only; features come from the capture, not the pooled embedding
+    cp.no_perf = True
+    if isinstance(capture, EvalCallbackCapture):
+        cp.cb_eval = capture.callback
+    ctx = ll.llama_init_from_model(model, cp)
+    if not ctx:
+        raise HomespecError(
+            f"llama.cpp could not create a context for {path}: {reason(log, 'unknown reason')}",
+            hint="a smaller --ctx, fewer GPU layers or a quantised KV cache (--kv-type q8_0) needs less memory",
+        )
+    return ctx
+
+
+def physical_cores() -> int:
+    """llama.cpp's own advice: one thread per physical core (hyper-threads only contend)."""
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def flash_attn_active(s: BackendSettings, log_lines: list[str]) -> bool:
+    """On auto, llama.cpp logs its choice ("resolve_fused_ops: Flash Attention enabled")."""
+    if s.flash_attn is not None:
+        return s.flash_attn
+    return any("Flash Attention enabled" in line for line in log_lines)
+
+
+def token_embd(path: str) -> torch.Tensor:
+    """token_embd.weight dequantised with the gguf package. -> [V, H] float32"""
+    import gguf
+    from gguf.quants import dequantize
+
+    reader = gguf.GGUFReader(path)
+    for t in reader.tensors:
+        if t.name == "token_embd.weight":
+            table = dequantize(t.data, t.tensor_type)  # [V, H]: ggml's ne order reversed
+            return torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32))
+    raise FormatError(f"{path} has no token_embd.weight tensor", hint="is this a decoder-only language model GGUF?")

@@ -1,0 +1,103 @@
+"""How a draft tree becomes one llama.cpp batch: sequence ids per node (pure, no llama.cpp).
+
+llama.cpp's attention mask lets a token see a cached cell when the cell shares a sequence id with
+it and sits at an earlier or equal position. So a tree fits in one batch when every root-to-leaf
+path is its own sequence: leaf j gets sequence id j, and a node belongs to the sequences of all
+leaves below it. Node i then sees exactly the committed context (copied into every sequence
+before the pass) and its own ancestors, at positions n_past + depth(i). With a unified KV cache
+(`kv_unified=True`) one cell carries several sequence ids, so shared prefixes of the tree are
+computed and stored once. A chain has one leaf, hence one sequence: no copies at all.
+
+The batch lists the nodes in depth-first order (children in node order, which drafters sort best
+first), and llama.cpp fills free KV cells in batch order. So when the accepted path follows first
+children, its cells are contiguous and the freed cells form a tail. A path that takes a later
+child leaves a hole between accepted cells; `contiguous_prefix` finds where. That matters because
+llama.cpp's flash-attention kernel accumulates over cells in cell order: a later token stored in
+the hole would see the same values in a different order (docs/backends.md, "cell order").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True, slots=True)
+class TreeLayout:
+    depths: tuple[int, ...]  # [T] depth of each node; the root is 0
+    leaves: tuple[int, ...]  # node indices of the leaves, ascending; leaf j owns sequence id j
+    seq_ids: tuple[tuple[int, ...], ...]  # [T] sequence ids of each node (the leaves below it)
+    order: tuple[int, ...]  # batch row -> node: depth-first, children in node order
+    slot: tuple[int, ...]  # node -> batch row (the inverse of order)
+
+    @property
+    def n_seq(self) -> int:
+        return len(self.leaves)
+
+
+def check_parents(parents: Sequence[int]) -> None:
+    """The tree contract of Backend.verify: parents[0] == -1, 0 <= parents[i] < i."""
+    if len(parents) == 0:
+        raise ValueError("a draft tree needs at least its root")
+    if parents[0] != -1:
+        raise ValueError(f"node 0 must be the root (parent -1), got parent {parents[0]}")
+    for i in range(1, len(parents)):
+        if not 0 <= parents[i] < i:
+            raise ValueError(f"node {i} has parent {parents[i]}; parents must come before children")
+
+
+def tree_layout(parents: Sequence[int]) -> TreeLayout:
+    check_parents(parents)
+    n = len(parents)
+    depths = [0] * n
+    has_child = [False] * n
+    for i in range(1, n):
+        depths[i] = depths[parents[i]] + 1
+        has_child[parents[i]] = True
+    leaves = tuple(i for i in range(n) if not has_child[i])
+    owners: list[list[int]] = [[] for _ in range(n)]
+    for seq, leaf in enumerate(leaves):
+        node = leaf
+        while node != -1:
+            owners[node].append(seq)
+            node = parents[node]
+    order = dfs_order(parents)
+    slot = [0] * n
+    for row, node in enumerate(order):
+        slot[node] = row
+    return TreeLayout(tuple(depths), leaves, tuple(tuple(sorted(o)) for o in owners), order, tuple(slot))
+
+
+def dfs_order(parents: Sequence[int]) -> tuple[int, ...]:
+    children: list[list[int]] = [[] for _ in parents]
+    for i in range(1, len(parents)):
+        children[parents[i]].append(i)
+    order: list[int] = []
+    stack = [0]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(children[node]))  # first child on top: visited first
+    return tuple(order)
+
+
+def contiguous_prefix(path: Sequence[int], layout: TreeLayout) -> int:
+    """How many leading nodes of `path` sit in batch rows 0, 1, 2, ... (hence in adjacent cells)."""
+    k = 0
+    while k < len(path) and layout.slot[path[k]] == k:
+        k += 1
+    return k
+
+
+def check_path(path: Sequence[int], parents: Sequence[int]) -> None:
+    """A committed path starts at the root and follows parent links."""
+    if len(path) == 0 or path[0] != 0:
+        raise ValueError(f"a committed path starts at the root (node 0), got {list(path)}")
+    for a, b in zip(path, path[1:]):
+        if not 0 < b < len(parents) or parents[b] != a:
+            raise ValueError(f"node {b} is not a child of node {a} in the last verified tree")
+
+
+def path_seq(path: Sequence[int], layout: TreeLayout) -> int:
+    """A sequence that contains every node of `path` (any leaf below its last node)."""
+    return layout.seq_ids[path[-1]][0]

@@ -1,0 +1,539 @@
+"""The llama.cpp backend: tree verification, commit, rollback and features against plain evaluation.
+
+Real llama.cpp throughout: the embedded SmolLM2-135M Q4_1 GGUF and tiny random-weight GGUFs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from homespec.backends.llamacpp_tree import check_path, path_seq, tree_layout
+from homespec.backends.settings import BackendSettings, settings_from_plan
+from homespec.errors import FormatError, HomespecError, UsageError
+
+torch = pytest.importorskip("torch")
+
+# Branch logits of a multi-sequence batch equal those of a single-sequence batch over the same
+# path bit for bit on CPU (same kernels, masked cells contribute exact zeros); allow float noise.
+LOGIT_ATOL = 1e-3
+
+# --- pure: tree layout and settings --------------------------------------------------------------
+
+
+def test_chain_is_one_sequence():
+    lay = tree_layout([-1, 0, 1, 2])
+    assert lay.depths == (0, 1, 2, 3)
+    assert lay.leaves == (3,)
+    assert lay.seq_ids == ((0,), (0,), (0,), (0,))
+
+
+def test_tree_nodes_belong_to_every_path_through_them():
+    #      0
+    #    1   2
+    #   3 4   5
+    parents = [-1, 0, 0, 1, 1, 2]
+    lay = tree_layout(parents)
+    assert lay.depths == (0, 1, 1, 2, 2, 2)
+    assert lay.leaves == (3, 4, 5)
+    assert lay.seq_ids == ((0, 1, 2), (0, 1), (2,), (0,), (1,), (2,))
+    assert path_seq([0, 1], lay) in (0, 1)
+    assert path_seq([0, 2, 5], lay) == 2
+    check_path([0, 1, 4], parents)
+    with pytest.raises(ValueError):
+        check_path([0, 2, 4], parents)
+    with pytest.raises(ValueError):
+        check_path([1], parents)
+
+
+@pytest.mark.parametrize("parents", [[], [0], [-1, 1], [-1, 0, 3, 1]])
+def test_bad_trees_are_rejected(parents):
+    with pytest.raises(ValueError):
+        tree_layout(parents)
+
+
+def test_settings_from_a_duck_typed_plan_and_overrides():
+    @dataclass
+    class PlanSettings:
+        n_ctx: int = 8192
+        n_gpu_layers: int = 33
+        type_k: str = "q8_0"
+        type_v: str = "q8_0"
+        flash_attn: bool = True
+        speculative_k: int = 5  # a planner field the backend does not use
+
+    @dataclass
+    class Plan:
+        settings: PlanSettings
+
+    s = settings_from_plan(Plan(PlanSettings()), n_ctx=4096, n_threads=None)
+    assert s == BackendSettings(n_ctx=4096, n_gpu_layers=33, type_k="q8_0", type_v="q8_0", flash_attn=True)
+    assert settings_from_plan(None, n_ctx=256).n_batch == 512
+    with pytest.raises(UsageError):
+        settings_from_plan(None)
+    with pytest.raises(UsageError):
+        settings_from_plan(None, n_ctx=256, n_bach=4)
+
+
+def test_settings_from_the_planners_settings():
+    plan_settings = pytest.importorskip("homespec.plan.settings")
+    planned = plan_settings.Settings(n_ctx=8192, type_k="q8_0", type_v="q8_0", flash_attn=True, n_gpu_layers=31)
+    s = settings_from_plan(planned)
+    assert (s.n_ctx, s.type_k, s.type_v, s.flash_attn, s.n_gpu_layers) == (8192, "q8_0", "q8_0", True, 31)
+    assert (s.n_batch, s.n_ubatch) == (planned.n_batch, planned.n_ubatch)
+
+
+def test_quantised_v_cache_without_flash_attention_is_a_usage_error():
+    with pytest.raises(UsageError, match="flash attention"):
+        BackendSettings(n_ctx=512, type_v="q4_0", flash_attn=False)
+    BackendSettings(n_ctx=512, type_v="q4_0", flash_attn=None)  # auto: llama.cpp turns it on
+    with pytest.raises(UsageError):
+        BackendSettings(n_ctx=512, type_k="q3_k")
+    with pytest.raises(UsageError):
+        BackendSettings(n_ctx=512, n_batch=64, n_ubatch=128)
+
+
+def test_depth_first_batch_order_and_contiguous_prefix():
+    from homespec.backends.llamacpp_tree import contiguous_prefix
+
+    parents = [-1, 0, 0, 1, 1, 2]  # BFS numbering, as drafters emit it
+    lay = tree_layout(parents)
+    assert lay.order == (0, 1, 3, 4, 2, 5)
+    assert [lay.order[r] for r in lay.slot] == list(range(6))
+    assert contiguous_prefix([0, 1, 3], lay) == 3  # first children all the way: adjacent cells
+    assert contiguous_prefix([0, 1, 4], lay) == 2  # node 3's cell sits between 1 and 4
+    assert contiguous_prefix([0, 2, 5], lay) == 1
+
+
+def test_memory_lines_are_parsed_per_buffer():
+    from homespec.backends.llamacpp_lib import parse_buffer_lines, tally_buffers
+
+    lines = [
+        "load_tensors:   CPU_Mapped model buffer size =    92.10 MiB",
+        "load_tensors:        CUDA0 model buffer size =  4403.49 MiB",
+        "llama_context:  CUDA_Host  output buffer size =     0.19 MiB",
+        "llama_kv_cache:      CUDA0 KV buffer size =   512.00 MiB",
+        "llama_kv_cache:      CUDA0 KV buffer size =    64.00 MiB",  # a second (SWA) cache adds up
+        "sched_reserve:      CUDA0 compute buffer size =   300.00 MiB",
+        "sched_reserve:      CUDA0 compute buffer size =   258.50 MiB",  # re-reserved: the latest counts
+        "sched_reserve:  CUDA_Host compute buffer size =    12.01 MiB",
+        "llama_context: n_ctx = 4096",
+    ]
+    t = tally_buffers(parse_buffer_lines(lines))
+    mib = 2**20
+    assert t["model"] == {"CPU_Mapped": round(92.10 * mib), "CUDA0": round(4403.49 * mib)}
+    assert t["KV"] == {"CUDA0": 576 * mib}
+    assert t["compute"] == {"CUDA0": round(258.5 * mib), "CUDA_Host": round(12.01 * mib)}
+    assert t["output"] == {"CUDA_Host": round(0.19 * mib)}
+
+
+# --- llama.cpp ----------------------------------------------------------------------------------
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+from homespec.backends.llamacpp import LlamaCppBackend  # noqa: E402
+
+# One thread: ggml's worker threads spin-wait, so on a loaded 2-core CI box two threads run ~20x slower.
+THREADS = 1
+PROMPT_TEXT = "<|im_start|>user\nName three primary colours.<|im_end|>\n<|im_start|>assistant\n"
+FEATURE_LAYERS = (0, 2, 15, 27)  # embedding, EAGLE-3's [2, N//2, N-3] for N = 30
+
+
+@pytest.fixture(scope="module")
+def sm(smollm2_path):
+    b = LlamaCppBackend.load(smollm2_path, n_ctx=512, n_threads=THREADS, n_batch=64, n_ubatch=64)
+    b.set_feature_layers(FEATURE_LAYERS)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def prompt(sm):
+    return sm.tokenizer.encode(PROMPT_TEXT, add_bos=True, special=True)
+
+
+def _tree_from_model(b, prompt, width=(3, 2, 2, 1), seed=0):
+    """Prefill `prompt`; a tree of 1 + 3 + 6 + 12 + 12 = 34 nodes under the model's greedy token."""
+    b.reset()
+    fwd = b.prefill(prompt)
+    root = int(fwd.logits[-1].argmax())
+    tokens, parents = [root], [-1]
+    frontier = [0]
+    rng = np.random.default_rng(seed)
+    for w in width:
+        nxt = []
+        for node in frontier:
+            # random ids: verification must be exact whatever the draft proposes
+            cands = [int(t) for t in rng.choice(b.n_vocab, size=w, replace=False)]
+            for c in cands:
+                tokens.append(c)
+                parents.append(node)
+                nxt.append(len(tokens) - 1)
+        frontier = nxt
+    return tokens, parents
+
+
+def _path_to(parents, node):
+    path = []
+    while node != -1:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
+def test_loads_smollm2_with_its_shape(sm):
+    from homespec.backends.base import Backend
+
+    assert isinstance(sm, Backend)
+    assert (sm.n_layer, sm.hidden_size, sm.n_vocab) == (30, 576, 49152)
+    assert sm.max_context >= 512
+    assert sm.feature_layers == FEATURE_LAYERS
+    assert sm.feature_capture in ("layer_inp", "eval_callback")
+
+
+@pytest.mark.slow
+def test_tree_logits_equal_each_paths_chain_logits(sm, prompt):
+    tokens, parents = _tree_from_model(sm, prompt)
+    assert len(tokens) >= 24 and len(tree_layout(parents).leaves) > 1
+    tree = sm.verify(tokens, parents)
+    assert tree.logits.shape == (len(tokens), sm.n_vocab)
+    assert tree.features.shape == (len(tokens), len(FEATURE_LAYERS) * sm.hidden_size)
+    worst = 0.0
+    for node in range(len(tokens)):
+        path = _path_to(parents, node)
+        chain = sm.verify([tokens[i] for i in path], list(range(-1, len(path) - 1)))  # a one-sequence batch
+        worst = max(worst, float((tree.logits[node] - chain.logits[-1]).abs().max()))
+        feat_diff = (tree.features[node] - chain.features[-1]).abs().max()
+        assert feat_diff <= 1e-3, f"node {node}: features differ by {feat_diff}"
+    print(f"max |tree - chain| logit difference over {len(tokens)} nodes: {worst:.3g}")
+    assert worst <= LOGIT_ATOL
+
+
+def test_commit_path_then_decode_equals_feeding_the_path(sm, prompt):
+    tokens, parents = _tree_from_model(sm, prompt, seed=1)
+    lay = tree_layout(parents)
+    # a path that ends inside the tree and does not run through leaf 0's sequence
+    deep = lay.leaves[-1]
+    path = _path_to(parents, deep)[:-1]
+    sm.verify(tokens, parents)
+    sm.commit(path)
+    assert sm.n_past == len(prompt) + len(path)
+    after = sm.verify([1234, 567], [-1, 0])
+
+    sm.reset()
+    sm.prefill(prompt)
+    sm.prefill([tokens[i] for i in path])
+    ref = sm.verify([1234, 567], [-1, 0])
+    assert float((after.logits - ref.logits).abs().max()) <= LOGIT_ATOL
+    assert float((after.features - ref.features).abs().max()) <= 1e-3
+
+
+def test_commit_of_root_only_and_repeated_steps_stay_consistent(sm, prompt):
+    sm.reset()
+    sm.prefill(prompt)
+    emitted = []
+    for step in range(4):  # commit root-only, then longer paths, as a speculative loop would
+        root = 100 + step
+        toks, par = [root, 200, 201, 300], [-1, 0, 0, 1]
+        sm.verify(toks, par)
+        path = [0] if step % 2 == 0 else [0, 1, 3]
+        sm.commit(path)
+        emitted += [toks[i] for i in path]
+    got = sm.verify([42], [-1]).logits[0]
+    sm.reset()
+    sm.prefill(prompt + emitted)
+    want = sm.verify([42], [-1]).logits[0]
+    assert float((got - want).abs().max()) <= LOGIT_ATOL
+
+
+def test_rollback_restores_logits(sm, prompt):
+    sm.reset()
+    first = sm.prefill(prompt)
+    sm.prefill([11, 12, 13, 14])
+    sm.rollback(4)
+    assert sm.n_past == len(prompt)
+    again = sm.verify([int(first.logits[-1].argmax())], [-1])
+    sm.reset()
+    sm.prefill(prompt)
+    ref = sm.verify([int(first.logits[-1].argmax())], [-1])
+    assert torch.equal(again.logits, ref.logits)
+    with pytest.raises(ValueError):
+        sm.rollback(sm.n_past + 1)
+
+
+def test_uncommitted_tree_is_dropped_by_the_next_pass(sm, prompt):
+    sm.reset()
+    sm.prefill(prompt)
+    sm.verify([5, 6, 7], [-1, 0, 0])
+    sm.verify([5, 6, 7], [-1, 0, 0])  # again, without commit
+    sm.prefill([5])
+    got = sm.verify([6], [-1]).logits
+    sm.reset()
+    sm.prefill(prompt + [5])
+    assert float((got - sm.verify([6], [-1]).logits).abs().max()) <= LOGIT_ATOL
+
+
+def test_exact_mode_matches_plain_one_token_decoding(sm, prompt):
+    """Greedy chain: exact verification gives the very logits of one-token decoding."""
+    sm.reset()
+    tok = int(sm.prefill(prompt).logits[-1].argmax())
+    plain = []
+    for _ in range(6):
+        out = sm.verify([tok], [-1])
+        plain.append(out.logits[0])
+        sm.commit([0])
+        tok = int(out.logits[0].argmax())
+    greedy = [int(x.argmax()) for x in plain]
+    sm.reset()
+    first = int(sm.prefill(prompt).logits[-1].argmax())
+    chain = [first] + greedy[:-1]
+    sm.verify_mode = "exact"
+    try:
+        ex = sm.verify(chain, list(range(-1, len(chain) - 1)))
+    finally:
+        sm.verify_mode = "batch"
+    for i in range(len(chain)):
+        assert torch.equal(ex.logits[i], plain[i]), f"node {i}"
+
+
+def test_cpu_flash_attention_batch_verify_is_bit_identical_to_one_token_decoding(sm, prompt):
+    """llama.cpp's CPU flash-attention kernel treats each query row alone and the quantised
+    matmuls are per row too, so a batch gives the one-token path's very numbers (measured: 0
+    argmax flips in 940 tokens; without flash attention 18, docs/backends.md)."""
+    assert sm.flash_attn_active  # auto turns it on for the CPU
+    sm.reset()
+    tok = int(sm.prefill(prompt).logits[-1].argmax())
+    toks, plain = [tok], []
+    for _ in range(12):
+        logits = sm.verify([tok], [-1]).logits[0]
+        sm.commit([0])
+        plain.append(logits)
+        tok = int(logits.argmax())
+        toks.append(tok)
+    sm.reset()
+    sm.prefill(prompt)
+    batch = sm.verify(toks[:-1], list(range(-1, len(toks) - 2))).logits
+    assert torch.equal(batch, torch.stack(plain))
+
+
+@pytest.mark.slow
+def test_both_feature_captures_agree_and_layer0_is_the_embedding(smollm2_path, sm, prompt):
+    sm.reset()
+    a = sm.prefill(prompt).features
+    other = LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=64, n_ubatch=64, feature_capture="eval_callback")
+    try:
+        other.set_feature_layers(FEATURE_LAYERS)
+        assert other.feature_capture == "eval_callback"
+        b = other.prefill(prompt).features
+    finally:
+        other.close()
+    assert a.shape == b.shape == (len(prompt), len(FEATURE_LAYERS) * 576)
+    assert torch.equal(a, b)
+    emb = sm.embed(torch.tensor(prompt))
+    assert torch.equal(a[:, :576], emb)
+
+
+def test_no_feature_layers_means_no_features(smollm2_path):
+    from homespec.backends.settings import BackendSettings as S
+
+    with LlamaCppBackend.from_plan(smollm2_path, S(n_ctx=128, n_threads=THREADS)) as b:
+        out = b.prefill([1, 2, 3])
+        assert out.features is None
+        assert out.logits.shape == (1, b.n_vocab)
+
+
+def test_memory_report_matches_llama_cpp_log(sm):
+    r = sm.memory_report()
+    assert r.device == "CPU"
+    # facts: SmolLM2-135M Q4_1 model buffer 92.10 MiB; KV = 2 x 30 layers x 3 kv heads x 64 x 2 B x n_ctx
+    assert abs(r.weights_bytes - 92.10 * 2**20) < 0.01 * 2**20
+    assert r.kv_bytes == 2 * 30 * 3 * 64 * 2 * sm.max_context
+    assert r.compute_bytes > 0
+    assert r.total_bytes == r.weights_bytes + r.kv_bytes + r.compute_bytes
+
+
+@pytest.mark.slow
+def test_prefill_longer_than_one_batch(sm, prompt):
+    long = (prompt * 12)[:150]  # > n_batch 64: llama_decode calls of 64, 64 and 22 tokens
+    sm.reset()
+    out = sm.prefill(long)
+    assert out.features.shape[0] == 150
+    sm.reset()
+    parts = [sm.prefill(long[i : i + 64]) for i in range(0, 150, 64)]
+    assert torch.equal(out.logits, parts[-1].logits)
+    assert torch.equal(out.features, torch.cat([p.features for p in parts]))
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(HomespecError, match="not found"):
+        LlamaCppBackend.load(tmp_path / "nope.gguf", n_ctx=128, n_threads=THREADS)
+
+
+def test_corrupt_file_says_which_file_and_why(tmp_path, smollm2_path):
+    bad = tmp_path / "truncated.gguf"
+    bad.write_bytes(Path(smollm2_path).read_bytes()[: 1 << 20])
+    with pytest.raises(FormatError) as e:
+        LlamaCppBackend.load(bad, n_ctx=128, n_threads=THREADS)
+    assert str(bad) in e.value.message
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf at all" * 100)
+    with pytest.raises(FormatError, match="junk.gguf"):
+        LlamaCppBackend.load(junk, n_ctx=128, n_threads=THREADS)
+
+
+@pytest.mark.slow
+def test_context_overflow_is_caught_before_decode(smollm2_path):
+    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=256, n_ubatch=256) as b:
+        b.prefill(list(range(1000, 1000 + b.max_context - 2)))
+        with pytest.raises(HomespecError, match="context full"):
+            b.verify([1, 2, 3], [-1, 0, 1])
+        b.verify([1, 2], [-1, 0])  # exactly fits
+
+
+def test_quantised_v_cache_with_flash_attention_off_is_refused(smollm2_path):
+    with pytest.raises(UsageError, match="flash attention"):
+        LlamaCppBackend.load(smollm2_path, n_ctx=128, n_threads=THREADS, type_k="q8_0", type_v="q8_0", flash_attn=False)
+
+
+def test_quantised_kv_cache_runs_with_flash_attention(smollm2_path):
+    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, type_k="q8_0", type_v="q8_0") as b:
+        out = b.prefill([1, 2, 3, 4])
+        assert torch.isfinite(out.logits).all()
+        # q8_0: 34 bytes per 32 values; llama.cpp prints MiB with two decimals (+-0.005 MiB)
+        assert abs(b.memory_report().kv_bytes - 2 * 30 * 3 * 64 * 34 * b.max_context // 32) <= 0.005 * 2**20
+
+
+def test_too_many_leaves(smollm2_path):
+    with LlamaCppBackend.load(smollm2_path, n_ctx=128, n_threads=THREADS, max_leaves=2) as b:
+        b.prefill([1, 2])
+        with pytest.raises(UsageError, match="leaves"):
+            b.verify([1, 2, 3, 4], [-1, 0, 0, 0])
+
+
+# --- against the torch reference model --------------------------------------------------------------
+
+
+def _torch_reference(path, tokens, layers):
+    from homespec.models.load import load_model
+
+    model = load_model(str(path), device="cpu", dtype="float32", max_context=256)
+    out = model.forward(torch.tensor(tokens), capture=layers)
+    return out.logits, out.features  # [T, V], [T, k*H]
+
+
+def _rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flash_attn, tol", [(False, 1e-5), (True, 2e-3)])
+def test_features_and_logits_match_torch_on_a_tiny_f32_model(tmp_path, flash_attn, tol):
+    """F32 weights and an f32 KV cache: without flash attention llama.cpp computes in f32 like
+    the reference (measured ~5e-7 relative); its CPU flash-attention kernel rounds Q and the
+    V accumulator to f16 (measured ~6e-4)."""
+    from tiny_models import make_tiny_gguf
+
+    path = make_tiny_gguf(tmp_path / "tiny.gguf", n_layer=4, n_embd=64, n_head=4, n_head_kv=2, n_ff=128, seed=3)
+    tokens = [1, 450, 3203, 17, 9, 1000, 42, 7]
+    layers = (0, 1, 3)
+    with LlamaCppBackend.load(path, n_ctx=256, n_threads=THREADS, type_k="f32", type_v="f32", flash_attn=flash_attn) as b:
+        b.set_feature_layers(layers)
+        got = b.prefill(tokens)
+        tree = b.verify([5, 6, 7], [-1, 0, 0])
+    ref_logits, ref_feats = _torch_reference(path, tokens + [5, 6], layers)
+    n = len(tokens)
+    feat_err = _rel(got.features, ref_feats[:n])
+    logit_err = _rel(got.logits[0], ref_logits[n - 1])
+    tree_err = _rel(tree.logits[:2], ref_logits[n:])
+    print(f"tiny f32 vs torch (flash_attn={flash_attn}), relative: features {feat_err:.1e}, "
+          f"logits {logit_err:.1e}, tree logits {tree_err:.1e}")
+    assert torch.equal(got.features[:, :64], ref_feats[:n, :64])  # layer 0: the embedding rows
+    assert feat_err < tol and logit_err < tol and tree_err < tol
+
+
+@pytest.mark.slow
+def test_smollm2_features_match_torch_within_quantisation_noise(sm, prompt, smollm2_path):
+    """llama.cpp multiplies Q4_1 weights with activations quantised to Q8_1 and keeps K/V in f16;
+    the torch reference uses the same dequantised weights in f32. Compare per layer, relative."""
+    sm.reset()
+    got = sm.prefill(prompt)
+    ref_logits, ref_feats = _torch_reference(smollm2_path, prompt, FEATURE_LAYERS)
+    H = sm.hidden_size
+    errs = []
+    for j, layer in enumerate(FEATURE_LAYERS):
+        a, r = got.features[:, j * H : (j + 1) * H], ref_feats[:, j * H : (j + 1) * H]
+        errs.append(float((a - r).norm() / r.norm()))
+    logit_rel = float((got.logits[0] - ref_logits[-1]).norm() / ref_logits[-1].norm())
+    print(f"SmolLM2 Q4_1 llama.cpp vs torch, relative error per layer {dict(zip(FEATURE_LAYERS, errs))}, logits {logit_rel:.3g}")
+    assert errs[0] == 0.0  # the embedding rows are dequantised identically
+    assert max(errs) < 0.05 and logit_rel < 0.05
+    assert int(got.logits[0].argmax()) == int(ref_logits[-1].argmax())
+
+
+def test_exact_mode_tree_commit_off_the_first_branch_matches_plain_decoding(sm, prompt):
+    """Exact mode + a path through a later child: the tail is re-decoded so later logits are
+    exactly plain one-token decoding's."""
+    sm.reset()
+    first = int(sm.prefill(prompt).logits[-1].argmax())
+    plain = [first]
+    for _ in range(3):
+        out = sm.verify([plain[-1]], [-1])
+        sm.commit([0])
+        plain.append(int(out.logits[0].argmax()))
+    probe = sm.verify([plain[-1]], [-1]).logits[0]
+
+    sm.reset()
+    sm.prefill(prompt)
+    sm.verify_mode = "exact"
+    try:
+        # root, a decoy first child with its own child, then the greedy continuation as the second child
+        tokens = [plain[0], 77, 78, plain[1], plain[2]]
+        parents = [-1, 0, 1, 0, 3]
+        sm.verify(tokens, parents)
+        repairs = sm.order_repairs
+        sm.commit([0, 3, 4])
+        assert sm.order_repairs == repairs + 1
+        got = sm.verify([plain[3]], [-1]).logits[0]
+    finally:
+        sm.verify_mode = "batch"
+    assert torch.equal(got, probe)
+
+
+@pytest.mark.gpu
+def test_gpu_offload_reports_device_buffers_and_keeps_tree_exactness(smollm2_path, prompt):
+    if not llama_cpp.llama_supports_gpu_offload():
+        pytest.skip("this llama-cpp-python build has no GPU backend (HOMESPEC_LLAMA_BUILD=cuda)")
+    with LlamaCppBackend.load(smollm2_path, n_ctx=512, n_gpu_layers=-1) as b:
+        r = b.memory_report()
+        assert r.device != "CPU" and r.kv_bytes > 0
+        tokens, parents = _tree_from_model(b, prompt)
+        tree = b.verify(tokens, parents)
+        for node in (5, len(tokens) - 1):
+            path = _path_to(parents, node)
+            chain = b.verify([tokens[i] for i in path], list(range(-1, len(path) - 1)))
+            assert float((tree.logits[node] - chain.logits[-1]).abs().max()) <= 1e-2
+
+
+@pytest.mark.slow
+def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_path, sm, prompt):
+    """The contract that matters: a draft-model tree drafter (here SmolLM2 drafting for itself,
+    top-2 trees, so later-child paths and cell-order repairs happen) emits exactly plain greedy."""
+    from homespec.spec.drafters.draft_model import DraftModelDrafter
+    from homespec.spec.loop import Limits, generate, run_to_end
+
+    def emitted(drafter):
+        sm.reset()
+        steps = run_to_end(generate(sm, drafter, prompt, limits=Limits(max_tokens=40)))
+        return [t for s in steps for t in s.tokens], sum(s.accepted for s in steps)
+
+    plain, _ = emitted(None)
+    with LlamaCppBackend.load(smollm2_path, n_ctx=512, n_threads=THREADS) as draft:
+        spec, accepted = emitted(DraftModelDrafter(draft, depth=4, topk=2, total=9))
+    assert accepted > 0
+    assert spec == plain
