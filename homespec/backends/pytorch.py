@@ -1,0 +1,164 @@
+"""homespec's own PyTorch backend: the reference implementation of the Backend protocol.
+
+Runs a Llama-family model (homespec.models.llama) from a GGUF file (dequantised) or a Hugging
+Face directory, with a static KV cache and tree attention, so a whole draft tree is verified in
+one pass. See homespec.backends.base for the conventions (root not yet in cache, commit/rollback).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from homespec.backends.base import Forward, MemoryReport, Tokenizer
+from homespec.errors import HomespecError
+from homespec.models.llama import LlamaModel, ancestor_mask, depths
+from homespec.models.load import load_model
+
+# Tree size the compute estimate is sized for (EAGLE-2's default dynamic tree has 60 nodes).
+_ESTIMATE_TOKENS = 64
+
+
+class TorchBackend:
+    name = "torch"
+    supports_tree = True
+
+    def __init__(self, model: LlamaModel, model_path: str):
+        self.model = model
+        self.model_path = model_path
+        self.device = str(model.device)
+        self.n_vocab = model.cfg.n_vocab
+        self.max_context = model.max_context
+        self.feature_layers: tuple[int, ...] = ()
+        self._tokenizer: Tokenizer | None = None
+        self._last_verify = 0  # nodes written by the last verify (0 = nothing to commit)
+        self._last_parents: list[int] = []
+
+    @classmethod
+    def load(
+        cls,
+        model_path: str,
+        *,
+        device: str | None = None,
+        dtype: str | torch.dtype | None = None,
+        max_context: int | None = None,
+    ) -> "TorchBackend":
+        return cls(load_model(str(model_path), device=device, dtype=dtype, max_context=max_context), str(model_path))
+
+    # --- properties ----------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:  # loaded on first use: numeric work needs no tokenizer
+            from homespec.tokenizer import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.model_path)
+        return self._tokenizer
+
+    @property
+    def n_past(self) -> int:
+        return self.model.n_past
+
+    @property
+    def n_layer(self) -> int:
+        return self.model.cfg.n_layer
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.cfg.n_embd
+
+    def set_feature_layers(self, layers: Sequence[int]) -> None:
+        layers = tuple(int(i) for i in layers)
+        bad = [i for i in layers if not 0 <= i <= self.n_layer]
+        if bad:
+            raise HomespecError(
+                f"feature layers {bad} are outside 0..{self.n_layer} for this {self.n_layer}-layer model",
+                hint="the draft head was trained for a different target model",
+            )
+        self.feature_layers = layers
+
+    # --- forward passes ------------------------------------------------------------------
+
+    def prefill(self, tokens: Sequence[int]) -> Forward:
+        if len(tokens) == 0:
+            raise HomespecError("prefill needs at least one token", hint="the prompt is empty")
+        ids = torch.as_tensor(list(tokens), dtype=torch.long)  # [T]
+        out = self.model.forward(ids, capture=self.feature_layers, logits_rows=slice(-1, None))
+        self.model.commit(len(tokens))
+        self._last_verify = 0
+        return Forward(logits=out.logits, features=out.features)  # logits [1, V], features [T, k*H]
+
+    def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
+        if len(tokens) != len(parents) or len(tokens) == 0:
+            raise HomespecError(
+                f"verify got {len(tokens)} tokens and {len(parents)} parents",
+                hint="a draft tree needs one parent per token, root first",
+            )
+        parents = [int(p) for p in parents]
+        mask = ancestor_mask(parents)  # [T, T]
+        start = self.model.n_past
+        pos = torch.as_tensor([start + d for d in depths(parents)], dtype=torch.long)  # [T]
+        ids = torch.as_tensor([int(t) for t in tokens], dtype=torch.long)  # [T]
+        chain = all(p == i - 1 for i, p in enumerate(parents))
+        out = self.model.forward(ids, pos, None if chain else mask, capture=self.feature_layers)
+        self._last_verify = len(tokens)
+        self._last_parents = parents
+        return Forward(logits=out.logits, features=out.features)  # logits [T, V]
+
+    def commit(self, path: Sequence[int]) -> None:
+        path = [int(i) for i in path]
+        if not self._last_verify:
+            raise HomespecError("commit without a preceding verify", hint="call verify(tokens, parents) first")
+        if not path or path[0] != 0 or any(
+            not 0 <= j < self._last_verify or self._last_parents[j] != path[k] for k, j in enumerate(path[1:])
+        ):
+            raise HomespecError(f"commit path {path} is not a root-first chain of the last verified tree",
+                                hint="pass node indices, root first, each the parent of the next")
+        self.model.commit_path(path)
+        self._last_verify = 0
+
+    def rollback(self, n: int) -> None:
+        self.model.rollback(int(n))
+        self._last_verify = 0
+
+    def reset(self) -> None:
+        self.model.reset()
+        self._last_verify = 0
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model.embed[tokens.to(self.model.device)]  # [..., H]
+
+    # --- memory ----------------------------------------------------------------------------
+
+    def memory_report(self) -> MemoryReport:
+        m = self.model
+        cfg = m.cfg
+        elt = m.embed.element_size()
+        t, ctx = _ESTIMATE_TOKENS, m.max_context
+        # Transients of one forward over t tokens at full context (bytes); the score matrix and
+        # the float32 logits dominate, as in llama.cpp without flash attention.
+        detail = {
+            "logits": t * cfg.n_vocab * 4,
+            "attn_scores": cfg.n_head * t * ctx * 4,
+            "attn_mask": t * ctx,
+            "ffn": 3 * t * cfg.n_ff * elt,
+            "activations": 8 * t * cfg.n_embd * elt,
+        }
+        compute = sum(detail.values())
+        if m.device.type == "cuda":
+            detail["cuda_peak_allocated"] = int(torch.cuda.max_memory_allocated(m.device))
+        detail["kv_per_token"] = 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * elt
+        return MemoryReport(
+            weights_bytes=m.weight_bytes(),
+            kv_bytes=m.kv_bytes(),
+            compute_bytes=compute,
+            device=self.device,
+            detail=detail,
+        )
+
+    def close(self) -> None:
+        if self._tokenizer is not None and hasattr(self._tokenizer, "close"):
+            self._tokenizer.close()
+        self._tokenizer = None
+        self.model = None  # type: ignore[assignment]  # frees weights and cache

@@ -1,0 +1,249 @@
+"""Drafters against a real (tiny, random-weight) target on homespec's torch backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from homespec.errors import HomespecError
+from homespec.models.eagle3 import Eagle3Config, Eagle3Head, HeadCache
+from homespec.spec.drafters.draft_model import DraftModelDrafter
+from homespec.spec.drafters.eagle3 import Eagle3Drafter
+from homespec.spec.tree import check_parents, depths
+from homespec.spec.types import DraftTree
+from homespec.spec.verify import verify_greedy
+
+# Building and loading the tiny target takes ~10 s (its GGUF carries SmolLM2's 49k-token vocabulary).
+pytestmark = pytest.mark.slow
+
+N_LAYER = 6
+PROMPT = [1, 510, 2204, 314, 260, 3170, 28, 510, 2204, 314]
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    from tiny_models import make_tiny_gguf
+
+    return make_tiny_gguf(tmp_path_factory.mktemp("tiny") / "tiny.gguf", n_layer=N_LAYER, seed=0)
+
+
+@pytest.fixture(scope="module")
+def target(tiny_gguf):
+    from homespec.backends.pytorch import TorchBackend
+
+    return TorchBackend.load(str(tiny_gguf), max_context=256)
+
+
+@pytest.fixture(scope="module")
+def second(tiny_gguf):
+    from homespec.backends.pytorch import TorchBackend
+
+    return TorchBackend.load(str(tiny_gguf), max_context=256)
+
+
+def _head(target, *, draft_vocab=2048, seed=0, **kw) -> Eagle3Head:
+    config = Eagle3Config(
+        hidden_size=target.hidden_size, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, vocab_size=target.n_vocab, draft_vocab_size=draft_vocab,
+        target_hidden_size=target.hidden_size, aux_layer_ids=(1, 3, 5), **kw,
+    )
+    torch.manual_seed(seed)
+    head = Eagle3Head(config)
+    ids = torch.randperm(target.n_vocab, generator=torch.Generator().manual_seed(seed))[:draft_vocab].sort().values
+    head.d2t.copy_(ids - torch.arange(draft_vocab))
+    head.t2d.zero_()
+    head.t2d[ids] = True
+    return head.eval()
+
+
+def _plain_greedy(backend, prompt, n):
+    backend.reset()
+    logits = backend.prefill(prompt).logits[-1]
+    out = []
+    for _ in range(n):
+        tok = int(logits.argmax())
+        out.append(tok)
+        logits = backend.verify([tok], [-1]).logits[0]
+        backend.commit([0])
+    backend.reset()
+    return out
+
+
+def _speculate(backend, drafter, prompt, n):
+    """A minimal greedy speculative loop (the real one is homespec.spec.loop)."""
+    backend.reset()
+    fwd = backend.prefill(prompt)
+    drafter.begin(prompt, fwd)
+    context, root, out, accepted = list(prompt), int(fwd.logits[-1].argmax()), [], []
+    while len(out) < n:
+        tree = drafter.propose(root, context)
+        check_parents(tree.parents)
+        ver = backend.verify(tree.tokens.tolist(), tree.parents.tolist())
+        verdict = verify_greedy(tree, ver.logits)
+        backend.commit(verdict.path)
+        path = list(verdict.path)
+        tokens = tree.tokens[path].tolist()
+        drafter.accept(tokens, None if ver.features is None else ver.features[path], verdict.next_token)
+        context += tokens
+        out += tokens[1:] + [verdict.next_token]
+        accepted.append(verdict.accepted)
+        root = verdict.next_token
+    first = int(fwd.logits[-1].argmax())
+    return [first] + out[: n - 1], accepted, context, root
+
+
+def test_eagle3_tree_is_valid_and_output_lossless(target):
+    head = _head(target)
+    drafter = Eagle3Drafter(head, target, depth=3, topk=3, total=10)
+    assert target.feature_layers == (1, 3, 5)
+    expected = _plain_greedy(target, PROMPT, 12)
+    out, accepted, context, _ = _speculate(target, drafter, PROMPT, 12)
+    assert out == expected
+    drafter.reset()
+    target.reset()
+    fwd = target.prefill(PROMPT)
+    drafter.begin(PROMPT, fwd)
+    tree = drafter.propose(int(fwd.logits[-1].argmax()), PROMPT)
+    parents = check_parents(tree.parents)
+    assert 2 <= tree.size <= 10
+    assert int(depths(parents).max()) <= 3
+    assert bool(head.t2d[tree.tokens[1:]].all())  # every draft token is a mapped draft-vocab id
+    assert torch.all((tree.probs > 0) & (tree.probs <= 1))
+    assert drafter.cache.length == len(PROMPT)  # the tree's speculative KV is gone
+
+
+def _scratch_kv(head, backend, committed, root):
+    """The head's KV computed from scratch: the target prefills the whole committed sequence."""
+    backend.reset()
+    feats = backend.prefill(committed).features  # [L, 3H]
+    backend.reset()
+    cache: HeadCache = head.new_cache(len(committed) + 1)
+    n = len(committed)
+    tokens = torch.tensor(committed[1:] + [root])
+    attend = torch.arange(n)[None, :] <= torch.arange(n)[:, None]
+    with torch.no_grad():
+        head(backend.embed(tokens), head.project(feats), torch.arange(n), cache, attend)
+    return cache
+
+
+@pytest.mark.parametrize("flags", [{}, {"fc_norm": True, "norm_output": True}], ids=["eagle3", "eagle3.1"])
+def test_eagle3_head_kv_after_accept_equals_recompute(target, flags):
+    head = _head(target, seed=1, **flags)
+    drafter = Eagle3Drafter(head, target, depth=4, topk=2, total=8)
+    _, _, context, root = _speculate(target, drafter, PROMPT, 10)
+    n = drafter.cache.length
+    assert n == len(context)
+    scratch = _scratch_kv(head, target, context, root)
+    assert torch.allclose(drafter.cache.k[:n], scratch.k[:n], atol=1e-4)
+    assert torch.allclose(drafter.cache.v[:n], scratch.v[:n], atol=1e-4)
+
+
+def test_eagle3_chain_and_checks(target):
+    head = _head(target, seed=2)
+    drafter = Eagle3Drafter(head, target, depth=4, topk=1, total=5)
+    target.reset()
+    fwd = target.prefill(PROMPT)
+    drafter.begin(PROMPT, fwd)
+    root = int(fwd.logits[-1].argmax())
+    tree = drafter.propose(root, PROMPT)
+    assert tree.parents.tolist() == [-1, 0, 1, 2, 3]
+    with pytest.raises(HomespecError, match="out of step"):
+        drafter.propose(root, PROMPT + [7])
+    with pytest.raises(HomespecError, match="features"):
+        drafter.accept([root], None, 5)
+    target.reset()
+
+
+def test_eagle3_plain_steps_keep_the_head_in_step(target):
+    """Plain decoding steps (a root-only tree, e.g. when speculation is paused) still resync."""
+    head = _head(target, seed=6)
+    drafter = Eagle3Drafter(head, target, depth=3, topk=2, total=6)
+    target.reset()
+    fwd = target.prefill(PROMPT)
+    drafter.begin(PROMPT, fwd)
+    context, root = list(PROMPT), int(fwd.logits[-1].argmax())
+    for speculate in (False, False, True, False, True):
+        tokens, parents = ([root], [-1])
+        if speculate:
+            tree = drafter.propose(root, context)
+            tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+        ver = target.verify(tokens, parents)
+        verdict = verify_greedy(DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens))), ver.logits)
+        target.commit(verdict.path)
+        path = list(verdict.path)
+        drafter.accept([tokens[i] for i in path], ver.features[path], verdict.next_token)
+        context += [tokens[i] for i in path]
+        root = verdict.next_token
+    n = drafter.cache.length
+    assert n == len(context)
+    scratch = _scratch_kv(head, target, context, root)
+    assert torch.allclose(drafter.cache.k[:n], scratch.k[:n], atol=1e-4)
+
+
+def test_eagle3_rejects_wrong_target(target):
+    config = Eagle3Config(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=64,
+        vocab_size=target.n_vocab, draft_vocab_size=100, target_hidden_size=48,
+    )
+    with pytest.raises(HomespecError, match="48"):
+        Eagle3Drafter(Eagle3Head(config), target)
+
+
+def test_eagle3_window_limits_attention(target):
+    head = _head(target, seed=3)
+    full = Eagle3Drafter(head, target, depth=2, topk=2, total=5)
+    target.reset()
+    fwd = target.prefill(PROMPT)
+    full.begin(PROMPT, fwd)
+    root = int(fwd.logits[-1].argmax())
+    full.propose(root, PROMPT)
+    windowed = Eagle3Drafter(head, target, depth=2, topk=2, total=5, window=3)
+    windowed.begin(PROMPT, fwd)
+    windowed.propose(root, PROMPT)
+    # the first three entries see no more than three slots either way; later ones differ
+    assert torch.allclose(full.cache.k[:3], windowed.cache.k[:3])
+    assert not torch.allclose(full._last.logp, windowed._last.logp)
+    target.reset()
+
+
+def test_draft_model_same_model_accepts_everything(target, second):
+    drafter = DraftModelDrafter(second, depth=4)
+    expected = _plain_greedy(target, PROMPT, 15)
+    out, accepted, context, _ = _speculate(target, drafter, PROMPT, 15)
+    assert out == expected
+    assert all(a == 4 for a in accepted)  # the draft is the target: every draft token is right
+    assert second.n_past + len(drafter._pending) == len(context)
+
+
+@pytest.mark.parametrize("topk", [1, 2])
+def test_draft_model_different_model_stays_lossless(target, second, topk):
+    original = second.model.lm_head
+    g = torch.Generator().manual_seed(4)
+    second.model.lm_head = original + 0.8 * torch.randn(original.shape, generator=g)  # a worse draft model
+    try:
+        drafter = DraftModelDrafter(second, depth=3, topk=topk)
+        expected = _plain_greedy(target, PROMPT, 10)
+        out, accepted, context, _ = _speculate(target, drafter, PROMPT, 10)
+        assert out == expected
+        assert min(accepted) < 3  # some rejections happened
+        assert second.n_past + len(drafter._pending) == len(context)
+    finally:
+        second.model.lm_head = original
+
+
+def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
+    from homespec.models.eagle3 import load_head, save_head
+
+    head = _head(target, seed=5, fc_norm=True)
+    save_head(head, tmp_path / "head")
+    loaded = load_head(tmp_path / "head", target.n_layer, target.hidden_size, target.n_vocab)
+    trees = []
+    for h in (head, loaded):
+        drafter = Eagle3Drafter(h, target, depth=3, topk=2, total=6)
+        target.reset()
+        fwd = target.prefill(PROMPT)
+        drafter.begin(PROMPT, fwd)
+        trees.append(drafter.propose(int(fwd.logits[-1].argmax()), PROMPT))
+    target.reset()
+    assert torch.equal(trees[0].tokens, trees[1].tokens)
+    assert torch.equal(trees[0].parents, trees[1].parents)
