@@ -1,0 +1,183 @@
+"""Keep speculation honest: measure its real gain online, size the draft to what pays, and fall
+back to plain decoding when it loses.
+
+Speculation pays only when the tokens a step emits outweigh its cost. Both sides are measured,
+never assumed: each step reports its wall time and tokens, the guard keeps exponentially weighted
+rates for speculative steps and for plain steps, and
+
+* if speculation emits fewer tokens per second than plain decoding (by `margin`) over the recent
+  window, the next `backoff` steps run plain; then speculation is probed again, and each failed
+  probe doubles the backoff (up to `max_backoff`), each success resets it;
+* plain steps are sampled now and then even while speculation wins, so the plain rate stays
+  current as the context grows (a step at 8K context costs more than one at 500);
+* optionally (`adapt=True`) the draft depth follows a cost model fitted online: the verify time
+  of a T-node tree as a + b.T (least squares over recent steps) and the fraction of steps that
+  accepted at least d drafts (alpha_d). The depth D that maximises
+  (1 + sum_{d<=D} alpha_d) / (a + b.T(D) + draft_time(D)) is chosen; on a CPU, where each extra
+  node costs almost a whole forward, that is a short chain; on a GPU a deep tree.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from homespec.spec.loop import Controller
+from homespec.spec.types import Step
+
+
+@dataclass
+class GuardStats:
+    spec_steps: int = 0
+    plain_steps: int = 0
+    fallbacks: int = 0  # times speculation was switched off
+    probes: int = 0  # times it was switched back on to try again
+    depth_changes: int = 0
+
+
+@dataclass
+class Guard(Controller):
+    drafter: object | None = None  # adjusted in place when adapt=True (needs .depth and .total)
+    margin: float = 0.03  # speculation must beat plain by this fraction to stay on
+    window: int = 8  # speculative steps judged together
+    backoff: int = 16  # plain steps after a loss (doubles per failed probe)
+    max_backoff: int = 256
+    plain_every: int = 32  # sample one plain step this often while speculating
+    adapt: bool = False
+    max_depth: int = 8
+    alpha: float = 0.2  # EWMA weight
+    stats: GuardStats = field(default_factory=GuardStats)
+
+    def __post_init__(self) -> None:
+        self._spec_rate: float | None = None  # tokens / s of speculative steps
+        self._plain_rate: float | None = None  # tokens / s of plain steps
+        self._recent: deque[tuple[int, float]] = deque(maxlen=self.window)  # (tokens, seconds)
+        self._plain_left = 2  # measure plain decoding first: the reference must exist
+        self._since_plain = 0
+        self._current_backoff = self.backoff
+        self._probing = False
+        self._verify: deque[tuple[int, float]] = deque(maxlen=64)  # (tree nodes, verify seconds)
+        self._draft: deque[tuple[int, float]] = deque(maxlen=64)  # (depth, draft seconds)
+        self._accepts: deque[int] = deque(maxlen=64)
+        self._depths: deque[int] = deque(maxlen=64)  # draft depth of each step in _accepts
+        self._base_total = getattr(self.drafter, "total", None)
+        self._base_depth = getattr(self.drafter, "depth", None)
+
+    # --- Controller ----------------------------------------------------------------------------
+
+    def speculate(self) -> bool:
+        if self._plain_left > 0:
+            return False
+        if self.plain_every and self._since_plain >= self.plain_every:
+            self._plain_left = 1
+            self._since_plain = 0
+            return False
+        return True
+
+    def record(self, step: Step) -> None:
+        if not step.tokens or step.t_step <= 0:
+            return
+        rate = len(step.tokens) / step.t_step
+        if not step.speculative or step.draft_size == 0:
+            self.stats.plain_steps += 1
+            self._plain_rate = rate if self._plain_rate is None else _ewma(self._plain_rate, rate, self.alpha)
+            self._verify.append((1, step.t_verify))
+            if self._plain_left > 0:
+                self._plain_left -= 1
+                if self._plain_left == 0 and self.stats.spec_steps:  # backoff over: probe again
+                    self._probing = True
+                    self.stats.probes += 1
+                    self._recent.clear()
+            return
+        self.stats.spec_steps += 1
+        self._since_plain += 1
+        self._spec_rate = rate if self._spec_rate is None else _ewma(self._spec_rate, rate, self.alpha)
+        self._recent.append((len(step.tokens), step.t_step))
+        self._verify.append((step.draft_size + 1, step.t_verify))
+        self._draft.append((getattr(self.drafter, "depth", 1) or 1, step.t_draft))
+        self._accepts.append(step.accepted)
+        self._depths.append(getattr(self.drafter, "depth", step.draft_size) or step.draft_size)
+        if self.adapt and self.drafter is not None and len(self._accepts) >= 4:
+            self._adapt_depth()
+        if len(self._recent) >= min(self.window, 4) and self._plain_rate:
+            tokens = sum(t for t, _ in self._recent)
+            seconds = sum(s for _, s in self._recent)
+            if tokens / seconds < self._plain_rate * (1 - self.margin):
+                self._fall_back()
+            elif self._probing and len(self._recent) >= self.window:
+                self._probing = False
+                self._current_backoff = self.backoff
+
+    @property
+    def speculating(self) -> bool:
+        return self._plain_left == 0
+
+    def summary(self) -> str:
+        s = self.stats
+        return (f"guard: {s.spec_steps} speculative / {s.plain_steps} plain steps, {s.fallbacks} fallbacks, "
+                f"{s.probes} probes" + (f", {s.depth_changes} depth changes" if self.adapt else ""))
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _fall_back(self) -> None:
+        self.stats.fallbacks += 1
+        self._plain_left = self._current_backoff
+        if self._probing:  # the probe lost too: wait longer next time
+            self._current_backoff = min(self.max_backoff, self._current_backoff * 2)
+        self._probing = False
+        self._recent.clear()
+
+    def _adapt_depth(self) -> None:
+        a, b = _fit_line(self._verify)
+        per_depth = _mean_ratio(self._draft)
+        current = getattr(self.drafter, "depth", 1)
+        # alpha_d from every recent step that drafted at least d tokens (earlier, deeper
+        # settings included); unobserved depths decay from the last observed one, so an
+        # untried depth never looks better than what was seen.
+        alphas: list[float] = []
+        for d in range(1, self.max_depth + 1):
+            tries = [acc for depth, acc in zip(self._depths, self._accepts) if depth >= d]
+            if len(tries) >= 3:
+                alphas.append(sum(1 for acc in tries if acc >= d) / len(tries))
+            else:
+                alphas.append((alphas[-1] if alphas else 1.0) * UNSEEN_DECAY)
+        nodes_per_depth = (self._base_total or current + 1) / max(1, self._base_depth or current)
+
+        def value(d: int) -> float:
+            nodes = 1 + max(d, round(nodes_per_depth * d))
+            return (1 + sum(alphas[:d])) / max(1e-6, a + b * nodes + per_depth * d)
+
+        best_d = max(range(1, self.max_depth + 1), key=value)
+        if best_d != current and value(best_d) > value(current) * (1 + HYSTERESIS):
+            self.drafter.depth = best_d
+            if self._base_total is not None:
+                self.drafter.total = 1 + max(best_d, round(nodes_per_depth * best_d))
+            self.stats.depth_changes += 1
+
+
+UNSEEN_DECAY = 0.7  # acceptance assumed for one depth beyond the deepest observed, relative to it
+HYSTERESIS = 0.05  # change the depth only for a clear expected gain
+
+
+def _ewma(old: float, new: float, a: float) -> float:
+    return (1 - a) * old + a * new
+
+
+def _fit_line(points) -> tuple[float, float]:
+    """Least squares t = a + b.n over (n, t); b >= 0, and a plain mean when n never varied."""
+    pts = list(points)
+    n = len(pts)
+    mx = sum(p[0] for p in pts) / n
+    my = sum(p[1] for p in pts) / n
+    var = sum((p[0] - mx) ** 2 for p in pts)
+    if var == 0:
+        return my, 0.0
+    b = max(0.0, sum((p[0] - mx) * (p[1] - my) for p in pts) / var)
+    return max(0.0, my - b * mx), b
+
+
+def _mean_ratio(points) -> float:
+    pts = list(points)
+    if not pts:
+        return 0.0
+    return sum(t for _, t in pts) / max(1, sum(d for d, _ in pts))

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Reproduces the shipped EAGLE-3.1 draft head for the embedded SmolLM2-135M-Instruct (Q4_1 GGUF):
+# self-distilled data (>= 0.5M reply tokens), 8192-token draft vocabulary, 5-step training-time
+# test, 2 epochs. Writes runs/smollm2-head/ (gitignored); logs to runs/smollm2-head/log.txt.
+# Resumable: rerun the same command after an interruption (finished shards and the last
+# checkpoint are kept). docs/training.md describes the method and the numbers of a full run.
+#
+#   bash scripts/train_default_head.sh                 # foreground
+#   setsid nohup bash scripts/train_default_head.sh &  # background
+#
+# TOKENS (reply tokens of data, default 500000) and EPOCHS (default 2) size the run.
+# HOMESPEC_TRAIN_THREADS: llama.cpp threads for data generation (default: all cores; on a
+# machine shared with other jobs 1 is faster, as busy-waiting threads then stall each other).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-runs/smollm2-head}"
+mkdir -p "$OUT"
+PY="${PYTHON:-.venv/bin/python}"
+echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$)" >> "$OUT/log.txt"
+OUT="$OUT" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" TOKENS="${TOKENS:-500000}" EPOCHS="${EPOCHS:-2}" \
+  "$PY" - >> "$OUT/log.txt" 2>&1 <<'PYEOF'
+import os
+
+from homespec.embedded import smollm2_path
+from homespec.train import train_head
+from homespec.train.progress import LogProgress
+
+threads = int(os.environ["THREADS"]) or None
+result = train_head(
+    target=str(smollm2_path()),
+    out=os.environ["OUT"],
+    tokens=int(os.environ["TOKENS"]),
+    epochs=int(os.environ["EPOCHS"]),
+    draft_vocab=8192,
+    ttt_steps=5,
+    seed=0,
+    max_new_tokens=256,
+    parallel=16,
+    n_threads=threads,
+    batch_tokens=4096,
+    lr=5e-4,
+    eval_prompts=8,
+    eval_every=100,
+    checkpoint_every=20,
+    progress=LogProgress(every=25),
+)
+print(result, flush=True)
+PYEOF
+echo "$(date '+%Y-%m-%d %H:%M:%S') done" >> "$OUT/log.txt"

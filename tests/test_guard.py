@@ -1,0 +1,116 @@
+"""The guard on a real (tiny) target: plain decoding when the draft is always wrong, speculation
+again when it recovers; greedy output never changes; the adaptive depth follows the cost model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from homespec.spec.guard import Guard, _fit_line
+from homespec.spec.loop import Limits, generate
+from homespec.spec.types import DraftTree
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    from tiny_models import make_tiny_gguf
+
+    from homespec.backends.pytorch import TorchBackend
+
+    torch.set_num_threads(1)
+    path = make_tiny_gguf(tmp_path_factory.mktemp("guard") / "t.gguf", n_layer=2, n_embd=64, n_ff=128, seed=3)
+    backend = TorchBackend.load(str(path), max_context=1024)
+    yield backend
+    backend.close()
+
+
+class ScriptedDrafter:
+    """Proposes a chain: wrong tokens for the first `wrong_calls` proposals, then the target's own
+    greedy continuation (an oracle read from a plain run)."""
+
+    name = "scripted"
+
+    def __init__(self, prompt_len: int, plain: list[int], wrong_calls: int, depth: int = 6):
+        self.prompt_len, self.plain, self.wrong_calls, self.depth, self.total = prompt_len, plain, wrong_calls, depth, depth + 1
+        self.calls = 0
+
+    def begin(self, prompt, forward):
+        pass
+
+    def reset(self):
+        self.calls = 0
+
+    def accept(self, tokens, features, next_token):
+        pass
+
+    def propose(self, root, context):
+        self.calls += 1
+        k = len(context) - self.prompt_len + 1  # index of root's successor in the plain output
+        if self.calls <= self.wrong_calls:
+            toks = [int(root)] + [(int(root) * 7 + 13 + i) % 40000 for i in range(self.depth)]
+        else:
+            toks = [int(root)] + self.plain[k: k + self.depth]
+        n = len(toks)
+        return DraftTree(torch.tensor(toks), torch.arange(-1, n - 1), torch.ones(n))
+
+
+def _plain(backend, prompt, n):
+    backend.reset()
+    return [t for s in generate(backend, None, prompt, limits=Limits(max_tokens=n, stop_at_eos=False)) for t in s.tokens]
+
+
+def test_guard_falls_back_on_a_wrong_drafter_and_returns_when_it_recovers(target):
+    prompt = target.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 3)
+    n = 400
+    plain = _plain(target, prompt, n)
+    drafter = ScriptedDrafter(len(prompt), plain, wrong_calls=10)
+    guard = Guard(drafter=drafter, window=6, backoff=8, plain_every=0)
+    target.reset()
+    steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False), controller=guard))
+    out = [t for s in steps for t in s.tokens]
+    assert out == plain  # whatever the guard decides, greedy output is the target's own
+    spec = [s.speculative for s in steps[1:]]
+    first_plain_after_spec = next(i for i in range(1, len(spec)) if spec[i - 1] and not spec[i])
+    assert guard.stats.fallbacks >= 1 and first_plain_after_spec < 40  # the wrong drafter was switched off
+    assert guard.stats.probes >= 1
+    tail = steps[-20:]
+    assert all(s.speculative for s in tail)  # ... and back on once the drafter is right
+    assert sum(len(s.tokens) for s in tail) / len(tail) > 3
+
+
+def test_guard_keeps_speculating_when_it_pays(target):
+    prompt = target.tokenizer.encode("Once upon a time there was a robot. " * 3)
+    plain = _plain(target, prompt, 200)
+    drafter = ScriptedDrafter(len(prompt), plain, wrong_calls=0)
+    guard = Guard(drafter=drafter, window=6)
+    target.reset()
+    steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=200, stop_at_eos=False), controller=guard))
+    assert guard.stats.fallbacks == 0
+    assert [t for s in steps for t in s.tokens] == plain
+
+
+def test_adaptive_depth_shrinks_when_deep_drafts_are_wasted(target):
+    prompt = target.tokenizer.encode("Numbers: one two three four five six seven. " * 2)
+    plain = _plain(target, prompt, 240)
+
+    class TwoRight(ScriptedDrafter):
+        def propose(self, root, context):  # right for 2 tokens, then wrong
+            tree = super().propose(root, context)
+            toks = tree.tokens.clone()
+            toks[3:] = (toks[3:] + 101) % 40000
+            return DraftTree(toks, tree.parents, tree.probs)
+
+    drafter = TwoRight(len(prompt), plain, wrong_calls=0, depth=8)
+    guard = Guard(drafter=drafter, adapt=True, max_depth=8, plain_every=0)
+    target.reset()
+    steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=240, stop_at_eos=False), controller=guard))
+    assert [t for s in steps for t in s.tokens] == plain
+    assert drafter.depth < 8 and guard.stats.depth_changes >= 1
+
+
+def test_fit_line():
+    a, b = _fit_line([(1, 2.0), (3, 4.0), (5, 6.0)])
+    assert a == pytest.approx(1.0) and b == pytest.approx(1.0)
+    assert _fit_line([(4, 2.0), (4, 4.0)]) == (3.0, 0.0)

@@ -1,0 +1,284 @@
+"""homespec.train: data generation (resumable), draft vocabulary, training-time test, export."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from homespec.errors import HomespecError
+from homespec.models.eagle3 import Eagle3Config, Eagle3Head, load_head
+from homespec.prompts import load_prompts
+from homespec.train.progress import Progress
+from homespec.train.vocab import build_vocab
+
+pytest.importorskip("llama_cpp")
+
+N_LAYER = 6
+LAYERS = (2, N_LAYER // 2, N_LAYER - 3)
+DATA_KW = dict(tokens=10_000, max_new_tokens=16, seed=0, feature_layers=LAYERS, parallel=4, shard_prompts=4, n_threads=1)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    from tiny_models import make_tiny_gguf
+
+    return make_tiny_gguf(tmp_path_factory.mktemp("train") / "tiny.gguf", n_layer=N_LAYER)
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return load_prompts("train")[:12]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tiny, prompts, tmp_path_factory) -> Path:
+    from homespec.train.data import generate_data
+
+    out = tmp_path_factory.mktemp("data") / "full"
+    generate_data(tiny, out, prompts, **DATA_KW)
+    return out
+
+
+@pytest.fixture(scope="module")
+def setup(tiny, data_dir):
+    """Head, frozen target tables, shards and batches for the tiny target."""
+    from homespec.train.api import head_config, read_target_config, target_tables
+    from homespec.train.batches import epoch_plan, sequence_refs
+    from homespec.train.shards import load_shards
+    from homespec.train.ttt import Frozen, init_lm_head
+    from homespec.train.vocab import count_tokens
+
+    cfg = read_target_config(str(tiny))
+    _, shards = load_shards(data_dir)
+    vocab = build_vocab(count_tokens(shards, cfg.n_vocab), 256)
+    torch.manual_seed(0)
+    head = Eagle3Head(head_config(cfg, vocab.size, eagle3=False))
+    head.d2t.copy_(torch.from_numpy(vocab.d2t))
+    head.t2d.copy_(torch.from_numpy(vocab.t2d))
+    embed, output = target_tables(str(tiny))
+    frozen = Frozen(embed, output, torch.from_numpy(vocab.ids))
+    init_lm_head(head, frozen)
+    refs = sequence_refs(shards, max_len=256)
+    return head, frozen, shards, refs, epoch_plan(refs, 0, 0, 1024)
+
+
+def _shard_bytes(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.glob("shard-*/*.npy"))}
+
+
+# --- draft vocabulary -----------------------------------------------------------------------
+
+
+def test_draft_vocab_maps_are_consistent():
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(3.0, size=1000) * (rng.random(1000) < 0.3)
+    v = build_vocab(counts, 100)
+    d = np.arange(v.size)
+    assert v.t2d[d + v.d2t].all()  # every draft id maps to a target id the mask holds
+    assert v.t2d.sum() == v.size == 100
+    assert (np.diff(v.d2t) >= 0).all()  # ascending target ids: non-decreasing offsets
+    assert counts[v.ids].min() >= np.sort(counts)[::-1][99]  # the most frequent ids were kept
+    assert 0 < v.coverage <= 1
+
+
+# --- data generation ------------------------------------------------------------------------
+
+
+def test_data_records_every_position(data_dir, prompts):
+    from homespec.train.shards import load_shards
+
+    manifest, shards = load_shards(data_dir)
+    assert len(shards) == 3 and sum(s.n_seq for s in shards) == len(prompts)
+    sh = shards[0]
+    n = sh.offsets[-1]
+    assert sh.features.shape == (n, 3 * 64) and sh.features.dtype == np.float16
+    assert sh.hidden.shape == (n, 64) and sh.generated.shape == (n,)
+    assert sh.generated.any() and not sh.generated[: sh.offsets[1]][:5].any()  # replies, after the prompt
+    assert manifest["shards"][0]["generated"] == int(sh.generated.sum())
+
+
+def test_hidden_reproduces_the_targets_greedy_tokens(tiny, data_dir):
+    """hidden @ output^T recomputes the target's logits: its argmax is the next reply token."""
+    from homespec.train.api import target_tables
+    from homespec.train.shards import load_shards
+
+    _, shards = load_shards(data_dir)
+    _, output = target_tables(str(tiny))
+    sh = shards[0]
+    gen = np.asarray(sh.generated)
+    idx = np.nonzero(gen[1:])[0]  # positions whose next token was generated
+    logits = torch.from_numpy(np.asarray(sh.hidden[idx], dtype=np.float32)) @ output.T
+    agree = (logits.argmax(-1).numpy() == np.asarray(sh.tokens)[idx + 1]).mean()
+    assert agree > 0.97  # fp16 storage may flip a near tie
+
+
+def test_data_generation_resumes_to_identical_shards(tiny, prompts, data_dir, tmp_path):
+    from homespec.train.data import generate_data
+
+    class Killed(Exception):
+        pass
+
+    seen = []
+
+    def kill_in_second_shard(ev: Progress) -> None:
+        seen.append(ev.info["shard"])
+        if ev.info["shard"] == 1 and seen.count(1) == 3:
+            raise Killed
+
+    out = tmp_path / "resumed"
+    with pytest.raises(Killed):
+        generate_data(tiny, out, prompts, **DATA_KW, progress=kill_in_second_shard)
+    assert len(list(out.glob("shard-*"))) == 1  # the shard being written was lost, nothing else
+    summary = generate_data(tiny, out, prompts, **DATA_KW)
+    assert summary.shards == 3
+    assert _shard_bytes(out) == _shard_bytes(data_dir)
+    again = generate_data(tiny, out, prompts, **DATA_KW)  # all done: nothing regenerated
+    assert again.generated_now == 0
+
+
+def test_data_refuses_other_settings(tiny, prompts, data_dir):
+    from homespec.train.data import generate_data
+
+    with pytest.raises(HomespecError, match="other settings"):
+        generate_data(tiny, data_dir, prompts, **{**DATA_KW, "max_new_tokens": 17})
+
+
+def test_trainer_refuses_unreadable_target(tmp_path):
+    from homespec.train import train_head
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 7)
+    with pytest.raises(HomespecError):
+        train_head(target=bad, out=tmp_path / "out")
+    with pytest.raises(HomespecError):
+        train_head(target=tmp_path / "missing.gguf", out=tmp_path / "out")
+
+
+# --- training-time test ---------------------------------------------------------------------
+
+
+def test_ttt_matches_the_drafters_inference():
+    """Unroll step k at entry j computes what the drafter computes at tree depth k."""
+    from homespec.train.ttt import Batch, Frozen, ttt_loss
+
+    torch.manual_seed(0)
+    c = Eagle3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=64,
+                     vocab_size=100, draft_vocab_size=50, target_hidden_size=32, fc_norm=True, norm_output=True)
+    head = Eagle3Head(c).eval()
+    for p in head.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    E, W = torch.randn(100, 32), torch.randn(100, 32)
+    frozen = Frozen(E, W, torch.arange(0, 100, 2))
+    T, j = 10, 5
+    tok, feats = torch.randint(0, 100, (1, T)), torch.randn(1, T, 96)
+    batch = Batch(tok, feats, torch.randn(1, T, 32), torch.ones(1, T, dtype=torch.bool), torch.tensor([T]))
+    seen = []
+    log_probs = head.log_probs
+    head.log_probs = lambda n: seen.append(log_probs(n)) or seen[-1]
+    ttt_loss(head, frozen, batch, 3)
+    del head.log_probs
+    # inference: committed entries 0..j from target features, then a chain of draft steps
+    cache = head.new_cache(64)
+    slot = torch.arange(j + 1)
+    out, normed = head(E[tok[0, 1 : j + 2]], head.project(feats[0, : j + 1]), slot, cache, slot[None, :] <= slot[:, None])
+    torch.testing.assert_close(head.log_probs(normed)[j], seen[0][0, j], atol=1e-5, rtol=0)
+    hidden = head.next_hidden(out, normed)[j : j + 1]
+    for k in (1, 2):
+        attend = torch.zeros(1, cache.length + 1, dtype=torch.bool)
+        attend[0, : j + 1] = True
+        attend[0, j + 1 :] = True
+        out, normed = head(E[tok[0, j + 1 + k : j + 2 + k]], hidden, torch.tensor([j + k]), cache, attend)
+        torch.testing.assert_close(head.log_probs(normed)[0], seen[k][0, j], atol=1e-5, rtol=0)
+        hidden = head.next_hidden(out, normed)
+
+
+def _train_steps(head, frozen, shards, refs, plan, steps: int, lr: float = 3e-3):
+    from homespec.train.batches import collate
+    from homespec.train.ttt import ttt_loss
+
+    opt = torch.optim.AdamW(head.parameters(), lr=lr)
+    for s in range(steps):
+        out = ttt_loss(head, frozen, collate(shards, refs, plan[s % len(plan)]), 3)
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+    return head
+
+
+@pytest.mark.slow
+def test_a_few_steps_lower_the_loss(setup):
+    from homespec.train.batches import collate
+    from homespec.train.ttt import ttt_loss
+
+    head, frozen, shards, refs, plan = setup
+    head = copy.deepcopy(head)
+    batch = collate(shards, refs, plan[0])
+    with torch.no_grad():
+        before = ttt_loss(head, frozen, batch, 3)
+    _train_steps(head, frozen, shards, refs, plan, 6)
+    with torch.no_grad():
+        after = ttt_loss(head, frozen, batch, 3)
+    assert float(after.loss) < 0.8 * float(before.loss)
+    assert after.step_acc[0] > before.step_acc[0]
+
+
+@pytest.mark.slow
+def test_training_raises_held_out_acceptance(tiny, setup):
+    from homespec.train.evaluate import AcceptanceMeter
+
+    head, frozen, shards, refs, plan = setup
+    meter = AcceptanceMeter(str(tiny), load_prompts("dev")[:2], max_new_tokens=24, depth=4, topk=4, total=16)
+    try:
+        untrained = meter.measure(head)
+        trained = meter.measure(_train_steps(copy.deepcopy(head), frozen, shards, refs, plan, 30))
+    finally:
+        meter.close()
+    assert trained.tau > untrained.tau + 0.15, (untrained, trained)
+
+
+def test_checkpoint_resume_continues_the_same_run(setup, tmp_path):
+    from homespec.train.loop import TrainConfig, train
+
+    head, frozen, shards, refs, _ = setup
+    cfg = TrainConfig(epochs=2, ttt_steps=2, batch_tokens=400, checkpoint_every=2, eval_every=0, log_every=1)
+    straight = train(copy.deepcopy(head), frozen, shards, refs, cfg, checkpoint=tmp_path / "a.pt", meta={"x": 1})
+
+    class Killed(Exception):
+        pass
+
+    def kill(ev: Progress) -> None:
+        if ev.done == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(copy.deepcopy(head), frozen, shards, refs, cfg, checkpoint=tmp_path / "b.pt", meta={"x": 1}, progress=kill)
+    resumed_head = copy.deepcopy(head)
+    resumed = train(resumed_head, frozen, shards, refs, cfg, checkpoint=tmp_path / "b.pt", meta={"x": 1})
+    assert resumed.step == straight.step > 3
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in straight.history]
+    with pytest.raises(HomespecError, match="other settings"):
+        train(copy.deepcopy(head), frozen, shards, refs, cfg, checkpoint=tmp_path / "b.pt", meta={"x": 2})
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_export_round_trips_bit_exactly(setup, tmp_path, dtype):
+    from homespec.train.export import export_head
+
+    head = setup[0]
+    export_head(head, tmp_path, dtype=dtype)
+    c = head.config
+    loaded = load_head(tmp_path, N_LAYER, c.target_hidden_size, c.vocab_size, dtype=dtype)
+    assert loaded.config == c
+    ref = {k: v.to(dtype) if v.is_floating_point() else v for k, v in head.state_dict().items()}
+    got = loaded.state_dict()
+    assert ref.keys() == got.keys()
+    for k in ref:
+        assert got[k].dtype == ref[k].dtype and torch.equal(got[k], ref[k]), k
+    assert (tmp_path / "config.json").is_file() and (tmp_path / "model.safetensors").is_file()
