@@ -24,6 +24,19 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
+AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Size the draft depth from measured cost and acceptance.")]
+
+draft_app = typer.Typer(help="Draft heads: train an EAGLE-3.1 head for a target.", no_args_is_help=True)
+app.add_typer(draft_app, name="draft")
+
+
+def _controller_factory(guard: bool, adapt: bool):
+    if not guard:
+        return None
+    from homespec.spec.guard import Guard
+
+    return lambda session: Guard(drafter=session.drafter, adapt=adapt) if session.drafter is not None else None
 
 
 def _stdout():
@@ -120,6 +133,8 @@ def generate(
     device: Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")] = None,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
+    guard: GuardOpt = True,
+    adapt: AdaptOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
@@ -142,19 +157,25 @@ def generate(
     limits = Limits(max_tokens=max_tokens, stop=tuple(stop or ()))
     session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
                                         device, threads, exact))
+    make_controller = _controller_factory(guard, adapt)
     try:
         for turns in items:
             ids = prompt_tokens(session, turns, chat, system)
+            ctrl = make_controller(session) if make_controller else None
             if json_out:
-                res = run(session, ids, sampler=sampler, limits=limits, seed=seed)
-                print(json.dumps(_result_json(session, res)), flush=True)
+                res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl)
+                row = _result_json(session, res)
+                if ctrl is not None:
+                    row["guard"] = {"fallbacks": ctrl.stats.fallbacks, "plain_steps": ctrl.stats.plain_steps,
+                                    "speculative_steps": ctrl.stats.spec_steps, "probes": ctrl.stats.probes}
+                print(json.dumps(row), flush=True)
             else:
-                res = run(session, ids, sampler=sampler, limits=limits, seed=seed,
+                res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl,
                           on_step=lambda step, text: (sys.stdout.write(text), sys.stdout.flush()))
                 print()
                 print(f"[{len(res.token_ids)} tokens, {res.tokens_per_s:.1f} tok/s, "
                       f"{res.mean_accepted:.2f} tokens per target pass, {res.target_passes} target passes, "
-                      f"{method} on {backend}]", file=sys.stderr)
+                      f"{method} on {backend}" + (f"; {ctrl.summary()}" if ctrl else "") + "]", file=sys.stderr)
     finally:
         session.close()
 
@@ -175,6 +196,8 @@ def bench(
     draft_topk: TopkOpt = 8,
     draft_tokens: NodesOpt = 48,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    guard: GuardOpt = True,
+    adapt: AdaptOpt = False,
     json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
     plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
@@ -202,7 +225,8 @@ def bench(
             bar.update(task, completed=done, description=f"bench: {method}")
 
         result = run_bench(opts, names, lambda s: [prompt_tokens(s, list(i.turns[:1]), True) for i in items],
-                           max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick)
+                           max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
+                           controller_factory=_controller_factory(guard, adapt))
     render(result, _stdout())
     if json_file:
         write_atomic(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
@@ -229,6 +253,8 @@ def chat(
     draft_topk: TopkOpt = 8,
     draft_tokens: NodesOpt = 48,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    guard: GuardOpt = True,
+    adapt: AdaptOpt = False,
 ) -> None:
     """Chat with live tokens/s and acceptance. With no arguments: the embedded SmolLM2 with its shipped head."""
     from rich.console import Console
@@ -247,10 +273,40 @@ def chat(
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))
         c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
-                 max_tokens=max_tokens, system=system, seed=seed)
+                 max_tokens=max_tokens, system=system, seed=seed, controller_factory=_controller_factory(guard, adapt))
         repl(c)
     finally:
         session.close()
+
+
+@draft_app.command("train")
+def draft_train(
+    target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = None,
+    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints; rerun to resume).")] = "runs/head",
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = None,
+    tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = 500_000,
+    epochs: Annotated[int, typer.Option("--epochs")] = 2,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or mps.")] = "cpu",
+    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary size.")] = 8192,
+    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test unroll steps.")] = 5,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Longest self-distilled reply.")] = 256,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp (GGUF) or torch. Default: from the target.")] = None,
+    eagle3: Annotated[bool, typer.Option("--eagle3", help="Plain EAGLE-3: fc_norm and norm_output off.")] = False,
+) -> None:
+    """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
+    from homespec.runner import resolve_model_path
+    from homespec.train import train_head
+    from homespec.train.progress import RichProgress
+
+    if tokens < 1 or epochs < 1 or ttt_steps < 1 or draft_vocab < 2:
+        raise UsageError("--tokens, --epochs, --ttt-steps and --draft-vocab must be positive", hint="e.g. --tokens 500000 --epochs 2")
+    with RichProgress() as progress:
+        result = train_head(target=resolve_model_path(target), out=out, prompts=prompts, tokens=tokens, epochs=epochs,
+                            device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
+                            max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3, progress=progress)
+    print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
+                      "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab}, indent=2))
 
 
 def _result_json(session, res) -> dict:

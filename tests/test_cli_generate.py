@@ -63,3 +63,16 @@ def test_generate_bad_input(capsys, args, code):
     got, _, err = gen(capsys, *args)
     assert got == code
     assert err.splitlines()[0].startswith("error: ") and "Traceback" not in err
+
+
+def test_generate_json_reports_the_guard(capsys):
+    code, rows, err = gen(capsys, "-p", "Count from 1 to 12, separated by commas.", "-n", "40", "--method", "ngram", "--json")
+    assert code == 0, err
+    g = rows[0]["guard"]
+    assert g["plain_steps"] >= 2 and g["speculative_steps"] + g["plain_steps"] <= rows[0]["target_passes"]
+
+
+def test_draft_train_refuses_a_missing_target(capsys):
+    code = main(["draft", "train", "--target", "/nonexistent/model.gguf", "--out", "/tmp/never"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ")
