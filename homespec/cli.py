@@ -198,6 +198,8 @@ def bench(
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
+    long: Annotated[bool, typer.Option("--long", help="Long-context prompts (1K, 2K, 4K, 8K tokens... up to --ctx); results by context position.")] = False,
+    window: Annotated[Optional[int], typer.Option("--window", help="EAGLE head attends to the newest N entries only.")] = None,
     json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
     plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
@@ -215,18 +217,28 @@ def bench(
         names = ["none"] + [m for m in names if m != "none"]
     if limit < 1 or max_tokens < 1:
         raise UsageError("--limit and --max-tokens must be positive", hint="e.g. --limit 20 --max-tokens 128")
-    items = read_prompts_file(prompts) if prompts else load_prompts("test")
-    items = items[:limit]
-    opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads)
+    if long:
+        items = None
+    else:
+        items = read_prompts_file(prompts) if prompts else load_prompts("test")
+        items = items[:limit]
+    opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads,
+                        window=window)
     with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("bench", total=len(items) * len(names))
+        task = bar.add_task("bench", total=(len(items) if items else limit) * len(names))
 
         def tick(method: str, done: int, total: int) -> None:
             bar.update(task, completed=done, description=f"bench: {method}")
 
-        result = run_bench(opts, names, lambda s: [prompt_tokens(s, list(i.turns[:1]), True) for i in items],
+        def token_prompts(session):
+            if items is None:
+                return _long_token_prompts(session, ctx, max_tokens, limit)
+            return [prompt_tokens(session, list(i.turns[:1]), True) for i in items]
+
+        result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
-                           controller_factory=_controller_factory(guard, adapt))
+                           controller_factory=_controller_factory(guard, adapt), by_context=long,
+                           bin_size=1024 if long else 64)
     render(result, _stdout())
     if json_file:
         write_atomic(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
@@ -307,6 +319,33 @@ def draft_train(
                             max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab}, indent=2))
+
+
+LONG_SIZES = (1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[list[int]]:
+    """Documents, code files and multi-turn histories of each size that fits the context, sized
+    with the model's own tokenizer (a words-to-tokens guess is off by tens of percent)."""
+    from homespec.generation import prompt_tokens
+    from homespec.prompts import long_prompts
+
+    budget = ctx - max_tokens - 16
+    sizes = [n for n in LONG_SIZES if n <= budget]
+    if not sizes:
+        raise UsageError(f"--ctx {ctx} is too small for --long", hint="use --ctx 4096 or more")
+    per = max(1, limit // len(sizes))
+    out: list[list[int]] = []
+    for n in sizes:
+        request = n
+        for _ in range(4):  # rescale the request until the prompts land at about n tokens
+            batch = [prompt_tokens(session, list(i.turns), True) for i in long_prompts(request, per, seed=n)]
+            longest = max(len(b) for b in batch)
+            if longest <= min(budget, int(n * 1.1)):
+                break
+            request = max(64, int(request * n / longest * 0.97))
+        out += [b for b in batch if len(b) <= budget]
+    return out
 
 
 def _result_json(session, res) -> dict:

@@ -22,6 +22,8 @@ POSITION_BIN = 64  # generated-token position bins for the stability view
 @dataclass
 class MethodStats:
     method: str
+    bin_size: int = POSITION_BIN
+    by_context: bool = False  # bin by absolute context position (long prompts) instead of generated position
     tokens: int = 0
     decode_s: float = 0.0
     passes: int = 0  # verification passes (prefill excluded)
@@ -47,7 +49,7 @@ class MethodStats:
         self.outputs.append(list(res.token_ids))
         self.tokens += max(0, len(res.token_ids) - 1)
         self.decode_s += res.decode_s
-        pos = 0
+        pos = len(res.prompt_token_ids) if self.by_context else 0
         for i, s in enumerate(res.steps):
             if i == 0:  # the prefill's token
                 pos += len(s.tokens)
@@ -63,7 +65,7 @@ class MethodStats:
                     self.depth_hits.append(0)
                 for d in range(s.accepted):
                     self.depth_hits[d] += 1
-            b = self.bins.setdefault(pos // POSITION_BIN, [0.0, 0.0, 0.0])
+            b = self.bins.setdefault(pos // self.bin_size, [0.0, 0.0, 0.0])
             b[0] += len(s.tokens)
             b[1] += s.t_step
             b[2] += 1
@@ -73,7 +75,7 @@ class MethodStats:
         out = []
         for b in sorted(self.bins):
             tok, sec, passes = self.bins[b]
-            out.append({"start": b * POSITION_BIN, "end": (b + 1) * POSITION_BIN,
+            out.append({"start": b * self.bin_size, "end": (b + 1) * self.bin_size,
                         "mean_accepted": round(tok / passes, 4) if passes else 0.0,
                         "tokens_per_s": round(tok / sec, 3) if sec else 0.0})
         return out
@@ -140,6 +142,8 @@ def run_bench(
     seed: int = 0,
     progress: Callable[[str, int, int], None] | None = None,
     controller_factory=None,
+    by_context: bool = False,
+    bin_size: int = POSITION_BIN,
 ) -> BenchResult:
     from homespec.generation import run
     from homespec.spec.loop import Limits
@@ -155,7 +159,7 @@ def run_bench(
             sessions[m] = open_session(RunOptions(**{**{f: getattr(opts, f) for f in opts.__slots__}, "method": m}))
         first = sessions[methods[0]]
         token_prompts = prompts(first) if callable(prompts) else prompts
-        stats = {m: MethodStats(m) for m in methods}
+        stats = {m: MethodStats(m, bin_size=bin_size, by_context=by_context) for m in methods}
         sampler = Sampler(temperature=temperature, seed=seed)
         limits = Limits(max_tokens=max_tokens)
         total = len(token_prompts) * len(methods)
