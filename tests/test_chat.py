@@ -46,9 +46,9 @@ def test_multi_turn_commands_and_save(session, tmp_path):
 
 def test_context_overflow_drops_oldest_turns_and_never_crashes(session):
     out, err = TTYless(), TTYless()
-    chat = Chat(session, max_tokens=64, out=out, err=err)
-    filler = "Tell me about rivers, lakes, seas and oceans in some detail please. " * 6
-    for _ in range(4):
+    chat = Chat(session, max_tokens=48, out=out, err=err)
+    filler = "Tell me about rivers, lakes, seas and oceans in some detail please. " * 9
+    for _ in range(3):
         chat.ask(filler)
     assert "context full" in err.getvalue()
     assert session.backend.n_past <= session.backend.max_context

@@ -214,10 +214,9 @@ class LlamaModel:
         if self.n_past + n > self.max_context:
             raise HomespecError("context full while committing", hint="start a new conversation or use a larger --ctx")
         if list(nodes) != list(range(n)):
-            src = torch.as_tensor([self.n_past + j for j in nodes], device=self.device)
-            dst = slice(self.n_past, self.n_past + n)
-            self.k_cache[:, :, dst] = self.k_cache[:, :, src]  # advanced indexing copies first: overlaps are safe
-            self.v_cache[:, :, dst] = self.v_cache[:, :, src]
+            from homespec.kernels import compact_kv  # one launch on a GPU; the torch reference elsewhere
+
+            compact_kv(self.k_cache, self.v_cache, self.n_past, torch.as_tensor(list(nodes), dtype=torch.long))
         self.n_past += n
 
     def rollback(self, n: int) -> None:

@@ -1,0 +1,114 @@
+"""Time the speculative loop's kernels against their torch references, and the torch backend's
+tokens/s with and without kernels.
+
+    python scripts/bench_kernels.py [--model PATH] [--tokens 128] [--reps 200]
+
+On a CUDA GPU every usable implementation (Triton, CUDA C++) is timed beside the reference at
+sizes of a real step (a 60-node tree, a 49,152-token vocabulary, a 30-layer cache); without one
+the script says so and times the CPU reference only. Results go to stdout as a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+
+def _timer(device):
+    import torch
+
+    def run(fn, reps: int) -> float:
+        fn()  # warm-up (Triton compiles, the CUDA extension builds on first use)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / reps * 1e6  # microseconds per call
+
+    return run
+
+
+def bench_ops(reps: int) -> None:
+    import torch
+    from test_kernels import greedy_case, random_tree, sampled_case
+
+    from homespec import kernels
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    impls = ["torch"] + [s.impl for s in kernels.available() if s.usable and s.impl in ("triton", "cuda")
+                         and device.type == "cuda"]
+    if device.type != "cuda":
+        print("no CUDA GPU: timing the torch reference on the CPU only", file=sys.stderr)
+    timer = _timer(device)
+    tokens, parents, target = (x.to(device) for x in greedy_case(60, 4, 0))
+    st, sp, probs, coins, u = sampled_case(60, 49152, 0)
+    st, sp, probs, coins = st.to(device), sp.to(device), probs.to(device), coins.to(device)
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    k = torch.randn(30, 3, 4096, 64, dtype=dtype, device=device)  # SmolLM2-135M's cache shape at 4k
+    v = torch.randn_like(k)
+    par = random_tree(60, torch.Generator().manual_seed(0))
+    path = [59]
+    while par[path[-1]] >= 0:
+        path.append(int(par[path[-1]]))
+    nodes = torch.tensor(path[::-1], device=device)
+    ops = {
+        "verify_greedy_paths (T=60)": lambda impl: kernels.verify_greedy_paths(tokens, parents, target, impl=impl).length.item(),
+        "verify_sampled_paths (T=60, V=49152)": lambda impl: kernels.verify_sampled_paths(st, sp, probs, coins, u, impl=impl).length.item(),
+        "tree_mask (T=60, past=2048)": lambda impl: kernels.tree_mask(parents, 2048, impl=impl),
+        f"compact_kv ({len(path)} rows, 30x3x64)": lambda impl: kernels.compact_kv(k, v, 1000, nodes, impl=impl),
+    }
+    print(f"{'operation':40} " + " ".join(f"{i + ' us':>12}" for i in impls))
+    for name, fn in ops.items():
+        times = [timer(lambda: fn(impl), reps) for impl in impls]
+        print(f"{name:40} " + " ".join(f"{t:12.1f}" for t in times))
+
+
+def bench_end_to_end(model: str, n_tokens: int) -> None:
+    import torch
+
+    from homespec.backends.pytorch import TorchBackend
+    from homespec.spec.drafters.ngram import NgramDrafter
+    from homespec.spec.loop import Limits, generate
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    be = TorchBackend.load(model, device=device, max_context=2048)
+    prompt = be.tokenizer.encode("List the numbers from one to forty, in words, separated by commas: one, two, three,")
+    print(f"\nend to end, torch backend on {device}, n-gram drafts, {n_tokens} tokens")
+    for mode in ("torch", "auto"):
+        os.environ["HOMESPEC_KERNELS"] = mode
+        from homespec.kernels import selected
+
+        be.reset()
+        t0 = time.perf_counter()
+        steps = list(generate(be, NgramDrafter(max_ngram=3, num_draft=5), prompt,
+                              limits=Limits(max_tokens=n_tokens, stop_at_eos=False)))
+        dt = time.perf_counter() - t0
+        made = sum(len(s.tokens) for s in steps)
+        print(f"  kernels={mode:5} ({selected(device) if mode == 'auto' else 'torch'}): {made / dt:7.1f} tok/s")
+    os.environ.pop("HOMESPEC_KERNELS", None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="GGUF file or HF directory for the end-to-end run (default: the embedded SmolLM2)")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--skip-e2e", action="store_true")
+    a = ap.parse_args()
+    bench_ops(a.reps)
+    if not a.skip_e2e:
+        from homespec.embedded import smollm2_path
+
+        bench_end_to_end(a.model or str(smollm2_path()), a.tokens)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Kernels against their torch references on random trees and caches (CPU).
+
+Triton runs under TRITON_INTERPRET=1; the CUDA sources are compiled with nvcc (no driver needed
+to compile); Metal runs only on macOS with MPS. GPU runs of the same comparisons live in
+tests/gpu/test_kernels_gpu.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are first loaded
+
+from homespec import kernels
+from homespec import kernels_ref as ref
+from homespec.errors import UsageError
+from homespec.spec.tree import ancestor_mask
+from homespec.spec.types import DraftTree
+from homespec.spec.verify import verify_greedy
+
+ROOT = Path(__file__).resolve().parent.parent
+has_triton = not isinstance(kernels._load("triton"), kernels._Unavailable)
+needs_triton = pytest.mark.skipif(not has_triton, reason="triton is not installed")
+
+
+def random_tree(t: int, gen: torch.Generator, bushy: float = 0.5) -> torch.Tensor:
+    """[T] parents: each node hangs off a random earlier node, or (chain-like) the previous one."""
+    par = [-1]
+    for i in range(1, t):
+        chain = float(torch.rand((), generator=gen)) > bushy
+        par.append(i - 1 if chain else int(torch.randint(0, i, (), generator=gen)))
+    return torch.tensor(par, dtype=torch.int64)
+
+
+def greedy_case(t: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A tree whose draft tokens agree with the target's argmax about 70% of the time."""
+    gen = torch.Generator().manual_seed(seed)
+    parents = random_tree(t, gen)
+    target = torch.randint(0, vocab, (t,), generator=gen)
+    tokens = torch.randint(0, vocab, (t,), generator=gen)
+    agree = torch.rand(t, generator=gen) < 0.7
+    tokens = torch.where(agree, target[parents.clamp_min(0)], tokens)
+    return tokens, parents, target
+
+
+def sampled_case(t: int, vocab: int, seed: int):
+    """Children drawn from their parent's distribution, so acceptances happen (float64)."""
+    gen = torch.Generator().manual_seed(seed)
+    parents = random_tree(t, gen)
+    probs = (8 * torch.randn(t, vocab, generator=gen, dtype=torch.float64)).softmax(-1)  # peaked, like an LM
+    probs[:, vocab // 2:] *= torch.rand(t, 1, generator=gen, dtype=torch.float64) < 0.5  # some zero tails
+    probs /= probs.sum(-1, keepdim=True)
+    tokens = torch.zeros(t, dtype=torch.int64)
+    for i in range(1, t):
+        tokens[i] = torch.multinomial(probs[parents[i]], 1, generator=gen)[0]
+    coins = torch.rand(t, generator=gen, dtype=torch.float64)
+    u_final = float(torch.rand((), generator=gen, dtype=torch.float64))
+    return tokens, parents, probs, coins, u_final
+
+
+# --- the references themselves ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_greedy_reference_equals_verify_greedy(seed):
+    tokens, parents, target = greedy_case(1 + seed * 3, 5, seed)
+    logits = torch.nn.functional.one_hot(target, 5).float() + 0.01 * torch.rand(len(target), 5)
+    expected = verify_greedy(DraftTree(tokens, parents, torch.ones(len(tokens))), logits)
+    assert ref.verify_greedy_paths(tokens, parents, target).to_verdict() == expected
+
+
+@pytest.mark.parametrize("t,n_past", [(1, 0), (7, 3), (60, 100)])
+def test_mask_reference_equals_tree_ancestor_mask(t, n_past):
+    parents = random_tree(t, torch.Generator().manual_seed(t))
+    mask = ref.tree_mask(parents, n_past)
+    assert mask.shape == (t, n_past + t)
+    assert bool(mask[:, :n_past].all())
+    assert torch.equal(mask[:, n_past:], ancestor_mask(parents))
+
+
+def test_compact_reference_moves_rows_like_a_loop():
+    k = torch.randn(2, 3, 40, 8)
+    v = torch.randn(2, 3, 40, 8)
+    nodes = torch.tensor([0, 2, 3, 7, 9])
+    want_k, want_v = k.clone(), v.clone()
+    for i, j in enumerate(nodes.tolist()):  # sequential in node order is safe: nodes[i] >= i
+        want_k[:, :, 10 + i] = want_k[:, :, 10 + j]
+        want_v[:, :, 10 + i] = want_v[:, :, 10 + j]
+    ref.compact_kv(k, v, 10, nodes)
+    assert torch.equal(k, want_k) and torch.equal(v, want_v)
+
+
+def test_sampled_reference_preserves_the_target_distribution():
+    # root with three deterministic children (two of them the same token): the emitted first
+    # token must still be distributed as p[0]
+    p = torch.tensor([0.05, 0.4, 0.25, 0.2, 0.1, 0.0], dtype=torch.float64)
+    probs = torch.stack([p] * 4)
+    tokens = torch.tensor([0, 1, 1, 3])
+    parents = torch.tensor([-1, 0, 0, 0])
+    gen = torch.Generator().manual_seed(0)
+    n = 3000
+    counts = torch.zeros(6)
+    for _ in range(n):
+        coins = torch.rand(4, generator=gen, dtype=torch.float64)
+        u = float(torch.rand((), generator=gen, dtype=torch.float64))
+        choice = ref.verify_sampled_paths(tokens, parents, probs, coins, u).to_verdict()
+        first = int(tokens[choice.path[1]]) if len(choice.path) > 1 else choice.next_token
+        counts[first] += 1
+    freq = counts / n
+    assert float((freq - p.float()).abs().max()) < 0.03, freq  # 3000 draws: sd <= 0.009
+    assert counts[5] == 0
+
+
+# --- Triton (interpreted on the CPU) ------------------------------------------------------------
+
+
+@needs_triton
+@pytest.mark.parametrize("t", [1, 2, 9, 33, 64])
+def test_triton_greedy_matches_reference(t):
+    for seed in range(3):
+        tokens, parents, target = greedy_case(t, 4, 100 * t + seed)
+        a = ref.verify_greedy_paths(tokens, parents, target)
+        b = kernels.verify_greedy_paths(tokens, parents, target, impl="triton")
+        assert torch.equal(a.path, b.path) and int(a.length) == int(b.length) and int(a.next_token) == int(b.next_token)
+
+
+@needs_triton
+@pytest.mark.parametrize("t,vocab", [(1, 10), (6, 50), (20, 1500)])
+def test_triton_sampled_matches_reference(t, vocab):
+    accepted = 0
+    for seed in range(4):
+        case = sampled_case(t, vocab, 7 * t + seed)
+        a = ref.verify_sampled_paths(*case)
+        b = kernels.verify_sampled_paths(*case, impl="triton")
+        assert a.to_verdict() == b.to_verdict()
+        assert torch.equal(a.path, b.path)
+        accepted += int(a.length) - 1
+    assert t == 1 or accepted > 0  # the cases exercise acceptance, not only the residual draw
+
+
+@needs_triton
+@pytest.mark.parametrize("t,n_past", [(1, 0), (13, 5), (60, 1100)])
+def test_triton_tree_mask_matches_reference(t, n_past):
+    parents = random_tree(t, torch.Generator().manual_seed(n_past))
+    assert torch.equal(kernels.tree_mask(parents, n_past, impl="triton"), ref.tree_mask(parents, n_past))
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_triton_compact_kv_matches_reference(dtype):
+    gen = torch.Generator().manual_seed(3)
+    k = torch.randn(3, 2, 64, 24, generator=gen).to(dtype)  # D = 24: a partial d-block
+    v = torch.randn(3, 2, 64, 24, generator=gen).to(dtype)
+    parents = random_tree(20, gen)
+    leaf = 19
+    path = [leaf]
+    while parents[path[-1]] >= 0:
+        path.append(int(parents[path[-1]]))
+    nodes = torch.tensor(path[::-1])
+    k1, v1, k2, v2 = k.clone(), v.clone(), k.clone(), v.clone()
+    ref.compact_kv(k1, v1, 30, nodes)
+    kernels.compact_kv(k2, v2, 30, nodes, impl="triton")
+    err = (k1.float() - k2.float()).abs()
+    print(f"compact_kv {dtype}: max err {err.max():.3g}, mean err {err.mean():.3g}")
+    assert torch.equal(k1, k2) and torch.equal(v1, v2)
+
+
+# --- dispatch -----------------------------------------------------------------------------------
+
+
+def test_available_reports_every_implementation():
+    status = {s.impl: s for s in kernels.available()}
+    assert set(status) == set(kernels.IMPLS)
+    assert status["torch"].usable
+    if not torch.cuda.is_available():
+        assert not status["cuda"].usable and "CUDA" in status["cuda"].reason
+
+
+def test_auto_uses_the_reference_on_cpu_and_a_bad_choice_is_a_usage_error(monkeypatch):
+    monkeypatch.delenv("HOMESPEC_KERNELS", raising=False)
+    assert kernels.selected("cpu") == "torch"
+    tokens, parents, target = greedy_case(10, 3, 1)
+    assert kernels.verify_greedy_paths(tokens, parents, target).to_verdict() == \
+        ref.verify_greedy_paths(tokens, parents, target).to_verdict()
+    with pytest.raises(UsageError):
+        kernels.verify_greedy_paths(tokens, parents, target, impl="vulkan")
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match="cuda kernels cannot run"):
+            kernels.tree_mask(parents, 2, impl="cuda")
+
+
+# --- CUDA C++: compiled, not run (no driver here) -----------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_cuda_kernels_compile_with_nvcc(tmp_path):
+    out = tmp_path / "tree_kernels.ptx"
+    proc = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_80", "-ptx", str(ROOT / "kernels/cuda/tree_kernels.cu"),
+                           "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    ptx = out.read_text()
+    for name in ("greedy_paths_kernel", "sampled_paths_kernel", "compact_kv_kernel", "tree_mask_kernel"):
+        assert name in ptx
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_cuda_binding_compiles_against_torch_headers(tmp_path):
+    # A CPU build of torch ships the c10/cuda headers but not the one CMake generates;
+    # supply it so the binding's C++ is checked against torch's real API.
+    from torch.utils.cpp_extension import include_paths
+
+    gen = tmp_path / "c10" / "cuda" / "impl"
+    gen.mkdir(parents=True)
+    (gen / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    cuda_inc = Path(CUDA_HOME or "/usr/local/cuda") / "include"
+    if not (cuda_inc / "cuda_runtime_api.h").is_file():
+        pytest.skip("no CUDA toolkit headers")
+    cmd = ["g++", "-std=c++20", "-fsyntax-only", "-w", *[f"-I{p}" for p in include_paths()], f"-I{tmp_path}",
+           f"-I{cuda_inc}", f"-I{sysconfig.get_paths()['include']}", "-DTORCH_EXTENSION_NAME=homespec_tree_kernels",
+           str(ROOT / "kernels/cuda/binding.cpp")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# --- Metal (macOS only) ---------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform != "darwin" or not torch.backends.mps.is_available(), reason="needs macOS with MPS")
+def test_metal_kernels_match_reference():
+    tokens, parents, target = greedy_case(40, 4, 5)
+    dev = torch.device("mps")
+    a = ref.verify_greedy_paths(tokens, parents, target)
+    b = kernels.verify_greedy_paths(tokens.to(dev), parents.to(dev), target.to(dev), impl="metal")
+    assert a.to_verdict() == b.to_verdict()
+    assert torch.equal(kernels.tree_mask(parents.to(dev), 9, impl="metal").cpu(), ref.tree_mask(parents, 9))
+    k = torch.randn(2, 2, 80, 16, dtype=torch.float16)
+    v = torch.randn(2, 2, 80, 16, dtype=torch.float16)
+    nodes = torch.tensor([0, 1, 4, 6])
+    km, vm = k.to(dev), v.to(dev)
+    ref.compact_kv(k, v, 20, nodes)
+    kernels.compact_kv(km, vm, 20, nodes.to(dev), impl="metal")
+    assert torch.equal(km.cpu(), k) and torch.equal(vm.cpu(), v)
