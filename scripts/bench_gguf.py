@@ -1,0 +1,157 @@
+"""GGUF backend, measured in one run: speed, exactness, and llama-cpp-python's own speculation.
+
+    .venv/bin/python scripts/bench_gguf.py [--prompts 20] [--max-tokens 64] [--draft HEAD_DIR] [--json out.json]
+
+Side by side on homespec's held-out test prompts (greedy, interleaved per prompt):
+  plain       llama-cpp-python's Llama.generate, one token per decode (the reference)
+  lcpp-pld    llama-cpp-python's LlamaPromptLookupDecoding
+  none        homespec's loop without a drafter
+  ngram       homespec prompt lookup
+  eagle3      homespec EAGLE-3.1 head (batched tree verification)
+  eagle3-exact  the same head, tree nodes verified with the one-token kernels
+Reported: decode tokens/s and speedup against `plain`; the fraction of prompts identical to `plain`;
+(1) teacher-forcing agreement: every eagle3 token against the argmax of a one-batch re-score of
+prompt + output; (2) eagle3's first-divergence rate per generated token next to the noise floor:
+argmax flips per token when plain's own output is re-scored in one batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def lcpp_generate(llm, prompt: list[int], max_tokens: int, eos: frozenset[int]) -> tuple[list[int], float]:
+    out: list[int] = []
+    t_first = None
+    llm.reset()
+    for tok in llm.generate(prompt, top_k=1, top_p=1.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        if t_first is None:
+            t_first = time.perf_counter()
+        out.append(int(tok))
+        if tok in eos or len(out) >= max_tokens:
+            break
+    return out, (time.perf_counter() - t_first) if t_first else 0.0
+
+
+def rescore_argmax(llm, prompt: list[int], output: list[int]) -> list[int]:
+    """Argmax at each output position from ONE batched evaluation of prompt + output."""
+    import numpy as np
+
+    llm.reset()
+    llm.eval(prompt + output[:-1])
+    scores = np.asarray(llm.scores[len(prompt) - 1: len(prompt) - 1 + len(output)])
+    return [int(i) for i in scores.argmax(axis=-1)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=20)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--draft", default=None, help="EAGLE head dir (default: the shipped head)")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--topk", type=int, default=1)
+    ap.add_argument("--nodes", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import llama_cpp
+
+    from homespec.generation import prompt_tokens, run
+    from homespec.prompts import load_prompts
+    from homespec.runner import RunOptions, open_session
+    from homespec.spec.loop import Limits
+
+    base = dict(draft=args.draft, ctx=args.ctx, threads=args.threads, draft_depth=args.depth,
+                draft_topk=args.topk, draft_tokens=args.nodes)
+    sessions = {
+        "none": open_session(RunOptions(method="none", **base)),
+        "ngram": open_session(RunOptions(method="ngram", **base)),
+        "eagle3": open_session(RunOptions(method="eagle3", **base)),
+        "eagle3-exact": open_session(RunOptions(method="eagle3", exact=True, **base)),
+    }
+    path = sessions["none"].model_path
+    threads = args.threads or sessions["none"].backend.n_threads if hasattr(sessions["none"].backend, "n_threads") else None
+    kw = dict(model_path=path, n_ctx=args.ctx, verbose=False, logits_all=False, **({"n_threads": threads} if threads else {}))
+    plain = llama_cpp.Llama(**kw)
+    pld = llama_cpp.Llama(draft_model=llama_cpp.llama_speculative.LlamaPromptLookupDecoding(num_pred_tokens=10), **kw)
+    scorer = llama_cpp.Llama(**{**kw, "logits_all": True})
+    eos = sessions["none"].backend.tokenizer.eos_ids
+
+    items = load_prompts("test")[: args.prompts]
+    names = ["plain", "lcpp-pld", *sessions]
+    outs: dict[str, list[list[int]]] = {n: [] for n in names}
+    secs = {n: 0.0 for n in names}
+    toks = {n: 0 for n in names}
+    passes = {n: 0 for n in names}
+    limits = Limits(max_tokens=args.max_tokens)
+    prompts = []
+    for i, item in enumerate(items):
+        ids = prompt_tokens(sessions["none"], list(item.turns[:1]), True)
+        prompts.append(ids)
+        for name, llm in (("plain", plain), ("lcpp-pld", pld)):
+            out, dt = lcpp_generate(llm, ids, args.max_tokens, eos)
+            outs[name].append(out)
+            secs[name] += dt
+            toks[name] += max(0, len(out) - 1)
+        for name, s in sessions.items():
+            res = run(s, ids, limits=limits)
+            outs[name].append(res.token_ids)
+            secs[name] += res.decode_s
+            toks[name] += max(0, len(res.token_ids) - 1)
+            passes[name] += len(res.steps) - 1
+        print(f"prompt {i + 1}/{len(items)}", file=sys.stderr)
+
+    # (1) teacher forcing on eagle3's output, (2) divergence vs plain, and the noise floor
+    agree = total = 0
+    flips = flip_total = 0
+    div_events = div_tokens = 0
+    for ids, e, p in zip(prompts, outs["eagle3"], outs["plain"]):
+        ref = rescore_argmax(scorer, ids, e)
+        agree += sum(1 for a, b in zip(ref, e) if a == b)
+        total += len(e)
+        floor = rescore_argmax(scorer, ids, p)
+        flips += sum(1 for a, b in zip(floor, p) if a != b)
+        flip_total += len(p)
+        k = next((j for j, (a, b) in enumerate(zip(e, p)) if a != b), None)
+        div_tokens += (k + 1) if k is not None else min(len(e), len(p))
+        div_events += 1 if k is not None or len(e) != len(p) else 0
+
+    rows = {}
+    for n in names:
+        tps = toks[n] / secs[n] if secs[n] else 0.0
+        same = sum(1 for a, b in zip(outs[n], outs["plain"]) if a == b) / len(items)
+        rows[n] = {"tokens_per_s": round(tps, 2), "identical_fraction": round(same, 3),
+                   "tokens_per_pass": round(sum(len(o) - 1 for o in outs[n]) / passes[n], 3) if passes[n] else None}
+    base_tps = rows["plain"]["tokens_per_s"]
+    for n in names:
+        rows[n]["speedup_vs_plain"] = round(rows[n]["tokens_per_s"] / base_tps, 3) if base_tps else None
+    report = {
+        "model": path, "prompts": len(items), "max_tokens": args.max_tokens, "methods": rows,
+        "teacher_forcing_agreement": round(agree / total, 4) if total else None,
+        "eagle3_divergence_per_token": round(div_events / div_tokens, 5) if div_tokens else None,
+        "noise_floor_flips_per_token": round(flips / flip_total, 5) if flip_total else None,
+    }
+    print(f"{'method':14} {'tok/s':>8} {'vs plain':>9} {'identical':>10} {'tok/pass':>9}")
+    for n, r in rows.items():
+        print(f"{n:14} {r['tokens_per_s']:8.1f} {r['speedup_vs_plain']:8.2f}x {r['identical_fraction']:10.0%} "
+              f"{'' if r['tokens_per_pass'] is None else format(r['tokens_per_pass'], '9.2f')}")
+    print(f"teacher-forcing agreement of eagle3 tokens: {report['teacher_forcing_agreement']:.2%}")
+    print(f"eagle3 first-divergence rate per token: {report['eagle3_divergence_per_token']}; "
+          f"noise floor (re-score flips per token): {report['noise_floor_flips_per_token']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    for s in sessions.values():
+        s.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
