@@ -197,7 +197,7 @@ def test_eagle3_window_limits_attention(target):
     full.begin(PROMPT, fwd)
     root = int(fwd.logits[-1].argmax())
     full.propose(root, PROMPT)
-    windowed = Eagle3Drafter(head, target, depth=2, topk=2, total=5, window=3)
+    windowed = Eagle3Drafter(head, target, depth=2, topk=2, total=5, window=3, sinks=0)
     windowed.begin(PROMPT, fwd)
     windowed.propose(root, PROMPT)
     # the first three entries see no more than three slots either way; later ones differ
@@ -247,3 +247,29 @@ def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
     target.reset()
     assert torch.equal(trees[0].tokens, trees[1].tokens)
     assert torch.equal(trees[0].parents, trees[1].parents)
+
+
+def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
+    """A window (plus sinks) that covers the whole context changes nothing: same trees, same output."""
+    from homespec.spec.loop import Limits, generate
+
+    head = _head(target, seed=5)
+    outputs, trees = [], []
+    for window in (None, 4096):
+        drafter = Eagle3Drafter(head, target, depth=3, topk=2, total=7, window=window)
+        target.reset()
+        seen = []
+        orig = drafter.propose
+
+        def propose(root, context, orig=orig, seen=seen):
+            tree = orig(root, context)
+            seen.append(tree.tokens.tolist())
+            return tree
+
+        drafter.propose = propose
+        steps = list(generate(target, drafter, PROMPT, limits=Limits(max_tokens=24, stop_at_eos=False)))
+        outputs.append([t for s in steps for t in s.tokens])
+        trees.append(seen)
+    assert outputs[0] == outputs[1]
+    assert trees[0] == trees[1]
+    target.reset()

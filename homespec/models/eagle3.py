@@ -202,8 +202,13 @@ class _Attention(nn.Module):
         if attend.shape != (n, s):
             raise ValueError(f"attention mask must be [{n}, {s}], got {tuple(attend.shape)}")
         rep = self.n_head // self.n_kv
-        keys = cache.k[:s].repeat_interleave(rep, dim=1).transpose(0, 1)  # [h, S, d]
-        vals = cache.v[:s].repeat_interleave(rep, dim=1).transpose(0, 1)
+        keys, vals = cache.k[:s], cache.v[:s]
+        used = attend.any(0)  # a windowed draft reads only its sinks + window: keep its cost flat
+        if not bool(used.all()):
+            cols = used.nonzero().squeeze(1)
+            keys, vals, attend = keys[cols], vals[cols], attend[:, cols]
+        keys = keys.repeat_interleave(rep, dim=1).transpose(0, 1)  # [h, S', d]
+        vals = vals.repeat_interleave(rep, dim=1).transpose(0, 1)
         out = nn.functional.scaled_dot_product_attention(q.transpose(0, 1), keys, vals, attn_mask=attend[None])  # [h, N, d]
         return self.o_proj(out.transpose(0, 1).reshape(n, self.n_head * self.head_dim))
 

@@ -45,6 +45,7 @@ class Eagle3Drafter:
         total: int = 48,
         window: int | None = None,
         capacity: int | None = None,
+        sinks: int = 4,
     ):
         """depth: longest draft path; topk: children per expanded node (1 = chain); total: tree
         nodes including the root; window: attend only to the newest `window` committed entries
@@ -58,6 +59,10 @@ class Eagle3Drafter:
             )
         self.head, self.backend = head, backend
         self.depth, self.topk, self.total, self.window = depth, topk, total, window
+        # With a window, the first `sinks` entries stay visible too: attention mass parks on the
+        # first tokens of a sequence (StreamingLLM, Xiao et al. 2023), and dropping them skews
+        # the softmax over what remains.
+        self.sinks = sinks if window is not None else 0
         self.feature_layers = c.feature_layers(backend.n_layer)
         backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
         self.cache = head.new_cache(capacity or backend.max_context + depth * topk + 2)
@@ -97,6 +102,7 @@ class Eagle3Drafter:
             anc = [state["anc"][p] + [start + r] for r, p in enumerate(rows)]
             attend = torch.zeros(n, start + n, dtype=torch.bool)  # [N, S]
             attend[:, self._window_start(committed) : committed] = True
+            attend[:, : min(self.sinks, committed)] = True
             for r, slots in enumerate(anc):
                 attend[r, slots] = True
             positions = torch.full((n,), committed - 1 + depth, dtype=torch.int64)
@@ -165,7 +171,7 @@ class Eagle3Drafter:
         query = torch.arange(start, start + n)[:, None]
         attend = slot[None, :] <= query  # [N, S] causal over the committed entries
         if self.window is not None:
-            attend &= slot[None, :] > query - self.window
+            attend &= (slot[None, :] > query - self.window) | (slot[None, :] < self.sinks)
         out, normed = self.head(
             self._embed(tokens.to(dev)),
             self.head.project(feats.to(dev)),
