@@ -184,7 +184,8 @@ def generate_data(
                 def report(n_new: int) -> None:
                     if progress is not None:
                         dt = time.perf_counter() - t_start
-                        progress(Progress("data", min(done_gen + gen_now + n_new, tokens), tokens,
+                        # done_gen already counts this run's finished shards (gen_now is only for the rate)
+                        progress(Progress("data", min(done_gen + n_new, tokens), tokens,
                                           {"shard": k, "tok/s": (gen_now + n_new) / dt if dt > 0 else 0.0}))
 
                 records = _run_shard(model, tok, items, lo, max_new_tokens=max_new_tokens,
