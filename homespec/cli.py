@@ -73,6 +73,7 @@ def plan(
     draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="Draft tree nodes verified per step.")] = 60,
     ram: Annotated[Optional[float], typer.Option("--ram", help="Host RAM in GiB (default: this machine's).")] = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan.")] = None,
+    calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
@@ -80,7 +81,7 @@ def plan(
     from homespec.plan.render import emit as emit_cmd, render, to_json
 
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
-                  ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, ram=ram)
+                  ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, ram=ram, calibrate=calibrate)
     if emit:
         print(emit_cmd(p, emit, model, draft))
     elif json_out:

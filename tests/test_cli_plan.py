@@ -113,3 +113,28 @@ def test_probe_json_on_a_cpu_machine(capsys):
     assert code == 0
     m = json.loads(out)
     assert m["ram_bytes"] > 0 and isinstance(m["gpus"], list)
+
+
+def test_calibrate_applies_measured_speed_memory_and_acceptance(capsys, tmp_path):
+    code, out, _ = run(capsys, "plan", "--gpu", "none", "--json")
+    base = json.loads(out)
+    bench = {
+        "methods": {
+            "none": {"tokens_per_s": base["estimate"]["plain_tokens_per_s"] / 2, "mean_accepted": 1.0,
+                     "memory": {"planned": {"total_bytes": 1000}, "measured": {"total_bytes": 1100}}},
+            "eagle3": {"tokens_per_s": 1.0, "mean_accepted": 2.5},
+        },
+        "plan_estimate": {"plain_tokens_per_s": base["estimate"]["plain_tokens_per_s"]},
+    }
+    f = tmp_path / "bench.json"
+    f.write_text(json.dumps(bench))
+    code, out, _ = run(capsys, "plan", "--gpu", "none", "--json", "--calibrate", str(f))
+    assert code == 0
+    cal = json.loads(out)
+    assert cal["estimate"]["plain_tokens_per_s"] == pytest.approx(base["estimate"]["plain_tokens_per_s"] / 2, rel=0.02)
+    assert cal["estimate"]["expected_tau"] <= 2.5
+    extra = sum(i["bytes"] for i in cal["items"] if i["name"] == "calibration")
+    assert extra == pytest.approx(0.1 * base["total_bytes"], rel=0.01)
+    (tmp_path / "bad.json").write_text("{}")
+    code, _, err = run(capsys, "plan", "--gpu", "none", "--calibrate", str(tmp_path / "bad.json"))
+    assert code == 2 and err.startswith("error: ")

@@ -32,6 +32,7 @@ def make_plan(
     draft_depth: int = 7,
     draft_topk: int = 10,
     ram: float | None = None,
+    calibrate: str | None = None,
 ) -> Plan:
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
@@ -53,4 +54,21 @@ def make_plan(
         tree_tokens=draft_tokens, draft_depth=draft_depth, draft_topk=draft_topk,
     )
     machine = machine_from_args(gpu, ram)
-    return solve(target, head, machine, settings)
+    if calibrate is None:
+        return solve(target, head, machine, settings)
+    from dataclasses import replace
+
+    from homespec.plan.calibrate import load_calibration
+
+    cal = load_calibration(calibrate)
+    if cal.tau is not None and head is not None:
+        head = replace(head, expected_tau=cal.tau)
+    plan = solve(target, head, machine, settings.with_(memory_scale=cal.memory_scale))
+    e = plan.estimate
+    est = replace(
+        e,
+        plain_tokens_per_s=e.plain_tokens_per_s * cal.speed_factor,
+        spec_tokens_per_s=None if e.spec_tokens_per_s is None else e.spec_tokens_per_s * cal.speed_factor,
+        basis=e.basis + f"; calibrated with {cal.source} (speed x{cal.speed_factor:.2f}, memory x{cal.memory_scale:.3f})",
+    )
+    return replace(plan, estimate=est, notes=(*plan.notes, f"calibrated with {cal.source}"))

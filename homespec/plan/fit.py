@@ -180,6 +180,11 @@ def _layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Sett
     totals: dict[str, int] = {}
     for it in items:
         totals[it.device] = totals.get(it.device, 0) + it.bytes
+    if s.memory_scale > 1.0:  # --calibrate: what this machine measured beyond the model
+        for dev_id, subtotal in list(totals.items()):
+            extra = int(subtotal * (s.memory_scale - 1.0))
+            items.append(mem.LineItem("calibration", dev_id, extra, f"measured/planned = {s.memory_scale:.3f}"))
+            totals[dev_id] += extra
     over = {d.id: totals.get(d.id, 0) - d.capacity_bytes for d in devs if totals.get(d.id, 0) > d.capacity_bytes}
     unified = any(g.vendor == "apple" for g in gpus)
     if unified:  # GPU and host share one pool of RAM

@@ -8,7 +8,7 @@ import shlex
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 
-ITEM_ORDER = ("weights", "weights (CPU repack)", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
+ITEM_ORDER = ("weights", "weights (CPU repack)", "calibration", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
 
 
 def gib(n: int) -> str:

@@ -33,6 +33,7 @@ class Settings:
     n_gpu_layers: int = 0
     layer_split: tuple[int, ...] = ()
     torch_dtype: str = "f16"  # torch backend on a GPU; on the CPU it runs fp32
+    memory_scale: float = 1.0  # from --calibrate: measured / planned bytes on this machine
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)

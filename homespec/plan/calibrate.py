@@ -1,0 +1,51 @@
+"""`homespec plan --calibrate FILE`: correct the estimates with what `homespec bench` measured here.
+
+A bench JSON records, for the same model and machine, the plan's estimates beside measurements:
+decode tokens/s of plain decoding, the engine's own memory report, and each method's tokens per
+target pass. Calibration turns them into three factors applied to later plans on this machine:
+  speed_factor  = measured plain tok/s / estimated plain tok/s   (scales both tok/s estimates)
+  memory_scale  = max(1, measured bytes / planned bytes)          (a margin on every device's items)
+  tau           = measured tokens per target pass of eagle3 (else another speculative method)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from homespec.errors import UsageError
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    speed_factor: float
+    memory_scale: float
+    tau: float | None
+    source: str
+
+
+def load_calibration(path: str) -> Calibration:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+        methods = data["methods"]
+        none = methods["none"]
+    except FileNotFoundError:
+        raise UsageError(f"no calibration file at '{path}'", hint="write one with `homespec bench --json FILE`") from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"'{path}' is not a homespec bench result with a 'none' method",
+                         hint="run `homespec bench --methods none,eagle3 --json FILE` first") from None
+    est = (data.get("plan_estimate") or {}).get("plain_tokens_per_s")
+    measured = none.get("tokens_per_s") or 0.0
+    speed = measured / est if est and measured else 1.0
+    mem = none.get("memory") or {}
+    planned = (mem.get("planned") or {}).get("total_bytes")
+    actual = (mem.get("measured") or {}).get("total_bytes")
+    scale = max(1.0, actual / planned) if planned and actual else 1.0
+    order = ["eagle3"] + [n for n in methods if n not in ("none", "eagle3")]  # the head's own figure first
+    taus = [methods[n]["mean_accepted"] for n in order if n in methods and methods[n].get("mean_accepted")][:1]
+    if not 0.01 <= speed <= 100 or scale > 10:
+        raise UsageError(f"'{path}' gives implausible factors (speed {speed:.3g}, memory {scale:.3g})",
+                         hint="rerun `homespec bench` on this machine")
+    return Calibration(speed, scale, taus[0] if taus else None, str(p))
