@@ -22,6 +22,7 @@ from homespec.backends.llamacpp_features import LayerInputCapture
 from homespec.backends.llamacpp_lib import (
     LogCollector,
     capture_log,
+    free_handles,
     import_llama_cpp,
     parse_buffer_lines,
     reason,
@@ -347,18 +348,7 @@ class LlamaCppBackend:
     # --- teardown ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        ll = getattr(self, "_ll", None)
-        if ll is None:
-            return
-        if self._batch is not None:
-            ll.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx:
-            ll.llama_free(self._ctx)
-            self._ctx = None
-        if self._model:
-            ll.llama_model_free(self._model)
-            self._model = None
+        free_handles(self)
 
     def __enter__(self) -> "LlamaCppBackend":
         return self

@@ -219,3 +219,19 @@ def ggml_tensor_api() -> Any:
         g.ggml_backend_tensor_get.restype = None
         _ggml_ready = g
     return _ggml_ready
+
+
+def free_handles(owner: Any) -> None:
+    """Free an owner's llama.cpp batch, context and model (in that order), once."""
+    ll = getattr(owner, "_ll", None)
+    if ll is None:
+        return
+    if getattr(owner, "_batch", None) is not None:
+        ll.llama_batch_free(owner._batch)
+        owner._batch = None
+    if getattr(owner, "_ctx", None):
+        ll.llama_free(owner._ctx)
+        owner._ctx = None
+    if getattr(owner, "_model", None):
+        ll.llama_model_free(owner._model)
+        owner._model = None

@@ -26,7 +26,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from homespec.backends.llamacpp_features import EvalCallbackCapture, LayerInputCapture
-from homespec.backends.llamacpp_lib import LogCollector, capture_log, import_llama_cpp, layer_inp_entry_points, reason
+from homespec.backends.llamacpp_lib import (
+    LogCollector, capture_log, free_handles, import_llama_cpp, layer_inp_entry_points, reason,
+)
 from homespec.errors import FormatError, HomespecError
 
 
@@ -141,18 +143,7 @@ class BatchedLlamaTarget:
         self._ll.llama_memory_clear(self._mem, True)
 
     def close(self) -> None:
-        ll = getattr(self, "_ll", None)
-        if ll is None:
-            return
-        if self._batch is not None:
-            ll.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx:
-            ll.llama_free(self._ctx)
-            self._ctx = None
-        if self._model:
-            ll.llama_model_free(self._model)
-            self._model = None
+        free_handles(self)
 
     def __enter__(self) -> "BatchedLlamaTarget":
         return self
