@@ -99,14 +99,17 @@ DraftOpt = Annotated[Optional[str], typer.Option("--draft", help="eagle3: head d
 MethodOpt = Annotated[str, typer.Option("--method", help="none, ngram, draft or eagle3.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
 CtxOpt = Annotated[int, typer.Option("--ctx", help="Context length in tokens.")]
-DepthOpt = Annotated[int, typer.Option("--draft-depth", help="Longest draft path.")]
-TopkOpt = Annotated[int, typer.Option("--draft-topk", help="Children per expanded tree node (1 = a chain).")]
-NodesOpt = Annotated[int, typer.Option("--draft-tokens", help="Draft tree nodes, the root included.")]
+DepthOpt = Annotated[Optional[int], typer.Option("--draft-depth", help="Longest draft path. Default: 4 on a CPU, 6 on a GPU.")]
+TopkOpt = Annotated[Optional[int], typer.Option("--draft-topk", help="Children per expanded tree node (1 = a chain). Default: 1 on a CPU, 8 on a GPU.")]
+NodesOpt = Annotated[Optional[int], typer.Option("--draft-tokens", help="Draft tree nodes, the root included. Default: 5 on a CPU, 48 on a GPU.")]
 
 
 def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False, window=None):
     from homespec.runner import RunOptions
 
+    from homespec.runner import draft_shape
+
+    depth, topk, nodes = draft_shape(backend, device, depth, topk, nodes)
     return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,
                       draft_depth=depth, draft_topk=topk, draft_tokens=nodes, threads=threads, exact=exact, window=window)
 
@@ -128,9 +131,9 @@ def generate(
     system: Annotated[Optional[str], typer.Option("--system", help="System prompt (chat only).")] = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop string (repeatable).")] = None,
     ctx: CtxOpt = 4096,
-    draft_depth: DepthOpt = 6,
-    draft_topk: TopkOpt = 8,
-    draft_tokens: NodesOpt = 48,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    draft_tokens: NodesOpt = None,
     device: Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")] = None,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
@@ -193,9 +196,9 @@ def bench(
     temperature: Annotated[float, typer.Option("--temperature", "-t")] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     ctx: CtxOpt = 4096,
-    draft_depth: DepthOpt = 6,
-    draft_topk: TopkOpt = 8,
-    draft_tokens: NodesOpt = 48,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    draft_tokens: NodesOpt = None,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
@@ -262,9 +265,9 @@ def chat(
     ctx: CtxOpt = 4096,
     system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens per answer.")] = 512,
-    draft_depth: DepthOpt = 6,
-    draft_topk: TopkOpt = 8,
-    draft_tokens: NodesOpt = 48,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    draft_tokens: NodesOpt = None,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
@@ -314,8 +317,9 @@ def draft_train(
 
     if tokens < 1 or epochs < 1 or ttt_steps < 1 or draft_vocab < 2:
         raise UsageError("--tokens, --epochs, --ttt-steps and --draft-vocab must be positive", hint="e.g. --tokens 500000 --epochs 2")
+    target_path = resolve_model_path(target)  # before the progress display: errors stay one line
     with RichProgress() as progress:
-        result = train_head(target=resolve_model_path(target), out=out, prompts=prompts, tokens=tokens, epochs=epochs,
+        result = train_head(target=target_path, out=out, prompts=prompts, tokens=tokens, epochs=epochs,
                             device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
                             max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,

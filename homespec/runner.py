@@ -76,6 +76,36 @@ class Session:
         return out
 
 
+# Draft shapes. Where verification is compute-bound (a CPU: each extra node costs nearly a whole
+# forward, docs/backends.md) a short chain pays best; where it is memory-bound (a GPU) a wide tree.
+CPU_DRAFT = (4, 1, 5)  # depth, top-k, nodes incl. the root
+GPU_DRAFT = (6, 8, 48)
+
+
+def draft_shape(backend: str, device: str | None, depth: int | None, topk: int | None,
+                nodes: int | None) -> tuple[int, int, int]:
+    """Fill the draft shape the user left open from what the target runs on."""
+    on_gpu = device not in (None, "cpu") if backend == "torch" else _has_gpu()
+    d, k, n = GPU_DRAFT if on_gpu else CPU_DRAFT
+    depth = depth if depth is not None else d
+    topk = topk if topk is not None else k
+    if nodes is None:
+        nodes = depth + 1 if topk == 1 else n
+    if depth < 1 or topk < 1 or nodes < 1:
+        raise UsageError("--draft-depth, --draft-topk and --draft-tokens must be positive", hint="e.g. --draft-depth 4 --draft-topk 1")
+    return depth, topk, nodes
+
+
+def _has_gpu() -> bool:
+    """A GPU llama.cpp could use: probed without importing torch or llama_cpp."""
+    from homespec.hardware.probe import probe
+
+    try:
+        return bool(probe().gpus)
+    except Exception:  # a broken driver is a CPU machine for this purpose
+        return False
+
+
 def resolve_model_path(model: str | None) -> str:
     if model is None:
         from homespec.embedded import smollm2_path
