@@ -31,12 +31,12 @@ class Totals:
     accepted: int = 0
     fallback: int = 0
 
-    def add_step(self, s: Step) -> None:
+    def add_step(self, s: Step, drafting: bool = True) -> None:
         self.passes += 1
         self.emitted += len(s.tokens)
         self.drafted += s.draft_size
         self.accepted += s.accepted
-        self.fallback += 0 if s.speculative else 1
+        self.fallback += 1 if drafting and not s.speculative else 0  # plain steps the guard chose
 
     def line(self) -> str:
         tps = self.tokens / self.decode_s if self.decode_s else 0.0
@@ -128,7 +128,7 @@ class Chat:
             self.out.write(new_text)
             self.out.flush()
             if len(pieces) > 1:  # the first piece comes from the prefill
-                self.totals.add_step(step)
+                self.totals.add_step(step, self.session.drafter is not None)
 
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, stop.interrupt)

@@ -73,10 +73,31 @@ def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
     return buf
 
 
+LONG_ANSWER = b"Count from 1 to 1000, writing each number as a word on its own line.\n"
+
+
+def _until_streaming(fd: int) -> None:
+    """Return once the answer itself has started to stream (our echoed line excluded)."""
+    _read_until(fd, b"own line", 60)  # our own line echoed
+    seen = b""
+    end = time.time() + 120
+    while time.time() < end and len(seen) < 60:
+        seen += _read_until(fd, b"\x00never", 0.5)
+
+
+def _wait_draining(proc: subprocess.Popen, fd: int, timeout: float) -> tuple[int | None, bytes]:
+    """Wait for the chat to exit while reading its terminal: a child writing into a full pty blocks."""
+    buf = b""
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        buf += _read_until(fd, b"\x00never", 0.5)
+    return proc.poll(), buf
+
+
 def _spawn_chat() -> tuple[subprocess.Popen, int]:
     master, slave = pty.openpty()
     env = dict(os.environ, COLUMNS="120", TERM="dumb")
-    proc = subprocess.Popen([sys.executable, "-m", "homespec", "chat", "--method", "none", "-n", "400", "--ctx", "1024"],
+    proc = subprocess.Popen([sys.executable, "-m", "homespec", "chat", "--method", "none", "-n", "1500", "--ctx", "2048"],
                             stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
                             preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0))
     os.close(slave)
@@ -87,14 +108,13 @@ def test_ctrl_c_stops_the_answer_not_the_session():
     proc, fd = _spawn_chat()
     try:
         assert b">>> " in _read_until(fd, b">>> ", 180)
-        os.write(fd, b"Write a very long story about a dragon who learns to cook.\n")
-        _read_until(fd, b"dragon", 60)  # our own line echoed
-        _read_until(fd, b"\x00never", 8)  # let the answer stream for a while
+        os.write(fd, LONG_ANSWER)
+        _until_streaming(fd)
         os.write(fd, b"\x03")  # Ctrl-C via the terminal's line discipline
-        after = _read_until(fd, b">>> ", 60)
+        after = _read_until(fd, b">>> ", 180)
         assert b"stopped" in after and b">>> " in after  # back at the prompt, the session alive
         os.write(fd, b"/quit\n")
-        assert proc.wait(timeout=60) == 0
+        assert _wait_draining(proc, fd, 180)[0] == 0
     finally:
         proc.kill()
         os.close(fd)
@@ -104,14 +124,14 @@ def test_second_ctrl_c_exits_cleanly():
     proc, fd = _spawn_chat()
     try:
         _read_until(fd, b">>> ", 180)
-        os.write(fd, b"Write a very long story about a lighthouse keeper.\n")
-        _read_until(fd, b"lighthouse", 60)
-        _read_until(fd, b"\x00never", 8)
+        os.write(fd, LONG_ANSWER)
+        _until_streaming(fd)
         os.write(fd, b"\x03")
-        _read_until(fd, b">>> ", 60)
+        _read_until(fd, b">>> ", 180)
+        _read_until(fd, b"\x00never", 2)  # settle at the prompt
         os.write(fd, b"\x03")  # Ctrl-C at the prompt leaves
-        assert proc.wait(timeout=60) == 0
-        rest = _read_until(fd, b"Traceback", 2)
+        code, rest = _wait_draining(proc, fd, 180)
+        assert code == 0
         assert b"Traceback" not in rest
     finally:
         proc.kill()
