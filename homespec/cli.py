@@ -36,7 +36,16 @@ def _controller_factory(guard: bool, adapt: bool):
         return None
     from homespec.spec.guard import Guard
 
-    return lambda session: Guard(drafter=session.drafter, adapt=adapt) if session.drafter is not None else None
+    guards: dict[int, Guard] = {}  # one per session: what it learnt carries over to the next prompt
+
+    def make(session):
+        if session.drafter is None:
+            return None
+        if id(session) not in guards:
+            guards[id(session)] = Guard(drafter=session.drafter, adapt=adapt)
+        return guards[id(session)]
+
+    return make
 
 
 def _stdout():

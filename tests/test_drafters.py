@@ -131,6 +131,7 @@ def test_eagle3_head_kv_after_accept_equals_recompute(target, flags):
     head = _head(target, seed=1, **flags)
     drafter = Eagle3Drafter(head, target, depth=4, topk=2, total=8)
     _, _, context, root = _speculate(target, drafter, PROMPT, 10)
+    drafter.propose(root, context)  # accept() writes lazily: the committed entries land before drafting
     n = drafter.cache.length
     assert n == len(context)
     scratch = _scratch_kv(head, target, context, root)
@@ -174,6 +175,7 @@ def test_eagle3_plain_steps_keep_the_head_in_step(target):
         drafter.accept([tokens[i] for i in path], ver.features[path], verdict.next_token)
         context += [tokens[i] for i in path]
         root = verdict.next_token
+    drafter.propose(root, context)  # accept() writes lazily: the committed entries land before drafting
     n = drafter.cache.length
     assert n == len(context)
     scratch = _scratch_kv(head, target, context, root)

@@ -132,9 +132,11 @@ class Eagle3Drafter:
             raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root", hint="call begin() before accept()")
         else:
             tokens = tokens[1:]
-        # Recompute the committed entries from the target's verification features.
+        # The committed entries are recomputed from the target's verification features — lazily:
+        # they are written when the next draft is proposed, in one batched forward, so steps the
+        # guard runs as plain decoding cost the head nothing.
         self._pending_features, self._pending_tokens = feats, tokens
-        self._flush(int(next_token))
+        self._last = None
 
     def reset(self) -> None:
         self.cache.truncate(0)
