@@ -79,7 +79,11 @@ def main() -> int:
     }
     path = sessions["none"].model_path
     threads = args.threads or sessions["none"].backend.n_threads if hasattr(sessions["none"].backend, "n_threads") else None
-    kw = dict(model_path=path, n_ctx=args.ctx, verbose=False, logits_all=False, **({"n_threads": threads} if threads else {}))
+    # The references run with the same flash-attention setting as homespec's plan: with it on, llama.cpp's CPU
+    # kernels give the same logits in a batch as one token at a time; with it off they do not (docs/backends.md).
+    fa = bool(sessions["none"].plan.settings.flash_attn) if sessions["none"].plan is not None else True
+    kw = dict(model_path=path, n_ctx=args.ctx, verbose=False, logits_all=False, flash_attn=fa,
+              **({"n_threads": threads} if threads else {}))
     plain = llama_cpp.Llama(**kw)
     pld = llama_cpp.Llama(draft_model=llama_cpp.llama_speculative.LlamaPromptLookupDecoding(num_pred_tokens=10), **kw)
     scorer = llama_cpp.Llama(**{**kw, "logits_all": True})
