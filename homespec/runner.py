@@ -8,7 +8,7 @@ report is set beside the plan's figures.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,7 +184,7 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
             raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
         from homespec.spec.drafters.draft_model import DraftModelDrafter
 
-        draft_backend = open_backend(resolve_model_path(opt.draft), RunOptions(**{**_asdict(opt), "exact": False}), None)
+        draft_backend = open_backend(resolve_model_path(opt.draft), replace(opt, exact=False), None)
         if draft_backend.n_vocab != backend.n_vocab:
             draft_backend.close()
             raise UsageError(
@@ -209,10 +209,6 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
                             window=opt.window, capacity=opt.ctx + opt.draft_tokens + 8)
     return drafter, None
-
-
-def _asdict(opt: RunOptions) -> dict[str, Any]:
-    return {f: getattr(opt, f) for f in opt.__slots__}  # type: ignore[attr-defined]
 
 
 def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:

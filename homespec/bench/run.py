@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from homespec.errors import UsageError
@@ -156,7 +156,7 @@ def run_bench(
     t_start = time.perf_counter()
     try:
         for m in methods:
-            sessions[m] = open_session(RunOptions(**{**{f: getattr(opts, f) for f in opts.__slots__}, "method": m}))
+            sessions[m] = open_session(replace(opts, method=m))
         first = sessions[methods[0]]
         token_prompts = prompts(first) if callable(prompts) else prompts
         stats = {m: MethodStats(m, bin_size=bin_size, by_context=by_context) for m in methods}

@@ -44,22 +44,16 @@ class LineItem:
 
 # --- KV element sizes ------------------------------------------------------------------------
 
-_KV_BLOCKS = {  # ggml type -> (elements per block, bytes per block); ggml/src/ggml.c type_traits
-    "f32": (1, 4),
-    "f16": (1, 2),
-    "bf16": (1, 2),
-    "q8_0": (32, 34),
-    "q4_0": (32, 18),
-    "q4_1": (32, 20),
-    "q5_0": (32, 22),
-    "q5_1": (32, 24),
-    "iq4_nl": (32, 18),
-}
+def _kv_block(kv_type: str) -> tuple[int, int]:
+    """(elements per block, bytes per block) of a KV element type, from the ggml type table."""
+    from homespec.quant import GGML_TYPES
+
+    return GGML_TYPES[kv_type.upper()]
 
 
 def kv_row_bytes(kv_type: str, n_elements: int) -> int:
     """ggml_row_size: bytes of one row of n_elements of a (possibly block-quantised) type."""
-    block, size = _KV_BLOCKS[kv_type]
+    block, size = _kv_block(kv_type)
     if n_elements % block:
         raise UsageError(
             f"a {kv_type} KV cache needs a row length divisible by {block}, this model has {n_elements}",
@@ -184,9 +178,10 @@ def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
     if s.backend == "torch":
         return cells * model.n_head_kv * (model.head_dim + head_dim_v) * _torch_bytes(s)
     for kv_type, dim in ((s.type_k, model.head_dim), (s.type_v, head_dim_v)):
-        if dim % _KV_BLOCKS[kv_type][0]:  # llama.cpp refuses a block that splits one head
+        block = _kv_block(kv_type)[0]
+        if dim % block:  # llama.cpp refuses a block that splits one head
             raise UsageError(
-                f"a {kv_type} KV cache needs a head size divisible by {_KV_BLOCKS[kv_type][0]}; this model's is {dim}",
+                f"a {kv_type} KV cache needs a head size divisible by {block}; this model's is {dim}",
                 hint="use --kv-type f16",
             )
     k = kv_row_bytes(s.type_k, model.n_head_kv * model.head_dim)
