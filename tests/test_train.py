@@ -174,7 +174,9 @@ def test_ttt_matches_the_drafters_inference():
     E, W = torch.randn(100, 32), torch.randn(100, 32)
     frozen = Frozen(E, W, torch.arange(0, 100, 2))
     T, j = 10, 5
-    tok, feats = torch.randint(0, 100, (1, T)), torch.randn(1, T, 96)
+    # every token in the draft vocabulary and a reply token, so at step k the read-out rows are
+    # entries 0..T-3-k in order and entry j is row j
+    tok, feats = 2 * torch.randint(0, 50, (1, T)), torch.randn(1, T, 96)
     batch = Batch(tok, feats, torch.randn(1, T, 32), torch.ones(1, T, dtype=torch.bool), torch.tensor([T]))
     seen = []
     log_probs = head.log_probs
@@ -185,14 +187,14 @@ def test_ttt_matches_the_drafters_inference():
     cache = head.new_cache(64)
     slot = torch.arange(j + 1)
     out, normed = head(E[tok[0, 1 : j + 2]], head.project(feats[0, : j + 1]), slot, cache, slot[None, :] <= slot[:, None])
-    torch.testing.assert_close(head.log_probs(normed)[j], seen[0][0, j], atol=1e-5, rtol=0)
+    torch.testing.assert_close(head.log_probs(normed)[j], seen[0][j], atol=1e-5, rtol=0)
     hidden = head.next_hidden(out, normed)[j : j + 1]
     for k in (1, 2):
         attend = torch.zeros(1, cache.length + 1, dtype=torch.bool)
         attend[0, : j + 1] = True
         attend[0, j + 1 :] = True
         out, normed = head(E[tok[0, j + 1 + k : j + 2 + k]], hidden, torch.tensor([j + k]), cache, attend)
-        torch.testing.assert_close(head.log_probs(normed)[0], seen[k][0, j], atol=1e-5, rtol=0)
+        torch.testing.assert_close(head.log_probs(normed)[0], seen[k][j], atol=1e-5, rtol=0)
         hidden = head.next_hidden(out, normed)
 
 

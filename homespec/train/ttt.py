@@ -84,7 +84,7 @@ def ttt_loss(head: Eagle3Head, frozen: Frozen, batch: Batch, steps: int) -> TTTO
     causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()  # [T, T]
     with torch.no_grad():
         # the target's distribution at each position over the draft vocab: [B, T, V_draft]
-        target_logp = torch.log_softmax(batch.hidden.float() @ frozen.output_draft.float().T, -1)
+        target_p = torch.softmax(batch.hidden.float() @ frozen.output_draft.float().T, -1)
         label_draft = frozen.draft_of[batch.tokens]  # [B, T] draft id of each token, -1 if none
         label_ok = valid_pos & batch.generated & (label_draft >= 0)  # [B, T]
 
@@ -105,18 +105,19 @@ def ttt_loss(head: Eagle3Head, frozen: Frozen, batch: Batch, steps: int) -> TTTO
         out = residual + attn.o_proj(o.transpose(1, 2).reshape(B, T, h * d))
         out = out + layer.mlp(layer.post_attention_layernorm(out))  # [B, T, H]
         normed = head.norm(out)
-        logq = head.log_probs(normed)  # [B, T, V_draft] float32
 
-        # entry j at step k predicts position j+2+k from the target's state at j+1+k
-        mask = _shift(label_ok, 2 + k, False)  # [B, T]
-        p = _shift(target_logp, 1 + k).exp()  # [B, T, V_draft]
-        n = int(mask.sum())
+        # entry j at step k predicts position j+2+k from the target's state at j+1+k; the draft
+        # lm_head and the loss run on the counted entries only (prompt tokens, padding and labels
+        # outside the draft vocabulary never reach the [n, V_draft] read-out)
+        bi, ji = _shift(label_ok, 2 + k, False).nonzero(as_tuple=True)
+        n = int(bi.shape[0])
         if n:
-            ce = -(p * logq).sum(-1)  # [B, T]
-            loss_k = ce[mask].mean()
-            acc = (logq.argmax(-1) == _shift(label_draft, 2 + k))[mask].float().mean()
+            logq = head.log_probs(normed[bi, ji])  # [n, V_draft] float32
+            p = target_p[bi, ji + 1 + k]  # [n, V_draft]
+            loss_k = -(p * logq).sum(-1).mean()
+            acc = (logq.argmax(-1) == label_draft[bi, ji + 2 + k]).float().mean()
         else:
-            loss_k = logq.sum() * 0.0
+            loss_k = normed.sum() * 0.0
             acc = torch.zeros(())
         total = total + STEP_DECAY**k * loss_k
         losses.append(float(loss_k.detach()))
