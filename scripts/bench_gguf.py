@@ -13,6 +13,10 @@ Reported: decode tokens/s and speedup against `plain`; the fraction of prompts i
 (1) teacher-forcing agreement: every eagle3 token against the argmax of a one-batch re-score of
 prompt + output; (2) eagle3's first-divergence rate per generated token next to the noise floor:
 argmax flips per token when plain's own output is re-scored in one batch.
+Two re-scorers, each with its own noise floor: homespec's `LlamaCppBackend.score` (one llama_decode
+call in micro-batches of 32 rows, under the 64 query rows at which llama.cpp's CPU flash attention
+switches to its tiled kernel, so its rows equal the one-token path) and llama-cpp-python's
+`Llama.eval` (micro-batches of 512: tiled kernels, a noise floor of its own).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def lcpp_generate(llm, prompt: list[int], max_tokens: int, eos: frozenset[int]) 
 
 
 def rescore_argmax(llm, prompt: list[int], output: list[int]) -> list[int]:
-    """Argmax at each output position from ONE batched evaluation of prompt + output."""
+    """Argmax at each output position from ONE batched evaluation of prompt + output (llama-cpp-python)."""
     import numpy as np
 
     llm.reset()
@@ -62,8 +66,11 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
+    import dataclasses
+
     import llama_cpp
 
+    from homespec.backends.llamacpp import LlamaCppBackend
     from homespec.generation import prompt_tokens, run
     from homespec.prompts import load_prompts
     from homespec.runner import RunOptions, open_session
@@ -80,13 +87,20 @@ def main() -> int:
     path = sessions["none"].model_path
     threads = args.threads or sessions["none"].backend.n_threads if hasattr(sessions["none"].backend, "n_threads") else None
     # The references run with the same flash-attention setting as homespec's plan: with it on, llama.cpp's CPU
-    # kernels give the same logits in a batch as one token at a time; with it off they do not (docs/backends.md).
+    # kernels give the same logits in a micro-batch of under 64 rows as one token at a time; with it off they
+    # do not (docs/backends.md).
     fa = bool(sessions["none"].plan.settings.flash_attn) if sessions["none"].plan is not None else True
     kw = dict(model_path=path, n_ctx=args.ctx, verbose=False, logits_all=False, flash_attn=fa,
               **({"n_threads": threads} if threads else {}))
     plain = llama_cpp.Llama(**kw)
     pld = llama_cpp.Llama(draft_model=llama_cpp.llama_speculative.LlamaPromptLookupDecoding(num_pred_tokens=10), **kw)
     scorer = llama_cpp.Llama(**{**kw, "logits_all": True})
+    st = sessions["none"].backend.settings
+    own = LlamaCppBackend.from_settings(path, dataclasses.replace(st, n_batch=max(st.n_batch, args.ctx), n_ubatch=32))
+
+    def own_argmax(prompt: list[int], output: list[int]) -> list[int]:
+        logits = own.score(prompt + output[:-1])
+        return [int(i) for i in logits[len(prompt) - 1 :].argmax(-1)]
     eos = sessions["none"].backend.tokenizer.eos_ids
 
     items = load_prompts("test")[: args.prompts]
@@ -113,20 +127,25 @@ def main() -> int:
             passes[name] += len(res.steps) - 1
         print(f"prompt {i + 1}/{len(items)}", file=sys.stderr)
 
-    # (1) teacher forcing on eagle3's output, (2) divergence vs plain, and the noise floor
-    agree = total = 0
-    flips = flip_total = 0
+    # (1) teacher forcing on eagle3's output, (2) divergence vs plain, and each scorer's noise floor
     div_events = div_tokens = 0
-    for ids, e, p in zip(prompts, outs["eagle3"], outs["plain"]):
-        ref = rescore_argmax(scorer, ids, e)
-        agree += sum(1 for a, b in zip(ref, e) if a == b)
-        total += len(e)
-        floor = rescore_argmax(scorer, ids, p)
-        flips += sum(1 for a, b in zip(floor, p) if a != b)
-        flip_total += len(p)
+    for e, p in zip(outs["eagle3"], outs["plain"]):
         k = next((j for j, (a, b) in enumerate(zip(e, p)) if a != b), None)
         div_tokens += (k + 1) if k is not None else min(len(e), len(p))
         div_events += 1 if k is not None or len(e) != len(p) else 0
+    scorers = {"homespec": own_argmax, "llama-cpp-python": lambda ids, out: rescore_argmax(scorer, ids, out)}
+    forcing = {}
+    for name, score in scorers.items():
+        agree = total = flips = flip_total = 0
+        for ids, e, p in zip(prompts, outs["eagle3"], outs["plain"]):
+            ref = score(ids, e)
+            agree += sum(1 for a, b in zip(ref, e) if a == b)
+            total += len(e)
+            floor = score(ids, p)
+            flips += sum(1 for a, b in zip(floor, p) if a != b)
+            flip_total += len(p)
+        forcing[name] = {"agreement": round(agree / total, 4) if total else None,
+                         "noise_floor_flips_per_token": round(flips / flip_total, 5) if flip_total else None}
 
     rows = {}
     for n in names:
@@ -139,21 +158,24 @@ def main() -> int:
         rows[n]["speedup_vs_plain"] = round(rows[n]["tokens_per_s"] / base_tps, 3) if base_tps else None
     report = {
         "model": path, "prompts": len(items), "max_tokens": args.max_tokens, "methods": rows,
-        "teacher_forcing_agreement": round(agree / total, 4) if total else None,
+        "teacher_forcing_agreement": forcing["homespec"]["agreement"],
         "eagle3_divergence_per_token": round(div_events / div_tokens, 5) if div_tokens else None,
-        "noise_floor_flips_per_token": round(flips / flip_total, 5) if flip_total else None,
+        "noise_floor_flips_per_token": forcing["homespec"]["noise_floor_flips_per_token"],
+        "scorers": forcing,
     }
     print(f"{'method':14} {'tok/s':>8} {'vs plain':>9} {'identical':>10} {'tok/pass':>9}")
     for n, r in rows.items():
         print(f"{n:14} {r['tokens_per_s']:8.1f} {r['speedup_vs_plain']:8.2f}x {r['identical_fraction']:10.0%} "
               f"{'' if r['tokens_per_pass'] is None else format(r['tokens_per_pass'], '9.2f')}")
-    print(f"teacher-forcing agreement of eagle3 tokens: {report['teacher_forcing_agreement']:.2%}")
-    print(f"eagle3 first-divergence rate per token: {report['eagle3_divergence_per_token']}; "
-          f"noise floor (re-score flips per token): {report['noise_floor_flips_per_token']}")
+    for name, f in forcing.items():
+        print(f"re-scored by {name}: teacher-forcing agreement of eagle3 tokens {f['agreement']:.2%}, "
+              f"noise floor {f['noise_floor_flips_per_token']} flips per token (plain's own output)")
+    print(f"eagle3 first-divergence rate per token: {report['eagle3_divergence_per_token']}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     for s in sessions.values():
         s.close()
+    own.close()
     return 0
 
 

@@ -319,6 +319,37 @@ def test_cpu_flash_attention_batch_verify_is_bit_identical_to_one_token_decoding
     assert torch.equal(batch, torch.stack(plain))
 
 
+def test_score_is_teacher_forcing_over_one_pass(smollm2_path, prompt):
+    """score(prompt + output) gives every position's logits from one llama_decode call. With
+    flash attention on the CPU and micro-batches under 64 rows (llama.cpp switches to a tiled
+    attention kernel at 64 query rows, docs/backends.md) they equal the prefill's last row and
+    then the one-token decode path bit for bit: a teacher-forcing scorer with no noise of its own."""
+    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=128, n_ubatch=32) as b:
+        assert b.flash_attn_active
+        logits = b.prefill(prompt).logits[-1]
+        rows, toks = [logits], []
+        for _ in range(90 - len(prompt)):
+            tok = int(rows[-1].argmax())
+            toks.append(tok)
+            rows.append(b.verify([tok], [-1]).logits[0])
+            b.commit([0])
+        scored = b.score(prompt + toks)
+        assert b.n_past == len(prompt) + len(toks)
+        assert scored.shape == (len(prompt) + len(toks), b.n_vocab)
+        assert torch.equal(scored[len(prompt) - 1 :], torch.stack(rows))
+        with pytest.raises(HomespecError):
+            b.score([])
+
+
+def test_a_batch_smaller_than_the_leaf_count_caps_the_tree_instead_of_aborting(smollm2_path, prompt):
+    """llama.cpp aborts the process when n_seq_max > n_batch; the backend caps the leaves."""
+    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=8, n_ubatch=8) as b:
+        b.prefill(prompt)
+        b.verify([1, 2, 3], [-1, 0, 0])
+        with pytest.raises(UsageError, match="at most 8"):
+            b.verify(list(range(10)), [-1] + [0] * 9)
+
+
 @pytest.mark.slow
 def test_both_feature_captures_agree_and_layer0_is_the_embedding(smollm2_path, sm, prompt):
     sm.reset()

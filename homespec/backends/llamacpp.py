@@ -106,6 +106,9 @@ class LlamaCppBackend:
             raise UsageError(f"max_leaves {max_leaves} is outside 1..256 (llama.cpp's sequence limit)")
         if feature_capture not in ("auto", "layer_inp", "eval_callback"):
             raise UsageError(f"unknown feature capture {feature_capture!r}", hint="auto, layer_inp or eval_callback")
+        # llama.cpp reserves an output row per sequence inside one logical batch and aborts the
+        # process when n_seq_max > n_batch: a smaller batch caps the tree's leaves instead
+        max_leaves = min(max_leaves, settings.n_batch)
         path = os.fspath(model_path)
         if not os.path.isfile(path):
             raise HomespecError(f"model file not found: {path}", hint="check the path, or run `homespec plan` to pick a model")
@@ -196,6 +199,19 @@ class LlamaCppBackend:
         self._n_past += n
         return Forward(logits=torch.from_numpy(logits), features=_tensor(feats))
 
+    def score(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Teacher forcing: evaluate `tokens` from an empty cache in one pass (llama_decode calls of
+        n_batch rows) with the logits of every position kept. -> logits [n, V] float32; row i
+        scores the token after tokens[i]. The tokens stay in the cache (n_past = n)."""
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise HomespecError("score needs at least one token", hint="pass prompt + output token ids")
+        self.reset()
+        self._check_room(len(tokens), "the re-score")
+        logits, _ = self._decode_rows([(t, i, (0,), True) for i, t in enumerate(tokens)])
+        self._n_past = len(tokens)
+        return torch.from_numpy(logits)
+
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
         """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H]."""
         tokens = [int(t) for t in tokens]
@@ -247,8 +263,10 @@ class LlamaCppBackend:
             # ... make those cells sequence 0's (cells shared with other ids stay allocated) ...
             ll.llama_memory_seq_rm(mem, 0, -1, -1)
             ll.llama_memory_seq_cp(mem, seq, 0, -1, -1)
-        # ... and free every cell not in sequence 0 (rejected branches, the extra context ids).
-        ll.llama_memory_seq_keep(mem, 0)
+        # ... and free every cell not in sequence 0 (rejected branches, the extra context ids);
+        # a chain (one sequence: plain steps, chain drafts) left no other cells to free.
+        if layout.n_seq > 1:
+            ll.llama_memory_seq_keep(mem, 0)
         self._pending = None
         self._n_past += k
         if k < len(path):
