@@ -211,7 +211,7 @@ def bench(
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
-    long: Annotated[bool, typer.Option("--long", help="Long-context prompts (1K, 2K, 4K, 8K tokens... up to --ctx); results by context position.")] = False,
+    long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
     window: Annotated[Optional[int], typer.Option("--window", help="EAGLE head attends to the newest N entries only.")] = None,
     json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
@@ -335,7 +335,7 @@ def draft_train(
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab}, indent=2))
 
 
-LONG_SIZES = (1024, 2048, 4096, 8192, 16384, 32768)
+LONG_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # 512: the short reference
 
 
 def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[list[int]]:
@@ -352,10 +352,10 @@ def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[
     out: list[list[int]] = []
     for n in sizes:
         request = n
-        for _ in range(4):  # rescale the request until the prompts land at about n tokens
+        for _ in range(4):  # rescale the request until the longest prompt lands at 0.85-1.1 n tokens
             batch = [prompt_tokens(session, list(i.turns), True) for i in long_prompts(request, per, seed=n)]
             longest = max(len(b) for b in batch)
-            if longest <= min(budget, int(n * 1.1)):
+            if 0.85 * n <= longest <= min(budget, int(n * 1.1)):
                 break
             request = max(64, int(request * n / longest * 0.97))
         out += [b for b in batch if len(b) <= budget]

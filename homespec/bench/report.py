@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from homespec.bench.run import BenchResult, summary
+from homespec.bench.run import BenchResult, by_prompt_length, summary
 
 COLUMNS = ("method", "tok/s", "speedup", "tokens/pass", "accept@1", "accept@3", "p50 ms", "p95 ms", "identical", "fallback")
 
@@ -25,6 +25,24 @@ def _rows(result: BenchResult) -> list[list[str]]:
     return rows
 
 
+LENGTH_COLUMNS = ("prompt tokens", "method", "prompts", "tok/s", "tau (spec steps)", "worst tok/s vs none")
+
+
+def _length_rows(result: BenchResult) -> list[list[str]]:
+    """The long-context view: one row per (prompt size class, method)."""
+    rows = []
+    for c in by_prompt_length(result):
+        for name, m in c["methods"].items():
+            rows.append([f"~{c['class']}", name, str(m["prompts"]), f"{m['tokens_per_s']:.1f}",
+                         "" if m["spec_tau"] is None else f"{m['spec_tau']:.2f}",
+                         "" if m["min_ratio_vs_none"] is None else f"{m['min_ratio_vs_none']:.2f}x"])
+    return rows
+
+
+def _long(result: BenchResult) -> bool:
+    return any(s.by_context for s in result.methods.values())
+
+
 def render(result: BenchResult, console) -> None:
     from rich.table import Table
 
@@ -35,6 +53,13 @@ def render(result: BenchResult, console) -> None:
     for r in _rows(result):
         t.add_row(*r)
     console.print(t)
+    if _long(result):
+        t = Table(title="by prompt length")
+        for c in LENGTH_COLUMNS:
+            t.add_column(c, justify="left" if c in ("method", "prompt tokens") else "right")
+        for r in _length_rows(result):
+            t.add_row(*r)
+        console.print(t)
 
 
 def markdown(result: BenchResult) -> str:
@@ -42,6 +67,9 @@ def markdown(result: BenchResult) -> str:
              f"{result.max_tokens} tokens each, temperature {result.temperature:g}", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(result)]
+    if _long(result):
+        lines += ["", "| " + " | ".join(LENGTH_COLUMNS) + " |", "|" + "---|" * len(LENGTH_COLUMNS)]
+        lines += ["| " + " | ".join(r) + " |" for r in _length_rows(result)]
     m = result.machine
     lines += ["", f"machine: {m.get('platform', '')}, {m.get('cpu_cores', '?')} cores; homespec {m.get('homespec', '')}, "
                   f"torch {m.get('torch', '-')}, llama_cpp {m.get('llama_cpp', '-')}"]

@@ -7,6 +7,7 @@ in the same run, never against a number from another run.
 
 from __future__ import annotations
 
+import math
 import platform
 import statistics
 import time
@@ -33,6 +34,8 @@ class MethodStats:
     spec_steps: int = 0
     outputs: list[list[int]] = field(default_factory=list)
     fallback_steps: int = 0  # steps the guard ran as plain decoding
+    spec_emitted: int = 0  # tokens emitted by speculative steps (a draft was verified)
+    per_prompt: list[dict] = field(default_factory=list)  # one record per prompt, in run order
     # position bin -> [tokens, seconds, passes]
     bins: dict[int, list[float]] = field(default_factory=dict)
     memory: dict | None = None
@@ -45,11 +48,20 @@ class MethodStats:
     def mean_accepted(self) -> float:
         return self.emitted_in_passes / self.passes if self.passes else 0.0
 
+    @property
+    def spec_tau(self) -> float | None:
+        """Tokens per target pass over speculative steps only: the drafter's acceptance length,
+        not diluted by the steps the guard ran plainly."""
+        return self.spec_emitted / self.spec_steps if self.spec_steps else None
+
     def add(self, res) -> None:
         self.outputs.append(list(res.token_ids))
-        self.tokens += max(0, len(res.token_ids) - 1)
+        tokens = max(0, len(res.token_ids) - 1)
+        self.tokens += tokens
         self.decode_s += res.decode_s
         pos = len(res.prompt_token_ids) if self.by_context else 0
+        spec = [0, 0]  # this prompt's speculative steps and their tokens
+        fallback = 0
         for i, s in enumerate(res.steps):
             if i == 0:  # the prefill's token
                 pos += len(s.tokens)
@@ -57,10 +69,13 @@ class MethodStats:
             self.passes += 1
             self.emitted_in_passes += len(s.tokens)
             self.step_latencies.append(s.t_step)
-            if not s.speculative:
-                self.fallback_steps += 1 if self.method != "none" else 0
+            if not s.speculative and self.method != "none":
+                fallback += 1
             if s.speculative and s.draft_size > 0:
                 self.spec_steps += 1
+                self.spec_emitted += len(s.tokens)
+                spec[0] += 1
+                spec[1] += len(s.tokens)
                 while len(self.depth_hits) < s.accepted:
                     self.depth_hits.append(0)
                 for d in range(s.accepted):
@@ -70,6 +85,13 @@ class MethodStats:
             b[1] += s.t_step
             b[2] += 1
             pos += len(s.tokens)
+        self.fallback_steps += fallback
+        self.per_prompt.append({
+            "prompt_tokens": len(res.prompt_token_ids), "tokens": tokens, "decode_s": round(res.decode_s, 4),
+            "tokens_per_s": round(tokens / res.decode_s, 3) if res.decode_s > 0 else 0.0,
+            "spec_tau": round(spec[1] / spec[0], 4) if spec[0] else None, "spec_steps": spec[0],
+            "fallback_steps": fallback,
+        })
 
     def by_position(self) -> list[dict]:
         out = []
@@ -201,7 +223,9 @@ def summary(result: BenchResult) -> dict:
             "tokens": s.tokens,
             "target_passes": s.passes,
             "fallback_steps": s.fallback_steps,
+            "spec_tau": None if s.spec_tau is None else round(s.spec_tau, 4),
             "by_position": s.by_position(),
+            "per_prompt": s.per_prompt,
             "memory": s.memory,
         }
     return {
@@ -215,7 +239,45 @@ def summary(result: BenchResult) -> dict:
         "machine": result.machine,
         "plan_estimate": result.plan_estimate,
         "median_speedup": _median_speedup(result),
+        "by_prompt_length": by_prompt_length(result),
     }
+
+
+def length_class(n: int) -> int:
+    """The power of two nearest a prompt length (in log scale): long prompts are built to land
+    at about 512, 1K, 2K, ... tokens, so this names their size class."""
+    return 1 << max(0, round(math.log2(max(1, n))))
+
+
+def by_prompt_length(result: BenchResult) -> list[dict]:
+    """Per size class of prompt: for each method its acceptance length over speculative steps,
+    tokens/s, and the worst per-prompt ratio of its tokens/s to `none` on the same prompt."""
+    base = result.methods.get("none")
+    classes: dict[int, dict[str, dict]] = {}
+    for name, s in result.methods.items():
+        for i, r in enumerate(s.per_prompt):
+            c = classes.setdefault(length_class(r["prompt_tokens"]), {}).setdefault(
+                name, {"prompts": 0, "tokens": 0, "decode_s": 0.0, "spec_tokens": 0.0, "spec_steps": 0, "ratios": []})
+            c["prompts"] += 1
+            c["tokens"] += r["tokens"]
+            c["decode_s"] += r["decode_s"]
+            if r["spec_steps"]:
+                c["spec_tokens"] += r["spec_tau"] * r["spec_steps"]
+                c["spec_steps"] += r["spec_steps"]
+            if base is not None and name != "none" and i < len(base.per_prompt) and base.per_prompt[i]["tokens_per_s"]:
+                c["ratios"].append(r["tokens_per_s"] / base.per_prompt[i]["tokens_per_s"])
+    out = []
+    for size in sorted(classes):
+        row = {"class": size, "methods": {}}
+        for name, c in classes[size].items():
+            row["methods"][name] = {
+                "prompts": c["prompts"],
+                "tokens_per_s": round(c["tokens"] / c["decode_s"], 3) if c["decode_s"] else 0.0,
+                "spec_tau": round(c["spec_tokens"] / c["spec_steps"], 4) if c["spec_steps"] else None,
+                "min_ratio_vs_none": round(min(c["ratios"]), 4) if c["ratios"] else None,
+            }
+        out.append(row)
+    return out
 
 
 def _median_speedup(result: BenchResult) -> float | None:

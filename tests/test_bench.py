@@ -1,0 +1,60 @@
+"""`homespec bench` end to end on the real SmolLM2 file: the JSON interface, same-run ratios and the
+long-context view (prompts sized with the model's tokenizer, results by prompt length)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from homespec.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def bench(capsys, tmp_path, *args: str) -> tuple[dict, str]:
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--threads", "1", "--json", str(out), *args])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out.read_text()), stdout
+
+
+def test_bench_json_compares_methods_in_one_run(capsys, tmp_path):
+    md = tmp_path / "bench.md"
+    s, stdout = bench(capsys, tmp_path, "--methods", "ngram,none", "--limit", "2", "-n", "12", "--markdown", str(md))
+    assert list(s["methods"]) == ["none", "ngram"]  # the baseline is run first
+    none, ngram = s["methods"]["none"], s["methods"]["ngram"]
+    for key in ("tokens_per_s", "speedup", "mean_accepted", "spec_tau", "acceptance_by_depth", "p50_step_ms",
+                "p95_step_ms", "identical_fraction", "fallback_steps", "by_position", "per_prompt", "memory"):
+        assert key in ngram
+    assert none["speedup"] == 1.0 and none["mean_accepted"] == 1.0 and none["spec_tau"] is None
+    assert ngram["speedup"] == pytest.approx(ngram["tokens_per_s"] / none["tokens_per_s"], rel=1e-3)
+    assert ngram["identical_fraction"] == 1.0  # greedy speculation emits the target's tokens
+    assert len(ngram["per_prompt"]) == 2 and sum(r["tokens"] for r in ngram["per_prompt"]) == ngram["tokens"]
+    # spec_tau counts speculative passes only, mean_accepted every pass
+    if ngram["spec_tau"] is not None:
+        assert ngram["spec_tau"] >= ngram["mean_accepted"] >= 1.0
+    assert s["n_prompts"] == 2 and s["max_tokens"] == 12
+    assert "ngram" in stdout and "| method |" in md.read_text()
+
+
+def test_bench_long_builds_sized_prompts_and_reports_by_length(capsys, tmp_path):
+    s, stdout = bench(capsys, tmp_path, "--long", "--ctx", "1280", "--methods", "none,ngram", "--limit", "2", "-n", "8")
+    sizes = [r["prompt_tokens"] for r in s["methods"]["none"]["per_prompt"]]
+    assert len(sizes) == 2
+    assert 400 <= sizes[0] <= 563 and 800 <= sizes[1] <= 1127  # about 512 and 1K tokens, model's own tokenizer
+    classes = [c["class"] for c in s["by_prompt_length"]]
+    assert classes == [512, 1024]
+    row = s["by_prompt_length"][1]["methods"]
+    assert row["none"]["min_ratio_vs_none"] is None and row["ngram"]["min_ratio_vs_none"] > 0
+    assert s["methods"]["none"]["by_position"][0]["start"] == 0  # bins by context position, 1024 wide
+    assert "by prompt length" in stdout
+
+
+def test_bench_rejects_bad_input_with_one_line(capsys):
+    assert main(["bench", "--methods", "telepathy"]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
+    assert main(["bench", "--long", "--ctx", "256"]) == 2
+    assert "--ctx" in capsys.readouterr().err
