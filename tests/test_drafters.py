@@ -275,3 +275,25 @@ def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
     assert outputs[0] == outputs[1]
     assert trees[0] == trees[1]
     target.reset()
+
+
+@pytest.mark.parametrize("window", [None, 5], ids=["full", "window"])
+def test_eagle3_chunked_flush_equals_one_forward(target, window):
+    """Long prompts are written into the head's KV in chunks of queries: same cache, same draft."""
+    head = _head(target, seed=4, fc_norm=True, norm_output=True)
+    target.reset()
+    fwd = target.prefill(PROMPT)
+    root = int(fwd.logits[-1].argmax())
+    caches, trees = [], []
+    for chunk in (1024, 3):
+        drafter = Eagle3Drafter(head, target, depth=3, topk=2, total=7, window=window)
+        drafter.flush_chunk = chunk
+        drafter.begin(PROMPT, fwd)
+        trees.append(drafter.propose(root, PROMPT))
+        n = drafter.cache.length
+        caches.append((drafter.cache.k[:n].clone(), drafter.cache.v[:n].clone(), drafter._last.logp))
+    assert len(PROMPT) > 3
+    for a, b in zip(caches[0], caches[1]):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert trees[0].tokens.tolist() == trees[1].tokens.tolist()
+    target.reset()

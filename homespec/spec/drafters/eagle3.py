@@ -63,6 +63,7 @@ class Eagle3Drafter:
         # first tokens of a sequence (StreamingLLM, Xiao et al. 2023), and dropping them skews
         # the softmax over what remains.
         self.sinks = sinks if window is not None else 0
+        self.flush_chunk = 1024  # queries per forward when committed entries are written
         self.feature_layers = c.feature_layers(backend.n_layer)
         backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
         self.cache = head.new_cache(capacity or backend.max_context + depth * topk + 2)
@@ -164,23 +165,27 @@ class Eagle3Drafter:
 
     @torch.no_grad()
     def _flush(self, root: int) -> None:
-        """Write the pending (target feature, next token) entries; the root is the last token."""
+        """Write the pending (target feature, next token) entries; the root is the last token.
+        Long prompts go in chunks of `flush_chunk` queries, so the attention scores of an 8K-token
+        prompt take [heads, 1024, 8K] floats at a time instead of [heads, 8K, 8K]."""
         feats = self._pending_features
         tokens = torch.tensor(self._pending_tokens + [root], dtype=torch.int64)  # [N]
         n, start = tokens.shape[0], self.cache.length
         dev = self.cache.k.device
-        slot = torch.arange(start + n)
-        query = torch.arange(start, start + n)[:, None]
-        attend = slot[None, :] <= query  # [N, S] causal over the committed entries
-        if self.window is not None:
-            attend &= (slot[None, :] > query - self.window) | (slot[None, :] < self.sinks)
-        out, normed = self.head(
-            self._embed(tokens.to(dev)),
-            self.head.project(feats.to(dev)),
-            torch.arange(start, start + n, device=dev),
-            self.cache,
-            attend.to(dev),
-        )
+        for lo in range(0, n, self.flush_chunk):
+            hi = min(n, lo + self.flush_chunk)
+            slot = torch.arange(start + hi)
+            query = torch.arange(start + lo, start + hi)[:, None]
+            attend = slot[None, :] <= query  # [n_chunk, S] causal over the committed entries
+            if self.window is not None:
+                attend &= (slot[None, :] > query - self.window) | (slot[None, :] < self.sinks)
+            out, normed = self.head(
+                self._embed(tokens[lo:hi].to(dev)),
+                self.head.project(feats[lo:hi].to(dev)),
+                torch.arange(start + lo, start + hi, device=dev),
+                self.cache,
+                attend.to(dev),
+            )
         last_hidden = self.head.next_hidden(out, normed)[-1:]
         self._last = _Last(root=root, hidden=last_hidden, logp=self.head.log_probs(normed[-1:]))
         self._pending_features, self._pending_tokens = None, []
