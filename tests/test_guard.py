@@ -114,3 +114,26 @@ def test_fit_line():
     a, b = _fit_line([(1, 2.0), (3, 4.0), (5, 6.0)])
     assert a == pytest.approx(1.0) and b == pytest.approx(1.0)
     assert _fit_line([(4, 2.0), (4, 4.0)]) == (3.0, 0.0)
+
+
+def _step(tokens: int, seconds: float, speculative: bool):
+    from homespec.spec.types import Step
+
+    return Step(tuple(range(tokens)), tokens - 1, 4 if speculative else 0, 100, 0.0, seconds, seconds, speculative, None)
+
+
+@pytest.mark.parametrize("spec_rate,judged_after", [(30.0, 2), (90.0, 4)], ids=["clear-loss", "narrow-loss"])
+def test_a_clear_loss_is_called_sooner_than_a_narrow_one(spec_rate, judged_after):
+    """Plain decoding at 100 tokens/s; speculation at 30 (a clear loss) is switched off after 2
+    speculative steps, at 90 (inside the quick margin, outside the 3 % one) after 4."""
+    guard = Guard(window=8)
+    for _ in range(2):
+        assert not guard.speculate()
+        guard.record(_step(1, 0.01, False))
+    for i in range(1, 6):
+        assert guard.speculate()
+        guard.record(_step(3, 3 / spec_rate, True))
+        if guard.stats.fallbacks:
+            break
+    assert guard.stats.fallbacks == 1 and i == judged_after
+    assert not guard.speculate()

@@ -6,7 +6,8 @@ never assumed: each step reports its wall time and tokens, the guard keeps expon
 rates for speculative steps and for plain steps, and
 
 * if speculation emits fewer tokens per second than plain decoding (by `margin`) over the recent
-  window, the next `backoff` steps run plain; then speculation is probed again, and each failed
+  window (a clear loss, by `quick_margin`, already after `quick` steps), the next `backoff` steps
+  run plain; then speculation is probed again, and each failed
   probe doubles the backoff (up to `max_backoff`), each success resets it;
 * plain steps are sampled now and then even while speculation wins, so the plain rate stays
   current as the context grows (a step at 8K context costs more than one at 500);
@@ -40,6 +41,8 @@ class Guard(Controller):
     drafter: object | None = None  # adjusted in place when adapt=True (needs .depth and .total)
     margin: float = 0.03  # speculation must beat plain by this fraction to stay on
     window: int = 8  # speculative steps judged together
+    quick: int = 2  # ... but a clear loss is judged after this many
+    quick_margin: float = 0.25  # a clear loss: below plain by this fraction
     backoff: int = 16  # plain steps after a loss (doubles per failed probe)
     max_backoff: int = 256
     plain_every: int = 32  # sample one plain step this often while speculating
@@ -99,10 +102,13 @@ class Guard(Controller):
         self._depths.append(getattr(self.drafter, "depth", step.draft_size) or step.draft_size)
         if self.adapt and self.drafter is not None and len(self._accepts) >= 4:
             self._adapt_depth()
-        if len(self._recent) >= min(self.window, 4) and self._plain_rate:
+        if len(self._recent) >= self.quick and self._plain_rate:
             tokens = sum(t for t, _ in self._recent)
             seconds = sum(s for _, s in self._recent)
-            if tokens / seconds < self._plain_rate * (1 - self.margin):
+            # a clear loss is called after `quick` steps (each costs time plain decoding would
+            # not have spent), a narrow one after min(window, 4)
+            margin = self.margin if len(self._recent) >= min(self.window, 4) else self.quick_margin
+            if tokens / seconds < self._plain_rate * (1 - margin):
                 self._fall_back()
             elif self._probing and len(self._recent) >= self.window:
                 self._probing = False
