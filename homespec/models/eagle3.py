@@ -192,12 +192,17 @@ class _Attention(nn.Module):
         rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
         return x * cos + rotated * sin
 
+    def write_kv(self, x: torch.Tensor, positions: torch.Tensor, cache: HeadCache) -> int:
+        """Append the keys/values of N entries [N, 2H] to the cache; returns the first slot."""
+        n = x.shape[0]
+        k = self._rope(self.k_proj(x).view(n, self.n_kv, self.head_dim), positions)  # [N, kv, d]
+        v = self.v_proj(x).view(n, self.n_kv, self.head_dim)
+        return cache.write(k, v)
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: HeadCache, attend: torch.Tensor) -> torch.Tensor:
         n = x.shape[0]
         q = self._rope(self.q_proj(x).view(n, self.n_head, self.head_dim), positions)  # [N, h, d]
-        k = self._rope(self.k_proj(x).view(n, self.n_kv, self.head_dim), positions)  # [N, kv, d]
-        v = self.v_proj(x).view(n, self.n_kv, self.head_dim)
-        start = cache.write(k, v)
+        start = self.write_kv(x, positions, cache)
         s = start + n
         if attend.shape != (n, s):
             raise ValueError(f"attention mask must be [{n}, {s}], got {tuple(attend.shape)}")
@@ -280,6 +285,14 @@ class Eagle3Head(nn.Module):
         h = residual + layer.self_attn(x, positions, cache, attend)
         h = h + layer.mlp(layer.post_attention_layernorm(h))  # [N, H]
         return h, self.norm(h)
+
+    def write_kv(self, emb: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, cache: HeadCache) -> None:
+        """Only the cache entries of N steps, as forward() would write them. With one decoder layer
+        an entry's key and value depend on its own inputs alone, so committed entries whose
+        outputs nobody reads need neither attention nor the MLP."""
+        layer = self.midlayer
+        x = torch.cat([layer.input_layernorm(emb.to(hidden.dtype)), layer.hidden_norm(hidden)], -1)  # [N, 2H]
+        layer.self_attn.write_kv(x, positions, cache)
 
     def next_hidden(self, out: torch.Tensor, normed: torch.Tensor) -> torch.Tensor:
         """What the next draft step consumes: the raw output (EAGLE-3) or its norm (EAGLE-3.1)."""

@@ -63,7 +63,7 @@ class Eagle3Drafter:
         # first tokens of a sequence (StreamingLLM, Xiao et al. 2023), and dropping them skews
         # the softmax over what remains.
         self.sinks = sinks if window is not None else 0
-        self.flush_chunk = 1024  # queries per forward when committed entries are written
+        self.flush_chunk = 1024  # rows per key/value projection when committed entries are written
         self.feature_layers = c.feature_layers(backend.n_layer)
         backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
         self.cache = head.new_cache(capacity or backend.max_context + depth * topk + 2)
@@ -166,26 +166,30 @@ class Eagle3Drafter:
     @torch.no_grad()
     def _flush(self, root: int) -> None:
         """Write the pending (target feature, next token) entries; the root is the last token.
-        Long prompts go in chunks of `flush_chunk` queries, so the attention scores of an 8K-token
-        prompt take [heads, 1024, 8K] floats at a time instead of [heads, 8K, 8K]."""
+
+        Only the last entry's output is read (it starts the draft), and a one-layer head's key and
+        value of an entry depend on that entry's inputs alone, so every earlier entry is written
+        with its key/value projections only, in chunks of `flush_chunk` rows, and just the last
+        runs attention and the MLP: an 8K-token prompt costs 8K projections, not 8K x 8K attention."""
         feats = self._pending_features
         tokens = torch.tensor(self._pending_tokens + [root], dtype=torch.int64)  # [N]
         n, start = tokens.shape[0], self.cache.length
         dev = self.cache.k.device
-        for lo in range(0, n, self.flush_chunk):
-            hi = min(n, lo + self.flush_chunk)
-            slot = torch.arange(start + hi)
-            query = torch.arange(start + lo, start + hi)[:, None]
-            attend = slot[None, :] <= query  # [n_chunk, S] causal over the committed entries
-            if self.window is not None:
-                attend &= (slot[None, :] > query - self.window) | (slot[None, :] < self.sinks)
-            out, normed = self.head(
-                self._embed(tokens[lo:hi].to(dev)),
-                self.head.project(feats[lo:hi].to(dev)),
-                torch.arange(start + lo, start + hi, device=dev),
-                self.cache,
-                attend.to(dev),
-            )
-        last_hidden = self.head.next_hidden(out, normed)[-1:]
-        self._last = _Last(root=root, hidden=last_hidden, logp=self.head.log_probs(normed[-1:]))
+        for lo in range(0, n - 1, self.flush_chunk):
+            hi = min(n - 1, lo + self.flush_chunk)
+            self.head.write_kv(self._embed(tokens[lo:hi].to(dev)), self.head.project(feats[lo:hi].to(dev)),
+                               torch.arange(start + lo, start + hi, device=dev), self.cache)
+        last = start + n - 1
+        slot = torch.arange(last + 1)
+        attend = torch.ones(1, last + 1, dtype=torch.bool)  # causal: the last entry sees everything
+        if self.window is not None:
+            attend &= (slot[None, :] > last - self.window) | (slot[None, :] < self.sinks)
+        out, normed = self.head(
+            self._embed(tokens[-1:].to(dev)),
+            self.head.project(feats[-1:].to(dev)),
+            torch.tensor([last], device=dev),
+            self.cache,
+            attend.to(dev),
+        )
+        self._last = _Last(root=root, hidden=self.head.next_hidden(out, normed), logp=self.head.log_probs(normed))
         self._pending_features, self._pending_tokens = None, []
