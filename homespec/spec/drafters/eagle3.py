@@ -68,16 +68,20 @@ class Eagle3Drafter:
         backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
         self.cache = head.new_cache(capacity or backend.max_context + depth * topk + 2)
         self._token_map = head.draft_to_target if c.draft_vocab_size != c.vocab_size else None
-        self._pending_features: torch.Tensor | None = None  # [P, 3*H_t] not yet in the head's KV
-        self._pending_tokens: list[int] = []  # the P-1 tokens that follow them (the root completes it)
+        # Committed entries not yet in the head's KV: feature blocks (together [P, 3*H_t]), joined
+        # once at the next draft (appending a row per plain step must not copy the whole prompt's
+        # features again), and the P-1 tokens that follow them (the root completes it).
+        self._pending_features: list[torch.Tensor] | None = None
+        self._pending_tokens: list[int] = []
         self._last: _Last | None = None
+        self._warm_up()
 
     # --- Drafter protocol -------------------------------------------------------------------
 
     def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
         self.reset()
         feats = self._features(forward.features, len(prompt))
-        self._pending_features = feats
+        self._pending_features = [feats]
         self._pending_tokens = [int(t) for t in prompt[1:]]
 
     def propose(self, root: int, context: Sequence[int]) -> DraftTree:
@@ -126,17 +130,18 @@ class Eagle3Drafter:
         tokens = [int(t) for t in tokens]
         feats = self._features(features, len(tokens))
         if self._pending_features is not None:
-            # A plain-decoding step right after begin(): the root completes the prompt's last entry.
-            feats = torch.cat([self._pending_features, feats.to(self._pending_features.device)])
-            tokens = self._pending_tokens + tokens
-        elif self._last is None or tokens[0] != self._last.root:
+            # Plain-decoding steps since the last draft: the root completes the last pending entry.
+            self._pending_features.append(feats)
+            self._pending_tokens.extend(tokens)
+            return
+        if self._last is None or tokens[0] != self._last.root:
             raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root", hint="call begin() before accept()")
         else:
             tokens = tokens[1:]
         # The committed entries are recomputed from the target's verification features — lazily:
         # they are written when the next draft is proposed, in one batched forward, so steps the
         # guard runs as plain decoding cost the head nothing.
-        self._pending_features, self._pending_tokens = feats, tokens
+        self._pending_features, self._pending_tokens = [feats], tokens
         self._last = None
 
     def reset(self) -> None:
@@ -144,6 +149,19 @@ class Eagle3Drafter:
         self._pending_features, self._pending_tokens, self._last = None, [], None
 
     # --- internals -------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _warm_up(self) -> None:
+        """Pay first-call costs at load, not inside the first draft: the backend's embedding table
+        (dequantised from the GGUF on first use) and torch's first kernels of each shape family
+        (measured: the first speculative step of a session took seconds without this)."""
+        c = self.head.config
+        dev = self.cache.k.device
+        scratch = self.head.new_cache(4)
+        emb = self._embed(torch.zeros(2, dtype=torch.int64, device=dev))
+        hidden = self.head.project(torch.zeros(2, 3 * c.target_hidden_size, device=dev))
+        out, normed = self.head(emb, hidden, torch.arange(2, device=dev), scratch, torch.ones(2, 2, dtype=torch.bool, device=dev))
+        self.head.log_probs(normed)
 
     def _features(self, features: torch.Tensor | None, n: int) -> torch.Tensor:
         width = 3 * self.head.config.target_hidden_size
@@ -171,7 +189,8 @@ class Eagle3Drafter:
         value of an entry depend on that entry's inputs alone, so every earlier entry is written
         with its key/value projections only, in chunks of `flush_chunk` rows, and just the last
         runs attention and the MLP: an 8K-token prompt costs 8K projections, not 8K x 8K attention."""
-        feats = self._pending_features
+        blocks = self._pending_features
+        feats = blocks[0] if len(blocks) == 1 else torch.cat([b.to(blocks[0].device) for b in blocks])
         tokens = torch.tensor(self._pending_tokens + [root], dtype=torch.int64)  # [N]
         n, start = tokens.shape[0], self.cache.length
         dev = self.cache.k.device
