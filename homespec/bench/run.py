@@ -90,7 +90,7 @@ class MethodStats:
             "prompt_tokens": len(res.prompt_token_ids), "tokens": tokens, "decode_s": round(res.decode_s, 4),
             "tokens_per_s": round(tokens / res.decode_s, 3) if res.decode_s > 0 else 0.0,
             "spec_tau": round(spec[1] / spec[0], 4) if spec[0] else None, "spec_steps": spec[0],
-            "fallback_steps": fallback,
+            "spec_tokens": spec[1], "fallback_steps": fallback,
         })
 
     def by_position(self) -> list[dict]:
@@ -257,13 +257,12 @@ def by_prompt_length(result: BenchResult) -> list[dict]:
     for name, s in result.methods.items():
         for i, r in enumerate(s.per_prompt):
             c = classes.setdefault(length_class(r["prompt_tokens"]), {}).setdefault(
-                name, {"prompts": 0, "tokens": 0, "decode_s": 0.0, "spec_tokens": 0.0, "spec_steps": 0, "ratios": []})
+                name, {"prompts": 0, "tokens": 0, "decode_s": 0.0, "spec_tokens": 0, "spec_steps": 0, "ratios": []})
             c["prompts"] += 1
             c["tokens"] += r["tokens"]
             c["decode_s"] += r["decode_s"]
-            if r["spec_steps"]:
-                c["spec_tokens"] += r["spec_tau"] * r["spec_steps"]
-                c["spec_steps"] += r["spec_steps"]
+            c["spec_tokens"] += r["spec_tokens"]
+            c["spec_steps"] += r["spec_steps"]
             if base is not None and name != "none" and i < len(base.per_prompt) and base.per_prompt[i]["tokens_per_s"]:
                 c["ratios"].append(r["tokens_per_s"] / base.per_prompt[i]["tokens_per_s"])
     out = []

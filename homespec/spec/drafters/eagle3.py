@@ -139,8 +139,8 @@ class Eagle3Drafter:
         else:
             tokens = tokens[1:]
         # The committed entries are recomputed from the target's verification features — lazily:
-        # they are written when the next draft is proposed, in one batched forward, so steps the
-        # guard runs as plain decoding cost the head nothing.
+        # they are written when the next draft is proposed (_flush), so steps the guard runs as
+        # plain decoding cost the head nothing.
         self._pending_features, self._pending_tokens = [feats], tokens
         self._last = None
 
@@ -160,7 +160,7 @@ class Eagle3Drafter:
         scratch = self.head.new_cache(4)
         emb = self._embed(torch.zeros(2, dtype=torch.int64, device=dev))
         hidden = self.head.project(torch.zeros(2, 3 * c.target_hidden_size, device=dev))
-        out, normed = self.head(emb, hidden, torch.arange(2, device=dev), scratch, torch.ones(2, 2, dtype=torch.bool, device=dev))
+        _, normed = self.head(emb, hidden, torch.arange(2, device=dev), scratch, torch.ones(2, 2, dtype=torch.bool, device=dev))
         self.head.log_probs(normed)
 
     def _features(self, features: torch.Tensor | None, n: int) -> torch.Tensor:
