@@ -114,9 +114,7 @@ NodesOpt = Annotated[Optional[int], typer.Option("--draft-tokens", help="Draft t
 
 
 def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False, window=None):
-    from homespec.runner import RunOptions
-
-    from homespec.runner import draft_shape
+    from homespec.runner import RunOptions, draft_shape
 
     depth, topk, nodes = draft_shape(backend, device, depth, topk, nodes)
     return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,

@@ -85,8 +85,11 @@ GPU_DRAFT = (6, 8, 48)
 def draft_shape(backend: str, device: str | None, depth: int | None, topk: int | None,
                 nodes: int | None) -> tuple[int, int, int]:
     """Fill the draft shape the user left open from what the target runs on."""
-    on_gpu = device not in (None, "cpu") if backend == "torch" else _has_gpu()
-    d, k, n = GPU_DRAFT if on_gpu else CPU_DRAFT
+    if None in (depth, topk, nodes):  # probe the machine only for what the user left open
+        on_gpu = device not in (None, "cpu") if backend == "torch" else _has_gpu()
+        d, k, n = GPU_DRAFT if on_gpu else CPU_DRAFT
+    else:
+        d, k, n = depth, topk, nodes
     depth = depth if depth is not None else d
     topk = topk if topk is not None else k
     if nodes is None:

@@ -279,10 +279,8 @@ class Eagle3Head(nn.Module):
         (fc(features) for target features, else the head's previous output); attend: [N, S]
         bool over cache slots including the N written here. Returns (output [N, H], norm(output))."""
         layer = self.midlayer
-        emb = emb.to(hidden.dtype)
         residual = layer.hidden_norm(hidden) if self.config.norm_before_residual else hidden
-        x = torch.cat([layer.input_layernorm(emb), layer.hidden_norm(hidden)], -1)  # [N, 2H]
-        h = residual + layer.self_attn(x, positions, cache, attend)
+        h = residual + layer.self_attn(self._layer_input(emb, hidden), positions, cache, attend)
         h = h + layer.mlp(layer.post_attention_layernorm(h))  # [N, H]
         return h, self.norm(h)
 
@@ -290,9 +288,12 @@ class Eagle3Head(nn.Module):
         """Only the cache entries of N steps, as forward() would write them. With one decoder layer
         an entry's key and value depend on its own inputs alone, so committed entries whose
         outputs nobody reads need neither attention nor the MLP."""
+        self.midlayer.self_attn.write_kv(self._layer_input(emb, hidden), positions, cache)
+
+    def _layer_input(self, emb: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """What q/k/v read: cat(input_layernorm(embedding), hidden_norm(hidden)), [N, 2H]."""
         layer = self.midlayer
-        x = torch.cat([layer.input_layernorm(emb.to(hidden.dtype)), layer.hidden_norm(hidden)], -1)  # [N, 2H]
-        layer.self_attn.write_kv(x, positions, cache)
+        return torch.cat([layer.input_layernorm(emb.to(hidden.dtype)), layer.hidden_norm(hidden)], -1)
 
     def next_hidden(self, out: torch.Tensor, normed: torch.Tensor) -> torch.Tensor:
         """What the next draft step consumes: the raw output (EAGLE-3) or its norm (EAGLE-3.1)."""
