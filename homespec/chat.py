@@ -119,6 +119,7 @@ class Chat:
             self.history.pop()
             raise
         stop = _Stop(self.controller_factory(self.session) if self.controller_factory else None)
+        self._guard = stop.inner
         pieces: list[str] = []
         before = Totals(**vars(self.totals))
         t0 = time.perf_counter()
@@ -178,7 +179,15 @@ class Chat:
         mem_txt = f"{meas:.2f} GiB measured" + (f" / {plan / GIB:.2f} GiB planned" if plan else "")
         return (f"{self.totals.line()} · context {used}/{s.backend.max_context} · {mem_txt} · "
                 f"{s.options.method} on {s.options.backend}"
-                + (f" · {self.totals.fallback} plain-decoding fallback steps" if self.totals.fallback else ""))
+                + (f" · {self.totals.fallback} plain-decoding fallback steps" if self.totals.fallback else "")
+                + self._guard_note())
+
+    def _guard_note(self) -> str:
+        """Why the guard keeps decoding plainly, when it predicted that speculation cannot pay."""
+        stats = getattr(getattr(self, "_guard", None), "stats", None)
+        if stats is None or not stats.skipped or stats.predicted is None:
+            return ""
+        return f" · speculation off: predicted {stats.predicted:.2f}x plain on this machine"
 
     def save(self, path: str) -> None:
         if not path:

@@ -42,7 +42,15 @@ def _controller_factory(guard: bool, adapt: bool):
         if session.drafter is None:
             return None
         if id(session) not in guards:
-            guards[id(session)] = Guard(drafter=session.drafter, adapt=adapt)
+            # a drafter with a recorded acceptance lets the guard predict whether speculation can
+            # pay on this machine, from step costs measured here once (homespec.spec.costs)
+            prior = getattr(session.drafter, "expected_acceptance", None)
+            costs = None
+            if prior:
+                from homespec.spec.costs import measure_costs
+
+                costs = measure_costs(session.backend, session.drafter)
+            guards[id(session)] = Guard(drafter=session.drafter, adapt=adapt, costs=costs, prior=prior)
         return guards[id(session)]
 
     return make
@@ -177,8 +185,9 @@ def generate(
                 res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl)
                 row = _result_json(session, res)
                 if ctrl is not None:
-                    row["guard"] = {"fallbacks": ctrl.stats.fallbacks, "plain_steps": ctrl.stats.plain_steps,
-                                    "speculative_steps": ctrl.stats.spec_steps, "probes": ctrl.stats.probes}
+                    from homespec.bench.run import guard_json
+
+                    row["guard"] = guard_json(ctrl)
                 print(json.dumps(row), flush=True)
             else:
                 res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl,

@@ -137,3 +137,82 @@ def test_a_clear_loss_is_called_sooner_than_a_narrow_one(spec_rate, judged_after
             break
     assert guard.stats.fallbacks == 1 and i == judged_after
     assert not guard.speculate()
+
+
+# --- predicting before probing ----------------------------------------------------------------
+
+
+def _fed_guard(costs, prior, **kw):
+    """A guard that has measured plain decoding at 100 tokens/s (10 ms a step)."""
+    guard = Guard(drafter=ScriptedDrafter(1, [], 0, depth=4), costs=costs, prior=prior, **kw)
+    for _ in range(2):
+        assert not guard.speculate()
+        guard.record(_step(1, 0.01, False))
+    return guard
+
+
+def test_guard_skips_probes_it_predicts_to_lose_and_tries_those_that_can_pay():
+    """Verifying a 5-node chain costs 4 plain steps (a CPU): with acceptance 0.5/0.25/0.1/0.05
+    (1.9 tokens a step) speculation would run at ~0.45x plain, so the guard never drafts; the
+    same head where the chain costs 1.1 plain steps (a GPU) is tried at once."""
+    from homespec.spec.costs import StepCosts
+
+    prior = (0.5, 0.25, 0.1, 0.05)
+    cpu = _fed_guard(StepCosts(plain_s=0.01, verify_s=0.04, draft_s=0.002, nodes=5, depth=4), prior, backoff=4)
+    for _ in range(40):
+        assert not cpu.speculate()
+        cpu.record(_step(1, 0.01, False))
+    assert cpu.stats.spec_steps == 0 and cpu.stats.skipped >= 2
+    assert cpu.stats.predicted == pytest.approx(1.9 / 4.2, rel=1e-3)
+    assert "skipped" in cpu.summary()
+
+    gpu = _fed_guard(StepCosts(plain_s=0.01, verify_s=0.011, draft_s=0.002, nodes=5, depth=4), prior)
+    assert gpu.speculate() and gpu.stats.skipped == 0
+    assert gpu.stats.predicted == pytest.approx(1.9 / 1.3, rel=1e-3)
+
+
+def test_measured_wins_outrank_a_pessimistic_prediction():
+    """A prior that predicts a loss does not stop speculation that was measured to win."""
+    from homespec.spec.costs import StepCosts
+
+    guard = _fed_guard(StepCosts(0.01, 0.04, 0.002, 5, 4), (0.1,), plain_every=4)
+    guard._spec_rate = 300.0  # measured earlier this session: 3x plain
+    for _ in range(12):
+        assert guard.speculate() or guard._plain_left  # plain only for the periodic plain sample
+        guard.record(_step(3, 0.01, True) if not guard._plain_left else _step(1, 0.01, False))
+    assert guard.stats.skipped == 0 and guard.stats.spec_steps >= 8
+
+
+def test_guard_without_costs_or_prior_probes_as_before():
+    guard = _fed_guard(None, None)
+    assert guard.speculate() and guard.predicted_gain() is None
+
+
+def test_step_costs_are_measured_on_the_real_loop(target):
+    """measure_costs times plain and speculative steps of the real backend and drafter and leaves
+    both reset; the ratios it yields are positive and the tree size is the drafter's."""
+    from homespec.spec.costs import measure_costs
+
+    drafter = ScriptedDrafter(0, [], wrong_calls=10**6, depth=4)
+    c = measure_costs(target, drafter, repeats=3)
+    assert c.nodes == 5 and c.depth == 4
+    assert c.plain_s > 0 and c.verify_s > 0 and c.verify_ratio > 0
+    assert c.verify_ratio_at(1) == pytest.approx(1.0) and c.verify_ratio_at(5) == pytest.approx(c.verify_ratio)
+    assert target.n_past == 0 and drafter.calls == 0  # reset afterwards
+
+
+def test_recorded_prior_is_matched_to_the_draft_shape(tmp_path):
+    from homespec.spec.record import read_prior, write_record
+
+    assert read_prior(tmp_path, 4, 1, 5) is None  # no record
+    write_record(tmp_path, [{"depth": 6, "topk": 8, "total": 48, "tau": 2.0, "steps": 10, "at_least": [0.6, 0.3, 0.1]}],
+                 split="dev")
+    assert read_prior(tmp_path, 4, 1, 5) == (0.6, 0.3, 0.1)  # a chain may borrow a tree's record
+    write_record(tmp_path, [{"depth": 6, "topk": 8, "total": 48, "tau": 2.0, "steps": 10, "at_least": [0.6, 0.3]},
+                            {"depth": 4, "topk": 1, "total": 5, "tau": 1.5, "steps": 10, "at_least": [0.4, 0.1]}])
+    assert read_prior(tmp_path, 4, 1, 5) == (0.4, 0.1)
+    assert read_prior(tmp_path, 6, 8, 48) == (0.6, 0.3)
+    write_record(tmp_path, [{"depth": 4, "topk": 1, "total": 5, "tau": 1.5, "steps": 10, "at_least": [0.4, 0.1]}])
+    assert read_prior(tmp_path, 6, 8, 48) is None  # a tree never borrows a chain's (lower) record
+    (tmp_path / "acceptance.json").write_text("{not json")
+    assert read_prior(tmp_path, 4, 1, 5) is None

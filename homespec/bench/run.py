@@ -39,6 +39,7 @@ class MethodStats:
     # position bin -> [tokens, seconds, passes]
     bins: dict[int, list[float]] = field(default_factory=dict)
     memory: dict | None = None
+    guard: dict | None = None  # the stability guard's own account, when one ran
 
     @property
     def tokens_per_s(self) -> float:
@@ -191,6 +192,8 @@ def run_bench(
                 ctrl = controller_factory(sessions[m]) if controller_factory and m != "none" else None
                 res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrl)
                 stats[m].add(res)
+                if ctrl is not None and hasattr(ctrl, "stats"):
+                    stats[m].guard = guard_json(ctrl)
                 done += 1
                 if progress:
                     progress(m, done, total)
@@ -206,6 +209,18 @@ def run_bench(
     finally:
         for s in sessions.values():
             s.close()
+
+
+def guard_json(guard) -> dict:
+    """The guard's counters, its last prediction and the step costs it was given."""
+    st, c = guard.stats, getattr(guard, "costs", None)
+    out = {"speculative_steps": st.spec_steps, "plain_steps": st.plain_steps, "fallbacks": st.fallbacks,
+           "probes": st.probes, "skipped_probes": st.skipped,
+           "predicted_speedup": None if st.predicted is None else round(st.predicted, 4)}
+    if c is not None:
+        out["costs"] = {"plain_ms": round(c.plain_s * 1e3, 3), "verify_ms": round(c.verify_s * 1e3, 3),
+                        "draft_ms": round(c.draft_s * 1e3, 3), "nodes": c.nodes, "depth": c.depth}
+    return out
 
 
 def summary(result: BenchResult) -> dict:
@@ -227,6 +242,7 @@ def summary(result: BenchResult) -> dict:
             "by_position": s.by_position(),
             "per_prompt": s.per_prompt,
             "memory": s.memory,
+            "guard": s.guard,
         }
     return {
         "methods": methods,

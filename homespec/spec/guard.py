@@ -11,6 +11,14 @@ rates for speculative steps and for plain steps, and
   probe doubles the backoff (up to `max_backoff`), each success resets it;
 * plain steps are sampled now and then even while speculation wins, so the plain rate stays
   current as the context grows (a step at 8K context costs more than one at 500);
+* before it tries speculation (the first time, and each probe after a fallback) it predicts the
+  result when it can: with the step costs measured at load (homespec.spec.costs: verifying the
+  drafter's tree and drafting, as multiples of a plain step) and the head's recorded acceptance
+  on held-out prompts (P(accepted >= d) per depth), speculation would emit
+  1 + sum_d P(accepted >= d) tokens in (verify_ratio + draft_ratio) plain steps' time. If that
+  is below plain decoding by `margin` the probe is skipped, since it would only cost time;
+  it is predicted again at each later probe, as the plain step's cost changes with the context.
+  Without costs or a recorded acceptance the guard probes as above;
 * optionally (`adapt=True`) the draft depth follows a cost model fitted online: the verify time
   of a T-node tree as a + b.T (least squares over recent steps) and the fraction of steps that
   accepted at least d drafts (alpha_d). The depth D that maximises
@@ -23,6 +31,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from typing import Sequence
+
+from homespec.spec.costs import StepCosts
 from homespec.spec.loop import Controller
 from homespec.spec.types import Step
 
@@ -34,6 +45,8 @@ class GuardStats:
     fallbacks: int = 0  # times speculation was switched off
     probes: int = 0  # times it was switched back on to try again
     depth_changes: int = 0
+    skipped: int = 0  # probes skipped: speculation was predicted to lose
+    predicted: float | None = None  # last predicted speculative / plain tokens per second
 
 
 @dataclass
@@ -49,6 +62,8 @@ class Guard(Controller):
     adapt: bool = False
     max_depth: int = 8
     alpha: float = 0.2  # EWMA weight
+    costs: StepCosts | None = None  # measured at load (homespec.spec.costs.measure_costs)
+    prior: Sequence[float] | None = None  # recorded P(accepted >= d), d = 1, 2, ... for the draft shape
     stats: GuardStats = field(default_factory=GuardStats)
 
     def __post_init__(self) -> None:
@@ -74,6 +89,11 @@ class Guard(Controller):
         if self.plain_every and self._since_plain >= self.plain_every:
             self._plain_left = 1
             self._since_plain = 0
+            return False
+        if not self._recent and not self._worth_trying():  # about to start (or restart) speculating
+            self._probing = False
+            self._plain_left = max(1, self._current_backoff)  # predict again after the backoff
+            self.stats.skipped += 1
             return False
         return True
 
@@ -120,10 +140,48 @@ class Guard(Controller):
 
     def summary(self) -> str:
         s = self.stats
-        return (f"guard: {s.spec_steps} speculative / {s.plain_steps} plain steps, {s.fallbacks} fallbacks, "
-                f"{s.probes} probes" + (f", {s.depth_changes} depth changes" if self.adapt else ""))
+        out = (f"guard: {s.spec_steps} speculative / {s.plain_steps} plain steps, {s.fallbacks} fallbacks, "
+               f"{s.probes} probes" + (f", {s.depth_changes} depth changes" if self.adapt else ""))
+        if s.skipped:
+            out += f", {s.skipped} skipped (predicted {s.predicted:.2f}x plain)"
+        return out
+
+    def predicted_gain(self) -> float | None:
+        """Predicted speculative tokens/s over plain tokens/s for the drafter's current shape (the
+        best depth when adapting); None when the costs, the prior or a plain measurement is missing."""
+        if self.costs is None or not self.prior or not self._plain_rate:
+            return None
+        c = self.costs
+        depth = getattr(self.drafter, "depth", None) or c.depth
+        nodes = getattr(self.drafter, "total", None) or c.nodes
+        per_depth = (nodes - 1) / max(1, depth)
+        plain_s = 1.0 / self._plain_rate  # a plain step emits one token
+        draft_per_level = c.draft_s / max(1, c.depth)
+
+        def gain(d: int) -> float:
+            n = 1 + max(d, round(per_depth * d))
+            tokens = 1.0 + sum(self._prior_at(i) for i in range(1, d + 1))
+            seconds = plain_s * c.verify_ratio_at(n) + draft_per_level * d
+            return tokens * plain_s / seconds
+
+        return max(gain(d) for d in range(1, self.max_depth + 1)) if self.adapt else gain(depth)
 
     # --- internals -----------------------------------------------------------------------------
+
+    def _worth_trying(self) -> bool:
+        if self._spec_rate and self._plain_rate and self._spec_rate >= self._plain_rate * (1 - self.margin):
+            return True  # measured, speculation was winning: measurement beats prediction
+        g = self.predicted_gain()
+        if g is None:
+            return True
+        self.stats.predicted = g
+        return g >= 1 - self.margin
+
+    def _prior_at(self, d: int) -> float:
+        p = list(self.prior or ())
+        if d <= len(p):
+            return float(p[d - 1])
+        return float(p[-1]) * UNSEEN_DECAY ** (d - len(p)) if p else 0.0
 
     def _fall_back(self) -> None:
         self.stats.fallbacks += 1

@@ -4,6 +4,7 @@
     OUT/vocab.npz     the draft vocabulary
     OUT/train/        checkpoint.pt (resumable) and history.json (loss, accuracy, held-out tau)
     OUT/config.json + OUT/model.safetensors   the head, in the published EAGLE-3 layout
+    OUT/acceptance.json   its acceptance on the dev prompts (homespec.spec.record), when measured
 
 Every stage resumes: rerunning the same command skips finished shards and continues training
 from the last checkpoint.
@@ -106,6 +107,9 @@ def train_head(
     n_threads: int | None = None,
     batch_tokens: int = 4096,
     lr: float = 5e-4,
+    freeze_lm_head: bool = False,
+    hidden_weight: float = 0.0,
+    weight_decay: float = 0.0,
     eval_prompts: int = 4,
     eval_every: int = 500,
     checkpoint_every: int = 200,
@@ -157,12 +161,15 @@ def train_head(
     frozen = Frozen(embed, output, torch.from_numpy(vocab.ids))
     init_lm_head(head, frozen)
     tc = TrainConfig(epochs=epochs, ttt_steps=ttt_steps, lr=lr, batch_tokens=batch_tokens, seed=seed, device=device,
+                     freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, weight_decay=weight_decay,
                      eval_every=eval_every if eval_prompts else 0, checkpoint_every=checkpoint_every)
     refs = sequence_refs(shards, max_len=max(64, batch_tokens // 2))
     if not refs:
         raise HomespecError("the generated data holds no reply tokens to train on", hint="raise --tokens or --max-new-tokens")
     meta = {"epochs": epochs, "ttt_steps": ttt_steps, "lr": lr, "batch_tokens": batch_tokens, "seed": seed,
             "eagle3": eagle3, "draft_vocab": vocab.size, "vocab_sum": int(vocab.ids.sum()), "sequences": len(refs)}
+    if freeze_lm_head or hidden_weight or weight_decay:  # (older checkpoints lack these keys)
+        meta.update(freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, weight_decay=weight_decay)
     meter = None
     if eval_prompts:
         from homespec.prompts import load_prompts as _lp
@@ -175,13 +182,18 @@ def train_head(
 
         state = train(head, frozen, shards, refs, tc, checkpoint=out / "train" / "checkpoint.pt", meta=meta,
                       evaluate=evaluate if meter else None, progress=progress)
+        atomic_write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
+
+        # 4. export in the published layout, with the head's acceptance on the dev prompts for
+        # the default GPU tree and CPU chain (the guard's prior, homespec.spec.record)
+        head_bytes = export_head(head, out)
+        if meter is not None:
+            from homespec.runner import CPU_DRAFT, GPU_DRAFT
+
+            meter.record(head, out, [GPU_DRAFT, CPU_DRAFT], split="dev", backend=backend)
     finally:
         if meter is not None:
             meter.close()
-    atomic_write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
-
-    # 4. export in the published layout
-    head_bytes = export_head(head, out)
     losses = [r["loss"] for r in state.history if "loss" in r]
     taus = [r["tau"] for r in state.history if "tau" in r]
     return TrainResult(out, data, vocab.size, vocab.coverage, state.step, losses[-1] if losses else None,

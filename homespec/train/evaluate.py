@@ -20,6 +20,7 @@ class Acceptance:
     tau: float  # tokens per target pass while speculating
     steps: int  # speculative steps measured
     tokens: int  # tokens emitted
+    at_least: tuple[float, ...] = ()  # share of steps that accepted >= d drafts, d = 1..depth
 
 
 class AcceptanceMeter:
@@ -43,12 +44,15 @@ class AcceptanceMeter:
         self._max_new = max_new_tokens
         self._tree = dict(depth=depth, topk=topk, total=total)
 
-    def measure(self, head: Eagle3Head) -> Acceptance:
+    def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
+        """shape: (depth, topk, total) instead of the meter's tree."""
         from homespec.spec.drafters.eagle3 import Eagle3Drafter
         from homespec.spec.loop import Limits, generate
 
         head = copy.deepcopy(head).float().cpu().eval()
-        drafter = Eagle3Drafter(head, self._backend, **self._tree)
+        tree = dict(zip(("depth", "topk", "total"), shape)) if shape else self._tree
+        drafter = Eagle3Drafter(head, self._backend, **tree)
+        counts = [0] * (tree["depth"] + 1)
         steps = accepted = emitted = 0
         with torch.no_grad():
             for ids in self._prompts:
@@ -58,8 +62,22 @@ class AcceptanceMeter:
                     if st.speculative:
                         steps += 1
                         accepted += st.accepted
+                        counts[min(st.accepted, tree["depth"])] += 1
         self._backend.reset()
-        return Acceptance(tau=(accepted + steps) / steps if steps else 0.0, steps=steps, tokens=emitted)
+        at_least = tuple(sum(counts[d:]) / steps for d in range(1, tree["depth"] + 1)) if steps else ()
+        return Acceptance(tau=(accepted + steps) / steps if steps else 0.0, steps=steps, tokens=emitted, at_least=at_least)
+
+    def record(self, head: Eagle3Head, head_dir, shapes, **about) -> list[dict]:
+        """Measure `shapes` [(depth, topk, total), ...] and write the head's acceptance.json."""
+        from homespec.spec.record import write_record
+
+        rows = []
+        for d, k, n in shapes:
+            a = self.measure(head, (d, k, n))
+            rows.append({"depth": d, "topk": k, "total": n, "tau": round(a.tau, 4), "steps": a.steps,
+                         "at_least": [round(x, 4) for x in a.at_least]})
+        write_record(head_dir, rows, prompts=len(self._prompts), max_new_tokens=self._max_new, **about)
+        return rows
 
     def close(self) -> None:
         self._backend.close()
