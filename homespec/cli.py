@@ -325,19 +325,24 @@ def draft_train(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Longest self-distilled reply.")] = 256,
     backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp (GGUF) or torch. Default: from the target.")] = None,
     eagle3: Annotated[bool, typer.Option("--eagle3", help="Plain EAGLE-3: fc_norm and norm_output off.")] = False,
+    freeze_lm_head: Annotated[bool, typer.Option("--freeze-lm-head", help="Keep the draft read-out at the target's output rows.")] = False,
+    hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = 0.0,
 ) -> None:
     """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
     from homespec.runner import resolve_model_path
     from homespec.train import train_head
     from homespec.train.progress import RichProgress
 
+    if hidden_weight < 0:
+        raise UsageError(f"--hidden-weight must be >= 0, got {hidden_weight}", hint="e.g. --hidden-weight 1.0, or 0 to switch it off")
     if tokens < 1 or epochs < 1 or ttt_steps < 1 or draft_vocab < 2:
         raise UsageError("--tokens, --epochs, --ttt-steps and --draft-vocab must be positive", hint="e.g. --tokens 500000 --epochs 2")
     target_path = resolve_model_path(target)  # before the progress display: errors stay one line
     with RichProgress() as progress:
         result = train_head(target=target_path, out=out, prompts=prompts, tokens=tokens, epochs=epochs,
                             device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
-                            max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3, progress=progress)
+                            max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3,
+                            freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab}, indent=2))
 

@@ -20,6 +20,7 @@ mkdir -p "$OUT"
 PY="${PYTHON:-.venv/bin/python}"
 echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$)" >> "$OUT/log.txt"
 OUT="$OUT" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" TOKENS="${TOKENS:-180000}" EPOCHS="${EPOCHS:-4}" \
+  FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-130}" \
   "$PY" - >> "$OUT/log.txt" 2>&1 <<'PYEOF'
 import os
 
@@ -41,8 +42,10 @@ result = train_head(
     n_threads=threads,
     batch_tokens=2048,
     lr=1e-3,
+    freeze_lm_head=os.environ["FREEZE_LM_HEAD"] == "1",
+    hidden_weight=float(os.environ["HIDDEN_WEIGHT"]),
     eval_prompts=4,
-    eval_every=130,
+    eval_every=int(os.environ["EVAL_EVERY"]),
     checkpoint_every=20,
     progress=LogProgress(every=25),
 )

@@ -284,3 +284,27 @@ def test_export_round_trips_bit_exactly(setup, tmp_path, dtype):
     for k in ref:
         assert got[k].dtype == ref[k].dtype and torch.equal(got[k], ref[k]), k
     assert (tmp_path / "config.json").is_file() and (tmp_path / "model.safetensors").is_file()
+
+
+def test_frozen_read_out_and_hidden_regression(setup, tmp_path):
+    """--freeze-lm-head keeps the draft read-out at the target's own rows while the rest trains and
+    the loss falls; the hidden-state regression adds a non-negative term that vanishes when the
+    head's normed output equals the target's hidden state."""
+    from homespec.train.batches import collate
+    from homespec.train.loop import TrainConfig, train
+    from homespec.train.ttt import ttt_loss
+
+    head, frozen, shards, refs, plan = setup
+    batch = collate(shards, refs, plan[0])
+    with torch.no_grad():
+        plain = ttt_loss(head, frozen, batch, 2)
+        both = ttt_loss(head, frozen, batch, 2, hidden_weight=1.0)
+    assert float(both.loss) > float(plain.loss)  # an untrained head is far from the target's states
+    h = copy.deepcopy(head)
+    read_out, fc = h.lm_head.weight.detach().clone(), h.fc.weight.detach().clone()
+    cfg = TrainConfig(epochs=1, ttt_steps=2, batch_tokens=1024, eval_every=0, freeze_lm_head=True, hidden_weight=1.0, lr=1e-3,
+                      log_every=1)
+    state = train(h, frozen, shards, refs, cfg, checkpoint=tmp_path / "f.pt", meta={})
+    assert torch.equal(h.lm_head.weight, read_out) and not torch.equal(h.fc.weight, fc)
+    losses = [r["loss"] for r in state.history if "loss" in r]
+    assert losses[-1] < losses[0]

@@ -44,6 +44,9 @@ class TorchBackend:
         dtype: str | torch.dtype | None = None,
         max_context: int | None = None,
     ) -> "TorchBackend":
+        from homespec.heap import keep_freed_memory
+
+        keep_freed_memory()  # each step's temporaries reuse heap memory instead of fresh pages
         return cls(load_model(str(model_path), device=device, dtype=dtype, max_context=max_context), str(model_path))
 
     # --- properties ----------------------------------------------------------------------

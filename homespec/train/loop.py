@@ -24,6 +24,8 @@ class TrainConfig:
     ttt_steps: int = 5
     lr: float = 5e-4
     weight_decay: float = 0.0
+    freeze_lm_head: bool = False  # keep the draft read-out at the target's output rows
+    hidden_weight: float = 0.0  # weight of the hidden-state regression (ttt_loss)
     warmup: float = 0.03  # share of all steps spent warming up
     min_lr: float = 0.05  # final lr as a share of lr
     clip: float = 0.5  # SafeAILab traineagle3 clips gradients at 0.5
@@ -64,11 +66,16 @@ def train(
     progress: ProgressFn | None = None,
 ) -> TrainState:
     """Train `head` in place; resumes from `checkpoint` when it exists (same `meta` required)."""
+    from homespec.heap import keep_freed_memory
+
+    keep_freed_memory()  # half the CPU time went to page faults on fresh temporaries without it
     torch.manual_seed(cfg.seed)
     dev = cfg.device
     head.to(dev).train()
     frozen = frozen.to(dev)
-    opt = torch.optim.AdamW(trainable(head), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    head.lm_head.weight.requires_grad_(not cfg.freeze_lm_head)  # no gradient work for a frozen read-out
+    params = trainable(head, cfg.freeze_lm_head)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     state = load_checkpoint(checkpoint, head, opt, meta) if checkpoint.is_file() else TrainState()
     plans = {e: epoch_plan(refs, cfg.seed, e, cfg.batch_tokens) for e in range(cfg.epochs)}
     total = sum(len(p) for p in plans.values())
@@ -80,10 +87,10 @@ def train(
                 group["lr"] = lr_at(state.step, total, cfg)
             batch = batch.to(dev)
             with torch.autocast(device_type=dev.split(":")[0], dtype=amp, enabled=amp is not None):
-                out = ttt_loss(head, frozen, batch, cfg.ttt_steps)
+                out = ttt_loss(head, frozen, batch, cfg.ttt_steps, cfg.hidden_weight)
             opt.zero_grad(set_to_none=True)
             out.loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(trainable(head), cfg.clip)
+            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
             opt.step()
             state.step += 1
             state.batch = i + 1

@@ -73,8 +73,14 @@ def _shift(x: torch.Tensor, n: int, fill: float | int | bool = 0) -> torch.Tenso
     return torch.cat([x[:, n:], pad], 1)
 
 
-def ttt_loss(head: Eagle3Head, frozen: Frozen, batch: Batch, steps: int) -> TTTOut:
-    """Unroll the head `steps` times over a padded batch and return the weighted loss."""
+def ttt_loss(head: Eagle3Head, frozen: Frozen, batch: Batch, steps: int, hidden_weight: float = 0.0) -> TTTOut:
+    """Unroll the head `steps` times over a padded batch and return the weighted loss.
+
+    hidden_weight > 0 adds, per step, a smooth-L1 regression of the head's normed output onto the
+    target's final normed hidden state at the same position (EAGLE-1's feature loss): the state
+    the target's own read-out turns into the distribution the soft cross-entropy matches. It is
+    576 numbers of supervision per position instead of one distribution, and keeps the head in
+    the target's hidden space, which generalises better when the data is small."""
     B, T = batch.tokens.shape
     dev = batch.tokens.device
     layer, attn = head.midlayer, head.midlayer.self_attn
@@ -115,6 +121,9 @@ def ttt_loss(head: Eagle3Head, frozen: Frozen, batch: Batch, steps: int) -> TTTO
             logq = head.log_probs(normed[bi, ji])  # [n, V_draft] float32
             p = target_p[bi, ji + 1 + k]  # [n, V_draft]
             loss_k = -(p * logq).sum(-1).mean()
+            if hidden_weight:
+                want = batch.hidden[bi, ji + 1 + k].to(normed.dtype)  # [n, H]
+                loss_k = loss_k + hidden_weight * nn.functional.smooth_l1_loss(normed[bi, ji], want)
             acc = (logq.argmax(-1) == label_draft[bi, ji + 2 + k]).float().mean()
         else:
             loss_k = normed.sum() * 0.0
@@ -151,6 +160,9 @@ def init_lm_head(head: Eagle3Head, frozen: Frozen) -> None:
             head.lm_head.weight.copy_(frozen.output_draft.to(head.lm_head.weight))
 
 
-def trainable(head: Eagle3Head) -> list[nn.Parameter]:
-    """Everything but embeddings the head might carry (those are the target's, frozen)."""
-    return [p for name, p in head.named_parameters() if not name.startswith("embed_tokens")]
+def trainable(head: Eagle3Head, freeze_lm_head: bool = False) -> list[nn.Parameter]:
+    """Everything but embeddings the head might carry (those are the target's, frozen), and
+    but the draft lm_head when `freeze_lm_head` (it then stays the target's own output rows of
+    the draft vocabulary, see init_lm_head: 4.7M fewer parameters to fit on SmolLM2)."""
+    skip = ("embed_tokens", "lm_head") if freeze_lm_head else ("embed_tokens",)
+    return [p for name, p in head.named_parameters() if not name.startswith(skip)]

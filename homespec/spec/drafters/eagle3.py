@@ -50,6 +50,9 @@ class Eagle3Drafter:
         """depth: longest draft path; topk: children per expanded node (1 = chain); total: tree
         nodes including the root; window: attend only to the newest `window` committed entries
         (keeps acceptance flat on long contexts, docs/speculative.md)."""
+        from homespec.heap import keep_freed_memory
+
+        keep_freed_memory()  # draft steps' temporaries reuse heap memory (homespec.heap)
         c = head.config
         if backend.hidden_size != c.target_hidden_size or backend.n_vocab != c.vocab_size:
             raise HomespecError(
