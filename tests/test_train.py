@@ -308,3 +308,24 @@ def test_frozen_read_out_and_hidden_regression(setup, tmp_path):
     assert torch.equal(h.lm_head.weight, read_out) and not torch.equal(h.fc.weight, fc)
     losses = [r["loss"] for r in state.history if "loss" in r]
     assert losses[-1] < losses[0]
+
+
+def test_acceptance_record_is_consistent_and_read_back(tiny, setup, tmp_path):
+    """The record the trainer writes beside the head: per shape, tau = 1 + sum(at_least), the
+    shares fall with depth, and the guard's reader returns the matching shape's row."""
+    from homespec.spec.record import read_prior
+    from homespec.train.evaluate import AcceptanceMeter
+
+    head, frozen, shards, refs, plan = setup
+    trained = _train_steps(copy.deepcopy(head), frozen, shards, refs, plan, 10)
+    meter = AcceptanceMeter(str(tiny), load_prompts("dev")[:1], max_new_tokens=16)
+    try:
+        rows = meter.record(trained, tmp_path, [(3, 4, 10), (2, 1, 3)], split="dev")
+    finally:
+        meter.close()
+    for r in rows:
+        assert r["steps"] > 0 and len(r["at_least"]) == r["depth"]
+        assert r["tau"] == pytest.approx(1 + sum(r["at_least"]), abs=1e-3)
+        assert all(a >= b for a, b in zip(r["at_least"], r["at_least"][1:]))
+    assert read_prior(tmp_path, 2, 1, 3) == tuple(rows[1]["at_least"])
+    assert read_prior(tmp_path, 3, 4, 10) == tuple(rows[0]["at_least"])
