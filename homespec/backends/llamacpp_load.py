@@ -100,5 +100,8 @@ def token_embd(path: str) -> torch.Tensor:
     for t in reader.tensors:
         if t.name == "token_embd.weight":
             table = dequantize(t.data, t.tensor_type)  # [V, H]: ggml's ne order reversed
-            return torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32))
+            table = np.ascontiguousarray(table, dtype=np.float32)
+            if not table.flags.writeable:  # an F32 table is a view of the read-only file mapping
+                table = table.copy()
+            return torch.from_numpy(table)
     raise FormatError(f"{path} has no token_embd.weight tensor", hint="is this a decoder-only language model GGUF?")
