@@ -7,7 +7,9 @@ the same temporaries every time pays a page fault for every 4 KiB page of them, 
 the 2-core VM this project runs on, training the SmolLM2 head took 26,000 minor faults per second
 with half of all CPU time in the kernel; with these settings (as MALLOC_* environment variables)
 24 faults per second, 0.3 % in the kernel and 1.9x the optimiser steps per minute.
-scripts/bench_heap.py measures the setting on and off side by side (docs/training.md).
+scripts/bench_heap.py measures the setting (applied at run time, as here) on and off side by
+side: 4 training steps 23.1 s vs 33.6 s (1.46x, 0.88M vs 7.8M page faults), 64 tokens of torch
+decoding 3.76 s vs 4.00 s (1.06x).
 
 The settings: no mmap for allocations (M_MMAP_MAX = 0: everything comes from the heap and is
 reused after free) and trim the heap only when more than 2 GiB at its top is free
