@@ -10,8 +10,8 @@ prompt, alternating plain and speculative steps, and keeps the fastest of each:
     verify_s    verification of the drafter's tree (T nodes incl. the root)
     draft_s     one propose() of the drafter's shape
 
-The guard turns these into ratios to the plain step (verify_s / plain_s, draft_s / plain_s), which
-it scales by the plain step it measures at the current context. Greedy, nothing is emitted; the
+The guard scales the verify ratio (verify_s / plain_s) by the plain step it measures at the current
+context and adds the draft time per level. Greedy, nothing is emitted; the
 backend and the drafter are reset afterwards.
 """
 
@@ -49,10 +49,6 @@ class StepCosts:
         if self.nodes <= 1:
             return 1.0
         return 1.0 + (self.verify_ratio - 1.0) * (nodes - 1) / (self.nodes - 1)
-
-    def draft_ratio_at(self, depth: int) -> float:
-        """Drafting `depth` levels, in plain steps (draft time grows with the levels expanded)."""
-        return self.draft_s / self.plain_s * depth / max(1, self.depth)
 
 
 class _Alternate:
@@ -97,7 +93,7 @@ def measure_costs(backend: "Backend", drafter: "Drafter", *, repeats: int = 4) -
         reset = getattr(drafter, "reset", None)
         if reset is not None:
             reset()
-    if not plain or not verify:
+    if not plain or not verify:  # the answer ended first: neutral costs (the guard then probes)
         return StepCosts(1.0, 1.0, 0.0, 1, 1)
     depth = getattr(drafter, "depth", max(1, nodes - 1)) or 1
     return StepCosts(min(plain), min(verify), min(draft), nodes, depth)

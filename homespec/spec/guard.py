@@ -15,7 +15,7 @@ rates for speculative steps and for plain steps, and
   result when it can: with the step costs measured at load (homespec.spec.costs: verifying the
   drafter's tree and drafting, as multiples of a plain step) and the head's recorded acceptance
   on held-out prompts (P(accepted >= d) per depth), speculation would emit
-  1 + sum_d P(accepted >= d) tokens in (verify_ratio + draft_ratio) plain steps' time. If that
+  1 + sum_d P(accepted >= d) tokens in (verify_ratio + draft time / plain step) plain steps' time. If that
   is below plain decoding by `margin` the probe is skipped, since it would only cost time;
   it is predicted again at each later probe, as the plain step's cost changes with the context.
   Without costs or a recorded acceptance the guard probes as above;
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-
 from typing import Sequence
 
 from homespec.spec.costs import StepCosts
