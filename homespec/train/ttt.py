@@ -78,9 +78,10 @@ def ttt_loss(head: Eagle3Head, frozen: Frozen, batch: Batch, steps: int, hidden_
 
     hidden_weight > 0 adds, per step, a smooth-L1 regression of the head's normed output onto the
     target's final normed hidden state at the same position (EAGLE-1's feature loss): the state
-    the target's own read-out turns into the distribution the soft cross-entropy matches. It is
-    576 numbers of supervision per position instead of one distribution, and keeps the head in
-    the target's hidden space, which generalises better when the data is small."""
+    the target's own read-out turns into the distribution the soft cross-entropy matches: H numbers
+    of supervision per position (576 for SmolLM2) besides one distribution, keeping the head in the
+    target's hidden space. Meant as a regulariser for small data; docs/training.md has the one
+    measurement so far (no difference in an under-fitted run)."""
     B, T = batch.tokens.shape
     dev = batch.tokens.device
     layer, attn = head.midlayer, head.midlayer.self_attn
@@ -161,8 +162,8 @@ def init_lm_head(head: Eagle3Head, frozen: Frozen) -> None:
 
 
 def trainable(head: Eagle3Head, freeze_lm_head: bool = False) -> list[nn.Parameter]:
-    """Everything but embeddings the head might carry (those are the target's, frozen), and
-    but the draft lm_head when `freeze_lm_head` (it then stays the target's own output rows of
-    the draft vocabulary, see init_lm_head: 4.7M fewer parameters to fit on SmolLM2)."""
+    """Everything except embeddings the head might carry (those are the target's, frozen) and,
+    with `freeze_lm_head`, the draft lm_head (it then stays the target's own output rows of the
+    draft vocabulary, see init_lm_head: 4.7M fewer parameters to fit on SmolLM2)."""
     skip = ("embed_tokens", "lm_head") if freeze_lm_head else ("embed_tokens",)
     return [p for name, p in head.named_parameters() if not name.startswith(skip)]
