@@ -83,6 +83,7 @@ class Chat:
     history: list[dict[str, str]] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
     controller_factory: Callable[[Session], Controller] | None = None
+    _guard: Controller | None = field(default=None, init=False, repr=False)  # this turn's guard, for the status line
 
     # --- the conversation --------------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class Chat:
 
     def _guard_note(self) -> str:
         """Why the guard keeps decoding plainly, when it predicted that speculation cannot pay."""
-        stats = getattr(getattr(self, "_guard", None), "stats", None)
+        stats = getattr(self._guard, "stats", None)
         if stats is None or not stats.skipped or stats.predicted is None:
             return ""
         return f" · speculation off: predicted {stats.predicted:.2f}x plain on this machine"

@@ -185,9 +185,7 @@ def generate(
                 res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl)
                 row = _result_json(session, res)
                 if ctrl is not None:
-                    from homespec.bench.run import guard_json
-
-                    row["guard"] = guard_json(ctrl)
+                    row["guard"] = ctrl.as_json()
                 print(json.dumps(row), flush=True)
             else:
                 res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl,

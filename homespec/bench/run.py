@@ -192,8 +192,8 @@ def run_bench(
                 ctrl = controller_factory(sessions[m]) if controller_factory and m != "none" else None
                 res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrl)
                 stats[m].add(res)
-                if ctrl is not None and hasattr(ctrl, "stats"):
-                    stats[m].guard = guard_json(ctrl)
+                if ctrl is not None and hasattr(ctrl, "as_json"):
+                    stats[m].guard = ctrl.as_json()
                 done += 1
                 if progress:
                     progress(m, done, total)
@@ -209,18 +209,6 @@ def run_bench(
     finally:
         for s in sessions.values():
             s.close()
-
-
-def guard_json(guard) -> dict:
-    """The guard's counters, its last prediction and the step costs it was given."""
-    st, c = guard.stats, getattr(guard, "costs", None)
-    out = {"speculative_steps": st.spec_steps, "plain_steps": st.plain_steps, "fallbacks": st.fallbacks,
-           "probes": st.probes, "skipped_probes": st.skipped,
-           "predicted_speedup": None if st.predicted is None else round(st.predicted, 4)}
-    if c is not None:
-        out["costs"] = {"plain_ms": round(c.plain_s * 1e3, 3), "verify_ms": round(c.verify_s * 1e3, 3),
-                        "draft_ms": round(c.draft_s * 1e3, 3), "nodes": c.nodes, "depth": c.depth}
-    return out
 
 
 def summary(result: BenchResult) -> dict:

@@ -145,6 +145,17 @@ class Guard(Controller):
             out += f", {s.skipped} skipped (predicted {s.predicted:.2f}x plain)"
         return out
 
+    def as_json(self) -> dict:
+        """The counters, the last prediction and the step costs it was given (bench and generate JSON)."""
+        st, c = self.stats, self.costs
+        out = {"speculative_steps": st.spec_steps, "plain_steps": st.plain_steps, "fallbacks": st.fallbacks,
+               "probes": st.probes, "skipped_probes": st.skipped,
+               "predicted_speedup": None if st.predicted is None else round(st.predicted, 4)}
+        if c is not None:
+            out["costs"] = {"plain_ms": round(c.plain_s * 1e3, 3), "verify_ms": round(c.verify_s * 1e3, 3),
+                            "draft_ms": round(c.draft_s * 1e3, 3), "nodes": c.nodes, "depth": c.depth}
+        return out
+
     def predicted_gain(self) -> float | None:
         """Predicted speculative tokens/s over plain tokens/s for the drafter's current shape (the
         best depth when adapting); None when the costs, the prior or a plain measurement is missing."""
@@ -152,15 +163,12 @@ class Guard(Controller):
             return None
         c = self.costs
         depth = getattr(self.drafter, "depth", None) or c.depth
-        nodes = getattr(self.drafter, "total", None) or c.nodes
-        per_depth = (nodes - 1) / max(1, depth)
         plain_s = 1.0 / self._plain_rate  # a plain step emits one token
         draft_per_level = c.draft_s / max(1, c.depth)
 
         def gain(d: int) -> float:
-            n = 1 + max(d, round(per_depth * d))
             tokens = 1.0 + sum(self._prior_at(i) for i in range(1, d + 1))
-            seconds = plain_s * c.verify_ratio_at(n) + draft_per_level * d
+            seconds = plain_s * c.verify_ratio_at(self._nodes_at(d)) + draft_per_level * d
             return tokens * plain_s / seconds
 
         return max(gain(d) for d in range(1, self.max_depth + 1)) if self.adapt else gain(depth)
@@ -175,6 +183,13 @@ class Guard(Controller):
             return True
         self.stats.predicted = g
         return g >= 1 - self.margin
+
+    def _nodes_at(self, d: int) -> int:
+        """Tree nodes (root included) of a depth-d draft, scaled from the drafter's own shape:
+        its non-root nodes per level times d, at least a chain of d."""
+        base_depth = max(1, self._base_depth or 1)
+        per_level = (self._base_total - 1) / base_depth if self._base_total else 1.0
+        return 1 + max(d, round(per_level * d))
 
     def _prior_at(self, d: int) -> float:
         p = list(self.prior or ())
@@ -204,17 +219,15 @@ class Guard(Controller):
                 alphas.append(sum(1 for acc in tries if acc >= d) / len(tries))
             else:
                 alphas.append((alphas[-1] if alphas else 1.0) * UNSEEN_DECAY)
-        nodes_per_depth = (self._base_total or current + 1) / max(1, self._base_depth or current)
 
         def value(d: int) -> float:
-            nodes = 1 + max(d, round(nodes_per_depth * d))
-            return (1 + sum(alphas[:d])) / max(1e-6, a + b * nodes + per_depth * d)
+            return (1 + sum(alphas[:d])) / max(1e-6, a + b * self._nodes_at(d) + per_depth * d)
 
         best_d = max(range(1, self.max_depth + 1), key=value)
         if best_d != current and value(best_d) > value(current) * (1 + HYSTERESIS):
             self.drafter.depth = best_d
             if self._base_total is not None:
-                self.drafter.total = 1 + max(best_d, round(nodes_per_depth * best_d))
+                self.drafter.total = self._nodes_at(best_d)
             self.stats.depth_changes += 1
 
 

@@ -44,7 +44,7 @@ def read_prior(head_dir: str | os.PathLike[str], depth: int, topk: int, total: i
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
-    def key(s: dict[str, Any]) -> tuple[int, int]:
+    def key(s: dict[str, Any]) -> tuple[bool, int]:  # the same shape first, then the nearest size
         return (int(s["depth"]), int(s["topk"]), int(s["total"])) != (depth, topk, total), abs(int(s["total"]) - total)
 
     chain = topk == 1
