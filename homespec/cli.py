@@ -218,6 +218,7 @@ def bench(
     adapt: AdaptOpt = False,
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
     window: Annotated[Optional[int], typer.Option("--window", help="EAGLE head attends to the newest N entries only.")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
     json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
     plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
@@ -235,6 +236,8 @@ def bench(
         names = ["none"] + [m for m in names if m != "none"]
     if limit < 1 or max_tokens < 1:
         raise UsageError("--limit and --max-tokens must be positive", hint="e.g. --limit 20 --max-tokens 128")
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
     if long:
         items = None
     else:
@@ -243,7 +246,7 @@ def bench(
     opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads,
                         window=window)
     with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("bench", total=(len(items) if items else limit) * len(names))
+        task = bar.add_task("bench", total=(len(items) if items else limit) * len(names) * repeat)
 
         def tick(method: str, done: int, total: int) -> None:
             bar.update(task, completed=done, description=f"bench: {method}")
@@ -256,7 +259,7 @@ def bench(
         result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
                            controller_factory=_controller_factory(guard, adapt), by_context=long,
-                           bin_size=1024 if long else 64)
+                           bin_size=1024 if long else 64, repeat=repeat)
     render(result, _stdout())
     if json_file:
         write_atomic(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())

@@ -11,6 +11,7 @@
 #
 # TOKENS (reply tokens of data, default 300000: data stops at the first shard boundary past it)
 # and EPOCHS (default 3) size the run; more data is what raises the head's acceptance further.
+# EAGLE3=1 trains the plain EAGLE-3 twin (fc_norm and norm_output off), for the normalisation A/B.
 # FREEZE_LM_HEAD=1 and HIDDEN_WEIGHT=W switch on the trainer's regularisers (off for the shipped
 # head); EVAL_EVERY (default 200) is the optimiser steps between held-out acceptance measurements.
 # HOMESPEC_TRAIN_THREADS: llama.cpp threads for data generation (default: all cores; on a
@@ -23,6 +24,7 @@ PY="${PYTHON:-.venv/bin/python}"
 echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$)" >> "$OUT/log.txt"
 OUT="$OUT" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" TOKENS="${TOKENS:-300000}" EPOCHS="${EPOCHS:-3}" \
   FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \
+  EAGLE3="${EAGLE3:-0}" \
   "$PY" - >> "$OUT/log.txt" 2>&1 <<'PYEOF'
 import os
 
@@ -46,6 +48,7 @@ result = train_head(
     lr=1e-3,
     freeze_lm_head=os.environ["FREEZE_LM_HEAD"] == "1",
     hidden_weight=float(os.environ["HIDDEN_WEIGHT"]),
+    eagle3=os.environ["EAGLE3"] == "1",
     eval_prompts=4,
     eval_every=int(os.environ["EVAL_EVERY"]),
     checkpoint_every=20,

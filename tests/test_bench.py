@@ -52,9 +52,38 @@ def test_bench_long_builds_sized_prompts_and_reports_by_length(capsys, tmp_path)
     assert "by prompt length" in stdout
 
 
+def test_bench_repeat_keeps_the_median_round_per_prompt(capsys, tmp_path):
+    s, stdout = bench(capsys, tmp_path, "--methods", "none,ngram", "--limit", "2", "-n", "8", "--repeat", "3")
+    assert s["repeat"] == 3 and "3 rounds" in stdout
+    for m in ("none", "ngram"):
+        recs = s["methods"][m]["per_prompt"]
+        assert len(recs) == 2  # one record per prompt, not per round
+        for r in recs:
+            rates = r["repeats_tokens_per_s"]
+            assert len(rates) == 3 and r["tokens_per_s"] == sorted(rates)[1]
+        # totals count every round: 3 rounds x 2 prompts x 7 decoded tokens
+        assert s["methods"][m]["tokens"] == 3 * sum(r["tokens"] for r in recs) == 42
+    assert s["methods"]["ngram"]["identical_fraction"] == 1.0  # round r of ngram against round r of none
+
+
+def test_merge_repeats_picks_the_lower_middle_round():
+    from homespec.bench.run import MethodStats
+
+    st = MethodStats("eagle3")
+    st.per_prompt = [{"tokens_per_s": 9.0, "spec_steps": 1}, {"tokens_per_s": 10.0, "spec_steps": 0},
+                     {"tokens_per_s": 4.0, "spec_steps": 2}, {"tokens_per_s": 12.0, "spec_steps": 3},
+                     {"tokens_per_s": 5.0, "spec_steps": 4}]
+    st.merge_repeats(4)  # the last four rounds are one prompt; the first record is another prompt's
+    assert len(st.per_prompt) == 2 and st.per_prompt[0]["tokens_per_s"] == 9.0
+    assert st.per_prompt[1] == {"tokens_per_s": 5.0, "spec_steps": 4, "repeats_tokens_per_s": [10.0, 4.0, 12.0, 5.0]}
+
+
 def test_bench_rejects_bad_input_with_one_line(capsys):
     assert main(["bench", "--methods", "telepathy"]) == 2
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
     assert main(["bench", "--long", "--ctx", "256"]) == 2
     assert "--ctx" in capsys.readouterr().err
+    assert main(["bench", "--repeat", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--repeat" in err and "Traceback" not in err

@@ -43,11 +43,15 @@ def _long(result: BenchResult) -> bool:
     return any(s.by_context for s in result.methods.values())
 
 
+def _rounds(result: BenchResult) -> str:
+    return f", {result.repeat} rounds (per prompt: the median round)" if result.repeat > 1 else ""
+
+
 def render(result: BenchResult, console) -> None:
     from rich.table import Table
 
     t = Table(title=f"{Path(result.model).name} on {result.backend}: {result.n_prompts} prompts x "
-                    f"{result.max_tokens} tokens, temperature {result.temperature:g}")
+                    f"{result.max_tokens} tokens, temperature {result.temperature:g}{_rounds(result)}")
     for c in COLUMNS:
         t.add_column(c, justify="left" if c == "method" else "right")
     for r in _rows(result):
@@ -64,7 +68,7 @@ def render(result: BenchResult, console) -> None:
 
 def markdown(result: BenchResult) -> str:
     lines = [f"**{Path(result.model).name}** on **{result.backend}**: {result.n_prompts} prompts, "
-             f"{result.max_tokens} tokens each, temperature {result.temperature:g}", "",
+             f"{result.max_tokens} tokens each, temperature {result.temperature:g}{_rounds(result)}", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(result)]
     if _long(result):

@@ -2,7 +2,9 @@
 
 Every method gets its own loaded session; prompts are interleaved (prompt 1 with every method,
 then prompt 2, ...) so that machine noise hits all methods alike. Speedups are ratios measured
-in the same run, never against a number from another run.
+in the same run, never against a number from another run. With `repeat` > 1 each prompt runs
+that many rounds, the methods' order reversed every other round, and its per-prompt record is
+the round with the median tokens/s: a per-prompt ratio then survives one noisy round.
 """
 
 from __future__ import annotations
@@ -94,6 +96,20 @@ class MethodStats:
             "spec_tokens": spec[1], "fallback_steps": fallback,
         })
 
+    def merge_repeats(self, rounds: int) -> None:
+        """Fold the last `rounds` per-prompt records (one prompt run `rounds` times) into one: the
+        round with the median tokens/s (the lower middle one for an even count), with every
+        round's rate kept in `repeats_tokens_per_s`. Totals, acceptance and outputs keep all rounds."""
+        if rounds <= 1:
+            return
+        runs = self.per_prompt[-rounds:]
+        del self.per_prompt[-rounds:]
+        rates = [r["tokens_per_s"] for r in runs]
+        mid = statistics.median_low(rates)
+        rec = dict(runs[rates.index(mid)])
+        rec["repeats_tokens_per_s"] = rates
+        self.per_prompt.append(rec)
+
     def by_position(self) -> list[dict]:
         out = []
         for b in sorted(self.bins):
@@ -121,6 +137,7 @@ class BenchResult:
     wall_s: float
     machine: dict
     plan_estimate: dict | None = None
+    repeat: int = 1  # rounds per prompt; per-prompt records are the median round
 
     def speedup(self, method: str) -> float | None:
         base = self.methods.get("none")
@@ -167,6 +184,7 @@ def run_bench(
     controller_factory=None,
     by_context: bool = False,
     bin_size: int = POSITION_BIN,
+    repeat: int = 1,
 ) -> BenchResult:
     from homespec.generation import run
     from homespec.spec.loop import Limits
@@ -185,18 +203,23 @@ def run_bench(
         stats = {m: MethodStats(m, bin_size=bin_size, by_context=by_context) for m in methods}
         sampler = Sampler(temperature=temperature, seed=seed)
         limits = Limits(max_tokens=max_tokens)
-        total = len(token_prompts) * len(methods)
+        if repeat < 1:
+            raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3")
+        total = len(token_prompts) * len(methods) * repeat
         done = 0
         for i, ids in enumerate(token_prompts):
+            for r in range(repeat):
+                for m in (methods if r % 2 == 0 else list(reversed(methods))):
+                    ctrl = controller_factory(sessions[m]) if controller_factory and m != "none" else None
+                    res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrl)
+                    stats[m].add(res)
+                    if ctrl is not None and hasattr(ctrl, "as_json"):
+                        stats[m].guard = ctrl.as_json()
+                    done += 1
+                    if progress:
+                        progress(m, done, total)
             for m in methods:
-                ctrl = controller_factory(sessions[m]) if controller_factory and m != "none" else None
-                res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrl)
-                stats[m].add(res)
-                if ctrl is not None and hasattr(ctrl, "as_json"):
-                    stats[m].guard = ctrl.as_json()
-                done += 1
-                if progress:
-                    progress(m, done, total)
+                stats[m].merge_repeats(repeat)
         for m, s in sessions.items():
             stats[m].memory = s.memory()
         plan_est = None
@@ -205,7 +228,7 @@ def run_bench(
             plan_est = {"plain_tokens_per_s": e.plain_tokens_per_s, "spec_tokens_per_s": e.spec_tokens_per_s,
                         "speedup": e.speedup, "planned_total_bytes": first.plan.total_bytes}
         return BenchResult(stats, opts.backend, first.model_path, len(token_prompts), max_tokens, temperature,
-                           time.perf_counter() - t_start, machine_info(), plan_est)
+                           time.perf_counter() - t_start, machine_info(), plan_est, repeat)
     finally:
         for s in sessions.values():
             s.close()
@@ -239,6 +262,7 @@ def summary(result: BenchResult) -> dict:
         "n_prompts": result.n_prompts,
         "max_tokens": result.max_tokens,
         "temperature": result.temperature,
+        "repeat": result.repeat,
         "wall_s": round(result.wall_s, 2),
         "machine": result.machine,
         "plan_estimate": result.plan_estimate,
