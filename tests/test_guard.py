@@ -162,13 +162,31 @@ def test_guard_skips_probes_it_predicts_to_lose_and_tries_those_that_can_pay():
     for _ in range(40):
         assert not cpu.speculate()
         cpu.record(_step(1, 0.01, False))
-    assert cpu.stats.spec_steps == 0 and cpu.stats.skipped >= 2
+    assert cpu.stats.spec_steps == 0 and cpu.stats.skipped >= 2 and cpu.stats.probes == 0
     assert cpu.stats.predicted == pytest.approx(1.9 / 4.2, rel=1e-3)
     assert "skipped" in cpu.summary()
 
     gpu = _fed_guard(StepCosts(plain_s=0.01, verify_s=0.011, draft_s=0.002, nodes=5, depth=4), prior)
     assert gpu.speculate() and gpu.stats.skipped == 0
     assert gpu.stats.predicted == pytest.approx(1.9 / 1.3, rel=1e-3)
+
+
+def test_a_skipped_probe_is_not_counted_as_a_probe():
+    """Speculation lost (fallback), then at the end of the backoff the prediction says it would
+    lose again: the guard skips the probe and counts it as skipped only."""
+    from homespec.spec.costs import StepCosts
+
+    guard = _fed_guard(StepCosts(0.01, 0.04, 0.002, 5, 4), None, backoff=4)
+    for _ in range(2):  # no prior yet: it tries, and two clearly losing steps switch it off
+        assert guard.speculate()
+        guard.record(_step(1, 0.05, True))
+    assert guard.stats.fallbacks == 1
+    guard.prior = (0.5, 0.25, 0.1, 0.05)  # from now on it can predict
+    for _ in range(4):
+        assert not guard.speculate()
+        guard.record(_step(1, 0.01, False))
+    assert not guard.speculate()  # the backoff is over, but the probe is predicted to lose
+    assert guard.stats.skipped == 1 and guard.stats.probes == 0
 
 
 def test_measured_wins_outrank_a_pessimistic_prediction():

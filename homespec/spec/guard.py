@@ -89,11 +89,14 @@ class Guard(Controller):
             self._plain_left = 1
             self._since_plain = 0
             return False
-        if not self._recent and not self._worth_trying():  # about to start (or restart) speculating
-            self._probing = False
-            self._plain_left = max(1, self._current_backoff)  # predict again after the backoff
-            self.stats.skipped += 1
-            return False
+        if not self._recent:  # about to start (or restart) speculating
+            if not self._worth_trying():
+                self._probing = False
+                self._plain_left = max(1, self._current_backoff)  # predict again after the backoff
+                self.stats.skipped += 1
+                return False
+            if self._probing:  # a probe is counted when it drafts, not when it is skipped
+                self.stats.probes += 1
         return True
 
     def record(self, step: Step) -> None:
@@ -108,7 +111,6 @@ class Guard(Controller):
                 self._plain_left -= 1
                 if self._plain_left == 0 and self.stats.spec_steps:  # backoff over: probe again
                     self._probing = True
-                    self.stats.probes += 1
                     self._recent.clear()
             return
         self.stats.spec_steps += 1
