@@ -138,3 +138,22 @@ def test_calibrate_applies_measured_speed_memory_and_acceptance(capsys, tmp_path
     (tmp_path / "bad.json").write_text("{}")
     code, _, err = run(capsys, "plan", "--gpu", "none", "--calibrate", str(tmp_path / "bad.json"))
     assert code == 2 and err.startswith("error: ")
+
+
+def test_calibrate_takes_acceptance_from_speculative_steps_only(tmp_path):
+    """With the guard, plain steps dilute mean_accepted toward 1; spec_tau is the head's figure,
+    and a method that never speculated gives no acceptance at all."""
+    from homespec.plan.calibrate import load_calibration
+
+    def cal(eagle3: dict, ngram: dict | None = None) -> float | None:
+        methods = {"none": {"tokens_per_s": 80.0, "mean_accepted": 1.0}, "eagle3": eagle3}
+        if ngram:
+            methods["ngram"] = ngram
+        f = tmp_path / "b.json"
+        f.write_text(json.dumps({"methods": methods, "plan_estimate": {"plain_tokens_per_s": 80.0}}))
+        return load_calibration(str(f)).tau
+
+    assert cal({"mean_accepted": 1.2, "spec_tau": 2.4}) == 2.4
+    assert cal({"mean_accepted": 1.0, "spec_tau": None}, {"mean_accepted": 1.5, "spec_tau": 2.9}) == 2.9
+    assert cal({"mean_accepted": 1.0, "spec_tau": None}) is None
+    assert cal({"mean_accepted": 2.5}) == 2.5  # a file written before spec_tau existed

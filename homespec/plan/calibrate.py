@@ -5,7 +5,9 @@ decode tokens/s of plain decoding, the engine's own memory report, and each meth
 target pass. Calibration turns them into three factors applied to later plans on this machine:
   speed_factor  = measured plain tok/s / estimated plain tok/s   (scales both tok/s estimates)
   memory_scale  = max(1, measured bytes / planned bytes)          (a margin on every device's items)
-  tau           = measured tokens per target pass of eagle3 (else another speculative method)
+  tau           = measured tokens per target pass of eagle3 (else another speculative method), over
+                  its speculative steps (`spec_tau`): the guard's plain steps would dilute it toward 1;
+                  a method that recorded `spec_tau` but never speculated gives none
 """
 
 from __future__ import annotations
@@ -44,8 +46,16 @@ def load_calibration(path: str) -> Calibration:
     actual = (mem.get("measured") or {}).get("total_bytes")
     scale = max(1.0, actual / planned) if planned and actual else 1.0
     order = ["eagle3"] + [n for n in methods if n not in ("none", "eagle3")]  # the head's own figure first
-    taus = [methods[n]["mean_accepted"] for n in order if n in methods and methods[n].get("mean_accepted")][:1]
+    taus = [t for t in (_tau(methods[n]) for n in order if n in methods) if t][:1]
     if not 0.01 <= speed <= 100 or scale > 10:
         raise UsageError(f"'{path}' gives implausible factors (speed {speed:.3g}, memory {scale:.3g})",
                          hint="rerun `homespec bench` on this machine")
     return Calibration(speed, scale, taus[0] if taus else None, str(p))
+
+
+def _tau(method: dict) -> float | None:
+    """Tokens per target pass over speculative steps; older bench files without `spec_tau` give
+    `mean_accepted` (every step)."""
+    if "spec_tau" in method:
+        return method["spec_tau"] or None
+    return method.get("mean_accepted") or None
