@@ -194,11 +194,11 @@ class Chat:
         if not path:
             self._note("usage: /save FILE")
             return
-        from homespec.bench.report import write_atomic
+        from homespec.atomic import write_bytes
 
         data = {"model": self.session.model_path, "method": self.session.options.method, "messages": self.messages()}
         try:
-            write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+            write_bytes(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
         except OSError as e:
             self._note(f"could not save to {path}: {e.strerror}")
             return

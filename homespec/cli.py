@@ -226,7 +226,8 @@ def bench(
     """Run methods side by side on a prompt set: tokens/s, speedup, acceptance, latency, exactness."""
     from rich.progress import Progress
 
-    from homespec.bench.report import markdown, plot, render, write_atomic
+    from homespec.atomic import write_bytes
+    from homespec.bench.report import markdown, plot, render
     from homespec.bench.run import run_bench, summary
     from homespec.generation import prompt_tokens
     from homespec.prompts import load_prompts, read_prompts_file
@@ -262,9 +263,9 @@ def bench(
                            bin_size=1024 if long else 64, repeat=repeat)
     render(result, _stdout())
     if json_file:
-        write_atomic(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
+        write_bytes(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
     if markdown_file:
-        write_atomic(markdown_file, markdown(result).encode())
+        write_bytes(markdown_file, markdown(result).encode())
     if plot_file:
         plot(result, plot_file)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from homespec.atomic import write_bytes
 from homespec.bench.run import BenchResult, by_prompt_length, summary
 
 COLUMNS = ("method", "tok/s", "speedup", "tokens/pass", "accept@1", "accept@3", "p50 ms", "p95 ms", "identical", "fallback")
@@ -80,19 +80,6 @@ def markdown(result: BenchResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def plot(result: BenchResult, path: str | os.PathLike) -> None:
     """Two panels: tokens/s per method, and tokens per target pass against generated position."""
     import io
@@ -121,4 +108,4 @@ def plot(result: BenchResult, path: str | os.PathLike) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -393,6 +391,8 @@ def save_head(head: Eagle3Head, directory: str | Path) -> None:
     """Write config.json + model.safetensors (the published layout, with d2t/t2d) atomically."""
     from safetensors.torch import save_file
 
+    from homespec.atomic import write_with
+
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()}
@@ -400,14 +400,7 @@ def save_head(head: Eagle3Head, directory: str | Path) -> None:
         ("model.safetensors", lambda p: save_file(state, p, metadata={"format": "pt"})),
         ("config.json", lambda p: Path(p).write_text(json.dumps(head.config.to_dict(), indent=2) + "\n")),
     ):
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.")
-        os.close(fd)
-        try:
-            write(tmp)
-            os.replace(tmp, out / name)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_with(out / name, write)
 
 
 def parameter_bytes(head: Eagle3Head) -> int:

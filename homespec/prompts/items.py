@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from homespec.atomic import write_bytes
 from homespec.errors import HomespecError, UsageError
 
 SPLITS = ("train", "dev", "test", "long")
@@ -50,15 +50,7 @@ def write_prompts_file(path: Path, items: Iterable[PromptItem]) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(item_to_json(it) + "\n" for it in items).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are shared data files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes(path, data)
     return len(data)
 
 

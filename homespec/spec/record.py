@@ -24,10 +24,10 @@ FILE = "acceptance.json"
 
 
 def write_record(head_dir: str | os.PathLike[str], shapes: Sequence[dict[str, Any]], **about: Any) -> Path:
-    from homespec.train.shards import atomic_write_text
+    from homespec.atomic import write_text
 
     path = Path(head_dir) / FILE
-    atomic_write_text(path, json.dumps({**about, "shapes": list(shapes)}, indent=1) + "\n")
+    write_text(path, json.dumps({**about, "shapes": list(shapes)}, indent=1) + "\n")
     return path
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from homespec.errors import HomespecError, UsageError
 from homespec.train.data import DataSummary, generate_data
 from homespec.train.progress import ProgressFn
-from homespec.train.shards import atomic_write_text, load_shards
+from homespec.atomic import write_text
+from homespec.train.shards import load_shards
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,7 @@ def train_head(
 
         state = train(head, frozen, shards, refs, tc, checkpoint=out / "train" / "checkpoint.pt", meta=meta,
                       evaluate=evaluate if meter else None, progress=progress)
-        atomic_write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
+        write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
 
         # 4. export in the published layout, with the head's acceptance on the dev prompts for
         # the default GPU tree and CPU chain (the guard's prior, homespec.spec.record)

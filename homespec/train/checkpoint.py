@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from homespec.atomic import write_with
 from homespec.errors import HomespecError
 
 
@@ -34,14 +34,7 @@ def save_checkpoint(path: str | os.PathLike[str], head: torch.nn.Module, optimiz
         "meta": meta,
         "torch_rng": torch.get_rng_state(),
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        torch.save(blob, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_with(path, lambda tmp: torch.save(blob, tmp))
 
 
 def load_checkpoint(path: str | os.PathLike[str], head: torch.nn.Module, optimizer: torch.optim.Optimizer,

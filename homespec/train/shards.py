@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.atomic import write_text
 from homespec.errors import HomespecError
 
 FORMAT_VERSION = 1
@@ -108,19 +109,7 @@ def read_manifest(data_dir: Path) -> dict[str, Any] | None:
 
 
 def write_manifest(data_dir: Path, manifest: dict[str, Any]) -> None:
-    atomic_write_text(data_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(data_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
 
 
 def load_shards(data_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Shard]]:
