@@ -345,10 +345,11 @@ class LlamaCppBackend:
     # --- embeddings and memory -----------------------------------------------------------------
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token embeddings [..., H] float32, the same rows llama.cpp's `inp_embd` holds."""
+        """Token embeddings [..., H] float32: llama.cpp's `inp_embd` rows, rounded to fp16 (the
+        host copy the planner budgets)."""
         if self._embd_table is None:
-            self._embd_table = token_embd(self.model_path)  # [V, H] float32, dequantised once
-        return self._embd_table[tokens.long()]
+            self._embd_table = token_embd(self.model_path)  # [V, H] float16, dequantised once
+        return self._embd_table[tokens.long()].float()
 
     def memory_report(self) -> MemoryReport:
         """llama.cpp's own buffer sizes, from the lines it logged while loading (and since)."""

@@ -91,17 +91,25 @@ def flash_attn_active(s: BackendSettings, log_lines: list[str]) -> bool:
     return any("Flash Attention enabled" in line for line in log_lines)
 
 
-def token_embd(path: str) -> torch.Tensor:
-    """token_embd.weight dequantised with the gguf package. -> [V, H] float32"""
+def token_embd(path: str, rows_per_chunk: int = 8192) -> torch.Tensor:
+    """token_embd.weight dequantised with the gguf package into an fp16 table -> [V, H].
+
+    fp16 is what the planner budgets on the host ("draft embeddings": n_vocab x n_embd x 2); the
+    table is filled chunk by chunk, so no float32 copy of the whole table exists even briefly
+    (a 128k x 8192 table would be 4 GiB in float32)."""
     import gguf
     from gguf.quants import dequantize
 
     reader = gguf.GGUFReader(path)
     for t in reader.tensors:
         if t.name == "token_embd.weight":
-            table = dequantize(t.data, t.tensor_type)  # [V, H]: ggml's ne order reversed
-            table = np.ascontiguousarray(table, dtype=np.float32)
-            if not table.flags.writeable:  # an F32 table is a view of the read-only file mapping
-                table = table.copy()
-            return torch.from_numpy(table)
+            data = t.data  # [V, row bytes] for block-quantised types, [V, H] otherwise (ggml's ne reversed)
+            n_vocab = data.shape[0]
+            table = None
+            for lo in range(0, n_vocab, rows_per_chunk):
+                rows = np.asarray(dequantize(data[lo : lo + rows_per_chunk], t.tensor_type), dtype=np.float32)
+                if table is None:
+                    table = torch.empty((n_vocab, rows.shape[-1]), dtype=torch.float16)
+                table[lo : lo + len(rows)] = torch.from_numpy(np.ascontiguousarray(rows))
+            return table
     raise FormatError(f"{path} has no token_embd.weight tensor", hint="is this a decoder-only language model GGUF?")
