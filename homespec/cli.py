@@ -237,8 +237,6 @@ def bench(
         names = ["none"] + [m for m in names if m != "none"]
     if limit < 1 or max_tokens < 1:
         raise UsageError("--limit and --max-tokens must be positive", hint="e.g. --limit 20 --max-tokens 128")
-    if repeat < 1:
-        raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
     if long:
         items = None
     else:

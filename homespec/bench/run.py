@@ -193,6 +193,8 @@ def run_bench(
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHODS)}")
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
     sessions: dict[str, Session] = {}
     t_start = time.perf_counter()
     try:
@@ -203,8 +205,6 @@ def run_bench(
         stats = {m: MethodStats(m, bin_size=bin_size, by_context=by_context) for m in methods}
         sampler = Sampler(temperature=temperature, seed=seed)
         limits = Limits(max_tokens=max_tokens)
-        if repeat < 1:
-            raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3")
         total = len(token_prompts) * len(methods) * repeat
         done = 0
         for i, ids in enumerate(token_prompts):
