@@ -219,6 +219,7 @@ def bench(
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
     window: Annotated[Optional[int], typer.Option("--window", help="EAGLE head attends to the newest N entries only.")] = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
+    lockstep: Annotated[bool, typer.Option("--lockstep", help="Run the methods on each prompt together, one step of each in turn: per-prompt ratios immune to machine speed drift.")] = False,
     json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
     plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
@@ -258,7 +259,7 @@ def bench(
         result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
                            controller_factory=_controller_factory(guard, adapt), by_context=long,
-                           bin_size=1024 if long else 64, repeat=repeat)
+                           bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep)
     render(result, _stdout())
     if json_file:
         write_bytes(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())

@@ -91,6 +91,44 @@ def run(session: Session, prompt: list[int], *, sampler=None, limits: Limits = L
     return res
 
 
+def run_lockstep(runs: Sequence[tuple[Session, object]], prompt: list[int], *, sampler=None,
+                 limits: Limits = Limits(), seed: int = 0) -> list[Result]:
+    """Generate from `prompt` in several sessions at once, one step of each in turn (the order
+    reversed every step), each with its own controller (or None). Machine speed that drifts over
+    seconds then hits every session alike, so their speeds compare step for step. Each result's
+    prefill_s and decode_s are the sums of its own steps' times, never the others'."""
+    import torch
+
+    iters, results = [], []
+    for session, controller in runs:
+        session.backend.reset()
+        if session.drafter is not None:
+            session.drafter.reset()
+        gen = torch.Generator().manual_seed(seed)
+        iters.append(generate(session.backend, session.drafter, prompt, sampler=sampler, limits=limits, generator=gen,
+                              controller=controller))
+        results.append(Result(text="", token_ids=[], prompt_token_ids=list(prompt)))
+    live = list(range(len(iters)))
+    turn = 0
+    while live:
+        for i in (live if turn % 2 == 0 else list(reversed(live))):
+            step = next(iters[i], None)
+            if step is None:
+                live.remove(i)
+                continue
+            res = results[i]
+            res.steps.append(step)
+            res.token_ids.extend(step.tokens)
+            res.finish = step.finish or res.finish
+        turn += 1
+    for (session, _), res in zip(runs, results):
+        tok = session.backend.tokenizer
+        res.prefill_s = res.steps[0].t_step if res.steps else 0.0
+        res.decode_s = sum(s.t_step for s in res.steps[1:])
+        res.text = _visible(tok.decode(_strip_eos(res.token_ids, tok.eos_ids)), limits.stop)
+    return results
+
+
 def _strip_eos(ids: list[int], eos) -> list[int]:
     return ids[:-1] if ids and ids[-1] in eos else ids
 

@@ -66,6 +66,37 @@ def test_bench_repeat_keeps_the_median_round_per_prompt(capsys, tmp_path):
     assert s["methods"]["ngram"]["identical_fraction"] == 1.0  # round r of ngram against round r of none
 
 
+def test_bench_lockstep_gives_each_method_its_own_steps_and_the_same_tokens(capsys, tmp_path):
+    plain, _ = bench(capsys, tmp_path, "--methods", "none,ngram", "--limit", "2", "-n", "12")
+    s, stdout = bench(capsys, tmp_path, "--methods", "none,ngram", "--limit", "2", "-n", "12", "--lockstep")
+    assert s["lockstep"] is True and "lockstep" in stdout
+    for m in ("none", "ngram"):
+        assert s["methods"][m]["tokens"] == plain["methods"][m]["tokens"]
+        assert s["methods"][m]["target_passes"] == plain["methods"][m]["target_passes"]  # same steps, not interleaved ones
+    assert s["methods"]["ngram"]["identical_fraction"] == 1.0
+
+
+def test_lockstep_times_each_session_by_its_own_steps():
+    from homespec.embedded import smollm2_path
+    from homespec.generation import run, run_lockstep
+    from homespec.runner import RunOptions, open_session
+    from homespec.spec.loop import Limits
+
+    a = open_session(RunOptions(model=str(smollm2_path()), method="none", threads=1, ctx=512))
+    b = open_session(RunOptions(model=str(smollm2_path()), method="ngram", threads=1, ctx=512))
+    try:
+        prompt = a.backend.tokenizer.encode("The list: apples, pears, apples, pears, apples,", add_bos=True)
+        ra, rb = run_lockstep([(a, None), (b, None)], prompt, limits=Limits(max_tokens=16))
+        assert ra.token_ids == rb.token_ids == run(a, prompt, limits=Limits(max_tokens=16)).token_ids
+        for r in (ra, rb):
+            assert r.decode_s == pytest.approx(sum(s.t_step for s in r.steps[1:]))
+            assert r.prefill_s == r.steps[0].t_step and r.text
+        assert len(rb.steps) <= len(ra.steps)  # n-gram drafting emits more than one token on some steps
+    finally:
+        a.close()
+        b.close()
+
+
 def test_merge_repeats_picks_the_lower_middle_round():
     from homespec.bench.run import MethodStats
 

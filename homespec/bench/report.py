@@ -44,7 +44,8 @@ def _long(result: BenchResult) -> bool:
 
 
 def _rounds(result: BenchResult) -> str:
-    return f", {result.repeat} rounds (per prompt: the median round)" if result.repeat > 1 else ""
+    out = f", {result.repeat} rounds (per prompt: the median round)" if result.repeat > 1 else ""
+    return out + (", methods in lockstep" if result.lockstep else "")
 
 
 def render(result: BenchResult, console) -> None:

@@ -4,7 +4,9 @@ Every method gets its own loaded session; prompts are interleaved (prompt 1 with
 then prompt 2, ...) so that machine noise hits all methods alike. Speedups are ratios measured
 in the same run, never against a number from another run. With `repeat` > 1 each prompt runs
 that many rounds, the methods' order reversed every other round, and its per-prompt record is
-the round with the median tokens/s: a per-prompt ratio then survives one noisy round.
+the round with the median tokens/s: a per-prompt ratio then survives one noisy round. With
+`lockstep` the methods run one prompt together, a step of each in turn (generation.run_lockstep),
+so a machine whose speed drifts over seconds slows every method alike.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ class BenchResult:
     machine: dict
     plan_estimate: dict | None = None
     repeat: int = 1  # rounds per prompt; per-prompt records are the median round
+    lockstep: bool = False  # methods advanced a step each in turn
 
     def speedup(self, method: str) -> float | None:
         base = self.methods.get("none")
@@ -185,8 +188,9 @@ def run_bench(
     by_context: bool = False,
     bin_size: int = POSITION_BIN,
     repeat: int = 1,
+    lockstep: bool = False,
 ) -> BenchResult:
-    from homespec.generation import run
+    from homespec.generation import run, run_lockstep
     from homespec.spec.loop import Limits
     from homespec.spec.sampling import Sampler
 
@@ -209,12 +213,19 @@ def run_bench(
         done = 0
         for i, ids in enumerate(token_prompts):
             for r in range(repeat):
-                for m in (methods if r % 2 == 0 else list(reversed(methods))):
-                    ctrl = controller_factory(sessions[m]) if controller_factory and m != "none" else None
-                    res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrl)
+                order = methods if r % 2 == 0 else list(reversed(methods))
+                ctrls = {m: controller_factory(sessions[m]) if controller_factory and m != "none" else None for m in order}
+                if lockstep:
+                    results = run_lockstep([(sessions[m], ctrls[m]) for m in order], list(ids), sampler=sampler,
+                                           limits=limits, seed=seed + i)
+                else:
+                    results = [None] * len(order)
+                for m, res in zip(order, results):
+                    if res is None:
+                        res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrls[m])
                     stats[m].add(res)
-                    if ctrl is not None and hasattr(ctrl, "as_json"):
-                        stats[m].guard = ctrl.as_json()
+                    if ctrls[m] is not None and hasattr(ctrls[m], "as_json"):
+                        stats[m].guard = ctrls[m].as_json()
                     done += 1
                     if progress:
                         progress(m, done, total)
@@ -228,7 +239,7 @@ def run_bench(
             plan_est = {"plain_tokens_per_s": e.plain_tokens_per_s, "spec_tokens_per_s": e.spec_tokens_per_s,
                         "speedup": e.speedup, "planned_total_bytes": first.plan.total_bytes}
         return BenchResult(stats, opts.backend, first.model_path, len(token_prompts), max_tokens, temperature,
-                           time.perf_counter() - t_start, machine_info(), plan_est, repeat)
+                           time.perf_counter() - t_start, machine_info(), plan_est, repeat, lockstep)
     finally:
         for s in sessions.values():
             s.close()
@@ -263,6 +274,7 @@ def summary(result: BenchResult) -> dict:
         "max_tokens": result.max_tokens,
         "temperature": result.temperature,
         "repeat": result.repeat,
+        "lockstep": result.lockstep,
         "wall_s": round(result.wall_s, 2),
         "machine": result.machine,
         "plan_estimate": result.plan_estimate,
