@@ -108,6 +108,8 @@ def test_adaptive_depth_shrinks_when_deep_drafts_are_wasted(target):
     steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=240, stop_at_eos=False), controller=guard))
     assert [t for s in steps for t in s.tokens] == plain
     assert drafter.depth < 8 and guard.stats.depth_changes >= 1
+    j = guard.as_json()  # bench and generate JSON report what --adapt did
+    assert j["depth_changes"] == guard.stats.depth_changes and j["depth"] == drafter.depth
 
 
 def test_fit_line():

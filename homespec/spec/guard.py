@@ -153,6 +153,9 @@ class Guard(Controller):
         out = {"speculative_steps": st.spec_steps, "plain_steps": st.plain_steps, "fallbacks": st.fallbacks,
                "probes": st.probes, "skipped_probes": st.skipped,
                "predicted_speedup": None if st.predicted is None else round(st.predicted, 4)}
+        if self.adapt:
+            out["depth_changes"] = st.depth_changes
+            out["depth"] = getattr(self.drafter, "depth", None)
         if c is not None:
             out["costs"] = {"plain_ms": round(c.plain_s * 1e3, 3), "verify_ms": round(c.verify_s * 1e3, 3),
                             "draft_ms": round(c.draft_s * 1e3, 3), "nodes": c.nodes, "depth": c.depth}
