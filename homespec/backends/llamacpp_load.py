@@ -107,9 +107,10 @@ def token_embd(path: str, rows_per_chunk: int = 8192) -> torch.Tensor:
             n_vocab = data.shape[0]
             table = None
             for lo in range(0, n_vocab, rows_per_chunk):
-                rows = np.asarray(dequantize(data[lo : lo + rows_per_chunk], t.tensor_type), dtype=np.float32)
+                # a copy: an F32 table's rows are a read-only view of the file mapping
+                rows = np.array(dequantize(data[lo : lo + rows_per_chunk], t.tensor_type), dtype=np.float32)
                 if table is None:
                     table = torch.empty((n_vocab, rows.shape[-1]), dtype=torch.float16)
-                table[lo : lo + len(rows)] = torch.from_numpy(np.ascontiguousarray(rows))
+                table[lo : lo + len(rows)] = torch.from_numpy(rows)
             return table
     raise FormatError(f"{path} has no token_embd.weight tensor", hint="is this a decoder-only language model GGUF?")

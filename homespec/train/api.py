@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from homespec.atomic import write_text
 from homespec.errors import HomespecError, UsageError
 from homespec.train.data import DataSummary, generate_data
 from homespec.train.progress import ProgressFn
-from homespec.atomic import write_text
 from homespec.train.shards import load_shards
 
 
