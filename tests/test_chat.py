@@ -94,12 +94,23 @@ def _wait_draining(proc: subprocess.Popen, fd: int, timeout: float) -> tuple[int
     return proc.poll(), buf
 
 
+def _child_setup() -> None:
+    """The pty becomes the chat's terminal, and Ctrl-C gets its default action back: a test run
+    started in the background by a shell inherits SIGINT ignored, and so would the chat."""
+    import fcntl
+    import signal
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn_chat() -> tuple[subprocess.Popen, int]:
     master, slave = pty.openpty()
     env = dict(os.environ, COLUMNS="120", TERM="dumb")
     proc = subprocess.Popen([sys.executable, "-m", "homespec", "chat", "--method", "none", "-n", "1500", "--ctx", "2048"],
                             stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-                            preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0))
+                            preexec_fn=_child_setup)
     os.close(slave)
     return proc, master
 
