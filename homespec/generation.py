@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from homespec.runner import Session
 from homespec.spec.loop import Limits, generate
@@ -62,32 +62,21 @@ def prompt_tokens(session: Session, turns: Sequence[str] | Sequence[dict[str, st
 def run(session: Session, prompt: list[int], *, sampler=None, limits: Limits = Limits(), seed: int = 0,
         on_step: Callable[[Step, str], None] | None = None, controller=None) -> Result:
     """Generate from `prompt` (token ids); `on_step(step, new_text)` streams as it goes."""
-    import torch
-
-    backend = session.backend
-    backend.reset()
-    if session.drafter is not None:
-        session.drafter.reset()
-    gen = torch.Generator().manual_seed(seed)
-    res = Result(text="", token_ids=[], prompt_token_ids=list(prompt))
+    tok = session.backend.tokenizer
+    steps, res = _start(session, prompt, sampler, limits, seed, controller)
     t0 = time.perf_counter()
     shown = ""
-    for step in generate(backend, session.drafter, prompt, sampler=sampler, limits=limits, generator=gen,
-                         controller=controller):
-        res.steps.append(step)
-        res.token_ids.extend(step.tokens)
+    for step in steps:
+        _take(res, step)
         if len(res.steps) == 1:
             res.prefill_s = time.perf_counter() - t0
         if on_step is not None:
-            text = _visible(backend.tokenizer.decode(_strip_eos(res.token_ids, backend.tokenizer.eos_ids)), limits.stop)
+            text = _text(res, tok, limits)
             if text.startswith(shown):  # a partial UTF-8 character waits for its next byte
                 on_step(step, text[len(shown):])
                 shown = text
-        res.finish = step.finish or res.finish
     res.decode_s = time.perf_counter() - t0 - res.prefill_s
-    res.text = _visible(backend.tokenizer.decode(_strip_eos(res.token_ids, backend.tokenizer.eos_ids)), limits.stop)
-    if res.finish is None and limits.stop and any(s in backend.tokenizer.decode(res.token_ids) for s in limits.stop):
-        res.finish = "stop"
+    _close(res, tok, limits)
     return res
 
 
@@ -97,36 +86,55 @@ def run_lockstep(runs: Sequence[tuple[Session, object]], prompt: list[int], *, s
     reversed every step), each with its own controller (or None). Machine speed that drifts over
     seconds then hits every session alike, so their speeds compare step for step. Each result's
     prefill_s and decode_s are the sums of its own steps' times, never the others'."""
-    import torch
-
-    iters, results = [], []
-    for session, controller in runs:
-        session.backend.reset()
-        if session.drafter is not None:
-            session.drafter.reset()
-        gen = torch.Generator().manual_seed(seed)
-        iters.append(generate(session.backend, session.drafter, prompt, sampler=sampler, limits=limits, generator=gen,
-                              controller=controller))
-        results.append(Result(text="", token_ids=[], prompt_token_ids=list(prompt)))
-    live = list(range(len(iters)))
+    started = [_start(session, prompt, sampler, limits, seed, controller) for session, controller in runs]
+    live = list(range(len(started)))
     turn = 0
     while live:
         for i in (live if turn % 2 == 0 else list(reversed(live))):
-            step = next(iters[i], None)
+            step = next(started[i][0], None)
             if step is None:
                 live.remove(i)
-                continue
-            res = results[i]
-            res.steps.append(step)
-            res.token_ids.extend(step.tokens)
-            res.finish = step.finish or res.finish
+            else:
+                _take(started[i][1], step)
         turn += 1
-    for (session, _), res in zip(runs, results):
-        tok = session.backend.tokenizer
+    results = []
+    for (session, _), (_, res) in zip(runs, started):
         res.prefill_s = res.steps[0].t_step if res.steps else 0.0
         res.decode_s = sum(s.t_step for s in res.steps[1:])
-        res.text = _visible(tok.decode(_strip_eos(res.token_ids, tok.eos_ids)), limits.stop)
+        _close(res, session.backend.tokenizer, limits)
+        results.append(res)
     return results
+
+
+def _start(session: Session, prompt: list[int], sampler, limits: Limits, seed: int,
+           controller) -> tuple[Iterator[Step], Result]:
+    """A fresh cache and drafter, the step generator and an empty result for one answer."""
+    import torch
+
+    session.backend.reset()
+    if session.drafter is not None:
+        session.drafter.reset()
+    gen = torch.Generator().manual_seed(seed)
+    steps = generate(session.backend, session.drafter, prompt, sampler=sampler, limits=limits, generator=gen,
+                     controller=controller)
+    return steps, Result(text="", token_ids=[], prompt_token_ids=list(prompt))
+
+
+def _take(res: Result, step: Step) -> None:
+    res.steps.append(step)
+    res.token_ids.extend(step.tokens)
+    res.finish = step.finish or res.finish
+
+
+def _text(res: Result, tok, limits: Limits) -> str:
+    return _visible(tok.decode(_strip_eos(res.token_ids, tok.eos_ids)), limits.stop)
+
+
+def _close(res: Result, tok, limits: Limits) -> None:
+    """The answer's text, and "stop" as its finish when a stop string cut it."""
+    res.text = _text(res, tok, limits)
+    if res.finish is None and limits.stop and any(s in tok.decode(res.token_ids) for s in limits.stop):
+        res.finish = "stop"
 
 
 def _strip_eos(ids: list[int], eos) -> list[int]:

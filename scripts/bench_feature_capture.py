@@ -35,7 +35,7 @@ def main() -> None:
     s = open_session(RunOptions(method="eagle3", backend="llamacpp", ctx=4096, draft_depth=4, draft_topk=1,
                                 draft_tokens=5))
     b, d = s.backend, s.drafter
-    layers = b._capture.layers
+    layers = d.feature_layers
     text = (Path(__file__).resolve().parent.parent / "docs" / "speculative.md").read_text()[:12000]
     ids = prompt_tokens(s, [{"role": "user", "content": "Summarise this:\n" + text}], True)[: a.prompt_tokens]
     res: dict[str, list[float]] = {"on": [], "off": []}

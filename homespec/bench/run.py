@@ -218,11 +218,10 @@ def run_bench(
                 if lockstep:
                     results = run_lockstep([(sessions[m], ctrls[m]) for m in order], list(ids), sampler=sampler,
                                            limits=limits, seed=seed + i)
-                else:
-                    results = [None] * len(order)
+                else:  # one after another, each as the loop below asks for it (progress per answer)
+                    results = (run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i,
+                                   controller=ctrls[m]) for m in order)
                 for m, res in zip(order, results):
-                    if res is None:
-                        res = run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i, controller=ctrls[m])
                     stats[m].add(res)
                     if ctrls[m] is not None and hasattr(ctrls[m], "as_json"):
                         stats[m].guard = ctrls[m].as_json()
