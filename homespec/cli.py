@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from homespec.errors import EXIT_NO_FIT, EXIT_RUNTIME, HomespecError, UsageError
+from homespec.errors import EXIT_NO_FIT, EXIT_RUNTIME, EXIT_USAGE, HomespecError, UsageError
 
 app = typer.Typer(
     name="homespec",
@@ -394,13 +394,42 @@ def _result_json(session, res) -> dict:
     }
 
 
+def _click_exceptions():
+    """The parser's exception classes (typer 0.29 carries its own copy of click)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # older typer: click itself
+        from click import exceptions
+    return exceptions
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn known errors into two lines on stderr and an exit code."""
+    click = _click_exceptions()
     try:
-        app(args=argv, standalone_mode=True)
-        return 0
-    except SystemExit as e:  # typer/click exit with the command's code
+        code = app(args=argv, standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except SystemExit as e:  # a command that exits with its own code
         return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except click.NoArgsIsHelpError as e:  # `homespec` or `homespec draft` alone: the help
+        if e.format_message().strip():  # rich help has printed itself already
+            print(e.format_message(), file=sys.stderr)
+        return EXIT_USAGE
+    except click.UsageError as e:  # a bad flag or value, caught by the parser
+        print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
+        command = e.ctx.command_path if e.ctx is not None else "homespec"
+        print(f"hint: see `{command} --help`", file=sys.stderr)
+        return EXIT_USAGE
+    except typer.Abort:  # Ctrl-C or end of input inside a prompt
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except click.ClickException as e:
+        print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
+        return e.exit_code
     except HomespecError as e:
         if os.environ.get("HOMESPEC_DEBUG"):
             raise

@@ -70,14 +70,23 @@ def test_plan_default_model_is_the_embedded_smollm2(capsys):
         ["--model", "/nonexistent/model.gguf"],
         ["--kv-type", "q9"],
         ["--emit", "ollama"],
+        ["--ctx", "abc"],  # the parser's own errors too (no boxed usage screen)
+        ["--bogus"],
+        ["--ctx"],
     ],
 )
 def test_bad_input_is_one_line_error_with_hint(capsys, args):
     code, out, err = run(capsys, "plan", "--gpu", "4090", *args)
     assert code == 2
     lines = [l for l in err.splitlines() if l.strip()]
-    assert lines[0].startswith("error: ") or "Usage" in err
-    assert "Traceback" not in err
+    assert len(lines) == 2, err
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert "Traceback" not in err and out == ""
+
+
+def test_bare_command_prints_help_not_an_error(capsys):
+    code, out, err = run(capsys)
+    assert code == 2 and "Usage:" in out + err and "plan" in out + err and "error:" not in out + err
 
 
 def test_corrupt_gguf_is_an_error_not_a_traceback(capsys, tmp_path):
