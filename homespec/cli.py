@@ -26,6 +26,9 @@ app = typer.Typer(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
 AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Size the draft depth from measured cost and acceptance.")]
+WindowOpt = Annotated[Optional[int], typer.Option(
+    "--window", help="EAGLE head attends to the newest N entries (plus the first 4); default: the length the head "
+    "was trained on when its config records it; 0: all.")]
 
 draft_app = typer.Typer(help="Draft heads: train an EAGLE-3.1 head for a target.", no_args_is_help=True)
 app.add_typer(draft_app, name="draft")
@@ -154,6 +157,7 @@ def generate(
     exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
+    window: WindowOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
@@ -175,7 +179,7 @@ def generate(
     sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     limits = Limits(max_tokens=max_tokens, stop=tuple(stop or ()))
     session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                                        device, threads, exact))
+                                        device, threads, exact, window=window))
     make_controller = _controller_factory(guard, adapt)
     try:
         for turns in items:
@@ -217,7 +221,7 @@ def bench(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
-    window: Annotated[Optional[int], typer.Option("--window", help="EAGLE head attends to the newest N entries only.")] = None,
+    window: WindowOpt = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
     lockstep: Annotated[bool, typer.Option("--lockstep", help="Run the methods on each prompt together, one step of each in turn: per-prompt ratios immune to machine speed drift.")] = False,
     json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
@@ -288,6 +292,7 @@ def chat(
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
+    window: WindowOpt = None,
 ) -> None:
     """Chat with live tokens/s and acceptance. With no arguments: the embedded SmolLM2 with its shipped head."""
     from rich.console import Console
@@ -301,7 +306,7 @@ def chat(
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
     session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                                        threads=threads))
+                                        threads=threads, window=window))
     try:
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))

@@ -39,7 +39,9 @@ class RunOptions:
     draft_tokens: int = 48
     threads: int | None = None
     exact: bool = False  # llama.cpp: verify with the one-token kernels (bit-exact, slower)
-    window: int | None = None  # EAGLE head attends to the newest N entries only
+    # EAGLE head attends to the newest N entries only; None: the head's recorded training length
+    # (full attention when it records none); 0: full attention
+    window: int | None = None
 
 
 @dataclass
@@ -209,8 +211,9 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
 
     head = load_head(head_dir, backend.n_layer, backend.hidden_size, backend.n_vocab,
                      device=backend.device if backend.name == "torch" else "cpu")
+    window = head.config.draft_window if opt.window is None else (opt.window or None)
     drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
-                            window=opt.window, capacity=opt.ctx + opt.draft_tokens + 8)
+                            window=window, capacity=opt.ctx + opt.draft_tokens + 8)
     from homespec.spec.record import read_prior
 
     drafter.expected_acceptance = read_prior(head_dir, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
@@ -222,6 +225,8 @@ def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
     it tells the backend which layers' features to capture)."""
     if opt.backend not in RUN_BACKENDS:
         raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+    if opt.window is not None and opt.window < 0:
+        raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
     path = resolve_model_path(opt.model)
     plan = None
     if with_plan and opt.backend == "llamacpp":

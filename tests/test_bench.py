@@ -40,7 +40,8 @@ def test_bench_json_compares_methods_in_one_run(capsys, tmp_path):
 
 
 def test_bench_long_builds_sized_prompts_and_reports_by_length(capsys, tmp_path):
-    s, stdout = bench(capsys, tmp_path, "--long", "--ctx", "1280", "--methods", "none,ngram", "--limit", "2", "-n", "8")
+    s, stdout = bench(capsys, tmp_path, "--long", "--ctx", "1280", "--methods", "none,ngram,eagle3", "--limit", "2",
+                      "-n", "8")
     sizes = [r["prompt_tokens"] for r in s["methods"]["none"]["per_prompt"]]
     assert len(sizes) == 2
     assert 400 <= sizes[0] <= 563 and 800 <= sizes[1] <= 1127  # about 512 and 1K tokens, model's own tokenizer
@@ -50,6 +51,9 @@ def test_bench_long_builds_sized_prompts_and_reports_by_length(capsys, tmp_path)
     assert row["none"]["min_ratio_vs_none"] is None and row["ngram"]["min_ratio_vs_none"] > 0
     assert s["methods"]["none"]["by_position"][0]["start"] == 0  # bins by context position, 1024 wide
     assert "by prompt length" in stdout
+    # the shipped head records its training length, and drafts with that window by default
+    assert s["methods"]["eagle3"]["draft"]["window"] == 1024 and s["methods"]["ngram"]["draft"] is None
+    assert s["methods"]["eagle3"]["identical_fraction"] == 1.0
 
 
 def test_bench_repeat_keeps_the_median_round_per_prompt(capsys, tmp_path):

@@ -67,6 +67,12 @@ def test_config_reads_published_keys():
     assert nested.feature_layers(32) == (1, 23, 44)
     top = Eagle3Config.from_dict({**cfg, "eagle_aux_hidden_state_layer_ids": [3, 5, 7], "fc_norm": True, "norm_output": True})
     assert top.feature_layers(32) == (3, 5, 7) and top.fc_norm and top.norm_output
+    assert c.draft_window is None and "draft_window" not in c.to_dict()  # published heads: full attention
+    windowed = Eagle3Config.from_dict({**cfg, "draft_window": 1024})
+    assert windowed.draft_window == 1024 and Eagle3Config.from_dict(windowed.to_dict()) == windowed
+    for bad in (0, -5, 1.5, "1024", True):
+        with pytest.raises(FormatError):
+            Eagle3Config.from_dict({**cfg, "draft_window": bad})
     with pytest.raises(FormatError):
         Eagle3Config.from_dict({**cfg, "num_hidden_layers": 32})
     with pytest.raises(FormatError):

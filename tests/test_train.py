@@ -329,3 +329,37 @@ def test_acceptance_record_is_consistent_and_read_back(tiny, setup, tmp_path):
         assert all(a >= b for a, b in zip(r["at_least"], r["at_least"][1:]))
     assert read_prior(tmp_path, 2, 1, 3) == tuple(rows[1]["at_least"])
     assert read_prior(tmp_path, 3, 4, 10) == tuple(rows[0]["at_least"])
+
+
+def test_train_head_end_to_end_records_its_training_length(tiny, tmp_path):
+    """The whole `homespec draft train` path on the tiny target: data, vocabulary, training, export.
+    The head records its longest training sequence, and a session drafts with that window by
+    default (--window 0: full attention; a negative window is a usage error)."""
+    import json
+
+    from homespec.errors import UsageError
+    from homespec.runner import RunOptions, open_session
+    from homespec.train.api import read_target_config, train_head
+
+    out = tmp_path / "head"
+    result = train_head(target=tiny, out=out, tokens=200, epochs=1, draft_vocab=256, max_new_tokens=16,
+                        parallel=4, n_threads=1, batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0)
+    assert result.steps > 0 and result.head_bytes > 0
+    window = json.loads((out / "config.json").read_text())["draft_window"]
+    assert 3 <= window <= 64  # sequences are cut to max(64, batch_tokens // 2) positions
+    cfg = read_target_config(str(tiny))
+    assert load_head(out, cfg.n_layer, cfg.n_embd, cfg.n_vocab).config.draft_window == window
+
+    def drafter_window(w):
+        s = open_session(RunOptions(model=str(tiny), draft=str(out), method="eagle3", backend="torch", ctx=256,
+                                    draft_depth=2, draft_topk=2, draft_tokens=5, window=w), with_plan=False)
+        try:
+            return s.drafter.window
+        finally:
+            s.close()
+
+    assert drafter_window(None) == window
+    assert drafter_window(0) is None
+    assert drafter_window(7) == 7
+    with pytest.raises(UsageError):
+        drafter_window(-1)

@@ -44,6 +44,7 @@ class MethodStats:
     bins: dict[int, list[float]] = field(default_factory=dict)
     memory: dict | None = None
     guard: dict | None = None  # the stability guard's own account, when one ran
+    draft: dict | None = None  # the drafter's shape (an EAGLE head's: depth, topk, nodes, window)
 
     @property
     def tokens_per_s(self) -> float:
@@ -232,6 +233,7 @@ def run_bench(
                 stats[m].merge_repeats(repeat)
         for m, s in sessions.items():
             stats[m].memory = s.memory()
+            stats[m].draft = _draft_shape(s)
         plan_est = None
         if first.plan is not None:
             e = first.plan.estimate
@@ -242,6 +244,14 @@ def run_bench(
     finally:
         for s in sessions.values():
             s.close()
+
+
+def _draft_shape(session: Session) -> dict | None:
+    """What the EAGLE drafter drafts with; `window` None: full attention."""
+    d = session.drafter
+    if d is None or not hasattr(d, "window"):
+        return None
+    return {"depth": d.depth, "topk": d.topk, "nodes": d.total, "window": d.window}
 
 
 def summary(result: BenchResult) -> dict:
@@ -264,6 +274,7 @@ def summary(result: BenchResult) -> dict:
             "per_prompt": s.per_prompt,
             "memory": s.memory,
             "guard": s.guard,
+            "draft": s.draft,
         }
     return {
         "methods": methods,

@@ -41,6 +41,10 @@ class Eagle3Config:
     fc_norm: bool = False  # EAGLE-3.1: RMSNorm on each target feature before fc
     norm_output: bool = False  # EAGLE-3.1: the next draft step consumes norm(output)
     norm_before_residual: bool = False  # vLLM variant: the residual is hidden_norm(hidden)
+    # homespec's key: the longest sequence the head was trained on. The drafter then attends to
+    # that many newest entries (plus the first few) by default: beyond its training length a
+    # head's acceptance is higher with the window than with full attention (docs/speculative.md).
+    draft_window: int | None = None
 
     @classmethod
     def from_dict(cls, cfg: Mapping[str, Any], path: str = "") -> "Eagle3Config":
@@ -78,6 +82,7 @@ class Eagle3Config:
             fc_norm=bool(cfg.get("fc_norm", eagle.get("fc_norm", False))),
             norm_output=bool(cfg.get("norm_output", eagle.get("norm_output", False))),
             norm_before_residual=bool(cfg.get("norm_before_residual", False)),
+            draft_window=_draft_window(cfg.get("draft_window"), where),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +94,7 @@ class Eagle3Config:
             "tie_word_embeddings": False,
         }
         for key, value in asdict(self).items():
-            if key in ("aux_layer_ids", "rope_scaling"):
+            if key in ("aux_layer_ids", "rope_scaling") or (key == "draft_window" and value is None):
                 continue
             out[key] = value
         if self.rope_scaling is not None:
@@ -104,6 +109,15 @@ class Eagle3Config:
             return self.aux_layer_ids
         n = target_n_layer
         return (2, n // 2, n - 3)
+
+
+def _draft_window(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FormatError(f"{where}: draft_window must be a positive integer, not {value!r}",
+                          hint="remove the key (full attention) or set the head's training length")
+    return value
 
 
 def _rope_scaling(rs: Mapping[str, Any] | None, where: str) -> RopeScaling | None:
