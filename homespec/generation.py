@@ -90,7 +90,7 @@ def run_lockstep(runs: Sequence[tuple[Session, object]], prompt: list[int], *, s
     live = list(range(len(started)))
     turn = 0
     while live:
-        for i in (live if turn % 2 == 0 else list(reversed(live))):
+        for i in (list(live) if turn % 2 == 0 else list(reversed(live))):  # a copy: finished ones leave `live`
             step = next(started[i][0], None)
             if step is None:
                 live.remove(i)

@@ -12,10 +12,9 @@ from the last checkpoint.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +168,7 @@ def train_head(
     if not refs:
         raise HomespecError("the generated data holds no reply tokens to train on", hint="raise --tokens or --max-new-tokens")
     # the longest training sequence: the drafter's default attention window (Eagle3Config.draft_window)
-    head.config = dataclasses.replace(head.config, draft_window=max(r.length for r in refs))
+    head.config = replace(head.config, draft_window=max(r.length for r in refs))
     meta = {"epochs": epochs, "ttt_steps": ttt_steps, "lr": lr, "batch_tokens": batch_tokens, "seed": seed,
             "eagle3": eagle3, "draft_vocab": vocab.size, "vocab_sum": int(vocab.ids.sum()), "sequences": len(refs)}
     if freeze_lm_head or hidden_weight or weight_decay:  # (older checkpoints lack these keys)
