@@ -408,6 +408,21 @@ def _click_exceptions():
     return exceptions
 
 
+def _command_path(e, argv: list[str] | None) -> str:
+    """The command a parser error is about. An option missing its value at the end of the line is
+    raised in the root's context, so the subcommand names on the line are followed instead."""
+    if e.ctx is not None and not hasattr(e.ctx.command, "commands"):
+        return e.ctx.command_path
+    words, command = ["homespec"], typer.main.get_command(app)
+    for arg in sys.argv[1:] if argv is None else argv:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        words.append(arg)
+        command = sub
+    return " ".join(words)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -416,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: turn known errors into two lines on stderr and an exit code."""
     click = _click_exceptions()
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="homespec", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except SystemExit as e:  # a command that exits with its own code
         return int(e.code or 0) if not isinstance(e.code, str) else 1
@@ -426,8 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except click.UsageError as e:  # a bad flag or value, caught by the parser
         print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
-        command = e.ctx.command_path if e.ctx is not None else "homespec"
-        print(f"hint: see `{command} --help`", file=sys.stderr)
+        print(f"hint: see `{_command_path(e, argv)} --help`", file=sys.stderr)
         return EXIT_USAGE
     except typer.Abort:  # Ctrl-C or end of input inside a prompt
         print("error: interrupted", file=sys.stderr)

@@ -213,7 +213,7 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
                      device=backend.device if backend.name == "torch" else "cpu")
     window = head.config.draft_window if opt.window is None else (opt.window or None)
     drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
-                            window=window, capacity=opt.ctx + opt.draft_tokens + 8)
+                            window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(head_dir))
     from homespec.spec.record import read_prior
 
     drafter.expected_acceptance = read_prior(head_dir, opt.draft_depth, opt.draft_topk, opt.draft_tokens)

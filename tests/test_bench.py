@@ -4,6 +4,7 @@ long-context view (prompts sized with the model's tokenizer, results by prompt l
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +54,7 @@ def test_bench_long_builds_sized_prompts_and_reports_by_length(capsys, tmp_path)
     assert "by prompt length" in stdout
     # the shipped head records its training length, and drafts with that window by default
     assert s["methods"]["eagle3"]["draft"]["window"] == 1024 and s["methods"]["ngram"]["draft"] is None
+    assert Path(s["methods"]["eagle3"]["draft"]["head"]).name == "smollm2-135m-instruct"  # the shipped head's directory
     assert s["methods"]["eagle3"]["tokens"] > 0
 
 

@@ -82,6 +82,15 @@ def test_bad_input_is_one_line_error_with_hint(capsys, args):
     assert len(lines) == 2, err
     assert lines[0].startswith("error: ") and lines[1].startswith("hint: ")
     assert "Traceback" not in err and out == ""
+    if args in (["--ctx"], ["--bogus"]):  # a missing value at the end of the line too names the subcommand
+        assert lines[1] == "hint: see `homespec plan --help`", err
+
+
+@pytest.mark.parametrize(("args", "command"), [(["draft", "train", "--tokens"], "homespec draft train"),
+                                               (["draft", "--bogus"], "homespec draft"), (["--bogus"], "homespec")])
+def test_parser_error_hint_names_the_command_on_the_line(capsys, args, command):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and err.splitlines()[-1] == f"hint: see `{command} --help`", err
 
 
 def test_bare_command_prints_help_not_an_error(capsys):

@@ -247,11 +247,11 @@ def run_bench(
 
 
 def _draft_shape(session: Session) -> dict | None:
-    """What the EAGLE drafter drafts with; `window` None: full attention."""
+    """What the EAGLE drafter drafts with; `window` None: full attention; `head`: its directory."""
     d = session.drafter
     if d is None or not hasattr(d, "window"):
         return None
-    return {"depth": d.depth, "topk": d.topk, "nodes": d.total, "window": d.window}
+    return {"depth": d.depth, "topk": d.topk, "nodes": d.total, "window": d.window, "head": d.source}
 
 
 def summary(result: BenchResult) -> dict:

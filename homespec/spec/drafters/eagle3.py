@@ -46,10 +46,12 @@ class Eagle3Drafter:
         window: int | None = None,
         capacity: int | None = None,
         sinks: int = 4,
+        source: str | None = None,
     ):
         """depth: longest draft path; topk: children per expanded node (1 = chain); total: tree
         nodes including the root; window: attend only to the newest `window` committed entries
-        (keeps acceptance flat on long contexts, docs/speculative.md)."""
+        (keeps acceptance flat on long contexts, docs/speculative.md); source: where the head was
+        loaded from (reported by `homespec bench --json`)."""
         from homespec.heap import keep_freed_memory
 
         keep_freed_memory()  # draft steps' temporaries reuse heap memory (homespec.heap)
@@ -66,6 +68,7 @@ class Eagle3Drafter:
         # first tokens of a sequence (StreamingLLM, Xiao et al. 2023), and dropping them skews
         # the softmax over what remains.
         self.sinks = sinks if window is not None else 0
+        self.source = source
         self.flush_chunk = 1024  # rows per key/value projection when committed entries are written
         self.feature_layers = c.feature_layers(backend.n_layer)
         backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
