@@ -413,7 +413,7 @@ def _command_path(e, argv: list[str] | None) -> str:
     raised in the root's context, so the subcommand names on the line are followed instead."""
     if e.ctx is not None and not hasattr(e.ctx.command, "commands"):
         return e.ctx.command_path
-    words, command = ["homespec"], typer.main.get_command(app)
+    words, command = [app.info.name], typer.main.get_command(app)
     for arg in sys.argv[1:] if argv is None else argv:
         sub = getattr(command, "commands", {}).get(arg)
         if sub is None:
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: turn known errors into two lines on stderr and an exit code."""
     click = _click_exceptions()
     try:
-        code = app(args=argv, prog_name="homespec", standalone_mode=False)
+        code = app(args=argv, prog_name=app.info.name, standalone_mode=False)
         return code if isinstance(code, int) else 0
     except SystemExit as e:  # a command that exits with its own code
         return int(e.code or 0) if not isinstance(e.code, str) else 1
