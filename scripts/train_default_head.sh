@@ -15,6 +15,8 @@
 # EAGLE3=1 trains the plain EAGLE-3 twin (fc_norm and norm_output off), for the normalisation A/B.
 # FREEZE_LM_HEAD=1 and HIDDEN_WEIGHT=W switch on the trainer's regularisers (off for the shipped
 # head); EVAL_EVERY (default 200) is the optimiser steps between held-out acceptance measurements.
+# INIT=DIR starts training from that head's weights (warm start, `draft train --init`); LR (default
+# 1e-3) is the peak learning rate.
 # HOMESPEC_TRAIN_THREADS: llama.cpp threads for data generation (default: all cores; on a
 # machine shared with other jobs 1 is faster, as busy-waiting threads then stall each other).
 set -euo pipefail
@@ -25,7 +27,7 @@ PY="${PYTHON:-.venv/bin/python}"
 echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$)" >> "$OUT/log.txt"
 OUT="$OUT" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" TOKENS="${TOKENS:-717000}" EPOCHS="${EPOCHS:-2}" \
   FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \
-  EAGLE3="${EAGLE3:-0}" \
+  EAGLE3="${EAGLE3:-0}" INIT="${INIT:-}" LR="${LR:-1e-3}" \
   "$PY" - >> "$OUT/log.txt" 2>&1 <<'PYEOF'
 import os
 
@@ -46,13 +48,14 @@ result = train_head(
     parallel=16,
     n_threads=threads,
     batch_tokens=2048,
-    lr=1e-3,
+    lr=float(os.environ["LR"]),
     freeze_lm_head=os.environ["FREEZE_LM_HEAD"] == "1",
     hidden_weight=float(os.environ["HIDDEN_WEIGHT"]),
     eagle3=os.environ["EAGLE3"] == "1",
     eval_prompts=4,
     eval_every=int(os.environ["EVAL_EVERY"]),
     checkpoint_every=20,
+    init=os.environ["INIT"] or None,
     progress=LogProgress(every=25),
 )
 print(result, flush=True)

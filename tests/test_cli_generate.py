@@ -76,3 +76,18 @@ def test_draft_train_refuses_a_missing_target(capsys):
     code = main(["draft", "train", "--target", "/nonexistent/model.gguf", "--out", "/tmp/never"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ")
+
+
+def test_draft_train_refuses_a_bad_init_before_any_data(capsys, tmp_path):
+    """--init is read and checked before data generation starts: a directory with no head, or a
+    head of the other kind, is a one-line error and nothing is written under --out."""
+    from homespec.runner import DEFAULT_HEAD
+
+    out = tmp_path / "run"
+    code = main(["draft", "train", "--out", str(out), "--init", str(tmp_path / "nohead")])
+    err = capsys.readouterr().err
+    assert code != 0 and err.startswith("error: ") and "config.json" in err and len(err.strip().splitlines()) <= 2
+    code = main(["draft", "train", "--out", str(out), "--eagle3", "--init", str(DEFAULT_HEAD)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not plain EAGLE-3" in err and "drop --eagle3" in err
+    assert not out.exists()

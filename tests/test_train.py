@@ -363,3 +363,85 @@ def test_train_head_end_to_end_records_its_training_length(tiny, tmp_path):
     assert drafter_window(7) == 7
     with pytest.raises(UsageError):
         drafter_window(-1)
+
+
+def test_warm_start_carries_the_head_over(tiny, setup, tmp_path):
+    """--init: every weight is copied, each read-out row follows its token into the new draft
+    vocabulary (a token new to it starts from the target's output row), and a head of the other
+    EAGLE kind or of another shape is refused."""
+    from dataclasses import replace
+
+    from homespec.errors import UsageError
+    from homespec.models.eagle3 import save_head
+    from homespec.train.api import head_config, read_target_config, target_tables
+    from homespec.train.ttt import Frozen, init_lm_head
+    from homespec.train.vocab import count_tokens
+    from homespec.train.warm import read_source, warm_start, weights_digest
+
+    head, _, shards, _, _ = setup
+    cfg = read_target_config(str(tiny))
+    old = copy.deepcopy(head)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in old.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    save_head(old, tmp_path / "old")
+
+    vocab = build_vocab(count_tokens(shards, cfg.n_vocab), 320)
+    new = Eagle3Head(head_config(cfg, vocab.size, eagle3=False))
+    new.d2t.copy_(torch.from_numpy(vocab.d2t))
+    new.t2d.copy_(torch.from_numpy(vocab.t2d))
+    embed, output = target_tables(str(tiny))
+    init_lm_head(new, Frozen(embed, output, torch.from_numpy(vocab.ids)))
+    fresh_rows = new.lm_head.weight.detach().clone()
+    w = warm_start(new, read_source(tmp_path / "old", cfg, new.config), cfg, vocab.ids)
+
+    assert w.digest == weights_digest(tmp_path / "old") and len(w.digest) == 64
+    assert w.rows_kept > 0 and w.rows_new > 0 and w.rows_kept + w.rows_new == 320
+    mine, theirs = new.state_dict(), old.state_dict()
+    for key in mine:
+        if key not in ("lm_head.weight", "d2t", "t2d", "embed_tokens.weight"):
+            assert torch.equal(mine[key], theirs[key]), key
+    old_tokens = (torch.arange(old.config.draft_vocab_size) + old.d2t.long()).tolist()
+    row_of = {t: i for i, t in enumerate(old_tokens)}
+    kept = 0
+    for i, t in enumerate(vocab.ids.tolist()):
+        if t in row_of:
+            kept += 1
+            assert torch.equal(new.lm_head.weight[i], old.lm_head.weight[row_of[t]])
+        else:
+            assert torch.equal(new.lm_head.weight[i], fresh_rows[i])
+    assert kept == w.rows_kept
+
+    with pytest.raises(UsageError, match="not plain EAGLE-3") as e:
+        read_source(tmp_path / "old", cfg, head_config(cfg, vocab.size, eagle3=True))
+    assert e.value.hint == "drop --eagle3"
+    with pytest.raises(UsageError, match="needs"):
+        read_source(tmp_path / "old", cfg, replace(new.config, intermediate_size=cfg.n_ff * 2))
+    with pytest.raises(HomespecError, match="config.json"):
+        read_source(tmp_path / "missing", cfg, new.config)
+
+
+def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_path):
+    """train_head(init=...): the run starts from the given head (on the same first batch, its loss
+    is the trained head's, far below a fresh head's), records the head's digest, and a rerun with
+    another head refuses the checkpoint instead of mixing two runs."""
+    import json
+
+    from homespec.train.api import train_head
+
+    kw = dict(target=tiny, tokens=200, epochs=1, draft_vocab=256, max_new_tokens=16, parallel=4, n_threads=1,
+              batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
+    a, b = tmp_path / "a", tmp_path / "b"
+    train_head(out=a, **{**kw, "epochs": 8})
+    b.mkdir()
+    (b / "data").symlink_to(a / "data")
+    warm = train_head(out=b, init=a, **kw)
+    assert warm.steps > 0
+
+    def first_loss(d):  # the same seed and data: both runs start on the same batch
+        return next(r["loss"] for r in json.loads((d / "train" / "history.json").read_text()) if "loss" in r)
+
+    assert first_loss(b) < 0.5 * first_loss(a)
+    with pytest.raises(HomespecError, match="init"):
+        train_head(out=b, init=b, **kw)  # b's own exported head: other weights than a's

@@ -7,7 +7,8 @@
     OUT/acceptance.json   its acceptance on the dev prompts (homespec.spec.record), when measured
 
 Every stage resumes: rerunning the same command skips finished shards and continues training
-from the last checkpoint.
+from the last checkpoint. With `init`, training starts from an existing head's weights
+(homespec.train.warm) instead of a fresh head.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def train_head(
     eval_every: int = 500,
     checkpoint_every: int = 200,
     shard_prompts: int = 64,
+    init: str | os.PathLike[str] | None = None,
     progress: ProgressFn | None = None,
 ) -> TrainResult:
     """Train an EAGLE-3.1 head (EAGLE-3 with eagle3=True) for `target`; see the module docstring."""
@@ -141,6 +143,11 @@ def train_head(
         raise UsageError("llama.cpp reads GGUF files, the target is a directory", hint="use --backend torch")
     items = read_prompts_file(prompts) if prompts else load_prompts("train")
     layers = cfg.default_feature_layers()
+    start = None
+    if init is not None:  # checked before hours of data generation, not after
+        from homespec.train.warm import read_source, warm_start
+
+        start = read_source(init, cfg, head_config(cfg, draft_vocab, eagle3))
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. data: the target answers the prompts
@@ -161,6 +168,7 @@ def train_head(
     embed, output = target_tables(target)
     frozen = Frozen(embed, output, torch.from_numpy(vocab.ids))
     init_lm_head(head, frozen)
+    warm = None if start is None else warm_start(head, start, cfg, vocab.ids)
     tc = TrainConfig(epochs=epochs, ttt_steps=ttt_steps, lr=lr, batch_tokens=batch_tokens, seed=seed, device=device,
                      freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, weight_decay=weight_decay,
                      eval_every=eval_every if eval_prompts else 0, checkpoint_every=checkpoint_every)
@@ -173,6 +181,8 @@ def train_head(
             "eagle3": eagle3, "draft_vocab": vocab.size, "vocab_sum": int(vocab.ids.sum()), "sequences": len(refs)}
     if freeze_lm_head or hidden_weight or weight_decay:  # (older checkpoints lack these keys)
         meta.update(freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, weight_decay=weight_decay)
+    if warm is not None:  # a resumed run must start from the same head
+        meta["init"] = warm.digest
     meter = None
     if eval_prompts:
         from homespec.prompts import load_prompts as _lp

@@ -29,15 +29,19 @@ class RichProgress:
         self._bars = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=Console(file=sys.stderr), transient=False)
         self._tasks: dict[str, int] = {}
+        self._started = False
 
     def __enter__(self) -> "RichProgress":
-        self._bars.start()
-        return self
+        return self  # the display starts with the first event: an error before it stays one clean line
 
     def __exit__(self, *exc: object) -> None:
-        self._bars.stop()
+        if self._started:
+            self._bars.stop()
 
     def __call__(self, ev: Progress) -> None:
+        if not self._started:
+            self._bars.start()
+            self._started = True
         text = f"{ev.phase:5} " + " ".join(f"{k} {_fmt(v)}" for k, v in ev.info.items())
         if ev.phase not in self._tasks:
             self._tasks[ev.phase] = self._bars.add_task(text, total=ev.total)
