@@ -90,4 +90,7 @@ def test_draft_train_refuses_a_bad_init_before_any_data(capsys, tmp_path):
     code = main(["draft", "train", "--out", str(out), "--eagle3", "--init", str(DEFAULT_HEAD)])
     err = capsys.readouterr().err
     assert code == 2 and "not plain EAGLE-3" in err and "drop --eagle3" in err
+    code = main(["draft", "train", "--out", str(DEFAULT_HEAD), "--init", str(DEFAULT_HEAD)])
+    err = capsys.readouterr().err
+    assert code == 2 and "overwrite" in err and "another --out" in err
     assert not out.exists()

@@ -147,6 +147,9 @@ def train_head(
     if init is not None:  # checked before hours of data generation, not after
         from homespec.train.warm import read_source, warm_start
 
+        if Path(init).resolve() == out.resolve():
+            raise UsageError(f"--init {init} is the output directory: the new head would overwrite the one it starts from",
+                             hint="write the new head to another --out")
         start = read_source(init, cfg, head_config(cfg, draft_vocab, eagle3))
     out.mkdir(parents=True, exist_ok=True)
 
