@@ -1,34 +1,40 @@
 #!/usr/bin/env bash
-# Reproduces the shipped EAGLE-3.1 draft head for the embedded SmolLM2-135M-Instruct (Q4_1 GGUF):
-# self-distilled data (50 shards of 64 prompts: 717,192 reply tokens), 8192-token draft vocabulary,
-# 5-step training-time test, batches of 2048 positions, lr 1e-3, 2 epochs (1,216 steps).
-# Writes runs/smollm2-head/ (gitignored); logs to runs/smollm2-head/log.txt.
-# Resumable: rerun the same command after an interruption (finished shards and the last
-# checkpoint are kept). docs/training.md describes the method and the numbers of a full run.
+# Reproduces the shipped EAGLE-3.1 draft head for the embedded SmolLM2-135M-Instruct (Q4_1 GGUF),
+# in two stages on homespec's own train prompts (8192-token draft vocabulary, 5-step training-time
+# test, batches of 2048 positions, seed 0):
+#   1. OUT/base/: self-distilled data to 717,000 reply tokens (50 shards of 64 prompts), a fresh
+#      head, lr 1e-3, 2 epochs (1,216 steps) -- the fifth head;
+#   2. OUT/: the same data extended to 923,111 reply tokens (65 shards), training warm-started from
+#      stage 1's head (`draft train --init`), lr 5e-4, 1 epoch (782 steps) -- the shipped head.
+# Logs go to OUT/log.txt. Resumable: rerun the same command after an interruption (finished shards
+# and the last checkpoint of each stage are kept; a finished stage 1 only re-exports its head).
+# docs/training.md describes the method and the numbers of a full run.
 #
 #   bash scripts/train_default_head.sh                 # foreground
 #   setsid nohup bash scripts/train_default_head.sh &  # background
 #
-# TOKENS (reply tokens of data, default 717000: data stops at the first shard boundary past it)
-# and EPOCHS (default 2) size the run; more data is what raises the head's acceptance further.
-# The previous shipped heads: TOKENS=540000 (38 shards, 917 steps); TOKENS=300000 EPOCHS=3 (22 shards, 801 steps).
+# One stage instead: INIT=DIR warm-starts from that head, INIT= (empty) starts from a fresh head;
+# TOKENS (reply tokens of data: it stops at the first shard boundary past it), EPOCHS and LR (peak
+# learning rate) size that stage (defaults: stage 2's). The earlier heads were single from-scratch
+# stages: INIT= TOKENS=717000 EPOCHS=2 LR=1e-3 (fifth), TOKENS=540000 EPOCHS=2 (fourth, 917 steps),
+# TOKENS=300000 EPOCHS=3 (third, 801 steps). More data is what raises the head's acceptance further.
 # EAGLE3=1 trains the plain EAGLE-3 twin (fc_norm and norm_output off), for the normalisation A/B.
 # FREEZE_LM_HEAD=1 and HIDDEN_WEIGHT=W switch on the trainer's regularisers (off for the shipped
 # head); EVAL_EVERY (default 200) is the optimiser steps between held-out acceptance measurements.
-# INIT=DIR starts training from that head's weights (warm start, `draft train --init`); LR (default
-# 1e-3) is the peak learning rate.
 # HOMESPEC_TRAIN_THREADS: llama.cpp threads for data generation (default: all cores; on a
 # machine shared with other jobs 1 is faster, as busy-waiting threads then stall each other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/smollm2-head}"
-mkdir -p "$OUT"
 PY="${PYTHON:-.venv/bin/python}"
-echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$)" >> "$OUT/log.txt"
-OUT="$OUT" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" TOKENS="${TOKENS:-717000}" EPOCHS="${EPOCHS:-2}" \
-  FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \
-  EAGLE3="${EAGLE3:-0}" INIT="${INIT:-}" LR="${LR:-1e-3}" \
-  "$PY" - >> "$OUT/log.txt" 2>&1 <<'PYEOF'
+
+stage() {  # stage OUT TOKENS EPOCHS LR INIT
+  mkdir -p "$1"
+  echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$): tokens $2 epochs $3 lr $4 init ${5:-none}" >> "$1/log.txt"
+  OUT="$1" TOKENS="$2" EPOCHS="$3" LR="$4" INIT="$5" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" \
+    FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \
+    EAGLE3="${EAGLE3:-0}" \
+    "$PY" - >> "$1/log.txt" 2>&1 <<'PYEOF'
 import os
 
 from homespec.embedded import smollm2_path
@@ -60,4 +66,15 @@ result = train_head(
 )
 print(result, flush=True)
 PYEOF
-echo "$(date '+%Y-%m-%d %H:%M:%S') done" >> "$OUT/log.txt"
+  echo "$(date '+%Y-%m-%d %H:%M:%S') done" >> "$1/log.txt"
+}
+
+if [[ -z "${INIT+set}" ]]; then  # the shipped head: both stages
+  stage "$OUT/base" 717000 2 1e-3 ""
+  # stage 2 extends a copy of stage 1's data (hard links: shards are never rewritten, the manifest
+  # is replaced atomically), so rerunning stage 1 still finds exactly its own 50 shards
+  [[ -e "$OUT/data" ]] || cp -al "$OUT/base/data" "$OUT/data"
+  stage "$OUT" "${TOKENS:-923111}" "${EPOCHS:-1}" "${LR:-5e-4}" "$OUT/base"
+else
+  stage "$OUT" "${TOKENS:-923111}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT"
+fi
