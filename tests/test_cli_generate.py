@@ -79,8 +79,9 @@ def test_draft_train_refuses_a_missing_target(capsys):
 
 
 def test_draft_train_refuses_a_bad_init_before_any_data(capsys, tmp_path):
-    """--init is read and checked before data generation starts: a directory with no head, or a
-    head of the other kind, is a one-line error and nothing is written under --out."""
+    """--init is read and checked before data generation starts: a directory with no head, a head
+    of the other kind, or the output directory itself is a one-line error, and nothing is written
+    under --out."""
     from homespec.runner import DEFAULT_HEAD
 
     out = tmp_path / "run"
