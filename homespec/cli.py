@@ -352,7 +352,10 @@ def draft_train(
                             freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, init=init,
                             progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
-                      "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab}, indent=2))
+                      "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,
+                      "init": None if result.warm is None else {"from": str(result.warm.source),
+                                                                "rows_kept": result.warm.rows_kept,
+                                                                "rows_new": result.warm.rows_new}}, indent=2))
 
 
 LONG_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # 512: the short reference

@@ -438,6 +438,8 @@ def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_pa
     (b / "data").symlink_to(a / "data")
     warm = train_head(out=b, init=a, **kw)
     assert warm.steps > 0
+    # the same data, so the same draft vocabulary: every read-out row carried over
+    assert (warm.warm.source, warm.warm.rows_kept, warm.warm.rows_new) == (a, 256, 0)
 
     def first_loss(d):  # the same seed and data: both runs start on the same batch
         return next(r["loss"] for r in json.loads((d / "train" / "history.json").read_text()) if "loss" in r)

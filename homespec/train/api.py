@@ -38,6 +38,7 @@ class TrainResult:
     final_loss: float | None
     tau: float | None  # last held-out acceptance length, when measured
     head_bytes: int
+    warm: Any = None  # homespec.train.warm.WarmStart when the run started from another head
 
 
 def read_target_config(target: str) -> Any:
@@ -213,4 +214,4 @@ def train_head(
     losses = [r["loss"] for r in state.history if "loss" in r]
     taus = [r["tau"] for r in state.history if "tau" in r]
     return TrainResult(out, data, vocab.size, vocab.coverage, state.step, losses[-1] if losses else None,
-                       taus[-1] if taus else None, head_bytes)
+                       taus[-1] if taus else None, head_bytes, warm)
