@@ -402,7 +402,7 @@ def test_warm_start_carries_the_head_over(tiny, setup, tmp_path):
     for key in mine:
         if key not in ("lm_head.weight", "d2t", "t2d", "embed_tokens.weight"):
             assert torch.equal(mine[key], theirs[key]), key
-    old_tokens = (torch.arange(old.config.draft_vocab_size) + old.d2t.long()).tolist()
+    old_tokens = old.draft_to_target.tolist()
     row_of = {t: i for i, t in enumerate(old_tokens)}
     kept = 0
     for i, t in enumerate(vocab.ids.tolist()):
@@ -445,5 +445,9 @@ def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_pa
         return next(r["loss"] for r in json.loads((d / "train" / "history.json").read_text()) if "loss" in r)
 
     assert first_loss(b) < 0.5 * first_loss(a)
-    with pytest.raises(HomespecError, match="init"):
-        train_head(out=b, init=b, **kw)  # b's own exported head: other weights than a's
+    other = tmp_path / "other"  # b's exported head: other weights than a's
+    other.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (other / name).write_bytes((b / name).read_bytes())
+    with pytest.raises(HomespecError, match=r"other settings \(init\)"):
+        train_head(out=b, init=other, **kw)

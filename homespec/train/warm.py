@@ -49,6 +49,8 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
     """Load the head to start from and check it before any data is generated: a head of this
     target (load_head's checks), of the kind this run trains, shaped as `config` (this run's head
     config; the draft vocabulary aside, which warm_start maps token by token)."""
+    import torch
+
     from homespec.models.eagle3 import Eagle3Head, load_head
 
     src = Path(source)
@@ -57,7 +59,8 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
         kind = "EAGLE-3.1" if config.fc_norm else "plain EAGLE-3"
         raise UsageError(f"--init {src}: that head is not {kind}, the kind this run trains",
                          hint="drop --eagle3" if not config.fc_norm else "add --eagle3")
-    mine = Eagle3Head(replace(config, draft_vocab_size=old.config.draft_vocab_size)).state_dict()
+    with torch.device("meta"):  # shapes only: no memory for a head that is never used
+        mine = Eagle3Head(replace(config, draft_vocab_size=old.config.draft_vocab_size)).state_dict()
     theirs = old.state_dict()
     for key, ref in mine.items():
         w = theirs.get(key)
@@ -79,9 +82,8 @@ def warm_start(head: Any, source: Source, cfg: Any, draft_ids: Any) -> WarmStart
         for key, ref in head.state_dict().items():
             if key not in _ROWS:
                 ref.copy_(theirs[key].to(ref.dtype))
-        n_old = old.config.draft_vocab_size
         row_of = torch.full((cfg.n_vocab,), -1, dtype=torch.long)
-        row_of[torch.arange(n_old) + old.d2t.long()] = torch.arange(n_old)
+        row_of[old.draft_to_target] = torch.arange(old.config.draft_vocab_size)
         rows = row_of[torch.as_tensor(draft_ids).long()]
         keep = rows >= 0
         head.lm_head.weight[keep] = old.lm_head.weight[rows[keep]].to(head.lm_head.weight.dtype)
