@@ -80,12 +80,11 @@ extend() {  # extend FROM_DIR TO_DIR: TO_DIR's data starts as a copy of FROM_DIR
   [[ -e "$2/data" ]] || cp -al "$1/data" "$2/data"
 }
 
-if [[ -z "${INIT+set}" ]]; then  # the shipped head: three stages
+if [[ -z "${INIT+set}" ]]; then  # the shipped head: stages 1 and 2 first, then stage 3 below
   stage "$OUT/base" 717000 2 1e-3 ""
   extend "$OUT/base" "$OUT/stage2"
   stage "$OUT/stage2" 923111 1 5e-4 "$OUT/base"
   extend "$OUT/stage2" "$OUT"
-  stage "$OUT" "${TOKENS:-1120000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$OUT/stage2"
-else
-  stage "$OUT" "${TOKENS:-1120000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT"
+  INIT="$OUT/stage2"
 fi
+stage "$OUT" "${TOKENS:-1120000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT"
