@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Reproduces the shipped EAGLE-3.1 draft head for the embedded SmolLM2-135M-Instruct (Q4_1 GGUF),
-# in three stages on homespec's own train prompts (8192-token draft vocabulary, 5-step training-time
+# in four stages on homespec's own train prompts (8192-token draft vocabulary, 5-step training-time
 # test, batches of 2048 positions, seed 0), each stage's data a superset of the one before:
 #   1. OUT/base/: self-distilled data to 717,000 reply tokens (50 shards of 64 prompts), a fresh
 #      head, lr 1e-3, 2 epochs (1,216 steps) -- the fifth head;
 #   2. OUT/stage2/: the data extended to 923,111 reply tokens (65 shards), training warm-started
 #      from stage 1's head (`draft train --init`), lr 5e-4, 1 epoch (782 steps) -- the sixth head;
-#   3. OUT/: the data extended to 1,120,000 reply tokens (79 shards), warm-started from stage 2's
-#      head, lr 5e-4, 1 epoch (947 steps) -- the shipped head.
+#   3. OUT/stage3/: the data extended to 1,120,000 reply tokens (79 shards), warm-started from
+#      stage 2's head, lr 5e-4, 1 epoch (947 steps) -- the seventh head;
+#   4. OUT/: the data extended to 1,350,000 reply tokens (96 shards), warm-started from stage 3's
+#      head, lr 5e-4, 1 epoch (1,152 steps) -- the shipped head.
 # Logs go to each stage's log.txt. Resumable: rerun the same command after an interruption
 # (finished shards and the last checkpoint of each stage are kept; a finished stage only re-exports
 # its head).
@@ -18,10 +20,11 @@
 #
 # One stage instead: INIT=DIR warm-starts from that head, INIT= (empty) starts from a fresh head;
 # TOKENS (reply tokens of data: it stops at the first shard boundary past it), EPOCHS and LR (peak
-# learning rate) size that stage (defaults: stage 3's). The earlier heads: the sixth is
-# INIT=<fifth> TOKENS=923111, the fifth INIT= TOKENS=717000 EPOCHS=2 LR=1e-3; the fourth and third
-# were single from-scratch stages: INIT= TOKENS=540000 EPOCHS=2 LR=1e-3 (917 steps), INIT=
-# TOKENS=300000 EPOCHS=3 LR=1e-3 (801 steps). More data is what raises the head's acceptance further.
+# learning rate) size that stage (defaults: stage 4's). The earlier heads: the seventh is
+# INIT=<sixth> TOKENS=1120000, the sixth INIT=<fifth> TOKENS=923111, the fifth INIT= TOKENS=717000
+# EPOCHS=2 LR=1e-3; the fourth and third were single from-scratch stages: INIT= TOKENS=540000
+# EPOCHS=2 LR=1e-3 (917 steps), INIT= TOKENS=300000 EPOCHS=3 LR=1e-3 (801 steps). More data is what
+# raises the head's acceptance further.
 # EAGLE3=1 trains the plain EAGLE-3 twin (fc_norm and norm_output off), for the normalisation A/B.
 # FREEZE_LM_HEAD=1 and HIDDEN_WEIGHT=W switch on the trainer's regularisers (off for the shipped
 # head); EVAL_EVERY (default 200) is the optimiser steps between held-out acceptance measurements.
@@ -80,11 +83,13 @@ extend() {  # extend FROM_DIR TO_DIR: TO_DIR's data starts as a copy of FROM_DIR
   [[ -e "$2/data" ]] || cp -al "$1/data" "$2/data"
 }
 
-if [[ -z "${INIT+set}" ]]; then  # the shipped head: stages 1 and 2 first, then stage 3 below
+if [[ -z "${INIT+set}" ]]; then  # the shipped head: stages 1 to 3 first, then stage 4 below
   stage "$OUT/base" 717000 2 1e-3 ""
   extend "$OUT/base" "$OUT/stage2"
   stage "$OUT/stage2" 923111 1 5e-4 "$OUT/base"
-  extend "$OUT/stage2" "$OUT"
-  INIT="$OUT/stage2"
+  extend "$OUT/stage2" "$OUT/stage3"
+  stage "$OUT/stage3" 1120000 1 5e-4 "$OUT/stage2"
+  extend "$OUT/stage3" "$OUT"
+  INIT="$OUT/stage3"
 fi
-stage "$OUT" "${TOKENS:-1120000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT"
+stage "$OUT" "${TOKENS:-1350000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT"
