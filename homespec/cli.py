@@ -334,6 +334,7 @@ def draft_train(
     freeze_lm_head: Annotated[bool, typer.Option("--freeze-lm-head", help="Keep the draft read-out at the target's output rows.")] = False,
     hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = 0.0,
     init: Annotated[Optional[str], typer.Option("--init", help="Start from this head's weights (a directory in the EAGLE-3 layout) instead of a fresh head.")] = None,
+    skip_shards: Annotated[int, typer.Option("--skip-shards", help="Begin data at this shard of the prompt order (64 prompts each), e.g. past the ones an --init head was trained on.")] = 0,
 ) -> None:
     """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
     from homespec.runner import resolve_model_path
@@ -350,7 +351,7 @@ def draft_train(
                             device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
                             max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3,
                             freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, init=init,
-                            progress=progress)
+                            skip_shards=skip_shards, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,
                       "init": None if result.warm is None else {"from": str(result.warm.source),

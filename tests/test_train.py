@@ -140,6 +140,26 @@ def test_data_generation_resumes_to_identical_shards(tiny, prompts, data_dir, tm
     assert again.generated_now == 0
 
 
+def test_data_skip_shards_starts_at_a_later_shard(tiny, prompts, data_dir, tmp_path):
+    """--skip-shards: the same shards as a full run from that one on (fresh prompts for a warm start)."""
+    from homespec.errors import UsageError
+    from homespec.train.data import generate_data
+    from homespec.train.shards import read_manifest
+
+    out = tmp_path / "later"
+    summary = generate_data(tiny, out, prompts, **DATA_KW, skip_shards=1)
+    full = _shard_bytes(data_dir)
+    assert summary.shards == 2 and summary.generated > 0
+    assert _shard_bytes(out) == {k: v for k, v in full.items() if not k.startswith("shard-00000")}
+    assert [s["prompts"] for s in read_manifest(out)["shards"]] == [[4, 8], [8, 12]]
+    with pytest.raises(HomespecError, match="skip_shards"):  # resuming needs the same skip
+        generate_data(tiny, out, prompts, **DATA_KW)
+    with pytest.raises(HomespecError, match="skip_shards"):
+        generate_data(tiny, data_dir, prompts, **DATA_KW, skip_shards=2)
+    with pytest.raises(UsageError, match="leaves no prompts"):  # 12 prompts make 3 shards
+        generate_data(tiny, tmp_path / "none", prompts, **DATA_KW, skip_shards=3)
+
+
 def test_data_refuses_other_settings(tiny, prompts, data_dir):
     from homespec.train.data import generate_data
 

@@ -117,6 +117,7 @@ def train_head(
     eval_every: int = 500,
     checkpoint_every: int = 200,
     shard_prompts: int = 64,
+    skip_shards: int = 0,
     init: str | os.PathLike[str] | None = None,
     progress: ProgressFn | None = None,
 ) -> TrainResult:
@@ -157,7 +158,8 @@ def train_head(
     # 1. data: the target answers the prompts
     data = generate_data(target, out / "data", items, tokens=tokens, max_new_tokens=max_new_tokens, seed=seed,
                          feature_layers=layers, backend=backend, parallel=parallel, shard_prompts=shard_prompts,
-                         n_threads=n_threads, device=device if backend == "torch" else None, progress=progress)
+                         skip_shards=skip_shards, n_threads=n_threads,
+                         device=device if backend == "torch" else None, progress=progress)
     manifest, shards = load_shards(out / "data")
 
     # 2. draft vocabulary: the most frequent reply tokens

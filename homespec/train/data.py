@@ -7,7 +7,8 @@ which training recomputes the target's logits over the draft vocabulary exactly 
 hidden @ output_matrix[draft ids]^T) instead of storing 49k logits per token.
 
 Prompts are processed shard by shard (`shard_prompts` prompts each) in an order fixed by the
-seed. Within a shard up to `parallel` sequences are decoded in one llama_decode call: a slot
+seed; `skip_shards` starts at a later shard of that order, so that a warm-started head (`draft
+train --init`) can go on learning from prompts its first run never answered. Within a shard up to `parallel` sequences are decoded in one llama_decode call: a slot
 that finishes takes the next prompt of the shard. Every shard starts from an empty cache, so
 its batches (and hence its numbers) do not depend on whether the run was resumed.
 """
@@ -137,6 +138,7 @@ def generate_data(
     backend: str = "llamacpp",
     parallel: int = 16,
     shard_prompts: int = 64,
+    skip_shards: int = 0,
     seq_budget: int = 1024,
     n_threads: int | None = None,
     device: str | None = None,
@@ -145,37 +147,45 @@ def generate_data(
     """Generate (or resume generating) until `tokens` reply tokens are stored or prompts run out.
 
     `seq_budget`: KV cells per parallel sequence (prompt + replies); a sequence that reaches it
-    ends early. Reruns with the same settings skip the shards already written."""
+    ends early. `skip_shards`: begin at that shard of the seed's order (shard k holds the same
+    prompts, and the same numbers, whatever the skip). Reruns with the same settings skip the
+    shards already written."""
     target = os.fspath(target)
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     if backend == "torch":
         parallel = 1
     order = ordered_prompts(prompts, seed)
+    n_shards = (len(order) + shard_prompts - 1) // shard_prompts
+    if skip_shards < 0 or (skip_shards and skip_shards >= n_shards):
+        raise UsageError(f"--skip-shards {skip_shards} leaves no prompts: {len(order)} prompts make {n_shards} shards "
+                         f"of {shard_prompts}", hint=f"use 0 to {max(n_shards - 1, 0)}, or more prompts")
     settings = {
         "version": FORMAT_VERSION, "target": os.path.basename(target), "target_bytes": _size(target),
         "seed": seed, "max_new_tokens": max_new_tokens, "feature_layers": list(feature_layers),
         "shard_prompts": shard_prompts, "n_prompts": len(order), "first_prompt": order[0].id if order else None,
         "parallel": parallel, "backend": backend, "seq_budget": seq_budget,
     }
+    if skip_shards:  # (absent, not 0, when unused: data made before the option still resumes)
+        settings["skip_shards"] = skip_shards
     manifest = read_manifest(data_dir) or {**settings, "shards": []}
-    changed = [k for k, v in settings.items() if manifest.get(k) != v]
+    changed = [k for k in dict.fromkeys([*settings, "skip_shards"]) if manifest.get(k) != settings.get(k)]
     if changed:
         raise HomespecError(
             f"{data_dir} holds data made with other settings ({', '.join(changed)})",
             hint="rerun with the original settings to resume, or choose a new --out directory",
         )
     done_gen = sum(s["generated"] for s in manifest["shards"])
-    n_shards = (len(order) + shard_prompts - 1) // shard_prompts
+    first = skip_shards + len(manifest["shards"])
     t_start, gen_now = time.perf_counter(), 0
-    if done_gen < tokens and len(manifest["shards"]) < n_shards:
+    if done_gen < tokens and first < n_shards:
         model = open_target(target, backend=backend, feature_layers=feature_layers, parallel=parallel,
                             n_ctx=parallel * seq_budget, n_threads=n_threads, device=device)
         try:
             from homespec.tokenizer import load_tokenizer
 
             tok = load_tokenizer(target)
-            for k in range(len(manifest["shards"]), n_shards):
+            for k in range(first, n_shards):
                 if done_gen >= tokens:
                     break
                 lo = k * shard_prompts
