@@ -24,7 +24,9 @@
 # INIT=<sixth> TOKENS=1120000, the sixth INIT=<fifth> TOKENS=923111, the fifth INIT= TOKENS=717000
 # EPOCHS=2 LR=1e-3; the fourth and third were single from-scratch stages: INIT= TOKENS=540000
 # EPOCHS=2 LR=1e-3 (917 steps), INIT= TOKENS=300000 EPOCHS=3 LR=1e-3 (801 steps). More data is what
-# raises the head's acceptance further.
+# raises the head's acceptance further. SKIP_SHARDS=K (one stage only) begins its data at shard K
+# (`draft train --skip-shards`): INIT=<the shipped head> SKIP_SHARDS=96 TOKENS=430000 trains on
+# prompts the shipped head never saw (docs/training.md: not shipped).
 # EAGLE3=1 trains the plain EAGLE-3 twin (fc_norm and norm_output off), for the normalisation A/B.
 # FREEZE_LM_HEAD=1 and HIDDEN_WEIGHT=W switch on the trainer's regularisers (off for the shipped
 # head); EVAL_EVERY (default 200) is the optimiser steps between held-out acceptance measurements.
@@ -35,10 +37,10 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/smollm2-head}"
 PY="${PYTHON:-.venv/bin/python}"
 
-stage() {  # stage OUT TOKENS EPOCHS LR INIT
+stage() {  # stage OUT TOKENS EPOCHS LR INIT [SKIP_SHARDS]
   mkdir -p "$1"
-  echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$): tokens $2 epochs $3 lr $4 init ${5:-none}" >> "$1/log.txt"
-  OUT="$1" TOKENS="$2" EPOCHS="$3" LR="$4" INIT="$5" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" \
+  echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$): tokens $2 epochs $3 lr $4 init ${5:-none} skip ${6:-0}" >> "$1/log.txt"
+  OUT="$1" TOKENS="$2" EPOCHS="$3" LR="$4" INIT="$5" SKIP="${6:-0}" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" \
     FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \
     EAGLE3="${EAGLE3:-0}" \
     "$PY" - >> "$1/log.txt" 2>&1 <<'PYEOF'
@@ -69,6 +71,7 @@ result = train_head(
     eval_every=int(os.environ["EVAL_EVERY"]),
     checkpoint_every=20,
     init=os.environ["INIT"] or None,
+    skip_shards=int(os.environ["SKIP"]),
     progress=LogProgress(every=25),
 )
 print(result, flush=True)
@@ -90,6 +93,6 @@ if [[ -z "${INIT+set}" ]]; then  # the shipped head: stages 1 to 3 first, then s
   extend "$OUT/stage2" "$OUT/stage3"
   stage "$OUT/stage3" 1120000 1 5e-4 "$OUT/stage2"
   extend "$OUT/stage3" "$OUT"
-  INIT="$OUT/stage3"
+  INIT="$OUT/stage3" SKIP_SHARDS=0
 fi
-stage "$OUT" "${TOKENS:-1350000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT"
+stage "$OUT" "${TOKENS:-1350000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT" "${SKIP_SHARDS:-0}"
