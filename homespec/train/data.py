@@ -8,9 +8,10 @@ hidden @ output_matrix[draft ids]^T) instead of storing 49k logits per token.
 
 Prompts are processed shard by shard (`shard_prompts` prompts each) in an order fixed by the
 seed; `skip_shards` starts at a later shard of that order, so that a warm-started head (`draft
-train --init`) can go on learning from prompts its first run never answered. Within a shard up to `parallel` sequences are decoded in one llama_decode call: a slot
-that finishes takes the next prompt of the shard. Every shard starts from an empty cache, so
-its batches (and hence its numbers) do not depend on whether the run was resumed.
+train --init`) can go on learning from prompts its first run never answered. Within a shard up
+to `parallel` sequences are decoded in one llama_decode call: a slot that finishes takes the
+next prompt of the shard. Every shard starts from an empty cache, so its batches (and hence its
+numbers) do not depend on whether the run was resumed.
 """
 
 from __future__ import annotations
