@@ -335,6 +335,8 @@ def draft_train(
     hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = 0.0,
     init: Annotated[Optional[str], typer.Option("--init", help="Start from this head's weights (a directory in the EAGLE-3 layout) instead of a fresh head.")] = None,
     skip_shards: Annotated[int, typer.Option("--skip-shards", help="Begin data at this shard of the prompt order (64 prompts each), e.g. past the ones an --init head was trained on.")] = 0,
+    keep_vocab: Annotated[bool, typer.Option("--keep-vocab", help="Keep the --init head's draft vocabulary instead of counting one on this run's data.")] = False,
+    data_from: Annotated[Optional[list[str]], typer.Option("--data-from", help="Also train on the data in this directory (another run's OUT/data, same target); repeatable.")] = None,
 ) -> None:
     """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
     from homespec.runner import resolve_model_path
@@ -351,7 +353,8 @@ def draft_train(
                             device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
                             max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3,
                             freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, init=init,
-                            skip_shards=skip_shards, progress=progress)
+                            skip_shards=skip_shards, keep_vocab=keep_vocab, data_from=data_from or (),
+                            progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,
                       "init": None if result.warm is None else {"from": str(result.warm.source),

@@ -26,7 +26,8 @@
 # EPOCHS=2 LR=1e-3 (917 steps), INIT= TOKENS=300000 EPOCHS=3 LR=1e-3 (801 steps). More data is what
 # raises the head's acceptance further. SKIP_SHARDS=K (one stage only) begins its data at shard K
 # (`draft train --skip-shards`): INIT=<the shipped head> SKIP_SHARDS=96 TOKENS=430000 trains on
-# prompts the shipped head never saw (docs/training.md: not shipped).
+# prompts the shipped head never saw (docs/training.md: not shipped). KEEP_VOCAB=1 (one stage with
+# INIT) keeps the INIT head's draft vocabulary (`draft train --keep-vocab`).
 # EAGLE3=1 trains the plain EAGLE-3 twin (fc_norm and norm_output off), for the normalisation A/B.
 # FREEZE_LM_HEAD=1 and HIDDEN_WEIGHT=W switch on the trainer's regularisers (off for the shipped
 # head); EVAL_EVERY (default 200) is the optimiser steps between held-out acceptance measurements.
@@ -37,12 +38,12 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/smollm2-head}"
 PY="${PYTHON:-.venv/bin/python}"
 
-stage() {  # stage OUT TOKENS EPOCHS LR INIT [SKIP_SHARDS]
+stage() {  # stage OUT TOKENS EPOCHS LR INIT [SKIP_SHARDS [KEEP_VOCAB]]
   mkdir -p "$1"
-  echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$): tokens $2 epochs $3 lr $4 init ${5:-none} skip ${6:-0}" >> "$1/log.txt"
+  echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$): tokens $2 epochs $3 lr $4 init ${5:-none} skip ${6:-0} keep-vocab ${7:-0}" >> "$1/log.txt"
   OUT="$1" TOKENS="$2" EPOCHS="$3" LR="$4" INIT="$5" SKIP="${6:-0}" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" \
     FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \
-    EAGLE3="${EAGLE3:-0}" \
+    EAGLE3="${EAGLE3:-0}" KEEP_VOCAB="${7:-0}" \
     "$PY" - >> "$1/log.txt" 2>&1 <<'PYEOF'
 import os
 
@@ -72,6 +73,7 @@ result = train_head(
     checkpoint_every=20,
     init=os.environ["INIT"] or None,
     skip_shards=int(os.environ["SKIP"]),
+    keep_vocab=os.environ["KEEP_VOCAB"] == "1",
     progress=LogProgress(every=25),
 )
 print(result, flush=True)
@@ -93,6 +95,6 @@ if [[ -z "${INIT+set}" ]]; then  # the shipped head: stages 1 to 3 first, then s
   extend "$OUT/stage2" "$OUT/stage3"
   stage "$OUT/stage3" 1120000 1 5e-4 "$OUT/stage2"
   extend "$OUT/stage3" "$OUT"
-  INIT="$OUT/stage3" SKIP_SHARDS=0
+  INIT="$OUT/stage3" SKIP_SHARDS=0 KEEP_VOCAB=0
 fi
-stage "$OUT" "${TOKENS:-1350000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT" "${SKIP_SHARDS:-0}"
+stage "$OUT" "${TOKENS:-1350000}" "${EPOCHS:-1}" "${LR:-5e-4}" "$INIT" "${SKIP_SHARDS:-0}" "${KEEP_VOCAB:-0}"

@@ -160,6 +160,45 @@ def test_data_skip_shards_starts_at_a_later_shard(tiny, prompts, data_dir, tmp_p
         generate_data(tiny, tmp_path / "none", prompts, **DATA_KW, skip_shards=3)
 
 
+def test_torch_data_batches_sequences_and_matches_one_sequence_prefill(tiny, prompts, tmp_path):
+    """backend torch: sequences decoded together (one-row steps batched, prompts and user turns
+    on their own) give each position the features, final hidden state and greedy next token of a
+    plain one-sequence prefill of the same tokens; multi-turn items exercise the rollback."""
+    from homespec.backends.pytorch import TorchBackend
+    from homespec.models.llama import rms_norm
+    from homespec.train.data import generate_data
+    from homespec.train.shards import load_shards, read_manifest
+
+    turns = [p for p in load_prompts("train") if len(p.turns) > 1][:3]
+    assert turns
+    items = turns + list(prompts[:5])
+    out = tmp_path / "torch"
+    summary = generate_data(tiny, out, items, **{**DATA_KW, "max_new_tokens": 24, "shard_prompts": 8}, backend="torch")
+    assert summary.shards == 1 and read_manifest(out)["parallel"] == 4  # (not forced to one sequence)
+    _, shards = load_shards(out)
+    sh = shards[0]
+    ref = TorchBackend.load(str(tiny), max_context=1024)
+    ref.set_feature_layers(LAYERS + (N_LAYER,))
+    model, k = ref.model, len(LAYERS) * 64
+    checked = 0
+    for s in range(sh.n_seq):
+        a, b = int(sh.offsets[s]), int(sh.offsets[s + 1])
+        toks = np.asarray(sh.tokens[a:b]).tolist()
+        ref.reset()
+        fwd = model.forward(torch.as_tensor(toks), capture=ref.feature_layers)
+        feats = fwd.features
+        hidden = rms_norm(feats[:, k:], model.norm, model.cfg.rms_eps)
+        np.testing.assert_allclose(np.asarray(sh.features[a:b], np.float32), feats[:, :k].numpy(), rtol=2e-3, atol=2e-3)
+        np.testing.assert_allclose(np.asarray(sh.hidden[a:b], np.float32), hidden.numpy(), rtol=2e-3, atol=2e-3)
+        gen = np.asarray(sh.generated[a:b])
+        top2 = fwd.logits.topk(2, dim=-1)
+        for j in np.nonzero(gen[1:])[0]:  # every generated token is the reference's argmax there
+            if float(top2.values[j, 0] - top2.values[j, 1]) > 1e-4:
+                assert toks[j + 1] == int(top2.indices[j, 0])
+                checked += 1
+    assert checked > 50
+
+
 def test_data_refuses_other_settings(tiny, prompts, data_dir):
     from homespec.train.data import generate_data
 
@@ -471,3 +510,48 @@ def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_pa
         (other / name).write_bytes((b / name).read_bytes())
     with pytest.raises(HomespecError, match=r"other settings \(init\)"):
         train_head(out=b, init=other, **kw)
+
+
+def test_keep_vocab_keeps_the_init_heads_draft_vocabulary(tiny, tmp_path):
+    """--keep-vocab: a warm start on other prompts keeps the source head's draft vocabulary (every
+    read-out row carried over), where a recount on the new data alone drops some of its tokens;
+    without --init it is a one-line usage error."""
+    from homespec.errors import UsageError
+    from homespec.train.api import read_target_config, train_head
+
+    cfg = read_target_config(str(tiny))
+    kw = dict(target=tiny, tokens=150, epochs=1, draft_vocab=128, max_new_tokens=16, parallel=4, n_threads=1,
+              batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
+    a = tmp_path / "a"
+    train_head(out=a, **kw)
+    src = load_head(a, N_LAYER, 64, cfg.n_vocab).draft_to_target.numpy()
+    recount = train_head(out=tmp_path / "recount", init=a, skip_shards=1, **kw)
+    kept = train_head(out=tmp_path / "kept", init=a, skip_shards=1, keep_vocab=True, **kw)
+    assert recount.warm.rows_new > 0  # the other prompts' most frequent tokens differ
+    assert (kept.warm.rows_kept, kept.warm.rows_new) == (128, 0)
+    assert np.array_equal(load_head(tmp_path / "kept", N_LAYER, 64, cfg.n_vocab).draft_to_target.numpy(), src)
+    assert 0 < kept.vocab_coverage < 1
+    with pytest.raises(UsageError, match="--keep-vocab"):
+        train_head(out=tmp_path / "none", keep_vocab=True, **kw)
+
+
+def test_data_from_pools_another_runs_data(tiny, tmp_path):
+    """--data-from: training reads the other run's shards too (more steps over the same epochs,
+    a vocabulary counted on both); the same data twice, or another target's data, is refused."""
+    from homespec.errors import UsageError
+    from homespec.train.api import train_head
+    from tiny_models import make_tiny_gguf
+
+    kw = dict(target=tiny, tokens=150, epochs=1, draft_vocab=128, max_new_tokens=16, parallel=4, n_threads=1,
+              batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    alone_a = train_head(out=a, **kw)
+    alone_b = train_head(out=b, skip_shards=1, **kw)
+    pooled = train_head(out=c, skip_shards=1, data_from=[a / "data"], **kw)
+    assert pooled.data.generated == alone_b.data.generated  # its own data: only the new shard
+    assert pooled.steps >= alone_a.steps + alone_b.steps - 1  # one epoch over both
+    with pytest.raises(UsageError, match="already part of this run"):
+        train_head(out=b, skip_shards=1, data_from=[b / "data"], **kw)
+    other = make_tiny_gguf(tmp_path / "other.gguf", n_layer=N_LAYER + 2)
+    with pytest.raises(UsageError, match="another target"):
+        train_head(out=tmp_path / "d", data_from=[a / "data"], **{**kw, "target": other})

@@ -17,13 +17,13 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from homespec.atomic import write_text
 from homespec.errors import HomespecError, UsageError
-from homespec.train.data import DataSummary, generate_data
+from homespec.train.data import DataSummary, generate_data, target_size
 from homespec.train.progress import ProgressFn
 from homespec.train.shards import load_shards
 
@@ -80,6 +80,26 @@ def target_tables(target: str):
     return found["token_embd.weight"], found.get("output.weight", found["token_embd.weight"])
 
 
+def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: str, layers: Sequence[int]):
+    """[(manifest, shards)] of each --data-from directory: data made earlier for this target
+    with the same feature layers (any backend, prompts, skip or reply length), read, never written."""
+    found, seen = [], {(out / "data").resolve()}
+    for d in dirs:
+        d = Path(d)
+        if d.resolve() in seen:
+            raise UsageError(f"--data-from {d}: that data is already part of this run",
+                             hint="name each data directory once, and not OUT/data itself")
+        seen.add(d.resolve())
+        manifest, shards = load_shards(d)
+        mine = {"target": os.path.basename(target), "target_bytes": target_size(target), "feature_layers": list(layers)}
+        bad = [k for k, v in mine.items() if manifest.get(k) != v]
+        if bad:
+            raise UsageError(f"--data-from {d}: made for another target ({', '.join(bad)} differ)",
+                             hint="pool only data this target made, with the same feature layers")
+        found.append((manifest, shards))
+    return found
+
+
 def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
     from homespec.models.eagle3 import Eagle3Config
 
@@ -119,6 +139,8 @@ def train_head(
     shard_prompts: int = 64,
     skip_shards: int = 0,
     init: str | os.PathLike[str] | None = None,
+    keep_vocab: bool = False,
+    data_from: Sequence[str | os.PathLike[str]] = (),
     progress: ProgressFn | None = None,
 ) -> TrainResult:
     """Train an EAGLE-3.1 head (EAGLE-3 with eagle3=True) for `target`; see the module docstring."""
@@ -145,6 +167,7 @@ def train_head(
         raise UsageError("llama.cpp reads GGUF files, the target is a directory", hint="use --backend torch")
     items = read_prompts_file(prompts) if prompts else load_prompts("train")
     layers = cfg.default_feature_layers()
+    extra = _read_data_from(data_from, out, target, layers)  # checked before hours of generation
     start = None
     if init is not None:  # checked before hours of data generation, not after
         from homespec.train.warm import read_source, warm_start
@@ -153,6 +176,9 @@ def train_head(
             raise UsageError(f"--init {init} is the output directory: the new head would overwrite the one it starts from",
                              hint="write the new head to another --out")
         start = read_source(init, cfg, head_config(cfg, draft_vocab, eagle3))
+    elif keep_vocab:
+        raise UsageError("--keep-vocab keeps the draft vocabulary of the --init head, and there is none",
+                         hint="add --init DIR, or drop --keep-vocab")
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. data: the target answers the prompts
@@ -161,9 +187,16 @@ def train_head(
                          skip_shards=skip_shards, n_threads=n_threads,
                          device=device if backend == "torch" else None, progress=progress)
     manifest, shards = load_shards(out / "data")
+    shards = shards + [sh for _, more in extra for sh in more]
 
-    # 2. draft vocabulary: the most frequent reply tokens
-    vocab = build_vocab(count_tokens(shards, cfg.n_vocab), min(draft_vocab, cfg.n_vocab))
+    # 2. draft vocabulary: the most frequent reply tokens, or with keep_vocab the --init head's own
+    counts = count_tokens(shards, cfg.n_vocab)
+    if keep_vocab:
+        from homespec.train.warm import source_vocab
+
+        vocab = source_vocab(start, counts)
+    else:
+        vocab = build_vocab(counts, min(draft_vocab, cfg.n_vocab))
     save_vocab(vocab, out / "vocab.npz")
 
     # 3. head, frozen target tables, training-time test

@@ -72,44 +72,6 @@ class _Slot:
         del self.tokens[n:], self.generated[n:]
 
 
-class TorchTarget:
-    """The same decode interface over homespec's torch backend, one sequence at a time (for
-    targets llama.cpp cannot run). The final normed hidden state is the captured input of
-    "layer N" passed through the model's final norm."""
-
-    def __init__(self, model_path: str, *, feature_layers: Sequence[int], device: str | None, n_ctx: int) -> None:
-        from homespec.backends.pytorch import TorchBackend
-
-        self._b = TorchBackend.load(model_path, device=device, max_context=n_ctx)
-        self.n_layer, self.n_embd, self.n_vocab = self._b.n_layer, self._b.hidden_size, self._b.n_vocab
-        self._layers = tuple(feature_layers)
-        self._b.set_feature_layers(self._layers + (self.n_layer,))
-        self.n_ctx, self.n_parallel = self._b.max_context, 1
-
-    def decode(self, rows):  # rows: Sequence[Row], all of sequence 0
-        import torch
-
-        from homespec.models.llama import rms_norm
-        from homespec.train.target import DecodeOut
-
-        fwd = self._b.prefill([r.token for r in rows])
-        k = len(self._layers) * self.n_embd
-        feats = fwd.features.float()  # [n, (k+1)*H]
-        model = self._b.model
-        hidden = rms_norm(feats[:, k:].to(model.dtype), model.norm, model.cfg.rms_eps).float()  # [n, H]
-        nxt = {0: int(torch.argmax(fwd.logits[-1]))}
-        return DecodeOut(feats[:, :k].cpu().numpy(), hidden.cpu().numpy(), nxt)
-
-    def drop(self, seq: int, from_pos: int = 0) -> None:
-        self._b.rollback(self._b.n_past - from_pos)
-
-    def clear(self) -> None:
-        self._b.reset()
-
-    def close(self) -> None:
-        self._b.close()
-
-
 def open_target(target: str, *, backend: str, feature_layers: Sequence[int], parallel: int, n_ctx: int,
                 n_threads: int | None, device: str | None):
     if backend == "llamacpp":
@@ -117,7 +79,9 @@ def open_target(target: str, *, backend: str, feature_layers: Sequence[int], par
 
         return BatchedLlamaTarget(target, feature_layers=feature_layers, n_parallel=parallel, n_ctx=n_ctx, n_threads=n_threads)
     if backend == "torch":
-        return TorchTarget(target, feature_layers=feature_layers, device=device, n_ctx=n_ctx // max(parallel, 1))
+        from homespec.train.torch_target import BatchedTorchTarget
+
+        return BatchedTorchTarget(target, feature_layers=feature_layers, n_parallel=parallel, n_ctx=n_ctx, device=device)
     raise UsageError(f"unknown backend {backend!r} for data generation", hint="use llamacpp (GGUF) or torch")
 
 
@@ -154,8 +118,6 @@ def generate_data(
     target = os.fspath(target)
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    if backend == "torch":
-        parallel = 1
     order = ordered_prompts(prompts, seed)
     n_shards = (len(order) + shard_prompts - 1) // shard_prompts
     if skip_shards < 0:
@@ -164,7 +126,7 @@ def generate_data(
         raise UsageError(f"--skip-shards {skip_shards} leaves no prompts: {len(order)} prompts make {n_shards} shards "
                          f"of {shard_prompts}", hint=f"use 0 to {max(n_shards - 1, 0)}, or more prompts")
     settings = {
-        "version": FORMAT_VERSION, "target": os.path.basename(target), "target_bytes": _size(target),
+        "version": FORMAT_VERSION, "target": os.path.basename(target), "target_bytes": target_size(target),
         "seed": seed, "max_new_tokens": max_new_tokens, "feature_layers": list(feature_layers),
         "shard_prompts": shard_prompts, "n_prompts": len(order), "first_prompt": order[0].id if order else None,
         "parallel": parallel, "backend": backend, "seq_budget": seq_budget,
@@ -219,7 +181,7 @@ def generate_data(
                        sum(s["tokens"] for s in manifest["shards"]), done_gen, seconds, gen_now)
 
 
-def _size(path: str) -> int:
+def target_size(path: str) -> int:
     try:
         return os.path.getsize(path) if os.path.isfile(path) else -1
     except OSError:

@@ -4,7 +4,9 @@ Every weight of the head is copied except the draft read-out, whose rows belong 
 new run's draft vocabulary (built from its own data) keeps the old head's row for each token both
 vocabularies hold, and starts a token new to it from the target's own output row (init_lm_head).
 So a head trained on a smaller data set goes on learning from a larger one instead of starting
-again, and a user can adapt a published head to their own prompts.
+again, and a user can adapt a published head to their own prompts. With `--keep-vocab` the new run
+keeps the source head's draft vocabulary instead (source_vocab): every row carries over, and tokens
+the new data happens to lack (a rare emoji's byte tokens, say) stay proposable.
 """
 
 from __future__ import annotations
@@ -89,3 +91,16 @@ def warm_start(head: Any, source: Source, cfg: Any, draft_ids: Any) -> WarmStart
         head.lm_head.weight[keep] = old.lm_head.weight[rows[keep]].to(head.lm_head.weight.dtype)
     kept = int(keep.sum())
     return WarmStart(source.path, source.digest, kept, int(keep.numel()) - kept)
+
+
+def source_vocab(source: Source, counts: Any) -> Any:
+    """The source head's draft vocabulary as a DraftVocab, its coverage measured on `counts`
+    (occurrences per target id in the new run's data)."""
+    import numpy as np
+
+    from homespec.train.vocab import DraftVocab
+
+    ids = np.sort(source.head.draft_to_target.cpu().numpy().astype(np.int64))
+    total = int(counts.sum())
+    coverage = float(counts[ids].sum() / total) if total else 0.0
+    return DraftVocab(ids=ids, n_target=int(counts.shape[0]), coverage=coverage)
