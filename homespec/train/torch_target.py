@@ -96,11 +96,15 @@ class BatchedTorchTarget:
         ones = [s for s in spans if s[2] == 1]
         many = [s for s in spans if s[2] > 1]
         if ones:
+            # one query per sequence slot, over a view of every slot's cells: gathering the B
+            # active caches instead copies B x E cells per layer and step (most of a step's time)
             one_seq = torch.as_tensor([s[0] for s in ones], device=dev)
             one_row = torch.as_tensor([s[1] for s in ones], device=dev)
             one_pos = torch.as_tensor([s[3] for s in ones], device=dev)
             one_end = int(one_pos.max()) + 1  # cells to attend: up to the longest one's new row
-            one_mask = (torch.arange(one_end, device=dev)[None, :] <= one_pos[:, None])[:, None, None, :]  # [B,1,1,E]
+            last = torch.zeros(self.n_parallel, dtype=torch.long, device=dev)  # idle slots: cell 0 only
+            last[one_seq] = one_pos
+            one_mask = (torch.arange(one_end, device=dev)[None, :] <= last[:, None])[:, None, None, :]  # [S,1,1,E]
 
         n, nh, nkv, d = len(order), cfg.n_head, cfg.n_head_kv, cfg.head_dim
         x = m.embed[tokens]  # [N, H]
@@ -122,10 +126,14 @@ class BatchedTorchTarget:
             if ones:
                 kc[one_seq, :, one_pos] = k[one_row]
                 vc[one_seq, :, one_pos] = v[one_row]
-                keys, vals = kc[one_seq, :, :one_end], vc[one_seq, :, :one_end]  # [B, Hkv, E, D]
-                o = F.scaled_dot_product_attention(q[one_row][:, :, None, :], keys, vals, attn_mask=one_mask,
-                                                   enable_gqa=nkv != nh)  # [B, nh, 1, D]
-                attn[one_row] = o[:, :, 0, :]
+                # plain matmuls, the query heads of one KV head side by side: [S, Hkv, nh/Hkv, D]
+                qs = q.new_zeros(self.n_parallel, nh, d)
+                qs[one_seq] = q[one_row]
+                qs = qs.view(self.n_parallel, nkv, nh // nkv, d)
+                scores = torch.matmul(qs, kc[:, :, :one_end].transpose(-1, -2)) * d ** -0.5  # [S, Hkv, G, E]
+                scores = scores.masked_fill(~one_mask, float("-inf")).softmax(-1)
+                o = torch.matmul(scores, vc[:, :, :one_end]).view(self.n_parallel, nh, d)  # [S, nh, D]
+                attn[one_row] = o[one_seq]
             for seq, r0, t, p0 in many:
                 kc[seq, :, p0:p0 + t] = k[r0:r0 + t].transpose(0, 1)
                 vc[seq, :, p0:p0 + t] = v[r0:r0 + t].transpose(0, 1)
