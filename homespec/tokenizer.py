@@ -68,16 +68,14 @@ class LlamaCppTokenizer:
     """llama.cpp's tokenizer for a GGUF file (only the vocabulary is loaded, no weights)."""
 
     def __init__(self, model_path: str):
+        from homespec.backends.llamacpp_lib import LogCollector, capture_log, import_llama_cpp
+
+        llama_cpp = import_llama_cpp()  # (its log lines go to homespec's router, not the terminal)
         try:
-            import llama_cpp
-        except ImportError as exc:
-            raise HomespecError(
-                "llama-cpp-python is not installed; it tokenizes GGUF models",
-                hint="run `bash scripts/setup.sh`",
-            ) from exc
-        try:
-            # a small n_ctx: llama-cpp-python still creates a (weightless) context for a vocab-only model
-            self._llama = llama_cpp.Llama(model_path, vocab_only=True, n_ctx=32, n_batch=32, verbose=False)
+            # a small n_ctx: llama-cpp-python still creates a (weightless) context for a vocab-only
+            # model, and llama.cpp warns that it exceeds the (absent) training context
+            with capture_log(LogCollector()):
+                self._llama = llama_cpp.Llama(model_path, vocab_only=True, n_ctx=32, n_batch=32, verbose=False)
         except ValueError as exc:
             raise FormatError(f"{model_path}: llama.cpp cannot read the vocabulary ({exc})", hint="is it a complete GGUF file?") from exc
         meta: dict[str, str] = self._llama.metadata

@@ -110,3 +110,14 @@ def test_bad_paths(tmp_path):
         load_tokenizer(str(tmp_path / "missing.gguf"))
     with pytest.raises(FormatError):
         load_tokenizer(str(tmp_path))  # a directory without tokenizer.json
+
+
+def test_gguf_tokenizer_loads_silently(smollm2_path, capfd):
+    """Loading the vocabulary prints nothing: llama.cpp's warning about the vocab-only context
+    exceeding the (absent) training context stays in homespec's log router."""
+    pytest.importorskip("llama_cpp")
+    from homespec.tokenizer import LlamaCppTokenizer
+
+    LlamaCppTokenizer(str(smollm2_path))
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

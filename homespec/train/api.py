@@ -90,6 +90,9 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
             raise UsageError(f"--data-from {d}: that data is already part of this run",
                              hint="name each data directory once, and not OUT/data itself")
         seen.add(d.resolve())
+        if not (d / "manifest.json").is_file():
+            raise UsageError(f"--data-from {d}: no training data there (no manifest.json)",
+                             hint="name the data/ directory inside an earlier `homespec draft train --out` directory")
         manifest, shards = load_shards(d)
         mine = {"target": os.path.basename(target), "target_bytes": target_size(target), "feature_layers": list(layers)}
         bad = [k for k, v in mine.items() if manifest.get(k) != v]
