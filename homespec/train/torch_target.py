@@ -5,14 +5,14 @@
 greedy next token of each sequence's last row), over the weights of `homespec.models.llama`.
 Each sequence owns `n_ctx / n_parallel` KV cells. One call runs every row through the dense
 parts of the network together (one [N, H] matmul per weight), and attention per sequence:
-the sequences that add one row (the decode steps) in one batched attention over their caches,
+the sequences that add one row (the decode steps) in one batched attention over all caches,
 a sequence that adds several (a prompt, the next user turn) on its own with a causal mask.
 
-Why: on a CPU, fp32 matmuls over a batch of rows run several times faster than llama.cpp's
-quantised kernels (2-core x86 here: 370 rows/s in 256-row passes vs 220, docs/training.md), and
-batching 16-64 single-row sequences amortises the per-layer overhead of a one-row step. Only the
-last row of each sequence goes through the output matrix (training recomputes logits from the
-stored hidden state). Numbers match one-sequence prefill to fp32 rounding (tests/test_train.py).
+Why: a one-sequence step leaves most of the hardware idle (on a 2-core CPU 16.4 reply tokens/s
+with one sequence against 46.2 with 8 and ~97 with 64, docs/training.md). Only
+the last row of each sequence goes through the output matrix (training recomputes logits from
+the stored hidden state). Numbers match one-sequence prefill to fp32 rounding
+(tests/test_train.py).
 
 Imported lazily (by homespec.train.data only).
 """
@@ -131,7 +131,7 @@ class BatchedTorchTarget:
                 qs[one_seq] = q[one_row]
                 qs = qs.view(self.n_parallel, nkv, nh // nkv, d)
                 scores = torch.matmul(qs, kc[:, :, :one_end].transpose(-1, -2)) * d ** -0.5  # [S, Hkv, G, E]
-                scores = scores.masked_fill(~one_mask, float("-inf")).softmax(-1)
+                scores = scores.float().masked_fill(~one_mask, float("-inf")).softmax(-1).to(m.dtype)
                 o = torch.matmul(scores, vc[:, :, :one_end]).view(self.n_parallel, nh, d)  # [S, nh, D]
                 attn[one_row] = o[one_seq]
             for seq, r0, t, p0 in many:
