@@ -148,8 +148,8 @@ class BatchedTorchTarget:
         for slot in wanted.get(len(m.layers), ()):
             feats[slot] = x
         hidden = rms_norm(x, m.norm, cfg.rms_eps)  # [N, H]: result_norm
-        last = torch.as_tensor([r0 + t - 1 for _, r0, t, _ in spans], device=dev)
-        nxt = torch.argmax(F.linear(hidden[last], m.lm_head).float(), dim=-1).tolist()
+        ends = torch.as_tensor([r0 + t - 1 for _, r0, t, _ in spans], device=dev)  # each sequence's last row
+        nxt = torch.argmax(F.linear(hidden[ends], m.lm_head).float(), dim=-1).tolist()
         for seq, _, t, _ in spans:
             self._len[seq] += t
 
