@@ -74,6 +74,31 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def rope_tables(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, 1, D] of the rotary embedding at `positions` ([T] int64)."""
+    freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
+    emb = torch.cat((freqs, freqs), dim=-1)  # [T, D]
+    return emb.cos().to(dtype)[:, None, :], emb.sin().to(dtype)[:, None, :]
+
+
+def project_qkv(lw: LayerWeights, x: torch.Tensor, cfg: LlamaConfig, cos: torch.Tensor,
+                sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A layer's attention inputs for hidden states x [T, H]: q [T, nh, D], k and v [T, nkv, D],
+    q and k rotated."""
+    t, d = x.shape[0], cfg.head_dim
+    h = rms_norm(x, lw.attn_norm, cfg.rms_eps)
+    q = F.linear(h, lw.wq, lw.bq).view(t, cfg.n_head, d)
+    k = F.linear(h, lw.wk, lw.bk).view(t, cfg.n_head_kv, d)
+    v = F.linear(h, lw.wv, lw.bv).view(t, cfg.n_head_kv, d)
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
+
+
+def feed_forward(lw: LayerWeights, x: torch.Tensor, cfg: LlamaConfig) -> torch.Tensor:
+    """x plus the layer's SwiGLU block of its normed self."""
+    h = rms_norm(x, lw.ffn_norm, cfg.rms_eps)
+    return x + F.linear(F.silu(F.linear(h, lw.w_gate, lw.b_gate)) * F.linear(h, lw.w_up, lw.b_up), lw.w_down, lw.b_down)
+
+
 class LlamaModel:
     def __init__(
         self,
@@ -160,10 +185,7 @@ class LlamaModel:
         else:
             mask[:, start:] = tree_mask.to(self.device)
 
-        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
-        emb = torch.cat((freqs, freqs), dim=-1)  # [T, D]
-        cos = emb.cos().to(self.dtype)[:, None, :]  # [T, 1, D]
-        sin = emb.sin().to(self.dtype)[:, None, :]
+        cos, sin = rope_tables(positions, self.inv_freq, self.dtype)  # [T, 1, D]
 
         x = self.embed[tokens]  # [T, H]
         wanted: dict[int, list[int]] = {}  # layer -> slots in the feature list (a layer may repeat)
@@ -174,12 +196,7 @@ class LlamaModel:
         for i, lw in enumerate(self.layers):
             for slot in wanted.get(i, ()):
                 feats[slot] = x
-            h = rms_norm(x, lw.attn_norm, cfg.rms_eps)
-            q = F.linear(h, lw.wq, lw.bq).view(t, nh, d)  # [T, nh, D]
-            k = F.linear(h, lw.wk, lw.bk).view(t, nkv, d)  # [T, nkv, D]
-            v = F.linear(h, lw.wv, lw.bv).view(t, nkv, d)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            q, k, v = project_qkv(lw, x, cfg, cos, sin)  # [T, nh, D], [T, nkv, D] x 2
             self.k_cache[i, :, start:end] = k.transpose(0, 1)
             self.v_cache[i, :, start:end] = v.transpose(0, 1)
             keys = self.k_cache[i, :, :end]  # [nkv, end, D]
@@ -188,8 +205,7 @@ class LlamaModel:
                 q.transpose(0, 1), keys, vals, attn_mask=mask, enable_gqa=nkv != nh
             )  # [nh, T, D]
             x = x + F.linear(attn.transpose(0, 1).reshape(t, nh * d), lw.wo, lw.bo)
-            h = rms_norm(x, lw.ffn_norm, cfg.rms_eps)
-            x = x + F.linear(F.silu(F.linear(h, lw.w_gate, lw.b_gate)) * F.linear(h, lw.w_up, lw.b_up), lw.w_down, lw.b_down)
+            x = feed_forward(lw, x, cfg)
         for slot in wanted.get(len(self.layers), ()):  # "input of layer N": the last output, before the final norm
             feats[slot] = x
 

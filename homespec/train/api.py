@@ -23,7 +23,7 @@ import numpy as np
 
 from homespec.atomic import write_text
 from homespec.errors import HomespecError, UsageError
-from homespec.train.data import DataSummary, generate_data, target_size
+from homespec.train.data import DataSummary, generate_data, target_settings
 from homespec.train.progress import ProgressFn
 from homespec.train.shards import load_shards
 
@@ -83,7 +83,7 @@ def target_tables(target: str):
 def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: str, layers: Sequence[int]):
     """[(manifest, shards)] of each --data-from directory: data made earlier for this target
     with the same feature layers (any backend, prompts, skip or reply length), read, never written."""
-    found, seen = [], {(out / "data").resolve()}
+    found, seen, mine = [], {(out / "data").resolve()}, target_settings(target, layers)
     for d in dirs:
         d = Path(d)
         if d.resolve() in seen:
@@ -94,7 +94,6 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
             raise UsageError(f"--data-from {d}: no training data there (no manifest.json)",
                              hint="name the data/ directory inside an earlier `homespec draft train --out` directory")
         manifest, shards = load_shards(d)
-        mine = {"target": os.path.basename(target), "target_bytes": target_size(target), "feature_layers": list(layers)}
         bad = [k for k, v in mine.items() if manifest.get(k) != v]
         if bad:
             raise UsageError(f"--data-from {d}: made for another target ({', '.join(bad)} differ)",

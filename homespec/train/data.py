@@ -126,8 +126,8 @@ def generate_data(
         raise UsageError(f"--skip-shards {skip_shards} leaves no prompts: {len(order)} prompts make {n_shards} shards "
                          f"of {shard_prompts}", hint=f"use 0 to {max(n_shards - 1, 0)}, or more prompts")
     settings = {
-        "version": FORMAT_VERSION, "target": os.path.basename(target), "target_bytes": target_size(target),
-        "seed": seed, "max_new_tokens": max_new_tokens, "feature_layers": list(feature_layers),
+        "version": FORMAT_VERSION, **target_settings(target, feature_layers),
+        "seed": seed, "max_new_tokens": max_new_tokens,
         "shard_prompts": shard_prompts, "n_prompts": len(order), "first_prompt": order[0].id if order else None,
         "parallel": parallel, "backend": backend, "seq_budget": seq_budget,
     }
@@ -181,7 +181,13 @@ def generate_data(
                        sum(s["tokens"] for s in manifest["shards"]), done_gen, seconds, gen_now)
 
 
-def target_size(path: str) -> int:
+def target_settings(target: str, feature_layers: Sequence[int]) -> dict[str, Any]:
+    """The settings that tie data to its target: whose features these are (also what
+    `draft train --data-from` checks before pooling another run's data)."""
+    return {"target": os.path.basename(target), "target_bytes": _size(target), "feature_layers": list(feature_layers)}
+
+
+def _size(path: str) -> int:
     try:
         return os.path.getsize(path) if os.path.isfile(path) else -1
     except OSError:

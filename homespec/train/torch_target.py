@@ -32,7 +32,6 @@ class BatchedTorchTarget:
         import torch
 
         from homespec.backends.pytorch import TorchBackend
-        from homespec.models.llama import rope_inv_freq
 
         # the weights only: this class keeps its own per-sequence caches
         self._m = m = TorchBackend.load(model_path, device=device, max_context=1).model
@@ -49,7 +48,6 @@ class BatchedTorchTarget:
         self._k = torch.zeros(shape, dtype=m.dtype, device=m.device)  # [L, S, Hkv, C, D]
         self._v = torch.zeros(shape, dtype=m.dtype, device=m.device)
         self._len = [0] * self.n_parallel  # cells in use per sequence
-        self._inv_freq = rope_inv_freq(cfg, m.device)
 
     def decode(self, rows):  # rows: Sequence[homespec.train.target.Row]
         import torch
@@ -63,7 +61,7 @@ class BatchedTorchTarget:
         import torch
         import torch.nn.functional as F
 
-        from homespec.models.llama import _rotate_half, rms_norm
+        from homespec.models.llama import feed_forward, project_qkv, rms_norm, rope_tables
 
         m, cfg = self._m, self._m.cfg
         dev = m.device
@@ -84,9 +82,7 @@ class BatchedTorchTarget:
         order = [i for idx in runs.values() for i in idx]  # rows grouped by sequence
         tokens = torch.as_tensor([rows[i].token for i in order], dtype=torch.long, device=dev)
         positions = torch.as_tensor([rows[i].pos for i in order], dtype=torch.long, device=dev)
-        freqs = positions.float()[:, None] * self._inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(m.dtype)[:, None, :], emb.sin().to(m.dtype)[:, None, :]  # [N, 1, D]
+        cos, sin = rope_tables(positions, m.inv_freq, m.dtype)  # [N, 1, D]
 
         # runs as (seq, first row in `order`, length, first position)
         spans, at = [], 0
@@ -115,12 +111,7 @@ class BatchedTorchTarget:
         for li, lw in enumerate(m.layers):
             for slot in wanted.get(li, ()):
                 feats[slot] = x
-            h = rms_norm(x, lw.attn_norm, cfg.rms_eps)
-            q = F.linear(h, lw.wq, lw.bq).view(n, nh, d)
-            k = F.linear(h, lw.wk, lw.bk).view(n, nkv, d)
-            v = F.linear(h, lw.wv, lw.bv).view(n, nkv, d)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            q, k, v = project_qkv(lw, x, cfg, cos, sin)
             kc, vc = self._k[li], self._v[li]  # [S, Hkv, C, D]
             attn = torch.empty(n, nh, d, dtype=m.dtype, device=dev)
             if ones:
@@ -142,9 +133,7 @@ class BatchedTorchTarget:
                 o = F.scaled_dot_product_attention(q[r0:r0 + t].transpose(0, 1), kc[seq, :, :p0 + t],
                                                    vc[seq, :, :p0 + t], attn_mask=mask, enable_gqa=nkv != nh)
                 attn[r0:r0 + t] = o.transpose(0, 1)
-            x = x + F.linear(attn.reshape(n, nh * d), lw.wo, lw.bo)
-            h = rms_norm(x, lw.ffn_norm, cfg.rms_eps)
-            x = x + F.linear(F.silu(F.linear(h, lw.w_gate, lw.b_gate)) * F.linear(h, lw.w_up, lw.b_up), lw.w_down, lw.b_down)
+            x = feed_forward(lw, x + F.linear(attn.reshape(n, nh * d), lw.wo, lw.bo), cfg)
         for slot in wanted.get(len(m.layers), ()):
             feats[slot] = x
         hidden = rms_norm(x, m.norm, cfg.rms_eps)  # [N, H]: result_norm

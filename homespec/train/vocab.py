@@ -60,10 +60,15 @@ def build_vocab(counts: np.ndarray, size: int) -> DraftVocab:
         raise UsageError(f"--draft-vocab {size} is outside 1..{n_target} (the target's vocabulary)",
                          hint="8192 or 16384 are usual; use the target's vocabulary size for no reduction")
     order = np.lexsort((np.arange(n_target), -counts))  # by count desc, then id asc
-    ids = np.sort(order[:size]).astype(np.int64)
+    return vocab_of(order[:size], counts)
+
+
+def vocab_of(ids: np.ndarray, counts: np.ndarray) -> DraftVocab:
+    """The draft vocabulary holding `ids` (any order), its coverage measured on `counts`."""
+    ids = np.sort(np.asarray(ids)).astype(np.int64)
     total = int(counts.sum())
     coverage = float(counts[ids].sum() / total) if total else 0.0
-    return DraftVocab(ids=ids, n_target=n_target, coverage=coverage)
+    return DraftVocab(ids=ids, n_target=int(counts.shape[0]), coverage=coverage)
 
 
 def save_vocab(vocab: DraftVocab, path: str | os.PathLike[str]) -> None:

@@ -96,11 +96,6 @@ def warm_start(head: Any, source: Source, cfg: Any, draft_ids: Any) -> WarmStart
 def source_vocab(source: Source, counts: Any) -> Any:
     """The source head's draft vocabulary as a DraftVocab, its coverage measured on `counts`
     (occurrences per target id in the new run's data)."""
-    import numpy as np
+    from homespec.train.vocab import vocab_of
 
-    from homespec.train.vocab import DraftVocab
-
-    ids = np.sort(source.head.draft_to_target.cpu().numpy().astype(np.int64))
-    total = int(counts.sum())
-    coverage = float(counts[ids].sum() / total) if total else 0.0
-    return DraftVocab(ids=ids, n_target=int(counts.shape[0]), coverage=coverage)
+    return vocab_of(source.head.draft_to_target.cpu().numpy(), counts)
