@@ -15,12 +15,14 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from homespec.errors import UsageError
 from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
 from homespec.specs import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
+HEADS_DIR = Path(__file__).parent / "data" / "heads"  # heads shipped with homespec (docs/training.md)
 _GIB = 1 << 30
 
 
@@ -96,6 +98,11 @@ def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
 
 def _draft_spec(d: dict, target: str) -> DraftSpec:
     tensors = _draft_tensors(d)
+    acceptance = ()
+    if d.get("acceptance"):  # a head shipped with homespec: its recorded acceptance (homespec/data/heads/)
+        from homespec.spec.record import read_records
+
+        acceptance = read_records(HEADS_DIR / d["acceptance"])
     return DraftSpec(
         name=d["id"], kind=d["kind"], target=target, n_layer=1, n_embd=d["n_embd"], n_head=d["n_head"],
         n_head_kv=d["n_head_kv"], head_dim=d["head_dim"], n_ff=d["n_ff"], draft_vocab=d["draft_vocab"],
@@ -103,6 +110,7 @@ def _draft_spec(d: dict, target: str) -> DraftSpec:
         weight_bytes=sum(t.n_bytes for t in tensors), dtype=d.get("dtype", "bf16"),
         fc_norm=bool(d.get("fc_norm")), norm_output=bool(d.get("norm_output")),
         source=(d.get("repo") or "") + (" — " if d.get("repo") else "") + d["source"], tensors=tensors,
+        acceptance=acceptance,
     )
 
 

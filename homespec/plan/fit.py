@@ -325,6 +325,10 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         draft_loads = dl.loads
     est = estimate(lay.loads, draft, lay.draft_device, lay.draft_bytes, s2.tree_tokens, s2.draft_depth,
                    s2.draft_topk, host_cores(machine), draft_loads)
+    if est.faster_tree_tokens:
+        n = est.faster_tree_tokens
+        notes.append(f"a {n}-node draft tree (--draft-tokens {n}) is estimated at {est.faster_spec_tokens_per_s:,.1f} tok/s "
+                     f"here, against {est.spec_tokens_per_s:,.1f} with the {s2.tree_tokens} nodes budgeted")
     uses = lay.uses
     plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes))
     if suggest and verdict != FITS:
