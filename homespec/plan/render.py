@@ -108,9 +108,9 @@ def render(plan: Plan, console) -> None:
         table.add_row(*row)
     if any(u.shared_bytes for u in devices):
         table.add_row("GPU's share", *[gib(u.shared_bytes) if u.shared_bytes else "" for u in devices],
-                      "the GPU's column again: on a Mac it lives in the same RAM")
+                      "gpu0's total again: it is the same RAM")
     table.add_row("capacity", *[gib(u.device.capacity_bytes) for u in devices],
-                  "gpu: Metal working set (wired limit); host: RAM less the OS's share" if plan.unified else "")
+                  "gpu: Metal working set; host: RAM less the OS's" if plan.unified else "")
     table.add_row("headroom", *[("[red]" if u.headroom_bytes < 0 else "[green]") + gib(u.headroom_bytes) for u in devices], "")
     console.print(table)
     color = "green" if plan.verdict == FITS else ("yellow" if plan.verdict == FITS_OFFLOADED else "red")
