@@ -15,12 +15,14 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from homespec.errors import UsageError
 from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
 from homespec.specs import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
+HEADS_DIR = Path(__file__).parent / "data" / "heads"  # heads shipped with homespec (docs/training.md)
 _GIB = 1 << 30
 
 
@@ -54,9 +56,18 @@ def _norm_gpu(text: str) -> str:
     return re.sub(r"(\d)g(b)?$", r"\1", s)  # "512gb", "12g" -> the number
 
 
-def _nearest(text: str, names: list[str]) -> str:
-    near = difflib.get_close_matches(text, names, n=3, cutoff=0.4)
-    return "nearest: " + ", ".join(near) if near else "known: " + ", ".join(sorted(names)[:12]) + ", ..."
+def _nearest(key: str, spellings: dict[str, str]) -> str:
+    """A hint naming catalogue entries as the catalogue spells them.
+
+    `key` is the user's text after the same normalisation as the lookup; `spellings` maps each
+    normalised lookup key to its entry's own id ("m3ultra96" -> "m3-ultra-96"). Matching runs on
+    the normalised keys (so "m3 ultra 96gb" is near), the hint shows ids, each entry once."""
+    near = difflib.get_close_matches(key, list(spellings), n=12, cutoff=0.4)
+    names = list(dict.fromkeys(spellings[k] for k in near))[:3]
+    if names:
+        return "nearest: " + ", ".join(names)
+    known = sorted(set(spellings.values()))
+    return "known: " + ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
 
 
 def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
@@ -87,6 +98,11 @@ def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
 
 def _draft_spec(d: dict, target: str) -> DraftSpec:
     tensors = _draft_tensors(d)
+    acceptance = ()
+    if d.get("acceptance"):  # a head shipped with homespec: its recorded acceptance (homespec/data/heads/)
+        from homespec.spec.record import read_records
+
+        acceptance = read_records(HEADS_DIR / d["acceptance"])
     return DraftSpec(
         name=d["id"], kind=d["kind"], target=target, n_layer=1, n_embd=d["n_embd"], n_head=d["n_head"],
         n_head_kv=d["n_head_kv"], head_dim=d["head_dim"], n_ff=d["n_ff"], draft_vocab=d["draft_vocab"],
@@ -94,6 +110,7 @@ def _draft_spec(d: dict, target: str) -> DraftSpec:
         weight_bytes=sum(t.n_bytes for t in tensors), dtype=d.get("dtype", "bf16"),
         fc_norm=bool(d.get("fc_norm")), norm_output=bool(d.get("norm_output")),
         source=(d.get("repo") or "") + (" — " if d.get("repo") else "") + d["source"], tensors=tensors,
+        acceptance=acceptance,
     )
 
 
@@ -101,9 +118,10 @@ class Catalog:
     """Everything in profiles/, loaded once (see load_catalog)."""
 
     def __init__(self, gpus: tuple[GPU, ...], gpu_keys: dict[str, GPU], models: tuple[ModelEntry, ...],
-                 drafts: tuple[dict, ...]):
+                 drafts: tuple[dict, ...], gpu_ids: dict[str, str] | None = None):
         self._gpus = gpus
         self._gpu_keys = gpu_keys
+        self._gpu_ids = gpu_ids or {g.name: g.name for g in gpus}  # GPU name -> catalogue id
         self._models = models
         self._drafts = drafts
 
@@ -117,9 +135,13 @@ class Catalog:
         key = _norm_gpu(name)
         found = self._gpu_keys.get(key) or self._gpu_keys.get(key.removeprefix("rtx"))
         if found is None:
-            ids = [g.name for g in self._gpus] + [k for k in self._gpu_keys]
-            raise UsageError(f"unknown GPU '{name}'", hint=_nearest(key, ids))
+            spellings = {k: self._gpu_ids[g.name] for k, g in self._gpu_keys.items()}
+            raise UsageError(f"unknown GPU '{name}'", hint=_nearest(key, spellings))
         return found
+
+    def gpu_id(self, gpu: GPU) -> str | None:
+        """The catalogue's id for a GPU it lists ("rtx-4090", "m3-ultra-512"), else None."""
+        return self._gpu_ids.get(gpu.name)
 
     # --- models ---------------------------------------------------------------------------------
     @property
@@ -131,7 +153,10 @@ class Catalog:
         for e in self._models:
             if key in e.keys:
                 return e
-        raise UsageError(f"unknown model '{name}'", hint=_nearest(key, list(self.models)))
+        raise UsageError(f"unknown model '{name}'", hint=_nearest(key, self._model_spellings()))
+
+    def _model_spellings(self) -> dict[str, str]:
+        return {k: e.id for e in self._models for k in e.keys}
 
     def model(self, name: str) -> ModelSpec:
         """A model with its quantisation: "llama-3.1-70b-q4", "qwen2.5-7b-q8", "mistral-7b-exl2-4.65".
@@ -147,7 +172,7 @@ class Catalog:
                     best = (e, k)
                     break
         if best is None:
-            raise UsageError(f"unknown model '{name}'", hint=_nearest(key, list(self.models)))
+            raise UsageError(f"unknown model '{name}'", hint=_nearest(key, self._model_spellings()))
         entry, k = best
         rest = key[len(k) + 1:].removeprefix("instruct-").removeprefix("it-")
         quant = normalize_quant(rest) if rest else DEFAULT_QUANT
@@ -178,7 +203,9 @@ class Catalog:
                 return _draft_spec(d, d["targets"][0])
         if key.startswith("homespec-eagle3.1-"):
             return derived_draft(self.entry(key.removeprefix("homespec-eagle3.1-")).spec)
-        raise UsageError(f"unknown draft '{name}'", hint=_nearest(key, list(self.drafts)))
+        spellings = {_norm_model(n): d["id"] for d in self._drafts
+                     for n in (d["id"], d.get("repo") or d["id"], *(f"eagle3-{t}" for t in d["targets"]))}
+        raise UsageError(f"unknown draft '{name}'", hint=_nearest(key, spellings))
 
     def draft_for(self, model: ModelSpec) -> DraftSpec | None:
         """The default pairing: the published EAGLE-3 head for the family, else a trainable EAGLE-3.1 head."""
@@ -249,7 +276,9 @@ def load_catalog() -> Catalog:
     for a in g.get("apple", []):
         pairs += _apple_gpus(a)
     gpu_keys: dict[str, GPU] = {}
+    gpu_ids: dict[str, str] = {}
     for gpu, names in pairs:
+        gpu_ids.setdefault(gpu.name, names[0])
         for n in names:
             k = _norm_gpu(n)
             gpu_keys.setdefault(k, gpu)
@@ -261,4 +290,4 @@ def load_catalog() -> Catalog:
                 models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m)))
     with open(root / "drafts.toml", "rb") as f:
         drafts = tuple(tomllib.load(f).get("draft", []))
-    return Catalog(tuple(p[0] for p in pairs), gpu_keys, tuple(models), drafts)
+    return Catalog(tuple(p[0] for p in pairs), gpu_keys, tuple(models), drafts, gpu_ids)

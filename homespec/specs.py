@@ -88,6 +88,21 @@ class ModelSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AcceptanceRecord:
+    """A draft's measured acceptance for one tree shape (a head's `acceptance.json`, homespec.spec.record).
+
+    at_least[d-1] is the share of speculative steps that accepted at least d drafted tokens, so the
+    tokens per target pass are 1 + sum(at_least)."""
+
+    depth: int
+    topk: int  # 1: a chain
+    total: int  # tree nodes, the root included
+    at_least: tuple[float, ...]
+    steps: int = 0
+    source: str = ""  # the file the figures come from
+
+
+@dataclass(frozen=True, slots=True)
 class DraftSpec:
     """A speculative draft: an EAGLE-3 head (one decoder layer) or a small draft model."""
 
@@ -113,6 +128,8 @@ class DraftSpec:
     # Published or measured mean tokens per target pass (acceptance length incl. the bonus token)
     # at short context and temperature 0; None = unknown (the planner then uses its default).
     expected_tau: float | None = None
+    # The head's recorded acceptance per tree shape (its acceptance.json), when it has one.
+    acceptance: tuple[AcceptanceRecord, ...] = ()
 
     @property
     def kv_dim(self) -> int:

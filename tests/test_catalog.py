@@ -151,3 +151,25 @@ def test_derived_head_when_none_is_published(cat):
     assert cat.draft("homespec-eagle3.1-gemma-2-9b") == d
     with pytest.raises(UsageError):
         cat.draft("eagle3-nothing")
+
+
+@pytest.mark.parametrize("typo", ["m3ultra96x", "m3 ultra 96gb x", "306012x", "rtx 4009", "h2000", "zzzz"])
+def test_gpu_hints_name_catalogue_ids_that_resolve(cat, typo):
+    with pytest.raises(UsageError) as e:
+        cat.gpu(typo)
+    names = e.value.hint.split(": ", 1)[1].removesuffix(", ...").split(", ")
+    assert names and all(n in {cat.gpu_id(g) for g in cat.gpus} for n in names), e.value.hint
+    for n in names:
+        cat.gpu(n)
+
+
+def test_the_shipped_heads_catalogue_entry_carries_its_recorded_acceptance(cat):
+    from homespec.catalog import HEADS_DIR
+    from homespec.formats.eagle import draft_spec_from_checkpoint
+    from homespec.spec.record import read_records
+
+    recorded = read_records(HEADS_DIR / "smollm2-135m-instruct")
+    assert recorded and {r.total for r in recorded} == {5, 48}
+    assert [r.at_least for r in cat.draft("homespec-eagle3.1-smollm2-135m").acceptance] == [r.at_least for r in recorded]
+    assert [r.at_least for r in draft_spec_from_checkpoint(HEADS_DIR / "smollm2-135m-instruct").acceptance] == \
+        [r.at_least for r in recorded]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -175,3 +176,87 @@ def test_calibrate_takes_acceptance_from_speculative_steps_only(tmp_path):
     assert cal({"mean_accepted": 1.0, "spec_tau": None}, {"mean_accepted": 1.5, "spec_tau": 2.9}) == 2.9
     assert cal({"mean_accepted": 1.0, "spec_tau": None}) is None
     assert cal({"mean_accepted": 2.5}) == 2.5  # a file written before spec_tau existed
+
+
+def _headroom_cells(out: str) -> list[float]:
+    row = next(l for l in out.splitlines() if "headroom" in l)
+    return [float(x.replace(",", "")) for x in re.findall(r"(-?[\d,]+\.\d+) GiB", row)]
+
+
+@pytest.mark.parametrize("args", [
+    ["--gpu", "m3-ultra-512", "--model", "llama-3.1-405b-f16"],  # over the Mac's one pool
+    ["--gpu", "m3-ultra-512", "--model", "llama-3.1-405b-q8"],  # GPU's share full, the rest on the CPU side
+    ["--gpu", "m2-max-32", "--model", "llama-3.1-70b-q4"],
+    ["--gpu", "m3-ultra-96", "--model", "llama-3.1-8b-q4"],
+    ["--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "64"],
+    ["--gpu", "3060", "--model", "llama-3.1-405b-q4", "--ram", "32"],
+])
+def test_verdict_headroom_and_table_agree(capsys, args):
+    code, out, _ = run(capsys, "plan", *args, "--json")
+    p = json.loads(out)
+    assert p["fits"] == (p["headroom_bytes"] >= 0) == (code == 0)
+    assert p["total_bytes"] == sum(i["bytes"] for i in p["items"]) == sum(d["used_bytes"] for d in p["devices"])
+    assert "over" not in p["message"] or not re.search(r"-\d", p["message"])  # "over" is never negative
+    if p["unified_memory"]:
+        gpu0, host = p["devices"]
+        assert host["shared_bytes"] == gpu0["used_bytes"]
+        if p["fits"]:
+            assert gpu0["used_bytes"] + host["used_bytes"] <= host["capacity_bytes"]
+    code, out, _ = run(capsys, "plan", *args)
+    cells = _headroom_cells(out)
+    assert cells and (min(cells) >= 0) == p["fits"]
+    verdict = next(l for l in out.splitlines() if l.startswith(("fits", "does not fit")))
+    assert verdict.startswith("fits") == p["fits"] and not re.search(r"-\d", verdict)
+
+
+def test_a_mac_over_its_unified_memory_says_so(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "m3-ultra-512", "--model", "llama-3.1-405b-f16", "--json")
+    p = json.loads(out)
+    assert code == 3 and not p["fits"] and p["headroom_bytes"] < 0
+    host = p["devices"][-1]
+    assert -p["headroom_bytes"] == host["used_bytes"] + host["shared_bytes"] - host["capacity_bytes"]
+    assert p["message"].startswith("does not fit: ") and "unified memory" in p["message"]
+    assert not any("more Apple" in s for s in p["suggestions"])  # a Mac takes no second chip
+
+
+@pytest.mark.parametrize(("gpu", "words"), [
+    ("4090,m3-ultra-512", "cannot be in one machine"),
+    ("m3-ultra-512,4090", "cannot be in one machine"),
+    ("m3-ultra-96,m2-max-64", "one chip"),
+    ("m3-ultra-512,m3-ultra-512", "one chip"),
+    ("", "empty"),
+    ("  ", "empty"),
+    ("4090,,3090", "empty name"),
+    ("4090,none", "cannot be combined"),
+])
+def test_impossible_machines_are_usage_errors(capsys, gpu, words):
+    code, out, err = run(capsys, "plan", "--gpu", gpu, "--model", "llama-3.1-8b-q4")
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    assert words in lines[0] and "--gpu" in lines[1], err
+
+
+def test_ram_beyond_a_named_macs_memory_is_a_usage_error(capsys):
+    code, _, err = run(capsys, "plan", "--gpu", "m3-ultra-96", "--ram", "128", "--model", "llama-3.1-8b-q4")
+    assert code == 2 and err.startswith("error: ") and "96 GiB" in err and "hint: " in err
+    code, out, _ = run(capsys, "plan", "--gpu", "m3-ultra-96", "--ram", "64", "--model", "llama-3.1-8b-q4", "--json")
+    assert code == 0 and json.loads(out)["devices"][-1]["capacity_bytes"] < 64 * 2**30  # less is fine: less is free
+
+
+@pytest.mark.parametrize(("flag", "typo", "want"), [
+    ("--gpu", "m3ultra96x", "m3-ultra-96"), ("--gpu", "306012x", "rtx-3060-12g"),
+    ("--model", "lama-3.1-70b", "llama-3.1-70b"), ("--draft", "eagle3-lama3.1-8b", "eagle3-llama3.1-8b"),
+])
+def test_unknown_names_hint_the_catalogues_own_spelling(capsys, flag, typo, want):
+    args = {"--gpu": ["--model", "llama-3.1-8b-q4"], "--model": ["--gpu", "4090"], "--draft": ["--gpu", "4090", "--model", "llama-3.1-8b-q4"]}
+    code, _, err = run(capsys, "plan", flag, typo, *args[flag])
+    assert code == 2
+    hint = err.splitlines()[1]
+    names = hint.removeprefix("hint: nearest: ").split(", ")
+    assert want in names, hint
+    from homespec.catalog import load_catalog
+
+    cat = load_catalog()
+    for n in names:  # every name the hint offers resolves as written
+        {"--gpu": cat.gpu, "--model": cat.model, "--draft": cat.draft}[flag](n)

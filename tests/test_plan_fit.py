@@ -181,3 +181,57 @@ def test_torch_backend_holds_dequantised_weights_on_one_device():
     assert len(w) == 1 and w[0].device == "gpu0"
     assert w[0].bytes == sum(t.n_elements for t in m.tensors) * 2
     replace(p.settings)  # settings stay a frozen value
+
+
+# --- Apple Silicon: GPU and CPU share one pool of RAM ------------------------------------------
+
+
+def mac(ram_gib: int, bw=819.0) -> Machine:
+    chip = GPU(name=f"Apple M3 Ultra ({ram_gib} GB)", vendor="apple", total_bytes=ram_gib * GIB, bandwidth_gbs=bw,
+               unified=True, fp16_tflops=28.0, source="catalogue")
+    return Machine(gpus=(chip,), ram_bytes=ram_gib * GIB, cpu_cores=24, ram_bandwidth_gbs=bw, source="catalogue")
+
+
+def _check_pool_invariants(p) -> None:
+    gpu0 = next(u for u in p.devices if u.device.id == "gpu0")
+    host = next(u for u in p.devices if u.device.id == "host")
+    assert host.shared_bytes == gpu0.used_bytes  # the GPU's share is counted in the one pool
+    assert host.headroom_bytes == host.device.capacity_bytes - gpu0.used_bytes - host.used_bytes
+    assert gpu0.device.capacity_bytes <= host.device.capacity_bytes  # the wired limit is a share of the pool
+    assert p.fits == (p.headroom_bytes >= 0)
+    if p.fits:
+        assert gpu0.used_bytes + host.used_bytes <= host.device.capacity_bytes
+    assert sum(u.used_bytes for u in p.devices) == p.total_bytes == sum(i.bytes for i in p.items)
+
+
+def test_a_mac_too_small_for_the_model_is_over_by_what_gpu_and_cpu_need_together():
+    # 405B-shaped f16 (~760 GiB) on a 512 GiB Mac: the GPU holds its working set, the rest lands
+    # on the CPU side of the same RAM, and the pool is over by the difference.
+    m = f16_model(n_layer=126, n_embd=16384, n_head=128, n_head_kv=8, n_ff=53248)
+    p = solve(m, head_for(m), mac(512), Settings(n_ctx=8192))
+    _check_pool_invariants(p)
+    gpu0, host = p.devices
+    assert gpu0.headroom_bytes >= 0 and p.verdict == NO_FIT
+    assert p.headroom_bytes == host.headroom_bytes < 0
+    assert -p.headroom_bytes == p.total_bytes - host.device.capacity_bytes
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(ram=st.sampled_from([16, 36, 64, 96, 192, 512]), n_layer=st.integers(8, 96), width=st.sampled_from([2048, 4096, 8192]),
+       bpw=st.sampled_from([0.5625, 1.0, 2.0]), ctx=st.integers(1, 64).map(lambda k: k * 1024),
+       with_head=st.booleans())
+def test_unified_pool_invariants(ram, n_layer, width, bpw, ctx, with_head):
+    m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
+    p = solve(m, head_for(m) if with_head else None, mac(ram), Settings(n_ctx=ctx), suggest=False)
+    _check_pool_invariants(p)
+
+
+@hsettings(max_examples=30, deadline=None)
+@given(n_gpus=st.integers(0, 3), ram=st.sampled_from([8, 32, 128]), n_layer=st.integers(8, 96),
+       width=st.sampled_from([2048, 4096, 8192]), bpw=st.sampled_from([0.5625, 2.0]))
+def test_fits_is_headroom_at_least_zero_on_discrete_gpus(n_gpus, ram, n_layer, width, bpw):
+    m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
+    p = solve(m, head_for(m), machine(*[gpu()] * n_gpus, ram_gib=ram), Settings(n_ctx=8192), suggest=False)
+    assert p.fits == (p.headroom_bytes >= 0)
+    assert all(u.shared_bytes == 0 for u in p.devices)
+    assert sum(u.used_bytes for u in p.devices) == p.total_bytes

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from homespec.errors import FormatError, UsageError
 from homespec.formats.hf import config_path, load_config, read_safetensors_header
+from homespec.spec.record import read_records
 from homespec.specs import DraftSpec, TensorInfo
 
 _EMBED = ("embed_tokens.weight", "model.embed_tokens.weight")  # the target's, when a head ships a copy
@@ -104,6 +105,7 @@ def draft_spec_from_checkpoint(path: str | os.PathLike) -> DraftSpec:
         norm_output=norm_output,
         source=str(folder),
         tensors=tensors,
+        acceptance=read_records(folder),  # homespec's own heads record their acceptance beside config.json
     )
 
 

@@ -77,12 +77,17 @@ def gpu_capacity(gpu: GPU) -> int:
 
 
 def devices_for(machine: Machine) -> tuple[Device, ...]:
-    """GPUs first (gpu0..), then the host."""
+    """GPUs first (gpu0..), then the host.
+
+    On Apple Silicon the two are one pool: the host's capacity is the RAM the OS leaves, and the
+    GPU's is its share of that same RAM, the Metal working set (never more than the pool). The
+    solver counts the GPU's use against the host's pool too (plan.fit.device_uses)."""
+    pool = host_usable(machine.ram_bytes)
     out = [
         Device(
             id=f"gpu{i}",
             name=g.name,
-            capacity_bytes=gpu_capacity(g),
+            capacity_bytes=min(gpu_capacity(g), pool) if g.vendor == "apple" else gpu_capacity(g),
             bandwidth_gbs=g.bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS,
             vendor=g.vendor,
             fp16_tflops=g.fp16_tflops,
@@ -97,7 +102,7 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
         Device(
             id="host",
             name=f"RAM{' (unified)' if unified else ''}",
-            capacity_bytes=host_usable(machine.ram_bytes),
+            capacity_bytes=pool,
             bandwidth_gbs=host_bw,
             vendor="host",
         )

@@ -28,11 +28,22 @@ NO_FIT = "does_not_fit"
 @dataclass(frozen=True, slots=True)
 class DeviceUse:
     device: Device
-    used_bytes: int
+    used_bytes: int  # the items placed on this device
+    # Bytes other devices hold in this device's memory: on Apple Silicon the GPU's working set is
+    # part of the RAM, so the host's pool also carries the GPU's use (docs/planner.md, "Apple Silicon").
+    shared_bytes: int = 0
 
     @property
     def headroom_bytes(self) -> int:
-        return self.device.capacity_bytes - self.used_bytes
+        return self.device.capacity_bytes - self.used_bytes - self.shared_bytes
+
+
+def device_uses(devs: tuple[Device, ...], items: tuple[mem.LineItem, ...] | list[mem.LineItem]) -> tuple[DeviceUse, ...]:
+    """What each device holds; on a unified-memory machine the host's pool also holds the GPU's share."""
+    used = {d.id: mem.sum_bytes(items, d.id) for d in devs}
+    unified = any(d.vendor == "apple" for d in devs)
+    gpu_total = sum(used[d.id] for d in devs if d.is_gpu)
+    return tuple(DeviceUse(d, used[d.id], gpu_total if unified and not d.is_gpu else 0) for d in devs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +66,19 @@ class Plan:
 
     @property
     def headroom_bytes(self) -> int:
-        """Free bytes on the tightest device the plan uses (negative: over by that much)."""
-        used = [d for d in self.devices if d.used_bytes > 0]
-        return min((d.headroom_bytes for d in used), default=0)
+        """Free bytes on the tightest device the plan uses (negative: over by that much); on a Mac
+        the host's figure is the unified pool's, GPU and CPU together."""
+        return min((d.headroom_bytes for d in self.devices if d.used_bytes or d.shared_bytes), default=0)
+
+    @property
+    def tightest(self) -> DeviceUse | None:
+        used = [d for d in self.devices if d.used_bytes or d.shared_bytes]
+        return min(used, key=lambda d: d.headroom_bytes, default=None)
+
+    @property
+    def unified(self) -> bool:
+        """GPU and CPU share one pool of RAM (Apple Silicon)."""
+        return any(d.device.vendor == "apple" for d in self.devices)
 
     @property
     def fits(self) -> bool:
@@ -70,6 +91,7 @@ class _Layout:
     loads: list[DeviceLoad]
     draft_device: Device | None
     draft_bytes: int
+    uses: tuple[DeviceUse, ...]
     over: dict[str, int]  # device id -> bytes over capacity (only devices that overflow)
 
 
@@ -177,22 +199,19 @@ def _layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Sett
         else:
             items.append(mem.LineItem("tree scratch", "host", (s.draft_depth + 1) * model.n_vocab * 4, "logits of the verified chain"))
 
-    totals: dict[str, int] = {}
-    for it in items:
-        totals[it.device] = totals.get(it.device, 0) + it.bytes
     if s.memory_scale > 1.0:  # --calibrate: what this machine measured beyond the model
-        for dev_id, subtotal in list(totals.items()):
+        totals: dict[str, int] = {}
+        for it in items:
+            totals[it.device] = totals.get(it.device, 0) + it.bytes
+        for dev_id, subtotal in totals.items():
             extra = int(subtotal * (s.memory_scale - 1.0))
             items.append(mem.LineItem("calibration", dev_id, extra, f"measured/planned = {s.memory_scale:.3f}"))
-            totals[dev_id] += extra
-    over = {d.id: totals.get(d.id, 0) - d.capacity_bytes for d in devs if totals.get(d.id, 0) > d.capacity_bytes}
-    unified = any(g.vendor == "apple" for g in gpus)
-    if unified:  # GPU and host share one pool of RAM
-        whole = sum(totals.values())
-        if whole > host.capacity_bytes:
-            over["host"] = whole - host.capacity_bytes
+    # One rule decides both the verdict and the headroom printed: a device is over when its
+    # headroom is negative (on a Mac the host's headroom is the unified pool's).
+    uses = device_uses(devs, items)
+    over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
     loads = [DeviceLoad(d, int(read[d.id]), 2 * params[d.id]) for d in devs if read[d.id] > 0]
-    return _Layout(tuple(items), loads, draft_dev if draft is not None else None, draft_bytes, over)
+    return _Layout(tuple(items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
 
 
 def _bytes_per_param(model: ModelSpec) -> float:
@@ -306,8 +325,11 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         draft_loads = dl.loads
     est = estimate(lay.loads, draft, lay.draft_device, lay.draft_bytes, s2.tree_tokens, s2.draft_depth,
                    s2.draft_topk, host_cores(machine), draft_loads)
-    devs = devices_for(machine)
-    uses = tuple(DeviceUse(d, mem.sum_bytes(lay.items, d.id)) for d in devs)
+    if est.faster_tree_tokens:
+        n = est.faster_tree_tokens
+        notes.append(f"a {n}-node draft tree (--draft-tokens {n}) is estimated at {est.faster_spec_tokens_per_s:,.1f} tok/s "
+                     f"here, against {est.spec_tokens_per_s:,.1f} with the {s2.tree_tokens} nodes budgeted")
+    uses = lay.uses
     plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes))
     if suggest and verdict != FITS:
         from homespec.plan.suggest import suggestions

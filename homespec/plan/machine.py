@@ -5,39 +5,80 @@ from __future__ import annotations
 from dataclasses import replace
 
 from homespec.errors import UsageError
-from homespec.specs import Machine
+from homespec.specs import GPU, Machine
 
 GIB = 1 << 30
+_KEYWORDS = ("auto", "none", "cpu")
+_GPU_HINT = "use --gpu auto (probe this machine), --gpu none (CPU only), or catalogue names such as --gpu 4090,3090"
 
 
-def machine_from_args(gpu_arg: str, ram_gib: float | None = None) -> Machine:
+def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None) -> Machine:
     """`auto` probes this machine; `none`/`cpu` plans for the CPU alone; otherwise a comma list of
     catalogue GPU names (`4090`, `4090,3090`, `m3-ultra-512`), with this machine's RAM unless
-    --ram says otherwise (a named Mac brings its own unified memory)."""
+    --ram says otherwise (a named Mac brings its own unified memory). None means `auto`; an empty
+    string is a mistake, never a silent probe."""
     from homespec.hardware.probe import probe
 
-    arg = (gpu_arg or "auto").strip()
+    arg = "auto" if gpu_arg is None else gpu_arg.strip()
+    if not arg:
+        raise UsageError("--gpu is empty", hint=_GPU_HINT)
     if arg.lower() == "auto":
         m = probe()
     elif arg.lower() in ("none", "cpu"):
         m = replace(probe(), gpus=())
     else:
-        from homespec.catalog import load_catalog
-
-        cat = load_catalog()
-        names = [n.strip() for n in arg.split(",") if n.strip()]
-        if not names:
-            raise UsageError("--gpu is empty", hint="use --gpu auto, --gpu none, or names such as --gpu 4090,3090")
-        gpus = tuple(replace(cat.gpu(n), index=i) for i, n in enumerate(names))
-        host = probe()
-        ram = host.ram_bytes
-        if all(g.vendor == "apple" for g in gpus):
-            ram = gpus[0].total_bytes  # a Mac's GPU memory is its RAM
-        m = replace(host, gpus=gpus, ram_bytes=ram, ram_free_bytes=None, source="catalogue")
-        if all(g.vendor == "apple" for g in gpus):
-            m = replace(m, ram_bandwidth_gbs=gpus[0].bandwidth_gbs)
+        m = _catalogue_machine(arg, probe())
     if ram_gib is not None:
         if not 0.5 <= ram_gib <= 65536:
             raise UsageError(f"--ram {ram_gib} GiB is out of range", hint="give the machine's RAM in GiB, e.g. --ram 64")
+        mac = next((g for g in m.gpus if g.vendor == "apple" and g.source == "catalogue"), None)
+        if mac is not None and ram_gib * GIB > mac.total_bytes:
+            raise UsageError(
+                f"--ram {ram_gib:g} GiB is more than the {mac.name} has: its {mac.total_bytes / GIB:g} GiB is all the RAM there is",
+                hint="drop --ram (a named Mac brings its unified memory), or name a Mac with more, e.g. --gpu m3-ultra-512",
+            )
         m = replace(m, ram_bytes=int(ram_gib * GIB), ram_free_bytes=None)
     return m
+
+
+def _catalogue_machine(arg: str, host: Machine) -> Machine:
+    from homespec.catalog import load_catalog
+
+    names = [n.strip() for n in arg.split(",")]
+    if any(not n for n in names):
+        raise UsageError(f"--gpu '{arg}' has an empty name", hint="separate catalogue names with single commas, e.g. --gpu 4090,3090")
+    keyword = next((n for n in names if n.lower() in _KEYWORDS), None)
+    if keyword is not None:
+        raise UsageError(f"--gpu {keyword} cannot be combined with GPU names", hint=_GPU_HINT)
+    cat = load_catalog()
+    gpus = tuple(replace(cat.gpu(n), index=i) for i, n in enumerate(names))
+    check_one_machine(gpus, names)
+    m = replace(host, gpus=gpus, ram_free_bytes=None, source="catalogue")
+    if gpus[0].vendor == "apple":  # a Mac's GPU memory is its RAM, and its memory bandwidth the CPU's too
+        m = replace(m, ram_bytes=gpus[0].total_bytes, ram_bandwidth_gbs=gpus[0].bandwidth_gbs)
+    return m
+
+
+def check_one_machine(gpus: tuple[GPU, ...], labels: list[str] | None = None) -> None:
+    """Refuse GPU lists no one machine can hold; `labels` are the names as the user typed them.
+
+    An Apple Silicon GPU is part of its chip: a Mac has exactly one, shares its RAM with it, and
+    takes no PCIe card llama.cpp can use (macOS has no CUDA driver). So an Apple GPU plans alone:
+    never beside an NVIDIA/AMD card, never beside a second Apple chip (two Macs are two machines)."""
+    name = dict(zip(map(id, gpus), labels or [g.name for g in gpus]))
+    apple = [g for g in gpus if g.vendor == "apple"]
+    if not apple:
+        return
+    mac = name[id(apple[0])]
+    others = [g for g in gpus if g.vendor != "apple"]
+    if others:
+        card = name[id(others[0])]
+        raise UsageError(
+            f"{card} and {mac} cannot be in one machine: a Mac takes no {others[0].vendor.upper()} card",
+            hint=f"plan the Mac alone (--gpu {mac}) or the PC's cards alone (--gpu {card})",
+        )
+    if len(apple) > 1:
+        raise UsageError(
+            f"{len(apple)} Apple GPUs ({', '.join(name[id(g)] for g in apple)}) cannot be in one machine: a Mac has one chip",
+            hint=f"name one Mac, e.g. --gpu {mac}",
+        )

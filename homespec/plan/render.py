@@ -15,6 +15,12 @@ def gib(n: int) -> str:
     return f"{n / GIB:,.2f} GiB"
 
 
+def _pool(plan: Plan) -> str:
+    """On a Mac: what GPU and CPU take together of the one pool."""
+    host = next(d for d in plan.devices if not d.device.is_gpu)
+    return f"GPU + CPU {gib(host.used_bytes + host.shared_bytes)} of {gib(host.device.capacity_bytes)}"
+
+
 def verdict_line(plan: Plan) -> str:
     s = plan.settings
     if plan.verdict == FITS:
@@ -22,10 +28,16 @@ def verdict_line(plan: Plan) -> str:
         return f"fits {where} with {gib(plan.headroom_bytes)} to spare at --ctx {s.n_ctx}"
     if plan.verdict == FITS_OFFLOADED:
         host = next(d for d in plan.devices if d.device.id == "host")
+        need = f"unified memory holds {_pool(plan)}" if plan.unified else f"needs {gib(host.used_bytes)} of RAM"
         return (f"fits with {plan.offloaded_layers} of {plan.model.n_layer} layers offloaded to the CPU "
-                f"(-ngl {s.n_gpu_layers}); needs {gib(host.used_bytes)} of RAM")
-    over = -plan.headroom_bytes
-    return f"does not fit: {gib(over)} over on the tightest device"
+                f"(-ngl {s.n_gpu_layers}); {need}")
+    tight = plan.tightest
+    line = f"does not fit: {gib(max(0, -plan.headroom_bytes))} over"
+    if tight is None:
+        return line
+    if plan.unified and not tight.device.is_gpu:
+        return line + f" in unified memory ({_pool(plan)})"
+    return line + f" on {tight.device.id} ({tight.device.name})"
 
 
 def to_json(plan: Plan) -> dict:
@@ -42,9 +54,11 @@ def to_json(plan: Plan) -> dict:
         "items": [{"name": i.name, "device": i.device, "bytes": i.bytes, "detail": i.detail} for i in plan.items],
         "devices": [
             {"id": u.device.id, "name": u.device.name, "capacity_bytes": u.device.capacity_bytes,
-             "used_bytes": u.used_bytes, "headroom_bytes": u.headroom_bytes, "bandwidth_gbs": u.device.bandwidth_gbs}
+             "used_bytes": u.used_bytes, "shared_bytes": u.shared_bytes, "headroom_bytes": u.headroom_bytes,
+             "bandwidth_gbs": u.device.bandwidth_gbs}
             for u in plan.devices
         ],
+        "unified_memory": plan.unified,
         "settings": {
             "backend": s.backend, "n_ctx": s.n_ctx, "type_k": s.type_k, "type_v": s.type_v,
             "flash_attn": s.flash_attn, "n_ubatch": s.n_ubatch, "n_batch": s.n_batch,
@@ -92,7 +106,11 @@ def render(plan: Plan, console) -> None:
             details += [i.detail for i in plan.items if i.name == name and i.device == u.device.id and i.detail]
         row.append("; ".join(dict.fromkeys(details)))
         table.add_row(*row)
-    table.add_row("capacity", *[gib(u.device.capacity_bytes) for u in devices], "")
+    if any(u.shared_bytes for u in devices):
+        table.add_row("GPU's share", *[gib(u.shared_bytes) if u.shared_bytes else "" for u in devices],
+                      "gpu0's total again: it is the same RAM")
+    table.add_row("capacity", *[gib(u.device.capacity_bytes) for u in devices],
+                  "gpu: Metal working set; host: RAM less the OS's" if plan.unified else "")
     table.add_row("headroom", *[("[red]" if u.headroom_bytes < 0 else "[green]") + gib(u.headroom_bytes) for u in devices], "")
     console.print(table)
     color = "green" if plan.verdict == FITS else ("yellow" if plan.verdict == FITS_OFFLOADED else "red")

@@ -9,9 +9,9 @@ its dot products (docs/planner.md, "Speed").
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from homespec.plan.acceptance import AcceptanceModel, acceptance_model
 from homespec.plan.devices import Device
 from homespec.specs import DraftSpec
 
@@ -31,9 +31,10 @@ HEAD_OVERHEAD_S = {"gpu": 0.0004, "host": 0.0003}
 # Fixed cost of one forward (graph build, launches, sampling): llama.cpp with CUDA graphs ~0.3 ms;
 # on the CPU ~1 ms (SmolLM2-135M: 6.7 ms per token of which ~1 ms does not scale with the model).
 FORWARD_OVERHEAD_S = {"gpu": 0.0003, "host": 0.001}
-# Acceptance length assumed when the draft spec has none: an EAGLE-3 head on chat at T=0 with a
-# 60-node tree (EAGLE-3 paper Table 1 reports 5-6.5 for trained 8B heads; homespec assumes less).
-DEFAULT_TAU = {"eagle3": 3.5, "eagle3.1": 3.5, "model": 2.5}
+# Tree sizes tried besides the budgeted one, to say when a smaller tree would be faster.
+SMALLER_TREES = (2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048)
+# A smaller tree is worth a note only when it is clearly faster (the estimate is coarse).
+FASTER_MARGIN = 1.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,9 @@ class Estimate:
     draft_ms: float | None
     plain_ms: float
     basis: str
-    tree_tokens: int | None = None  # the draft tree size the estimate chose
+    tree_tokens: int | None = None  # the draft tree the estimate is for: the one the plan budgets
+    faster_tree_tokens: int | None = None  # a smaller tree estimated clearly faster here, if any
+    faster_spec_tokens_per_s: float | None = None
 
 
 def _device_flops(d: Device, cpu_cores: int) -> float:
@@ -85,6 +88,19 @@ def draft_seconds(draft: DraftSpec, device: Device, depth: int, topk: int, cpu_c
     return depth * (per + HEAD_OVERHEAD_S["gpu" if device.is_gpu else "host"])
 
 
+def tree_step(loads: list[DeviceLoad], draft: DraftSpec, draft_device: Device, draft_bytes: int, acc: AcceptanceModel,
+              nodes: int, depth: int, topk: int, cpu_cores: int) -> tuple[float, float, float, float]:
+    """(tokens/s, τ, verify s, draft s) of speculation with a `nodes`-node tree of at most `depth` levels.
+
+    A tree of T nodes has at most T − 1 levels below the root: that many head forwards, and the
+    target verifies all T nodes in one pass (forward_seconds grows with T)."""
+    levels = max(0, min(depth, nodes - 1))
+    tau = acc.tau(nodes, depth)
+    t_draft = draft_seconds(draft, draft_device, levels, topk, cpu_cores, draft_bytes)
+    t_verify = forward_seconds(loads, nodes, cpu_cores)
+    return tau / (t_verify + t_draft), tau, t_verify, t_draft
+
+
 def estimate(
     loads: list[DeviceLoad],
     draft: DraftSpec | None,
@@ -100,29 +116,25 @@ def estimate(
     basis = "memory-bandwidth roofline; an estimate, not a measurement"
     if draft is None or draft_device is None:
         return Estimate(1 / plain, None, None, None, None, None, plain * 1e3, basis)
-    tau_full = draft.expected_tau or DEFAULT_TAU.get(draft.kind, 3.0)
+    acc = acceptance_model(draft, tree_tokens, depth)
+    faster = None
     if draft.kind == "model" and draft_loads:
         # A draft model proposes a chain: `depth` sequential one-token forwards.
         t_draft = depth * forward_seconds(draft_loads, 1, cpu_cores)
         t_verify = forward_seconds(loads, depth + 1, cpu_cores)
-        best = (tau_full / (t_verify + t_draft), depth + 1, tau_full, t_verify, t_draft)
+        tau = acc.tau(depth + 1, depth)
+        spec, shape, nodes = tau / (t_verify + t_draft), f"a chain of {depth}", depth + 1
     else:
-        # Where verification is compute-bound (CPU layers) a big tree costs more than it gains:
-        # try smaller trees too, with acceptance shrinking as log(T) (EAGLE-2's dynamic trees
-        # gain roughly a constant per doubling of the node budget).
-        best = None
-        t_draft = draft_seconds(draft, draft_device, depth, topk, cpu_cores, draft_bytes)
-        for t in sorted({4, 8, 16, 32, tree_tokens}):
-            if t > tree_tokens:
-                continue
-            tau = 1 + (tau_full - 1) * min(1.0, math.log2(t + 1) / math.log2(tree_tokens + 1))
-            d = draft_seconds(draft, draft_device, min(depth, t), topk, cpu_cores, draft_bytes)
-            v = forward_seconds(loads, t, cpu_cores)
-            cand = (tau / (v + d), t, tau, v, d)
-            if best is None or cand[0] > best[0]:
-                best = cand
-    spec, tokens, tau, t_verify, t_draft = best
-    basis += f"; acceptance length {tau:.1f} tokens per target pass assumed ({tokens}-node tree)"
-    if spec < 1 / plain:
-        basis += "; speculation would not pay here, so homespec's guard keeps plain decoding"
-    return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, tokens)
+        # The tree the plan budgets (and a backend started from this plan runs); smaller trees
+        # are estimated too, to say when one would be faster on this machine.
+        spec, tau, t_verify, t_draft = tree_step(loads, draft, draft_device, draft_bytes, acc, tree_tokens, depth, topk, cpu_cores)
+        shape, nodes = f"the {tree_tokens}-node tree, depth {max(0, min(depth, tree_tokens - 1))}, top-{topk}", tree_tokens
+        for t in (t for t in SMALLER_TREES if t < tree_tokens):
+            cand = tree_step(loads, draft, draft_device, draft_bytes, acc, t, depth, topk, cpu_cores)[0]
+            if cand > spec * FASTER_MARGIN and cand > 1 / plain and (faster is None or cand > faster[1]):
+                faster = (t, cand)
+    basis += f"; {tau:.2f} tokens per target pass assumed for {shape} ({acc.source})"
+    if spec <= 1 / plain:
+        basis += "; speculation would not pay with this draft shape, so homespec's guard keeps plain decoding"
+    return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, nodes,
+                    faster[0] if faster else None, faster[1] if faster else None)

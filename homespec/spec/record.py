@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from homespec.specs import AcceptanceRecord
+
 FILE = "acceptance.json"
 
 
@@ -29,6 +31,20 @@ def write_record(head_dir: str | os.PathLike[str], shapes: Sequence[dict[str, An
     path = Path(head_dir) / FILE
     write_text(path, json.dumps({**about, "shapes": list(shapes)}, indent=1) + "\n")
     return path
+
+
+def read_records(head_dir: str | os.PathLike[str]) -> tuple[AcceptanceRecord, ...]:
+    """Every usable shape of a head's record, as typed values (empty without a readable file)."""
+    path = Path(head_dir) / FILE
+    try:
+        data = json.loads(path.read_text())
+        return tuple(
+            AcceptanceRecord(int(s["depth"]), int(s["topk"]), int(s["total"]), tuple(float(a) for a in s["at_least"]),
+                             int(s.get("steps", 0)), str(path))
+            for s in data["shapes"] if s.get("steps", 0) > 0 and s.get("at_least") and int(s["total"]) >= 2
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
 
 
 def read_prior(head_dir: str | os.PathLike[str], depth: int, topk: int, total: int) -> tuple[float, ...] | None:
