@@ -320,7 +320,7 @@ def chat(
 @draft_app.command("train")
 def draft_train(
     target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = None,
-    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints; rerun to resume).")] = "runs/head",
+    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints): a new or empty directory, or an earlier run's to resume it.")] = "runs/head",
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = None,
     tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = 500_000,
     epochs: Annotated[int, typer.Option("--epochs")] = 2,
@@ -343,11 +343,8 @@ def draft_train(
     from homespec.train import train_head
     from homespec.train.progress import RichProgress
 
-    if hidden_weight < 0:
-        raise UsageError(f"--hidden-weight must be >= 0, got {hidden_weight}", hint="e.g. --hidden-weight 1.0, or 0 to switch it off")
-    if tokens < 1 or epochs < 1 or ttt_steps < 1 or draft_vocab < 2:
-        raise UsageError("--tokens, --epochs, --ttt-steps and --draft-vocab must be positive", hint="e.g. --tokens 500000 --epochs 2")
-    target_path = resolve_model_path(target)  # before the progress display: errors stay one line
+    # train_head checks the rest (numbers, --out, --init, --data-from) before any data or model
+    target_path = resolve_model_path(target)
     with RichProgress() as progress:
         result = train_head(target=target_path, out=out, prompts=prompts, tokens=tokens, epochs=epochs,
                             device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
