@@ -202,7 +202,54 @@ def generate(
         session.close()
 
 
-@app.command()
+class _BenchCommand(typer.core.TyperCommand):
+    """bench's parser, which still reads `--json FILE` (the spelling from before `--json` became
+    the switch it is on every command) as `--json-out FILE`."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _legacy_json_file(args))
+
+
+def _legacy_json_file(args: list[str]) -> list[str]:
+    """`--json FILE` / `--json=FILE` become `--json-out FILE`, with a note; `--json -` is the switch;
+    `--json` followed by an option, or last, stays the switch. (bench takes no positional
+    arguments, so a word after `--json` can only be the file it used to take.)"""
+    out, rest = [], list(args)
+    while rest:
+        a = rest.pop(0)
+        if a == "--":
+            out += [a, *rest]
+            break
+        if a == "--json" and rest and rest[0] == "-":  # `--json -`: stdout, the switch
+            rest.pop(0)
+        elif a == "--json=-":
+            a = "--json"
+        elif a.startswith("--json=") or (a == "--json" and rest and not rest[0].startswith("-")):
+            a = "--json-out" + a[len("--json"):]
+            print("note: `bench --json FILE` is now `--json-out FILE`; `--json` alone prints the JSON on stdout",
+                  file=sys.stderr)
+        out.append(a)
+    return out
+
+
+def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
+    """A results file that cannot be written is refused before the bench runs, not after."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{flag} {path} is a directory", hint=f"name a file, e.g. {flag} {p / example}")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: {parent} is a file, not a directory",
+                         hint=f"name a file in a directory, e.g. {flag} {example}")
+
+
+@app.command(cls=_BenchCommand)
 def bench(
     methods: Annotated[str, typer.Option("--methods", help="Comma list of: none, ngram, draft, eagle3.")] = "none,ngram,eagle3",
     model: ModelOpt = None,
@@ -224,7 +271,8 @@ def bench(
     window: WindowOpt = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
     lockstep: Annotated[bool, typer.Option("--lockstep", help="Run the methods on each prompt together, one step of each in turn: per-prompt ratios immune to machine speed drift.")] = False,
-    json_file: Annotated[Optional[str], typer.Option("--json", help="Write the results as JSON to FILE.")] = None,
+    json_stdout: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout, instead of the table (as on every command; `--json FILE` still writes FILE, as --json-out does).")] = False,
+    json_file: Annotated[Optional[str], typer.Option("--json-out", help="Write the results as JSON to FILE (`-`: stdout, as --json).")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
     plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
 ) -> None:
@@ -242,6 +290,11 @@ def bench(
         names = ["none"] + [m for m in names if m != "none"]
     if limit < 1 or max_tokens < 1:
         raise UsageError("--limit and --max-tokens must be positive", hint="e.g. --limit 20 --max-tokens 128")
+    if json_file == "-":
+        json_stdout, json_file = True, None
+    for flag, path, example in (("--json-out", json_file, "bench.json"), ("--markdown", markdown_file, "bench.md"),
+                                ("--plot", plot_file, "bench.png")):
+        _check_output_file(flag, path, example)
     if long:
         items = None
     else:
@@ -264,7 +317,10 @@ def bench(
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
                            controller_factory=_controller_factory(guard, adapt), by_context=long,
                            bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep)
-    render(result, _stdout())
+    if json_stdout:
+        print(json.dumps(summary(result), indent=2))
+    else:
+        render(result, _stdout())
     if json_file:
         write_bytes(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
     if markdown_file:
@@ -320,7 +376,7 @@ def chat(
 @draft_app.command("train")
 def draft_train(
     target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = None,
-    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints; rerun to resume).")] = "runs/head",
+    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints): a new or empty directory, or an earlier run's to resume it.")] = "runs/head",
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = None,
     tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = 500_000,
     epochs: Annotated[int, typer.Option("--epochs")] = 2,
@@ -343,11 +399,8 @@ def draft_train(
     from homespec.train import train_head
     from homespec.train.progress import RichProgress
 
-    if hidden_weight < 0:
-        raise UsageError(f"--hidden-weight must be >= 0, got {hidden_weight}", hint="e.g. --hidden-weight 1.0, or 0 to switch it off")
-    if tokens < 1 or epochs < 1 or ttt_steps < 1 or draft_vocab < 2:
-        raise UsageError("--tokens, --epochs, --ttt-steps and --draft-vocab must be positive", hint="e.g. --tokens 500000 --epochs 2")
-    target_path = resolve_model_path(target)  # before the progress display: errors stay one line
+    # train_head checks the rest (numbers, --out, --init, --data-from) before any data or model
+    target_path = resolve_model_path(target)
     with RichProgress() as progress:
         result = train_head(target=target_path, out=out, prompts=prompts, tokens=tokens, epochs=epochs,
                             device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,

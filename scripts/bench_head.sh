@@ -13,8 +13,8 @@ mkdir -p "$OUT"
 HS=.venv/bin/homespec
 TREE=(--draft-depth 6 --draft-topk 8 --draft-tokens 48)
 $HS bench --backend torch --methods none,eagle3 --limit "$LIMIT" -n "$N" --no-guard "${TREE[@]}" \
-  --json "$OUT/torch-tree.json" --markdown "$OUT/torch-tree.md" "$@"
+  --json-out "$OUT/torch-tree.json" --markdown "$OUT/torch-tree.md" "$@"
 $HS bench --backend llamacpp --methods none,eagle3 --limit "$LIMIT" -n "$N" --no-guard "${TREE[@]}" \
-  --json "$OUT/gguf-tree.json" --markdown "$OUT/gguf-tree.md" "$@"
+  --json-out "$OUT/gguf-tree.json" --markdown "$OUT/gguf-tree.md" "$@"
 $HS bench --backend llamacpp --methods none,ngram,eagle3 --limit "$LIMIT" -n "$N" \
-  --json "$OUT/gguf-default.json" --markdown "$OUT/gguf-default.md" "$@"
+  --json-out "$OUT/gguf-default.json" --markdown "$OUT/gguf-default.md" "$@"

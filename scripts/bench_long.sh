@@ -17,7 +17,7 @@ CTX="${CTX:-8448}"
 mkdir -p "$OUT"
 HS=.venv/bin/homespec
 common=(--long --ctx "$CTX" --limit "$LIMIT" -n "$N")
-$HS bench "${common[@]}" --methods none,eagle3 --no-guard --window 0 --json "$OUT/full.json" --markdown "$OUT/full.md" "$@"
-$HS bench "${common[@]}" --methods none,eagle3 --no-guard --window 1024 --json "$OUT/window.json" --markdown "$OUT/window.md" "$@"
-$HS bench "${common[@]}" --methods none,eagle3 --guard --json "$OUT/guard.json" --markdown "$OUT/guard.md" "$@"
-$HS bench "${common[@]}" --methods none,eagle3 --guard --adapt --json "$OUT/adapt.json" --markdown "$OUT/adapt.md" "$@"
+$HS bench "${common[@]}" --methods none,eagle3 --no-guard --window 0 --json-out "$OUT/full.json" --markdown "$OUT/full.md" "$@"
+$HS bench "${common[@]}" --methods none,eagle3 --no-guard --window 1024 --json-out "$OUT/window.json" --markdown "$OUT/window.md" "$@"
+$HS bench "${common[@]}" --methods none,eagle3 --guard --json-out "$OUT/guard.json" --markdown "$OUT/guard.md" "$@"
+$HS bench "${common[@]}" --methods none,eagle3 --guard --adapt --json-out "$OUT/adapt.json" --markdown "$OUT/adapt.md" "$@"

@@ -38,8 +38,19 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/smollm2-head}"
 PY="${PYTHON:-.venv/bin/python}"
 
+claim() {  # claim DIR: refuse a DIR that is not new, empty or a training run; mark it one before log.txt
+  "$PY" -c 'import sys
+from homespec.errors import HomespecError
+from homespec.train.rundir import check_out, claim_out
+try:
+    check_out(sys.argv[1])
+    claim_out(sys.argv[1])
+except HomespecError as e:
+    sys.exit(f"error: {e.message}\nhint: {e.hint}")' "$1"
+}
+
 stage() {  # stage OUT TOKENS EPOCHS LR INIT [SKIP_SHARDS [KEEP_VOCAB]]
-  mkdir -p "$1"
+  claim "$1"
   echo "$(date '+%Y-%m-%d %H:%M:%S') start (pid $$): tokens $2 epochs $3 lr $4 init ${5:-none} skip ${6:-0} keep-vocab ${7:-0}" >> "$1/log.txt"
   OUT="$1" TOKENS="$2" EPOCHS="$3" LR="$4" INIT="$5" SKIP="${6:-0}" THREADS="${HOMESPEC_TRAIN_THREADS:-0}" \
     FREEZE_LM_HEAD="${FREEZE_LM_HEAD:-0}" HIDDEN_WEIGHT="${HIDDEN_WEIGHT:-0}" EVAL_EVERY="${EVAL_EVERY:-200}" \

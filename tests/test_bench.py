@@ -4,6 +4,9 @@ long-context view (prompts sized with the model's tokenizer, results by prompt l
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 def bench(capsys, tmp_path, *args: str) -> tuple[dict, str]:
     out = tmp_path / "bench.json"
-    code = main(["bench", "--threads", "1", "--json", str(out), *args])
+    code = main(["bench", "--threads", "1", "--json-out", str(out), *args])
     stdout, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out.read_text()), stdout
@@ -126,3 +129,53 @@ def test_bench_rejects_bad_input_with_one_line(capsys):
     assert main(["bench", "--repeat", "0"]) == 2
     err = capsys.readouterr().err
     assert "--repeat" in err and "Traceback" not in err
+
+
+def test_bench_json_is_the_switch_it_is_on_every_command(tmp_path):
+    """`bench --json` prints the results as JSON on stdout and nothing else there (a real process:
+    whatever the backends print would show), as `plan --json` does."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-m", "homespec", "bench", "--json", "--methods", "none,ngram", "--limit", "1",
+                        "-n", "6", "--threads", "1"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)  # the whole of stdout is the JSON
+    assert list(s["methods"]) == ["none", "ngram"] and s["n_prompts"] == 1
+    assert "note:" not in r.stderr and list(tmp_path.iterdir()) == []  # no file written
+
+
+def test_bench_json_file_still_writes_the_file(capsys, tmp_path):
+    """The older `--json FILE` keeps working as `--json-out FILE` (the table on stdout, a note on stderr)."""
+    out = tmp_path / "old.json"
+    code = main(["bench", "--json", str(out), "--methods", "none", "--limit", "1", "-n", "6", "--threads", "1"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out.read_text())["n_prompts"] == 1
+    assert "none" in stdout and not stdout.lstrip().startswith("{")
+    assert "note: `bench --json FILE` is now `--json-out FILE`" in err
+
+
+@pytest.mark.parametrize("args, out", [
+    (["--json", "r.json"], ["--json-out", "r.json"]),
+    (["--json=r.json", "-n", "4"], ["--json-out=r.json", "-n", "4"]),
+    (["--json", "--limit", "2"], ["--json", "--limit", "2"]),
+    (["--limit", "2", "--json"], ["--limit", "2", "--json"]),
+    (["--json", "-"], ["--json"]),
+    (["--json=-"], ["--json"]),
+    (["--json-out", "r.json", "--json"], ["--json-out", "r.json", "--json"]),
+])
+def test_legacy_json_file_reads_a_word_after_json_as_the_file(args, out):
+    from homespec.cli import _legacy_json_file
+
+    assert _legacy_json_file(args) == out
+
+
+@pytest.mark.parametrize("flag", ["--json-out", "--markdown", "--plot"])
+def test_bench_refuses_an_unwritable_results_path_before_running(capsys, tmp_path, flag):
+    (tmp_path / "a-file").write_text("mine\n")
+    for path, message in ((tmp_path, "is a directory"), (tmp_path / "a-file" / "r", "is a file, not a directory")):
+        code = main(["bench", flag, str(path), "--methods", "none", "--limit", "1"])
+        stdout, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert code == 2 and stdout == "", err  # refused before the bench ran: no table
+        assert len(lines) == 2 and message in lines[0] and lines[1].startswith("hint: "), err
+    assert (tmp_path / "a-file").read_text() == "mine\n"

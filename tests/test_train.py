@@ -555,3 +555,112 @@ def test_data_from_pools_another_runs_data(tiny, tmp_path):
     other = make_tiny_gguf(tmp_path / "other.gguf", n_layer=N_LAYER + 2)
     with pytest.raises(UsageError, match="another target"):
         train_head(out=tmp_path / "d", data_from=[a / "data"], **{**kw, "target": other})
+
+
+# --- the output directory -------------------------------------------------------------------
+
+
+def _tree(d: Path) -> dict[str, bytes | None]:
+    """Every path under d with a file's bytes: what a refusal must leave alone."""
+    return {str(p.relative_to(d)): p.read_bytes() if p.is_file() else None for p in sorted(d.rglob("*"))}
+
+
+def _user_dir(tmp: Path) -> Path:
+    d = tmp / "unrelated"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine\n")
+    return d
+
+
+def _file(tmp: Path) -> Path:
+    (tmp / "notes.txt").write_text("mine\n")
+    return tmp / "notes.txt"
+
+
+def _data_file_in_user_dir(tmp: Path) -> Path:
+    d = tmp / "mixed"
+    d.mkdir()
+    (d / "data").write_text("a file of the user's called data\n")
+    return d
+
+
+def _data_file_in_run(tmp: Path) -> Path:
+    from homespec.train.rundir import claim_out
+
+    d = tmp / "run"
+    claim_out(d)
+    (d / "data").write_text("a file of the user's called data\n")
+    return d
+
+
+def _under_a_file(tmp: Path) -> Path:
+    return _file(tmp) / "run"
+
+
+@pytest.mark.parametrize("make, message", [
+    (_user_dir, "holds other files and is not a homespec training run"),
+    (_file, "is a file, not a directory"),
+    (_data_file_in_user_dir, "not a homespec training run"),
+    (_data_file_in_run, "data is a file, where the run writes its data"),
+    (_under_a_file, "notes.txt is a file, not a directory"),
+], ids=["unrelated-dir", "file", "data-file-in-dir", "data-file-in-run", "under-a-file"])
+def test_draft_train_refuses_an_out_that_is_not_a_run(capsys, tmp_path, make, message):
+    """--out must be new, empty or a training run; anything else is a two-line usage error that
+    leaves the user's files as they were. The target here cannot even be read: the refusal about
+    --out comes first, so it comes before any data is generated or any model loaded."""
+    from homespec.cli import main
+
+    target = tmp_path / "unreadable.gguf"
+    target.write_bytes(b"GGUF" + b"\x00" * 7)
+    out = make(tmp_path)
+    before = _tree(tmp_path)
+    code = main(["draft", "train", "--target", str(target), "--out", str(out), "--tokens", "100"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 2 and lines[0].startswith("error: --out") and message in lines[0], err
+    assert lines[1].startswith("hint: ") and ("choose a new or empty directory" in lines[1]), err
+    assert _tree(tmp_path) == before
+
+
+def test_draft_train_refuses_bad_init_and_data_from_paths(capsys, tmp_path, tiny):
+    """--init naming a file, and --data-from naming a run's directory rather than its data/, are
+    one-line usage errors (the file was an internal error before), with nothing written to --out."""
+    from homespec.cli import main
+    from homespec.train.rundir import claim_out
+
+    out = tmp_path / "new"
+    code = main(["draft", "train", "--target", str(tiny), "--out", str(out), "--init", str(_file(tmp_path))])
+    err = capsys.readouterr().err
+    assert code == 2 and "a file, not a head directory" in err and "hint: " in err, err
+    run = tmp_path / "earlier"
+    claim_out(run)
+    (run / "data").mkdir()
+    (run / "data" / "manifest.json").write_text('{"shards": []}\n')
+    code = main(["draft", "train", "--target", str(tiny), "--out", str(out), "--data-from", str(run)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--data-from {run / 'data'}" in err, err
+    assert not out.exists()
+
+
+def test_train_head_accepts_an_empty_dir_and_resumes_a_run(tiny, tmp_path):
+    """An empty --out (a hidden file aside) is accepted and marked as a run first; rerunning resumes
+    it (no data generated again, training already done); a run holding homespec's data but no
+    marker (made before it, or seeded with another run's data/) resumes too, and gets the marker."""
+    from homespec.train.api import train_head
+    from homespec.train.rundir import MARKER
+
+    kw = dict(target=tiny, tokens=150, epochs=1, draft_vocab=128, max_new_tokens=16, parallel=4, n_threads=1,
+              batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
+    out = tmp_path / "empty"
+    out.mkdir()
+    (out / ".DS_Store").write_bytes(b"\x00")
+    first = train_head(out=out, **kw)
+    assert first.data.generated_now > 0 and first.steps > 0 and (out / MARKER).is_file()
+    again = train_head(out=out, **kw)
+    assert again.data.generated_now == 0 and again.steps == first.steps
+    (out / MARKER).unlink()
+    (out / "log.txt").write_text("a log of the run\n")  # what scripts/train_default_head.sh keeps there
+    older = train_head(out=out, **kw)
+    assert older.data.generated_now == 0 and older.steps == first.steps and (out / MARKER).is_file()
+    assert (out / "log.txt").read_text() == "a log of the run\n"

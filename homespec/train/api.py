@@ -1,5 +1,6 @@
 """`homespec draft train`: data by self-distillation, draft vocabulary, training-time test, export.
 
+    OUT/homespec-run.json   written first: the directory is a training run (homespec.train.rundir)
     OUT/data/         shards + manifest (homespec.train.shards), resumable
     OUT/vocab.npz     the draft vocabulary
     OUT/train/        checkpoint.pt (resumable) and history.json (loss, accuracy, held-out tau)
@@ -25,6 +26,7 @@ from homespec.atomic import write_text
 from homespec.errors import HomespecError, UsageError
 from homespec.train.data import DataSummary, generate_data, target_settings
 from homespec.train.progress import ProgressFn
+from homespec.train.rundir import check_out, claim_out
 from homespec.train.shards import load_shards
 
 
@@ -91,8 +93,9 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
                              hint="name each data directory once, and not OUT/data itself")
         seen.add(d.resolve())
         if not (d / "manifest.json").is_file():
-            raise UsageError(f"--data-from {d}: no training data there (no manifest.json)",
-                             hint="name the data/ directory inside an earlier `homespec draft train --out` directory")
+            hint = (f"name the run's data: --data-from {d / 'data'}" if (d / "data" / "manifest.json").is_file()
+                    else "name the data/ directory inside an earlier `homespec draft train --out` directory")
+            raise UsageError(f"--data-from {d}: no training data there (no manifest.json)", hint=hint)
         manifest, shards = load_shards(d)
         bad = [k for k, v in mine.items() if manifest.get(k) != v]
         if bad:
@@ -100,6 +103,16 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
                              hint="pool only data this target made, with the same feature layers")
         found.append((manifest, shards))
     return found
+
+
+def _check_numbers(tokens: int, epochs: int, ttt_steps: int, max_new_tokens: int, draft_vocab: int,
+                   hidden_weight: float) -> None:
+    for flag, v, least, example in (("--tokens", tokens, 1, "500000"), ("--epochs", epochs, 1, "2"),
+                                    ("--ttt-steps", ttt_steps, 1, "5"), ("--max-new-tokens", max_new_tokens, 1, "256"),
+                                    ("--draft-vocab", draft_vocab, 2, "8192"),
+                                    ("--hidden-weight", hidden_weight, 0, "1.0, or 0 to switch it off")):
+        if v < least:
+            raise UsageError(f"{flag} must be at least {least}, got {v}", hint=f"e.g. {flag} {example}")
 
 
 def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
@@ -158,9 +171,13 @@ def train_head(
     from homespec.train.vocab import build_vocab, count_tokens, save_vocab
 
     target, out = os.fspath(target), Path(out)
-    for name, v in (("tokens", tokens), ("epochs", epochs), ("ttt-steps", ttt_steps), ("max-new-tokens", max_new_tokens)):
-        if v < 1:
-            raise UsageError(f"--{name} must be at least 1, got {v}")
+    _check_numbers(tokens=tokens, epochs=epochs, ttt_steps=ttt_steps, max_new_tokens=max_new_tokens,
+                   draft_vocab=draft_vocab, hidden_weight=hidden_weight)
+    # the output directory first (reads only): before any data is generated or any model loaded
+    if init is not None and Path(init).resolve() == out.resolve():
+        raise UsageError(f"--init {init} is the output directory: the new head would overwrite the one it starts from",
+                         hint="write the new head to another --out")
+    check_out(out)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError("--device cuda but torch sees no CUDA GPU", hint="use --device cpu")
     cfg = read_target_config(target)
@@ -174,14 +191,11 @@ def train_head(
     if init is not None:  # checked before hours of data generation, not after
         from homespec.train.warm import read_source, warm_start
 
-        if Path(init).resolve() == out.resolve():
-            raise UsageError(f"--init {init} is the output directory: the new head would overwrite the one it starts from",
-                             hint="write the new head to another --out")
         start = read_source(init, cfg, head_config(cfg, draft_vocab, eagle3))
     elif keep_vocab:
         raise UsageError("--keep-vocab keeps the draft vocabulary of the --init head, and there is none",
                          hint="add --init DIR, or drop --keep-vocab")
-    out.mkdir(parents=True, exist_ok=True)
+    claim_out(out)  # every check passed: the run's marker is its first write
 
     # 1. data: the target answers the prompts
     data = generate_data(target, out / "data", items, tokens=tokens, max_new_tokens=max_new_tokens, seed=seed,
