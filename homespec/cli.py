@@ -105,21 +105,28 @@ def plan(
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     ram: Annotated[Optional[float], typer.Option("--ram", help="Host RAM in GiB (default: this machine's).")] = None,
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan.")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan (with --json: as the 'emit' field).")] = None,
     calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
     from homespec.plan.api import make_plan
-    from homespec.plan.render import emit as emit_cmd, render, to_json
+    from homespec.plan.render import render, to_json
 
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
                   draft_topk=draft_topk, ram=ram, calibrate=calibrate)
+    emitted = None
     if emit:
-        print(emit_cmd(p, emit, model, draft))
-    elif json_out:
-        print(json.dumps(to_json(p), indent=2))
+        from homespec.plan.emit import emit as emit_command
+
+        emitted = emit_command(p, emit, model, draft)
+        for note in emitted.notes:  # what the command still needs before it runs as printed
+            print(f"warning: {note}", file=sys.stderr)
+    if json_out:
+        print(json.dumps(to_json(p) | ({"emit": emitted.as_json()} if emitted else {}), indent=2))
+    elif emitted:
+        print(emitted.text())
     else:
         render(p, _stdout())
     if not p.fits:
