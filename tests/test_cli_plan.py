@@ -39,7 +39,8 @@ def test_plan_that_does_not_fit_exits_3_and_suggests(capsys):
 
 
 def test_plan_offload_reports_layers_and_ram(capsys):
-    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "128", "--json")
+    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "128", "--ctx", "8192",
+                       "--json")
     assert code == 0
     p = json.loads(out)
     assert p["verdict"] == "fits_offloaded"
@@ -110,7 +111,9 @@ def test_corrupt_gguf_is_an_error_not_a_traceback(capsys, tmp_path):
 def test_emit_llama_server_and_vllm(capsys):
     code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-8b-q4", "--emit", "llama-server")
     assert code == 0
-    assert out.startswith("llama-server ") and "-ngl 33" in out and "--spec-type draft-eagle3" in out
+    *comments, command = out.strip().splitlines()  # what the command still needs, then the command
+    assert all(c.startswith("# ") for c in comments)
+    assert command.startswith("llama-server ") and "-ngl 33" in command and "--spec-type draft-eagle3" in command
     code, out, _ = run(capsys, "plan", "--gpu", "4090,4090", "--model", "llama-3.1-8b-q4", "--emit", "vllm")
     assert '"method":"eagle3"' in out and "--tensor-parallel-size 2" in out
 
@@ -260,3 +263,79 @@ def test_unknown_names_hint_the_catalogues_own_spelling(capsys, flag, typo, want
     cat = load_catalog()
     for n in names:  # every name the hint offers resolves as written
         {"--gpu": cat.gpu, "--model": cat.model, "--draft": cat.draft}[flag](n)
+
+
+def _parsed(command: str, args: list[str]) -> dict:
+    """What the real parser makes of `homespec COMMAND ARGS` (nothing is run)."""
+    import typer
+
+    from homespec.cli import app
+
+    cmd = typer.main.get_command(app).commands[command]
+    return cmd.make_context(command, list(args)).params
+
+
+@pytest.mark.parametrize("args", [[], ["--ctx", "2048"], ["--draft-depth", "3"],
+                                  ["--draft-tokens", "9", "--draft-depth", "3", "--draft-topk", "2"]])
+@pytest.mark.parametrize("command", ["generate", "chat", "bench"])
+def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, command, args):
+    """`homespec plan ARGS` and the plan `generate/chat/bench ARGS` start llama.cpp with agree: context,
+    draft shape, KV, placement, the draft head (the shipped one for the embedded model) and every byte."""
+    from homespec.backends.settings import settings_from_plan
+    from homespec.cli import _run_options
+    from homespec.plan.render import to_json
+    from homespec.runner import DEFAULT_HEAD, plan_for_run, resolve_model_path
+
+    code, out, _ = run(capsys, "plan", "--json", *args)
+    assert code == 0
+    planned = json.loads(out)
+    extra = ["--prompt", "x"] if command == "generate" else []
+    p = _parsed(command, extra + args)
+    opts = _run_options(p["model"], p["draft"], p.get("method", "eagle3"), p["backend"], p["ctx"], p["draft_depth"],
+                        p["draft_topk"], p["draft_tokens"])
+    ran = to_json(plan_for_run(opts, resolve_model_path(opts.model)))
+    assert ran["settings"] == planned["settings"]
+    assert ran["draft"] == planned["draft"] and ran["items"] == planned["items"]
+    s = planned["settings"]
+    assert (opts.ctx, opts.draft_depth, opts.draft_topk, opts.draft_tokens) == (
+        s["n_ctx"], s["draft_depth"], s["draft_topk"], s["tree_tokens"])
+    started = settings_from_plan(plan_for_run(opts, resolve_model_path(opts.model)))
+    assert (started.n_ctx, started.n_batch, started.n_ubatch, started.n_gpu_layers, started.type_k,
+            started.flash_attn) == (s["n_ctx"], s["n_batch"], s["n_ubatch"], s["n_gpu_layers"], s["type_k"],
+                                    s["flash_attn"])
+    if (DEFAULT_HEAD / "config.json").is_file():
+        head = json.loads((DEFAULT_HEAD / "config.json").read_text())
+        assert planned["draft"]["source"] == str(DEFAULT_HEAD)
+        assert planned["draft"]["draft_vocab"] == head["draft_vocab_size"]
+
+
+def test_default_plan_describes_the_shipped_head(capsys, smollm2_path):
+    from homespec.runner import DEFAULT_HEAD
+
+    if not (DEFAULT_HEAD / "config.json").is_file():
+        pytest.skip("no shipped head in this install")
+    code, out, _ = run(capsys, "plan", "--gpu", "none", "--json")
+    default = json.loads(out)
+    code2, out2, _ = run(capsys, "plan", "--gpu", "none", "--json", "--draft", str(DEFAULT_HEAD))
+    assert code == code2 == 0
+    assert default["items"] == json.loads(out2)["items"]
+    assert not any("assumed" in n for n in default["notes"])
+    code, out, _ = run(capsys, "plan", "--gpu", "none")  # the table says it too
+    assert "draft vocab 8,192" in out and "32,000" not in out
+
+
+@pytest.mark.parametrize(("gpu", "shape"), [("none", (4, 1, 5)), ("4090", (6, 8, 48))])
+def test_plan_draft_shape_follows_the_machine_planned_for(capsys, gpu, shape):
+    code, out, _ = run(capsys, "plan", "--gpu", gpu, "--model", "llama-3.1-8b-q4", "--json")
+    s = json.loads(out)["settings"]
+    assert (s["draft_depth"], s["draft_topk"], s["tree_tokens"]) == shape and s["n_ctx"] == 4096
+
+
+def test_plan_says_which_draft_it_assumes_for_a_model_with_no_known_head(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "qwen2.5-7b-q4", "--json")
+    p = json.loads(out)
+    assumed = [n for n in p["notes"] if n.startswith("draft:")]
+    assert len(assumed) == 1 and "assumed eagle3.1 head" in assumed[0] and "32,000" in assumed[0]
+    assert p["draft"]["name"] == "homespec-eagle3.1-qwen2.5-7b"
+    code, out, _ = run(capsys, "plan", "--gpu", "4090", "--model", "llama-3.1-8b-q4", "--json")
+    assert not any(n.startswith("draft:") for n in json.loads(out)["notes"])  # its published head is known

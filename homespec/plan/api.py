@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from homespec.errors import UsageError
 from homespec.plan.fit import Plan, solve
-from homespec.plan.settings import EXL2_CACHE, Settings
+from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
 from homespec.specs import ModelSpec
 
 
@@ -17,23 +19,45 @@ def default_backend(model: ModelSpec) -> str:
     return "llamacpp"
 
 
+def default_draft(model: str, target: ModelSpec) -> tuple[str | None, str | None]:
+    """The --draft a plan assumes when none is given, and a note saying what it assumed.
+
+    The embedded model gets the head that ships with homespec (the one a run loads); a model the
+    catalogue pairs with a head gets that head; anything else a trainable EAGLE-3.1 head shaped like
+    one of its decoder layers, which no run can load until it is trained: the note says so."""
+    from homespec.catalog import derived_draft, load_catalog
+    from homespec.embedded import shipped_head
+
+    head = shipped_head(model)
+    if head is not None:
+        return str(head), None
+    if load_catalog().paired_draft(target) is not None or target.n_layer < 4:
+        return None, None
+    d = derived_draft(target)
+    return None, (f"draft: no trained head is known for {target.name}; planned with an assumed {d.kind} head "
+                  f"shaped like one of its decoder layers (draft vocab {d.draft_vocab:,}): train one with "
+                  "`homespec draft train`, or pass --draft DIR|none")
+
+
 def make_plan(
     *,
     model: str | None,
     gpu: str = "auto",
     draft: str | None = None,
     quant: str | None = None,
-    ctx: int = 8192,
+    ctx: int | None = None,
     kv_type: str = "f16",
     flash_attn: bool = True,
     ubatch: int = 512,
     backend: str | None = None,
-    draft_tokens: int = 60,
-    draft_depth: int = 7,
-    draft_topk: int = 10,
+    draft_tokens: int | None = None,
+    draft_depth: int | None = None,
+    draft_topk: int | None = None,
     ram: float | None = None,
     calibrate: str | None = None,
 ) -> Plan:
+    """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
+    the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU)."""
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
 
@@ -42,6 +66,9 @@ def make_plan(
 
         model = str(smollm2_path())
     target = resolve_model(model, quant)
+    assumed = None
+    if draft is None:
+        draft, assumed = default_draft(model, target)
     head = resolve_draft(draft, target)
     be = backend or default_backend(target)
     kv = kv_type.lower()
@@ -49,15 +76,19 @@ def make_plan(
         raise UsageError(f"exllamav2 has no '{kv_type}' cache", hint="use --kv-type f16, q8, q6 or q4")
     if be == "exl2" and target.format not in ("exl2", "catalogue", "hf"):
         raise UsageError(f"the exl2 backend cannot run a {target.format} file", hint="use --backend llamacpp for GGUF files")
-    settings = Settings(
-        backend=be, n_ctx=ctx, type_k=kv, type_v=kv, flash_attn=flash_attn, n_ubatch=ubatch,
-        tree_tokens=draft_tokens, draft_depth=draft_depth, draft_topk=draft_topk,
-    )
     machine = machine_from_args(gpu, ram)
+    depth, topk, nodes = draft_shape(bool(machine.gpus), draft_depth, draft_topk, draft_tokens)
+    settings = Settings(
+        backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
+        n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
+    )
+    plan = _solve(target, head, machine, settings, calibrate)
+    return plan if assumed is None or head is None else replace(plan, notes=(*plan.notes, assumed))
+
+
+def _solve(target: ModelSpec, head, machine, settings: Settings, calibrate: str | None) -> Plan:
     if calibrate is None:
         return solve(target, head, machine, settings)
-    from dataclasses import replace
-
     from homespec.plan.calibrate import load_calibration
 
     cal = load_calibration(calibrate)

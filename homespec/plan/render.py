@@ -1,9 +1,6 @@
-"""Plan -> rich table, JSON dict, or the command line that realises it elsewhere."""
+"""Plan -> rich table or JSON dict (the command line that serves it elsewhere: homespec.plan.emit)."""
 
 from __future__ import annotations
-
-import re
-import shlex
 
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
@@ -127,62 +124,3 @@ def render(plan: Plan, console) -> None:
     for sug in plan.suggestions:
         console.print(f"try: {sug}")
 
-
-def _hf_repo(source: str) -> str | None:
-    """"https://huggingface.co/org/repo/blob/main/config.json" or "org/repo — ..." -> "org/repo"."""
-    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", source) or re.match(r"([\w.-]+/[\w.-]+)(\s|$)", source)
-    return m.group(1) if m else None
-
-
-def _model_ref(plan: Plan, target: str, model_arg: str | None) -> str:
-    m = plan.model
-    if m.format != "catalogue":
-        return model_arg or m.source
-    if target == "vllm":
-        return _hf_repo(m.source) or m.name
-    return f"{(m.family or m.name)}-{m.quant}.gguf"  # the file the user downloads for this quant
-
-
-def _draft_ref(plan: Plan, target: str, draft_arg: str | None) -> str | None:
-    d = plan.draft
-    if d is None:
-        return None
-    if draft_arg and draft_arg != "none":
-        return draft_arg
-    repo = _hf_repo(d.source)
-    if target == "vllm":
-        return repo or f"./{d.name}"  # a head trained with `homespec draft train --out ./{d.name}`
-    return f"{d.name}.gguf"  # llama.cpp reads EAGLE-3 heads converted to GGUF (arch eagle3)
-
-
-def emit(plan: Plan, target: str, model_arg: str | None, draft_arg: str | None) -> str:
-    s = plan.settings
-    model_arg = _model_ref(plan, target, model_arg)
-    draft_arg = _draft_ref(plan, target, draft_arg)
-    if target == "llama-server":
-        cmd = ["llama-server", "-m", model_arg, "-c", str(s.n_ctx), "-ngl", str(s.n_gpu_layers),
-               "-ub", str(s.n_ubatch), "-fa", "on" if s.flash_attn else "off",
-               "--cache-type-k", s.type_k, "--cache-type-v", s.type_v]
-        if len(s.layer_split) > 1:
-            cmd += ["--tensor-split", ",".join(str(n) for n in s.layer_split)]
-        if plan.draft is not None and draft_arg:
-            cmd += ["-md", draft_arg, "-ngld", "99" if plan.machine.gpus else "0", "--draft-max", str(s.draft_depth)]
-            if plan.draft.kind != "model":
-                cmd += ["--spec-type", "draft-eagle3"]
-        return shlex.join(cmd)
-    if target == "vllm":
-        import json
-
-        cmd = ["vllm", "serve", model_arg, "--max-model-len", str(s.n_ctx)]
-        if len(plan.machine.gpus) > 1:
-            cmd += ["--tensor-parallel-size", str(len(plan.machine.gpus))]
-        if s.type_k != "f16":
-            cmd += ["--kv-cache-dtype", "fp8"]
-        if plan.draft is not None and draft_arg:
-            spec = {"method": "eagle3" if plan.draft.kind != "model" else "draft_model", "model": draft_arg,
-                    "num_speculative_tokens": s.draft_depth}
-            cmd += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-        return shlex.join(cmd)
-    from homespec.errors import UsageError
-
-    raise UsageError(f"unknown --emit target '{target}'", hint="use --emit llama-server or --emit vllm")

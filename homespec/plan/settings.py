@@ -14,20 +14,48 @@ EXL2_CACHE = {"f16": "fp16", "fp16": "fp16", "q8_0": "q8", "q8": "q8", "q6": "q6
 
 MAX_CTX = 1 << 24  # 16M tokens: beyond any model's trained context; larger is a typo
 
+# The defaults of `homespec plan` and of a run (generate, chat, bench): one copy, so the default plan
+# is the plan of the default run.
+DEFAULT_CTX = 4096
+# Draft shapes (depth, top-k, nodes incl. the root). Where verification is compute-bound (a CPU: each
+# extra node costs nearly a whole forward, docs/backends.md) a short chain pays best; where it is
+# memory-bound (a GPU) a wide tree.
+CPU_DRAFT = (4, 1, 5)
+GPU_DRAFT = (6, 8, 48)
+
+
+def draft_shape(on_gpu: bool, depth: int | None = None, topk: int | None = None,
+                nodes: int | None = None) -> tuple[int, int, int]:
+    """The draft shape (depth, top-k, nodes): what the user left open follows the hardware the target
+    runs on; a chain (top-k 1) left without a node count gets depth + 1 nodes."""
+    d, k, n = GPU_DRAFT if on_gpu else CPU_DRAFT
+    if None not in (depth, topk, nodes):
+        d, k, n = depth, topk, nodes
+    depth = depth if depth is not None else d
+    topk = topk if topk is not None else k
+    if nodes is None:
+        nodes = depth + 1 if topk == 1 else n
+    if depth < 1 or topk < 1 or nodes < 1:
+        raise UsageError("--draft-depth, --draft-topk and --draft-tokens must be positive",
+                         hint="e.g. --draft-depth 4 --draft-topk 1")
+    return depth, topk, nodes
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     backend: str = "llamacpp"
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULT_CTX
     type_k: str = "f16"
     type_v: str = "f16"
     flash_attn: bool = True
     n_ubatch: int = 512
-    n_batch: int = 2048
+    # Logical batch (the most tokens per decode call): what a run starts llama.cpp with,
+    # max(512, n_ubatch) (homespec.runner); the buffers scale with n_ubatch only.
+    n_batch: int = 512
     # Speculation: the draft tree verified per step (nodes incl. the root) and its shape.
-    tree_tokens: int = 60
-    draft_depth: int = 7
-    draft_topk: int = 10
+    tree_tokens: int = GPU_DRAFT[2]
+    draft_depth: int = GPU_DRAFT[0]
+    draft_topk: int = GPU_DRAFT[1]
     # Placement, filled in by the solver: layers on GPUs (n_layer + 1 also puts the output
     # layer there, as llama.cpp's -ngl does), and how many of those each GPU holds.
     n_gpu_layers: int = 0

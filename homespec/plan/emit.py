@@ -1,0 +1,239 @@
+"""A plan as the command line that serves it with another engine: llama-server or vLLM.
+
+A printed command runs as printed, or its notes say what it still needs (a GGUF to download or convert,
+a head to train, a plan that does not fit): they are printed as `# ` lines above the command and as
+warnings on stderr. A plan the engine cannot run at all (EXL2 weights) is refused with the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from homespec.errors import UsageError
+from homespec.plan.fit import Plan
+from homespec.specs import DraftSpec, ModelSpec
+
+TARGETS = ("llama-server", "vllm")
+
+# Every flag the llama-server command can carry. tests/test_plan_emit.py checks them against
+# tests/data/llama_server_flags.txt, the flags of llama.cpp's common/arg.cpp as vendored in
+# llama-cpp-python 0.3.36 (where --draft-max is removed in favour of --spec-draft-n-max).
+LLAMA_SERVER_FLAGS = ("-m", "--model-url", "-c", "-ngl", "-ub", "-fa", "--cache-type-k", "--cache-type-v",
+                      "--tensor-split", "--spec-draft-model", "--spec-draft-ngl", "--spec-draft-n-max", "--spec-type")
+VLLM_FLAGS = ("--tokenizer", "--max-model-len", "--tensor-parallel-size", "--kv-cache-dtype", "--speculative-config")
+
+UNQUANTISED = ("F32", "F16", "BF16")
+GGUF_PLUGIN = ("vLLM reads GGUF weights only through the vllm-gguf-plugin (`pip install vllm-gguf-plugin`; "
+               "experimental, single-file GGUFs)")
+
+
+@dataclass(frozen=True, slots=True)
+class Emitted:
+    """The command for one engine, and what must happen before it runs as printed."""
+
+    target: str
+    command: str
+    notes: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        return "".join(f"# {n}\n" for n in self.notes) + self.command
+
+    def as_json(self) -> dict:
+        return {"target": self.target, "command": self.command, "notes": list(self.notes)}
+
+
+def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str | None = None) -> Emitted:
+    """The `target` command for `plan`; `model_arg`/`draft_arg` are the user's --model/--draft spellings."""
+    if target not in TARGETS:
+        raise UsageError(f"unknown --emit target '{target}'", hint="use --emit llama-server or --emit vllm")
+    notes: list[str] = []
+    if not plan.fits:
+        from homespec.plan.render import verdict_line
+
+        notes.append(f"the plan does not fit, so this command cannot load as planned: {verdict_line(plan)}")
+    build = _llama_server if target == "llama-server" else _vllm
+    cmd, more = build(plan, model_arg, draft_arg)
+    return Emitted(target, shlex.join(cmd), tuple(notes + more))
+
+
+# --- llama-server ------------------------------------------------------------------------------
+
+def _llama_server(plan: Plan, model_arg: str | None, draft_arg: str | None) -> tuple[list[str], list[str]]:
+    s = plan.settings
+    flag, model, notes = _gguf_target(plan.model, model_arg)
+    cmd = ["llama-server", flag, model, "-c", str(s.n_ctx), "-ngl", str(s.n_gpu_layers), "-ub", str(s.n_ubatch),
+           "-fa", "on" if s.flash_attn else "off", "--cache-type-k", s.type_k, "--cache-type-v", s.type_v]
+    if len(s.layer_split) > 1:
+        cmd += ["--tensor-split", ",".join(str(n) for n in s.layer_split)]
+    d = plan.draft
+    if d is not None:
+        path, more = _gguf_draft(d, draft_arg, plan.model)
+        notes += more
+        cmd += ["--spec-draft-model", path, "--spec-draft-ngl", "99" if plan.machine.gpus else "0",
+                "--spec-draft-n-max", str(s.draft_depth),
+                "--spec-type", "draft-simple" if d.kind == "model" else "draft-eagle3"]
+    return cmd, notes
+
+
+def _is_exl2(m: ModelSpec) -> bool:
+    return m.format == "exl2" or (m.quant or "").upper().startswith("EXL2")
+
+
+def _gguf_target(m: ModelSpec, model_arg: str | None) -> tuple[str, str, list[str]]:
+    """(-m or --model-url, the GGUF, notes) for llama-server; EXL2 weights are refused."""
+    if _is_exl2(m):
+        again = f"`homespec plan --model {m.family}-q4 --emit llama-server`" if m.family else \
+            "`homespec plan --model FILE.gguf --emit llama-server` with a GGUF of this model"
+        raise UsageError(f"llama-server cannot run {m.name}: it loads GGUF files, not EXL2 weights",
+                         hint=f"plan a GGUF quant instead, e.g. {again}")
+    if m.format == "gguf":
+        src = _as_given(model_arg, m.source)
+        return ("--model-url" if "://" in src else "-m"), src, []
+    file, note = _gguf_to_get(m)
+    return "-m", file, [note]
+
+
+def _as_given(arg: str | None, resolved: str) -> str:
+    """The user's spelling of a path when it names the very file or directory that was read (a relative
+    path stays relative); else the resolved one (a directory's one GGUF; `~`, which a quoted word keeps)."""
+    if arg and not arg.startswith("~") and Path(arg).exists() and Path(arg).resolve() == Path(resolved).resolve():
+        return arg
+    return resolved
+
+
+def _gguf_to_get(m: ModelSpec) -> tuple[str, str]:
+    """A placeholder GGUF name for a catalogue or Hugging Face model, and what makes that file."""
+    quant = m.quant or "F16"
+    if m.format == "hf":
+        folder = str(Path(m.source).parent if m.source.endswith(".json") else Path(m.source))
+        file = f"{Path(folder).name}-{quant}.gguf"
+        return file, (f"{file} is not made yet: convert {folder} with llama.cpp's convert_hf_to_gguf.py"
+                      + ("" if quant in UNQUANTISED else f", then llama-quantize it to {quant}"))
+    file = f"{m.family or m.name}-{quant}.gguf"
+    repo = _hf_repo(m.source)
+    return file, f"{file} is a placeholder: download a {quant} GGUF of {repo or m.name} and pass its path"
+
+
+def _gguf_draft(d: DraftSpec, draft_arg: str | None, target: ModelSpec) -> tuple[str, list[str]]:
+    """The draft GGUF for --spec-draft-model, and what must happen first when there is none yet."""
+    if d.kind == "model":
+        if d.model is not None and _is_exl2(d.model):
+            raise UsageError(f"llama-server cannot run the draft {d.name}: it is EXL2, not GGUF",
+                             hint="pass a GGUF draft model with --draft FILE.gguf")
+        if d.model is not None and d.model.format != "gguf":
+            file, note = _gguf_to_get(d.model)
+            return file, ["draft: " + note]
+        return _as_given(draft_arg, d.source), []
+    if _is_gguf(d.source):
+        if "://" in d.source:
+            name = Path(d.source.split("?")[0]).name
+            return name, [f"download the draft head {d.source} to {name} first (llama-server reads the draft from a file)"]
+        return _as_given(draft_arg, d.source), []
+    file = f"{d.name}.gguf"
+    where = d.source if Path(d.source).is_dir() else (_head_repo(d.source) or "")
+    if d.kind == "eagle3" and where:
+        get = "" if Path(where).is_dir() else "download it and "
+        head_dir = where if Path(where).is_dir() else "HEAD_DIR"
+        return file, [f"{file} is not made yet: llama-server needs the EAGLE-3 head {where} as a GGUF; {get}convert "
+                      f"it with llama.cpp's `convert_hf_to_gguf.py {head_dir} --target-model-dir TARGET_HF_DIR`"]
+    if where:
+        return file, [f"{file} does not exist: llama-server needs the {d.kind} head {where} as a GGUF "
+                      "(arch eagle3), and homespec cannot export one yet"]
+    return file, [f"{file} does not exist: llama-server needs a trained head for {target.name} as a GGUF (arch "
+                  "eagle3); `homespec draft train` trains one, but homespec cannot export it to GGUF yet"]
+
+
+def _is_gguf(source: str) -> bool:
+    return source.split("?")[0].lower().endswith(".gguf") or (Path(source).is_file() and _gguf_magic(source))
+
+
+def _gguf_magic(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def _hf_repo(source: str) -> str | None:
+    """A model's repo: "https://huggingface.co/org/repo/blob/main/config.json" or "org/repo — ..." -> "org/repo"."""
+    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", source)
+    return m.group(1) if m else _head_repo(source)
+
+
+def _head_repo(source: str) -> str | None:
+    """A catalogue head's own repo, which leads its source ("org/repo — https://..."); a URL further on
+    may name the target's repo instead."""
+    m = re.match(r"([\w.-]+/[\w.-]+)(\s|$)", source)
+    return m.group(1) if m and not Path(source).exists() else None
+
+
+# --- vLLM --------------------------------------------------------------------------------------
+
+def _vllm(plan: Plan, model_arg: str | None, draft_arg: str | None) -> tuple[list[str], list[str]]:
+    s = plan.settings
+    model, extra, notes = _vllm_target(plan.model, model_arg)
+    cmd = ["vllm", "serve", model, *extra, "--max-model-len", str(s.n_ctx)]
+    if len(plan.machine.gpus) > 1:
+        cmd += ["--tensor-parallel-size", str(len(plan.machine.gpus))]
+    if s.type_k not in ("f16", "bf16", "f32"):
+        # vLLM's KV cache is 16-bit or fp8: a 4/5-bit llama.cpp cache has no equal there
+        cmd += ["--kv-cache-dtype", "fp8"]
+        if s.type_k != "q8_0":
+            notes.append(f"vLLM has no {s.type_k} KV cache; fp8 takes more memory than this plan's KV items")
+    d = plan.draft
+    if d is not None:
+        head, more = _vllm_draft(d, draft_arg, plan.model)
+        notes += more
+        spec = {"method": "draft_model" if d.kind == "model" else "eagle3", "model": head,
+                "num_speculative_tokens": s.draft_depth}
+        cmd += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return cmd, notes
+
+
+def _vllm_target(m: ModelSpec, model_arg: str | None) -> tuple[str, list[str], list[str]]:
+    """(the model vLLM serves, extra flags, notes): the unquantised repo or directory, or a GGUF with the
+    plan's own quantisation (vLLM has no on-the-fly quantisation to llama.cpp's types)."""
+    if _is_exl2(m):
+        again = f"--model {m.family}-q4 (GGUF) or --model {m.family}-f16" if m.family else "a GGUF or F16 model"
+        raise UsageError(f"vLLM cannot run {m.name}: it has no loader for EXL2 weights",
+                         hint=f"plan {again} and emit that")
+    quant = (m.quant or "F16").upper()
+    repo = _hf_repo(m.source)
+    if m.format == "gguf":
+        src = _as_given(model_arg, m.source)
+        note = GGUF_PLUGIN + "; pass --tokenizer with the base model's Hugging Face repo (vLLM's own GGUF tokenizer " \
+                             "conversion is slow)"
+        return src, [], [note]
+    if quant in UNQUANTISED:
+        if m.format == "hf":
+            return str(Path(m.source).parent if m.source.endswith(".json") else m.source), [], []
+        return repo or m.name, [], ([] if repo else [f"{m.name}: no Hugging Face repo is known; pass its path"])
+    file, note = _gguf_to_get(m)
+    tok = str(Path(m.source).parent) if m.format == "hf" else repo
+    return file, (["--tokenizer", tok] if tok else []), [note, GGUF_PLUGIN]
+
+
+def _vllm_draft(d: DraftSpec, draft_arg: str | None, target: ModelSpec) -> tuple[str, list[str]]:
+    if d.kind == "model":
+        if d.model is not None and d.model.format == "catalogue":
+            quant = (d.model.quant or "F16").upper()
+            lost = [] if quant in UNQUANTISED else [
+                f"the draft model is served from its unquantised repo (the plan counted {quant} weights)"]
+            return _hf_repo(d.model.source) or d.name, lost
+        return _as_given(draft_arg, d.source), []
+    if Path(d.source).is_dir():
+        return _as_given(draft_arg, d.source), []
+    if _is_gguf(d.source):
+        return d.source, ["vLLM reads EAGLE-3 heads in their checkpoint layout (config.json + safetensors), "
+                          "not GGUF: pass the head's directory"]
+    repo = _head_repo(d.source)
+    if repo:
+        return repo, []
+    out = f"./{d.name}"
+    return out, [f"{out} does not exist: pass a trained head for {target.name} with --draft DIR, or train one "
+                 f"with `homespec draft train --out {out}`"]
