@@ -439,7 +439,7 @@ def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[
     """Documents, code files and multi-turn histories of each size that fits the context, sized
     with the model's own tokenizer (a words-to-tokens guess is off by tens of percent)."""
     from homespec.generation import prompt_tokens
-    from homespec.prompts import long_prompts
+    from homespec.longprompts import long_prompts
 
     budget = ctx - max_tokens - 16
     sizes = [n for n in LONG_SIZES if n <= budget]

@@ -1,15 +1,12 @@
 """Keep freed memory in the process heap on glibc (Linux), for torch's CPU work.
 
 torch allocates CPU tensors with posix_memalign. With glibc's defaults a request above 32 MiB
-(attention scores of a training batch: 75 MB) is a fresh mmap, unmapped on free, and freed heap
-memory above a small threshold is trimmed back to the kernel, so a step that creates and drops
-the same temporaries every time pays a page fault for every 4 KiB page of them, every time. On
-the 2-core VM this project runs on, training the SmolLM2 head took 26,000 minor faults per second
-with half of all CPU time in the kernel; with these settings (as MALLOC_* environment variables)
-24 faults per second, 0.3 % in the kernel and 1.9x the optimiser steps per minute.
-scripts/bench_heap.py measures the setting (applied at run time, as here) on and off side by
-side: 4 training steps 23.1 s vs 33.6 s (1.46x, 0.88M vs 7.8M page faults), 64 tokens of torch
-decoding 3.76 s vs 4.00 s (1.06x).
+(glibc's largest mmap threshold; the attention scores of a training batch: 75 MB) is a fresh
+mmap, unmapped on free, and freed heap memory above a small threshold is trimmed back to the
+kernel, so a step that creates and drops the same temporaries every time pays a page fault for
+every 4 KiB page of them, every time, and spends much of its CPU time in the kernel.
+docs/training.md ("Memory") has the measured effect; scripts/bench_heap.py measures the setting
+(applied at run time, as here) on and off side by side.
 
 The settings: no mmap for allocations (M_MMAP_MAX = 0: everything comes from the heap and is
 reused after free) and trim the heap only when more than 2 GiB at its top is free

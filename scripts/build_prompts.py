@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Regenerate homespec/data/prompts/{train,dev,test,long}.jsonl.
+"""Regenerate homespec/data/prompts/: {train,dev,test,long}.jsonl and long_material.json.
 
     python scripts/build_prompts.py                 # the committed files (default seed)
     python scripts/build_prompts.py --seed 7 --out /tmp/p
 
-The same seed always gives byte-identical files; tests/test_prompts.py checks the committed files
-against a fresh build.
+The generator is tools/prompts (a build-time tool, not part of the installed package). The same
+seed always gives byte-identical files; tests/test_prompts.py checks the committed files against a
+fresh build.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from homespec.prompts.build import DEFAULT_SEED, write_all  # noqa: E402
-from homespec.prompts.items import DATA_DIR  # noqa: E402
+from homespec.prompts import DATA_DIR  # noqa: E402
+from tools.prompts.build import DEFAULT_SEED, write_all  # noqa: E402
 
 
 def main() -> int:
@@ -25,8 +26,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"generator seed (default {DEFAULT_SEED})")
     parser.add_argument("--out", type=Path, default=DATA_DIR, help="output folder (default: the packaged data)")
     args = parser.parse_args()
-    for split, (count, size) in write_all(args.out, args.seed).items():
-        print(f"{split:6s} {count:6d} prompts {size / 2**20:6.2f} MiB  {args.out / (split + '.jsonl')}", file=sys.stderr)
+    for name, (count, size) in write_all(args.out, args.seed).items():
+        prompts = "" if count is None else f"{count:6d} prompts"
+        print(f"{name:18s} {prompts:14s} {size / 2**20:6.2f} MiB  {args.out / name}", file=sys.stderr)
     return 0
 
 

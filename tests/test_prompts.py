@@ -1,15 +1,21 @@
-"""homespec's own prompt sets: sizes, the family split, determinism, no benchmark text, the file reader."""
+"""homespec's own prompt sets: sizes, the family split, determinism, no benchmark text, the file reader,
+and the split between the generator (tools/prompts, build time) and what the runtime reads."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from homespec.errors import HomespecError, UsageError
-from homespec.prompts import PromptItem, load_prompts, long_prompts, read_prompts_file
-from homespec.prompts.build import (
+from homespec.longprompts import approx_tokens, long_prompts
+from homespec.longprompts.material import MATERIAL_PATH, load_source
+from homespec.prompts import DATA_DIR, PromptItem, load_prompts, read_prompts_file
+from tools.prompts.build import (
     CATEGORY_POOLS,
     DEFAULT_SEED,
     all_pools,
@@ -17,9 +23,9 @@ from homespec.prompts.build import (
     build_split,
     check_family_consistency,
 )
-from homespec.prompts.design import families
-from homespec.prompts.items import DATA_DIR, item_to_json
-from homespec.prompts.long import approx_tokens, long_drafts
+from tools.prompts.design import families
+from tools.prompts.jsonl import item_to_json
+from tools.prompts.long import long_drafts, source, source_json
 
 CATEGORIES = set(CATEGORY_POOLS)
 
@@ -130,6 +136,34 @@ def test_packaged_files_equal_a_fresh_build(built, packaged):
         assert fresh == (DATA_DIR / f"{split}.jsonl").read_text(encoding="utf-8"), split
     fresh_long = "".join(item_to_json(i) + "\n" for i in build_long_sample(DEFAULT_SEED))
     assert fresh_long == (DATA_DIR / "long.jsonl").read_text(encoding="utf-8")
+    assert source_json() == MATERIAL_PATH.read_bytes()
+
+
+def test_shipped_long_material_reads_back_as_generated():
+    """bench --long composes from the shipped material: it must be exactly what the generator holds,
+    so the runtime's long prompts are the generator's (and long.jsonl's) long prompts."""
+    assert MATERIAL_PATH.parent == DATA_DIR
+    assert load_source() == source()
+
+
+def test_the_runtime_reads_prompts_without_the_generator(tmp_path):
+    """The installed package carries the data, not the generator: the reader, the long-context
+    composer and the CLI work in an interpreter where tools/ cannot be imported."""
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"prompt": "Hello"}\n', encoding="utf-8")
+    code = (
+        "import sys; sys.modules['tools'] = None\n"  # any import of tools.* now fails
+        "import homespec.cli\n"
+        "from homespec.prompts import load_prompts, read_prompts_file\n"
+        "from homespec.longprompts import long_prompts\n"
+        "assert len(load_prompts('dev')) == 525 and read_prompts_file(sys.argv[1])[0].prompt == 'Hello'\n"
+        "print(long_prompts(2048, 2, seed=2048)[1].id)\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code, str(mine)], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "long-test-2048-0001"
 
 
 def test_generation_is_deterministic_and_seeded():

@@ -1,6 +1,6 @@
 """Engine settings that a plan decides and a backend consumes.
 
-The planner prints a plan; the same plan starts the backend (design: correctness contract 4).
+The planner prints a plan; the same plan starts the backend (docs/architecture.md, contract 4).
 `BackendSettings` is the narrow piece of it a backend needs. This module imports nothing heavy:
 `homespec plan` uses it.
 """

@@ -1,7 +1,7 @@
 """The solver: place layers on devices, budget every consumer, and say whether it fits.
 
 `solve()` returns the Plan that `homespec plan` prints and that starts a backend (the same
-object: design contract 4). Placement follows each engine's own rules:
+object: docs/architecture.md, contract 4). Placement follows each engine's own rules:
 
 * llama.cpp offloads the *last* n_gpu_layers layers; the output layer goes to a GPU only when
   n_gpu_layers > n_layer; the input embedding always stays on the host (llama-model.cpp,

@@ -11,8 +11,8 @@ returns, for every row of the batch, what training needs:
   for every row that also produces logits;
 * the greedy next token of the rows that end a sequence's batch slice.
 
-On a 2-core CPU a batch of 8 rows costs ~5x one row (docs/training.md), so decoding 8-16
-sequences at once is the cheapest way to make data.
+A decode of many rows costs far less than as many one-row decodes (docs/training.md, "Speed",
+has the measured rates), so decoding 8-16 sequences at once is the cheapest way to make data.
 
 Imported lazily (by homespec.train.data only).
 """
@@ -82,8 +82,8 @@ class BatchedLlamaTarget:
             cp.n_seq_max = n_parallel
             # one KV stream per sequence (n_ctx / n_parallel cells each): every token belongs to
             # one sequence, and attention then scans only its own sequence's cells. A unified
-            # buffer makes each row attend over all sequences' cells (masked): 1.45x slower per
-            # step at 16 x 300 tokens here, and worse as replies grow.
+            # buffer makes each row attend over all sequences' cells (masked): slower per step
+            # (docs/training.md, "Speed"), and worse as replies grow.
             cp.kv_unified = False
             cp.n_threads = cp.n_threads_batch = n_threads or os.cpu_count() or 1
             # embeddings without pooling = result_norm per output row, next to the logits

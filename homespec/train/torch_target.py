@@ -8,10 +8,10 @@ parts of the network together (one [N, H] matmul per weight), and attention per 
 the sequences that add one row (the decode steps) in one batched attention over all caches,
 a sequence that adds several (a prompt, the next user turn) on its own with a causal mask.
 
-Why: a one-sequence step leaves most of the hardware idle (on a 2-core CPU 16.4 reply tokens/s
-with one sequence against 46.2 with 8 and ~97 with 64, docs/training.md). Only
-the last row of each sequence goes through the output matrix (training recomputes logits from
-the stored hidden state). Numbers match one-sequence prefill to fp32 rounding
+Why: a one-sequence step leaves most of the hardware idle, and reply tokens per second grow
+several-fold with the number of sequences decoded together (docs/training.md has the measured
+rates). Only the last row of each sequence goes through the output matrix (training recomputes
+logits from the stored hidden state). Numbers match one-sequence prefill to fp32 rounding
 (tests/test_train.py).
 
 Imported lazily (by homespec.train.data only).

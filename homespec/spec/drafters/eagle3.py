@@ -2,9 +2,10 @@
 
 Head entry j pairs the target feature at position j with the token at position j+1 and sits at
 RoPE position j (SafeAILab `topK_genrate`, vLLM's EAGLE proposer). Its KV for committed tokens
-is always computed from the TARGET's features (vLLM issue #14649: keeping the KV the head
-computed from its own guesses cost 8-15 % acceptance); the speculative tree levels are dropped
-as soon as the tree is built.
+is always computed from the TARGET's features, never kept from the head's own guesses, so the
+head sees what it saw in training (docs/architecture.md, contract 3; docs/speculative.md has what
+keeping the guessed entries costs); the speculative tree levels are dropped as soon as the tree
+is built.
 """
 
 from __future__ import annotations
@@ -162,8 +163,8 @@ class Eagle3Drafter:
     @torch.no_grad()
     def _warm_up(self) -> None:
         """Pay first-call costs at load, not inside the first draft: the backend's embedding table
-        (dequantised from the GGUF on first use) and torch's first kernels of each shape family
-        (measured: the first speculative step of a session took seconds without this)."""
+        (dequantised from the GGUF on first use) and torch's first kernels of each shape family,
+        which would otherwise land on the first speculative step of a session (docs/speculative.md)."""
         c = self.head.config
         dev = self.cache.k.device
         scratch = self.head.new_cache(4)

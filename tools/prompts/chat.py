@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from homespec.prompts.design import Pool, Template, fill, lines
-from homespec.prompts.words import AUDIENCES, GENERAL_MODIFIERS, NAMES
+from tools.prompts.design import Pool, Template, fill, lines
+from tools.prompts.words import AUDIENCES, GENERAL_MODIFIERS, NAMES
 
 GOALS = lines("""
 start running after years without exercise

@@ -1,4 +1,5 @@
-"""Build the packaged prompt sets: sample every pool per split, give ids, shuffle, write JSONL.
+"""Build the packaged prompt sets: sample every pool per split, give ids, shuffle, write JSONL; and
+write the material long-context prompts are composed from at run time (long_material.json).
 
 Deterministic: the same seed gives byte-identical files (no clock, no hash(), no set iteration order
 reaches the output). See docs/prompts.md for the design and the split rule.
@@ -12,10 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from homespec.prompts import chat, coding, extraction, maths, multiturn, rewrite, writing
-from homespec.prompts.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
-from homespec.prompts.items import DATA_DIR, PromptItem, write_prompts_file
-from homespec.prompts.long import long_drafts, long_prompts
+from homespec.longprompts.material import MATERIAL_PATH
+from homespec.prompts import DATA_DIR, PromptItem
+from tools.prompts import chat, coding, extraction, maths, multiturn, rewrite, writing
+from tools.prompts.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
+from tools.prompts.jsonl import write_file, write_prompts_file
+from tools.prompts.long import long_drafts, long_prompts, source_json
 
 DEFAULT_SEED = 20240611
 
@@ -114,14 +117,16 @@ def all_pools() -> tuple[Pool, ...]:
     return tuple(p for pools in CATEGORY_POOLS.values() for p in pools)
 
 
-def write_all(out_dir: Path = DATA_DIR, seed: int = DEFAULT_SEED) -> dict[str, tuple[int, int]]:
-    """Write train/dev/test/long.jsonl into `out_dir`; returns {split: (items, bytes)}."""
+def write_all(out_dir: Path = DATA_DIR, seed: int = DEFAULT_SEED) -> dict[str, tuple[int | None, int]]:
+    """Write train/dev/test/long.jsonl and the long-context material into `out_dir`; returns
+    {file name: (prompts, bytes)}, with no prompt count for the material."""
     check_family_consistency(all_pools())
     out_dir = Path(out_dir)
-    written = {}
+    written: dict[str, tuple[int | None, int]] = {}
     for split in (TRAIN, DEV, TEST):
         items = build_split(split, seed).items
-        written[split] = (len(items), write_prompts_file(out_dir / f"{split}.jsonl", items))
+        written[f"{split}.jsonl"] = (len(items), write_prompts_file(out_dir / f"{split}.jsonl", items))
     long_items = build_long_sample(seed)
-    written["long"] = (len(long_items), write_prompts_file(out_dir / "long.jsonl", long_items))
+    written["long.jsonl"] = (len(long_items), write_prompts_file(out_dir / "long.jsonl", long_items))
+    written[MATERIAL_PATH.name] = (None, write_file(out_dir / MATERIAL_PATH.name, source_json()))
     return written

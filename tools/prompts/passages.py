@@ -8,21 +8,14 @@ names, years and numbers from the seed, so no passage is copied from anywhere.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
-from homespec.prompts.design import lines
-from homespec.prompts.words import NAMES, TOWNS
+from homespec.longprompts.material import PassageWords, Subject
+from homespec.longprompts.render import Facts
+from homespec.longprompts.render import passage as _render
+from tools.prompts.design import lines
+from tools.prompts.words import FILLERS
 
-
-@dataclass(frozen=True, slots=True)
-class Subject:
-    kind: str
-    name: str
-
-    @property
-    def key(self) -> str:
-        return f"subject:{self.kind}:{self.name}"
-
+__all__ = ["SUBJECTS", "WORDS", "Facts", "Subject", "passage"]
 
 SUBJECTS = tuple(
     Subject(*line.split("|"))
@@ -259,66 +252,30 @@ _PLANS = ("a second site on the other side of town", "a course for beginners", "
           "new solar panels on the roof", "a partnership with the local school", "a small museum display")
 
 
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """The seeded facts behind one passage, kept so questions can refer to them."""
-
-    subject: Subject
-    town: str
-    founder: str
-    other: str
-    year: int
-    n: int
-    m: int
-    pct: int
-
-
-def draw_facts(subject: Subject, rng: random.Random) -> Facts:
-    p, q = rng.sample(NAMES, 2)
-    first, last = _YEARS.get(subject.kind, (1890, 2021))
-    return Facts(subject, rng.choice(TOWNS), p, q, rng.randint(first, last), rng.randint(40, 9000),
-                 rng.randint(3, 60), rng.randint(5, 95))
-
-
 _YEARS = {"app": (2009, 2024), "company": (1948, 2022), "project": (1975, 2023), "club": (1920, 2022)}
 
 
-def _slots(f: Facts, rng: random.Random, full_name: bool) -> dict[str, str]:
-    # "Penny, a budgeting app" is introduced once; later sentences just say "Penny"
-    s = f.subject.name if full_name else f.subject.name.split(",")[0]
-    if full_name and "," in s:
-        s += ","  # close the apposition: "Penny, a budgeting app, was launched"
-    kind = f.subject.kind
-    same_kind = [x for x in SUBJECTS if x.kind == kind]
-    things = _THINGS[kind]
-    # where the detail list is written one per subject, keep each subject's own detail
-    thing = things[same_kind.index(f.subject)] if len(things) == len(same_kind) else rng.choice(things)
-    return {
-        "s": s,
-        "S": s[0].upper() + s[1:],
-        "y2": str(min(2024, f.year + rng.randint(1, 25))),
-        "town": f.town,
-        "p": f.founder,
-        "q": f.other,
-        "y": str(f.year),
-        "n": f"{f.n:,}",
-        "m": str(f.m),
-        "m2": str(rng.randint(2, 30)),
-        "pct": str(f.pct),
-        "rating": f"{rng.randint(30, 49) / 10:.1f}",
-        "thing": thing,
-        "problem": rng.choice(_PROBLEMS),
-        "plan": rng.choice(_PLANS),
-    }
+def _own_things() -> dict[str, str]:
+    """Where a kind's detail list is written one per subject, each subject keeps its own detail."""
+    out = {}
+    for kind, things in _THINGS.items():
+        same_kind = [x for x in SUBJECTS if x.kind == kind]
+        if len(things) == len(same_kind):
+            out |= {subject.key: thing for subject, thing in zip(same_kind, things)}
+    return out
+
+
+WORDS = PassageWords(
+    common=_COMMON,
+    sentences=_KIND,
+    things=_THINGS,
+    own_things=_own_things(),
+    problems=_PROBLEMS,
+    plans=_PLANS,
+    years={kind: _YEARS.get(kind, (1890, 2021)) for kind in _KIND},
+)
 
 
 def passage(subject: Subject, rng: random.Random, n_sentences: int | None = None) -> tuple[Facts, str]:
-    """A paragraph of 3-9 sentences about `subject`: the kind's opening sentence first, then a seeded mix."""
-    facts = draw_facts(subject, rng)
-    kind = _KIND[subject.kind]
-    rest = list(kind[1:] + _COMMON)
-    rng.shuffle(rest)
-    k = n_sentences if n_sentences is not None else rng.randint(3, 9)
-    chosen = [kind[0]] + rest[: max(0, k - 1)]
-    text = " ".join(sentence.format(**_slots(facts, rng, full_name=i == 0)) for i, sentence in enumerate(chosen))
-    return facts, text
+    """A paragraph of 3-9 sentences about `subject` (homespec.longprompts.render.passage)."""
+    return _render(subject, rng, FILLERS, WORDS, n_sentences)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from homespec.prompts.design import Pool, Template, fill, lines
-from homespec.prompts.snippets import SNIPPETS, Snippet, render_snippet
-from homespec.prompts.words import LIGHT_MODIFIERS
+from tools.prompts.design import Pool, Template, fill, lines
+from tools.prompts.snippets import SNIPPETS, Snippet, render_snippet
+from tools.prompts.words import LIGHT_MODIFIERS
 
 LANGS = lines("""
 Python

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 
-from homespec.prompts.design import lines
+from homespec.longprompts.material import Fillers
+from tools.prompts.design import lines
 
 NAMES = lines("""
 Amara
@@ -144,6 +145,9 @@ Upperby
 Westerlea
 Yarrow Point
 """)
+
+# the fillers every renderer draws people and places from (homespec.longprompts.render)
+FILLERS = Fillers(NAMES, TOWNS)
 
 PERSONAS = lines("""
 a patient primary-school teacher

@@ -1,18 +1,22 @@
-"""PromptItem and its JSONL form: reading the packaged splits, reading a user's file, writing atomically."""
+"""homespec's prompt sets at run time: the PromptItem type, the packaged JSONL splits (draft-head
+training data, dev and held-out test sets) and a user's own prompts file.
+
+The packaged files are written by a seeded generator that lives outside the package
+(tools/prompts, run by scripts/build_prompts.py) and is never copied from public benchmarks;
+docs/prompts.md describes the design and the split rule."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from homespec.atomic import write_bytes
 from homespec.errors import HomespecError, UsageError
 
 SPLITS = ("train", "dev", "test", "long")
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
+DATA_DIR = Path(__file__).resolve().parent / "data" / "prompts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,26 +36,6 @@ class PromptItem:
     @property
     def is_multi_turn(self) -> bool:
         return len(self.turns) > 1
-
-
-def item_to_json(item: PromptItem) -> str:
-    """One JSONL line: {"id","category","prompt"} or {"id","category","turns"}. Keys in a fixed
-    order and ensure_ascii so the same items always give the same bytes."""
-    obj: dict[str, object] = {"id": item.id, "category": item.category}
-    if item.is_multi_turn:
-        obj["turns"] = list(item.turns)
-    else:
-        obj["prompt"] = item.turns[0]
-    return json.dumps(obj, ensure_ascii=True)
-
-
-def write_prompts_file(path: Path, items: Iterable[PromptItem]) -> int:
-    """Write items as JSONL atomically (temp file + os.replace); returns the byte count."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(item_to_json(it) + "\n" for it in items).encode("utf-8")
-    write_bytes(path, data)
-    return len(data)
 
 
 def _bad_line(path: Path, lineno: int, why: str) -> HomespecError:

@@ -4,32 +4,14 @@ CSV, markdown tables, key-value blocks and log lines, for extraction and transfo
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
-from homespec.prompts.design import lines
-from homespec.prompts.words import NAMES, TOWNS
+from homespec.longprompts.material import Field, RecordKind
+from homespec.longprompts.render import as_csv, as_markdown
+from homespec.longprompts.render import draw_records as _draw
+from tools.prompts.design import lines
+from tools.prompts.words import FILLERS
 
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    name: str
-    kind: str  # person | choice | int | money | date | time | code | town
-    args: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RecordKind:
-    key: str
-    noun: str  # one record is "an order", "a flight", ...
-    fields: tuple[Field, ...]
-
-    @property
-    def numeric(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields if f.kind in ("int", "money"))
-
-    @property
-    def categorical(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields if f.kind in ("choice", "town"))
+__all__ = ["FORMATS", "FORMAT_NAMES", "RECORD_KINDS", "RecordKind", "as_csv", "as_markdown", "draw_records", "render"]
 
 
 def _kind(line: str) -> RecordKind:
@@ -70,44 +52,8 @@ energy-bills; a monthly energy bill; month:choice:January/February/March/April/M
 )
 
 
-def _value(field: Field, rng: random.Random) -> str:
-    if field.kind == "person":
-        return rng.choice(NAMES) + " " + rng.choice(("A.", "B.", "K.", "M.", "O.", "S.", "T.", "V."))
-    if field.kind == "town":
-        return rng.choice(TOWNS)
-    if field.kind == "choice":
-        return rng.choice(field.args)
-    if field.kind == "int":
-        return str(rng.randint(int(field.args[0]), int(field.args[1])))
-    if field.kind == "money":
-        return f"{rng.uniform(float(field.args[0]), float(field.args[1])):.2f}"
-    if field.kind == "date":
-        return f"{rng.randint(2019, 2025)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-    if field.kind == "time":
-        return f"{rng.randint(6, 22):02d}:{rng.choice(('00', '10', '15', '25', '30', '45', '50'))}"
-    if field.kind == "code":
-        pattern = field.args[0]
-        return "".join(str(rng.randint(0, 9)) if ch == "#" else ch for ch in pattern)
-    raise ValueError(f"unknown field kind {field.kind}")  # a typo in RECORD_KINDS, not user input
-
-
 def draw_records(kind: RecordKind, rng: random.Random, n: int) -> list[dict[str, str]]:
-    return [{f.name: _value(f, rng) for f in kind.fields} for _ in range(n)]
-
-
-def as_csv(kind: RecordKind, rows: list[dict[str, str]]) -> str:
-    def cell(v: str) -> str:
-        return f'"{v}"' if "," in v or " " in v else v
-
-    header = ",".join(f.name for f in kind.fields)
-    return "\n".join([header] + [",".join(cell(r[f.name]) for f in kind.fields) for r in rows])
-
-
-def as_markdown(kind: RecordKind, rows: list[dict[str, str]]) -> str:
-    names = [f.name for f in kind.fields]
-    out = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    out += ["| " + " | ".join(r[n] for n in names) + " |" for r in rows]
-    return "\n".join(out)
+    return _draw(kind, rng, n, FILLERS)
 
 
 def as_prose(kind: RecordKind, rows: list[dict[str, str]], rng: random.Random) -> str:

@@ -6,28 +6,10 @@ snippet has `right` and the buggy one (for "find the bug" prompts) has `wrong`.
 
 from __future__ import annotations
 
-import random
-import re
-from dataclasses import dataclass
+from homespec.longprompts.material import Snippet
+from homespec.longprompts.render import render_snippet
 
-
-@dataclass(frozen=True, slots=True)
-class Snippet:
-    key: str
-    lang: str
-    purpose: str  # completes "a function that ..."
-    code: str
-    names: tuple[tuple[str, tuple[str, ...]], ...]
-
-
-_BUG = re.compile(r"<<<(.*?)\|\|\|(.*?)>>>", re.S)
-_SLOT = re.compile(r"@(\w+)@")
-
-
-def render_snippet(snippet: Snippet, rng: random.Random, buggy: bool = False) -> str:
-    chosen = {slot: rng.choice(options) for slot, options in snippet.names}
-    code = _BUG.sub(lambda m: m.group(2) if buggy else m.group(1), snippet.code)
-    return _SLOT.sub(lambda m: chosen[m.group(1)], code).strip("\n")
+__all__ = ["SNIPPETS", "Snippet", "render_snippet"]
 
 
 def _s(key: str, lang: str, purpose: str, code: str, **names: str) -> Snippet:
