@@ -27,8 +27,11 @@ WHEELS=(typer rich click shellingham typing_extensions annotated-doc markdown-it
 # (diskcache: llama-cpp-python's one pure-Python need the GPU machine lacks)
 DRY=${HOMESPEC_GPU_DRY:-0}
 STATE=${HOMESPEC_GPU_STATE:-/tmp/homespec-gpu}  # outside the repository copy: kept while the machine is warm
-BUDGET_S=${HOMESPEC_GPU_BUDGET_S:-720}        # no optional step starts later than this after call 1 began
-LLAMA_WAIT_S=${HOMESPEC_GPU_LLAMA_WAIT_S:-300} # the CUDA build gets this long from its start, then is stopped
+# The optional GGUF step must end within this many seconds of call 1's start (the machine's start
+# before it and the calls' gaps take the rest of ~15 minutes); the CUDA build is stopped in time
+# for the GGUF bench (GGUF_BENCH_S) to fit.
+BUDGET_S=${HOMESPEC_GPU_BUDGET_S:-660}
+GGUF_BENCH_S=${HOMESPEC_GPU_GGUF_BENCH_S:-120}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/homespec/gpu-check
 
 die() { echo "error: $1" >&2; echo "hint: $2" >&2; exit "${3:-1}"; }
@@ -269,22 +272,33 @@ llama_start() {  # unpack the trimmed source; on the GPU start the CUDA wheel bu
   command -v nvcc > /dev/null || { echo "no nvcc on this machine"; return 1; }
   date +%s > "$d/t0"
   # setsid: the build outlives this call (the machine keeps it while warm); the last call waits for it
-  setsid nohup bash -c "cd '$src' && CMAKE_ARGS='-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAVA_BUILD=off' \
-    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) nice -n 5 '$PY' -m pip wheel --no-deps --no-build-isolation --no-index \
-    -w '$d/wheel' . > '$d/build.log' 2>&1; echo \$? > '$d/rc'" > /dev/null 2>&1 < /dev/null &
-  echo $! > "$d/pid"
-  echo "CUDA build of llama-cpp-python started (pid $(cat "$d/pid")); the last call uses it if done within ${LLAMA_WAIT_S}s"
+  # it records its own pid: the leader of its session and process group, what llama_signal signals
+  setsid nohup bash -c "echo \$\$ > '$d/pid'; cd '$src' && \
+    CMAKE_ARGS='-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAVA_BUILD=off' CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    nice -n 5 '$PY' -m pip wheel --no-deps --no-build-isolation --no-index -w '$d/wheel' . > '$d/build.log' 2>&1; \
+    echo \$? > '$d/rc'" > /dev/null 2>&1 < /dev/null &
+  sleep 1
+  [[ -f $d/pid ]] || { echo "the CUDA build did not start"; return 1; }
+  echo "CUDA build of llama-cpp-python started (process group $(cat "$d/pid")); it pauses while the last call measures"
 }
 
-llama_finish() {  # wait for the build (bounded), stop it when late, install the wheel into $STATE/site
-  local d="$STATE/llama" t0 pid
+llama_running() { [[ -f $STATE/llama/pid && ! -f $STATE/llama/rc ]]; }
+
+llama_signal() {  # $1: STOP or CONT, to the build's whole process group (pip, cmake, ninja, nvcc)
+  llama_running && kill "-$1" -- "-$(cat "$STATE/llama/pid")" 2> /dev/null
+  return 0
+}
+
+llama_finish() {  # resume the build, wait while the budget allows, stop it when late, install the wheel
+  local d="$STATE/llama" last=$((BUDGET_S - GGUF_BENCH_S))
   ((DRY)) && { "$PY" -c 'import llama_cpp' && echo "dry run: the CPU build of llama_cpp in this venv stands in"; return; }
-  [[ -f $d/pid ]] || { echo "no build was started"; return 1; }
-  t0=$(cat "$d/t0"); pid=$(cat "$d/pid")
-  while [[ ! -f $d/rc ]] && (($(date +%s) - t0 < LLAMA_WAIT_S)); do sleep 5; done
+  [[ -f $d/pid ]] || { echo "no build was started (or this is not the machine of call 1)"; return 1; }
+  llama_signal CONT
+  while [[ ! -f $d/rc ]] && (($(elapsed) < last)); do sleep 5; done
   if [[ ! -f $d/rc ]]; then
-    kill -- "-$pid" 2> /dev/null || true
-    echo "CUDA build not finished ${LLAMA_WAIT_S}s after its start: stopped. Last lines:"; tail -5 "$d/build.log"
+    kill -- "-$(cat "$d/pid")" 2> /dev/null || true
+    echo "CUDA build not finished $(elapsed) s after call 1 began (it may run until ${last} s): stopped. Last lines:"
+    tail -5 "$d/build.log"
     return 1
   fi
   tail -3 "$d/build.log"
@@ -323,16 +337,17 @@ last_call() {
     date +%s > "$STATE/t0"
     step env env_check ""
   fi
+  llama_signal STOP  # nothing runs beside a measurement; resumed after the torch benches
   step join join_gguf
-  if ! passed join; then skip bench "the GGUF is incomplete on this machine"; return; fi
-  if [[ -n $llama_src ]]; then step llama-build llama_finish; fi
+  if ! passed join; then skip bench "the GGUF is incomplete on this machine"; llama_signal CONT; return; fi
   if ((calls > 1)); then step tests-smollm2 run_pytest pytest-smollm2.xml tests/gpu -k smollm2
   else step tests run_pytest pytest-gpu.xml tests/gpu; fi
   step bench-guard bench_torch --guard bench-torch-guard.json
   step bench-noguard bench_torch --no-guard bench-torch-noguard.json
+  if [[ -n $llama_src ]]; then step llama-build llama_finish; fi
   if [[ -z $llama_src ]]; then skip bench-gguf "no llama.cpp source was carried"
   elif ! passed llama-build; then skip bench-gguf "no CUDA build of llama-cpp-python"
-  elif (($(elapsed) > BUDGET_S)); then skip bench-gguf "$(elapsed) s since call 1: past the ${BUDGET_S} s budget"
+  elif (($(elapsed) > BUDGET_S - GGUF_BENCH_S)); then skip bench-gguf "$(elapsed) s since call 1: no time left in the ${BUDGET_S} s budget"
   else step bench-gguf bench_gguf; fi
 }
 
@@ -346,7 +361,7 @@ part_body() {  # $1: call number, $2: --store-only or empty
   [[ ${2:-} == --store-only ]] && { summary "$n"; return; }
   ((n == 1)) && first_call
   ((n == calls)) && last_call
-  if ((n != 1 && n != calls)) && [[ -f $STATE/llama/pid && ! -f $STATE/llama/rc ]]; then
+  if ((n != 1 && n != calls)) && llama_running; then
     echo "CUDA build still running: $(tail -1 "$STATE/llama/build.log" 2>/dev/null | cut -c1-120)"
   fi
   summary "$n"

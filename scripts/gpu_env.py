@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = {"nvidia-ml-py": "pynvml", "pytest-timeout": "pytest_timeout", "llama-cpp-python": "llama_cpp"}
 # what the GPU steps use besides the runtime dependencies: (distribution, minimum, required?)
 EXTRA = (("torch", "2.4", True), ("triton", "3.0", False), ("pytest", "8", True), ("pytest-timeout", "2", True),
-         ("hypothesis", "6", False), ("llama-cpp-python", "0.3", False))
+         ("hypothesis", "6", False), ("llama-cpp-python", "0.3", False),
+         ("diskcache", "5", False))  # diskcache: what a llama-cpp-python wheel imports
 NEVER_INSTALL = frozenset({"torch", "triton"})  # the machine's own builds (CUDA) must stay
 TOOLS = (("nvcc", ["nvcc", "--version"]), ("cmake", ["cmake", "--version"]), ("ninja", ["ninja", "--version"]))
 
@@ -103,6 +104,14 @@ def probe_tools() -> dict:
     return out
 
 
+def probe_cli() -> dict:
+    """Whether `python -m homespec --help` starts here (the benches need the CLI: typer and rich)."""
+    proc = subprocess.run([sys.executable, "-m", "homespec", "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    last = (proc.stderr.strip().splitlines() or [""])[-1]
+    return {"ok": proc.returncode == 0, "exit": proc.returncode, "stderr_tail": last}
+
+
 def wheel_for(name: str, wheels: Path | None) -> Path | None:
     if wheels is None or not wheels.is_dir():
         return None
@@ -169,8 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         dists = [probe_dist(n, v) for n, v, _ in reqs]
     torch_info = probe_torch()
     problems = report(dists, required, torch_info, need_cuda=not args.no_cuda)
+    cli = probe_cli()
+    warnings = [] if cli["ok"] else [f"`python -m homespec --help` fails ({cli['stderr_tail']}): the bench steps will too"]
+    warnings += [f"{d['name']} {d['version']} is older than homespec's >={d['minimum']}" for d in dists if d["status"] == "older"]
     result = {"python": platform.python_version(), "executable": sys.executable, "platform": platform.platform(),
-              "dists": dists, "installed": installed, "torch": torch_info, "tools": probe_tools(), "problems": problems}
+              "dists": dists, "installed": installed, "torch": torch_info, "tools": probe_tools(), "cli": cli,
+              "problems": problems, "warnings": warnings}
     if args.json_file:
         args.json_file.write_text(json.dumps(result, indent=2) + "\n")
     for d in dists:
@@ -180,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  torch {torch_info.get('version')} cuda {torch_info.get('cuda_build')} device {torch_info.get('device', '-')}")
     for name, t in result["tools"].items():
         print(f"  {name:<6} {t['version'] or 'not found'}")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     if problems:
