@@ -345,3 +345,17 @@ def write_hf_tokenizer(directory: str | os.PathLike, vocab_from: str | os.PathLi
         "model_max_length": 8192,
     }
     _atomic_write(directory / "tokenizer_config.json", json.dumps(tcfg, indent=2).encode())
+
+
+def write_word_tokenizer(directory: str | os.PathLike, n_vocab: int) -> None:
+    """A word-level tokenizer.json of `n_vocab` tokens "t0" .. "tN-1" (split on whitespace): what a
+    small-vocabulary model directory needs to generate, without the SmolLM2 GGUF as a vocabulary
+    source. EOS comes from config.json's eos_token_id."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(n_vocab)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    directory = Path(directory)
+    tmp = directory / "tokenizer.json.tmp"
+    tok.save(str(tmp))
+    os.replace(tmp, directory / "tokenizer.json")
