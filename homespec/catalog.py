@@ -19,7 +19,7 @@ from pathlib import Path
 
 from homespec.errors import UsageError
 from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
-from homespec.specs import GPU, DraftSpec, ModelSpec, TensorInfo
+from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
 HEADS_DIR = Path(__file__).parent / "data" / "heads"  # heads shipped with homespec (docs/training.md)
@@ -100,7 +100,7 @@ def _draft_spec(d: dict, target: str) -> DraftSpec:
     tensors = _draft_tensors(d)
     acceptance = ()
     if d.get("acceptance"):  # a head shipped with homespec: its recorded acceptance (homespec/data/heads/)
-        from homespec.spec.record import read_records
+        from homespec.speculative.record import read_records
 
         acceptance = read_records(HEADS_DIR / d["acceptance"])
     return DraftSpec(

@@ -15,8 +15,8 @@ from typing import Callable, TextIO
 
 from homespec.errors import HomespecError
 from homespec.runner import Session
-from homespec.spec.loop import Controller, Limits
-from homespec.spec.types import Step
+from homespec.speculative.loop import Controller, Limits
+from homespec.speculative.types import Step
 
 GIB = 1 << 30
 

@@ -48,7 +48,7 @@ app.add_typer(draft_app, name="draft")
 def _controller_factory(guard: bool, adapt: bool):
     if not guard:
         return None
-    from homespec.spec.guard import Guard
+    from homespec.speculative.guard import Guard
 
     guards: dict[int, Guard] = {}  # one per session: what it learnt carries over to the next prompt
 
@@ -57,11 +57,11 @@ def _controller_factory(guard: bool, adapt: bool):
             return None
         if id(session) not in guards:
             # a drafter with a recorded acceptance lets the guard predict whether speculation can
-            # pay on this machine, from step costs measured here once (homespec.spec.costs)
+            # pay on this machine, from step costs measured here once (homespec.speculative.costs)
             prior = getattr(session.drafter, "expected_acceptance", None)
             costs = None
             if prior:
-                from homespec.spec.costs import measure_costs
+                from homespec.speculative.costs import measure_costs
 
                 costs = measure_costs(session.backend, session.drafter)
             guards[id(session)] = Guard(drafter=session.drafter, adapt=adapt, costs=costs, prior=prior)
@@ -180,8 +180,8 @@ def generate(
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
     from homespec.generation import prompt_tokens, run
     from homespec.runner import open_session
-    from homespec.spec.loop import Limits
-    from homespec.spec.sampling import Sampler
+    from homespec.speculative.loop import Limits
+    from homespec.speculative.sampling import Sampler
 
     if (prompt is None) == (prompts is None):
         raise UsageError("give exactly one of --prompt and --prompts", hint='e.g. --prompt "Why is the sky blue?"')
@@ -373,7 +373,7 @@ def chat(
     from homespec.chat import Chat, repl
     from homespec.plan.render import render as render_plan
     from homespec.runner import DEFAULT_HEAD, open_session
-    from homespec.spec.sampling import Sampler
+    from homespec.speculative.sampling import Sampler
 
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup

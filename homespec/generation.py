@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from homespec.runner import Session
-from homespec.spec.loop import Limits, generate
-from homespec.spec.types import Step
+from homespec.speculative.loop import Limits, generate
+from homespec.speculative.types import Step
 
 
 @dataclass

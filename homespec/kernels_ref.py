@@ -4,7 +4,7 @@ These define the semantics the Triton, CUDA and Metal kernels in kernels/ must r
 the fallback wherever none of those is usable. Every function works on any device; none loops in
 Python over tree nodes (only over tree depth), so they are already far cheaper than per-node code.
 
-Tree conventions (homespec.spec.tree): node 0 is the root, parents[0] == -1, parents[i] < i.
+Tree conventions (homespec.speculative.tree): node 0 is the root, parents[0] == -1, parents[i] < i.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class PathChoice:
     next_token: torch.Tensor  # [] int64: the target's token after the path (bonus / correction)
 
     def to_verdict(self):
-        from homespec.spec.types import Verdict
+        from homespec.speculative.types import Verdict
 
         n = int(self.length)
         return Verdict(path=tuple(int(i) for i in self.path[:n].tolist()), next_token=int(self.next_token))
@@ -52,7 +52,7 @@ def _ancestry(parents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def verify_greedy_paths(tokens: torch.Tensor, parents: torch.Tensor, target: torch.Tensor) -> PathChoice:
     """Greedy tree acceptance: the deepest node whose every ancestor-or-self draft token equals
     the target's argmax after its parent; among equally deep nodes the lowest index wins (the
-    rule of homespec.spec.verify.verify_greedy).
+    rule of homespec.speculative.verify.verify_greedy).
 
     tokens, parents, target: [T] int64; target[i] = argmax of the target's logits at node i.
     """
@@ -87,7 +87,7 @@ def verify_sampled_paths(
 
     At node u the children are tried in index order: child c (token x) is accepted when
     coins[c] * sum(r) < r[x], where r is p[u] with every earlier-rejected child's token zeroed;
-    a rejected child's token is zeroed. This is homespec.spec.verify.verify_sampled's
+    a rejected child's token is zeroed. This is homespec.speculative.verify.verify_sampled's
     deterministic-children rule with its random draws made explicit, so a kernel and this
     reference give identical answers. With no child accepted the next token is the inverse-CDF
     draw of u_final from r (the first index whose cumulative mass exceeds u_final * sum(r)).

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from homespec.errors import HomespecError, UsageError
-from homespec.specs import ModelSpec, TensorInfo
+from homespec.types import ModelSpec, TensorInfo
 
 _PACKAGE = Path(__file__).resolve().parent
 

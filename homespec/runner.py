@@ -20,7 +20,7 @@ from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT, draft_shap
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
     from homespec.plan.fit import Plan
-    from homespec.spec.types import Drafter
+    from homespec.speculative.types import Drafter
 
 METHODS = ("none", "ngram", "draft", "eagle3")
 RUN_BACKENDS = ("torch", "llamacpp", "exl2")
@@ -130,7 +130,7 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
     if opt.backend == "torch":
         import torch
 
-        from homespec.backends.pytorch import TorchBackend
+        from homespec.backends.torch.backend import TorchBackend
 
         if _threads(opt):
             torch.set_num_threads(_threads(opt))
@@ -138,7 +138,7 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
     if opt.backend == "llamacpp":
         if Path(path).is_dir():
             raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
-        from homespec.backends.llamacpp import LlamaCppBackend
+        from homespec.backends.llamacpp.backend import LlamaCppBackend
 
         kw: dict[str, Any] = {"verify_mode": "exact" if opt.exact else "batch"}
         if plan is not None:
@@ -148,7 +148,7 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
             return LlamaCppBackend.from_settings(path, settings, **kw)
         return LlamaCppBackend.load(path, n_ctx=opt.ctx, n_threads=_threads(opt), **kw)
     if opt.backend == "exl2":
-        from homespec.backends.exl2 import Exl2Backend  # noqa: F401 - raises a clear error without CUDA
+        from homespec.backends.exl2.backend import Exl2Backend  # noqa: F401 - raises a clear error without CUDA
 
         return Exl2Backend.load(path, max_context=opt.ctx)  # type: ignore[attr-defined]
     raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
@@ -160,13 +160,13 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     if opt.method == "none":
         return None, None
     if opt.method == "ngram":
-        from homespec.spec.drafters.ngram import NgramDrafter
+        from homespec.speculative.drafters.ngram import NgramDrafter
 
         return NgramDrafter(max_ngram=3, num_draft=max(1, opt.draft_depth)), None
     if opt.method == "draft":
         if not opt.draft:
             raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
-        from homespec.spec.drafters.draft_model import DraftModelDrafter
+        from homespec.speculative.drafters.draft_model import DraftModelDrafter
 
         draft_backend = open_backend(resolve_model_path(opt.draft), replace(opt, exact=False), None)
         if draft_backend.n_vocab != backend.n_vocab:
@@ -186,14 +186,14 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     if not head_dir.exists():
         raise UsageError(f"no draft head at '{head_dir}'", hint="pass the directory holding config.json and model.safetensors")
     from homespec.models.eagle3 import load_head
-    from homespec.spec.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     head = load_head(head_dir, backend.n_layer, backend.hidden_size, backend.n_vocab,
                      device=backend.device if backend.name == "torch" else "cpu")
     window = head.config.draft_window if opt.window is None else (opt.window or None)
     drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
                             window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(head_dir))
-    from homespec.spec.record import read_prior
+    from homespec.speculative.record import read_prior
 
     drafter.expected_acceptance = read_prior(head_dir, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
     return drafter, None

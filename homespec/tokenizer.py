@@ -68,7 +68,7 @@ class LlamaCppTokenizer:
     """llama.cpp's tokenizer for a GGUF file (only the vocabulary is loaded, no weights)."""
 
     def __init__(self, model_path: str):
-        from homespec.backends.llamacpp_lib import LogCollector, capture_log, import_llama_cpp
+        from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp
 
         llama_cpp = import_llama_cpp()  # (its log lines go to homespec's router, not the terminal)
         try:

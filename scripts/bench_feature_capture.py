@@ -26,7 +26,7 @@ def main() -> None:
 
     from homespec.generation import prompt_tokens
     from homespec.runner import RunOptions, open_session
-    from homespec.spec.loop import Controller, Limits, generate
+    from homespec.speculative.loop import Controller, Limits, generate
 
     class Plain(Controller):
         def speculate(self) -> bool:

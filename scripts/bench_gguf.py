@@ -70,11 +70,11 @@ def main() -> int:
 
     import llama_cpp
 
-    from homespec.backends.llamacpp import LlamaCppBackend
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
     from homespec.generation import prompt_tokens, run
     from homespec.prompts import load_prompts
     from homespec.runner import RunOptions, open_session
-    from homespec.spec.loop import Limits
+    from homespec.speculative.loop import Limits
 
     base = dict(draft=args.draft, ctx=args.ctx, threads=args.threads, draft_depth=args.depth,
                 draft_topk=args.topk, draft_tokens=args.nodes)

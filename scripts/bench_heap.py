@@ -57,9 +57,9 @@ def _train(steps: int) -> float:
 
 
 def _decode(tokens: int) -> float:
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
     from homespec.embedded import smollm2_path
-    from homespec.spec.loop import Limits, generate
+    from homespec.speculative.loop import Limits, generate
 
     b = TorchBackend.load(str(smollm2_path()), device="cpu", max_context=1024)
     ids = b.tokenizer.encode("Describe how a bicycle gear works, step by step.")

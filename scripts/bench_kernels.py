@@ -74,9 +74,9 @@ def bench_ops(reps: int) -> None:
 def bench_end_to_end(model: str, n_tokens: int) -> None:
     import torch
 
-    from homespec.backends.pytorch import TorchBackend
-    from homespec.spec.drafters.ngram import NgramDrafter
-    from homespec.spec.loop import Limits, generate
+    from homespec.backends.torch.backend import TorchBackend
+    from homespec.speculative.drafters.ngram import NgramDrafter
+    from homespec.speculative.loop import Limits, generate
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     be = TorchBackend.load(model, device=device, max_context=2048)

@@ -145,7 +145,7 @@ def noise_floor(backend, n_prompts: int, n_tokens: int) -> dict[str, float]:
 def capture_overhead(model: str, threads: int | None, repeats: int) -> dict[str, dict[str, float]]:
     """Decode cost without features and with each capture, calls interleaved so that machine
     load hits every variant alike."""
-    from homespec.backends.llamacpp import LlamaCppBackend
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
 
     variants = {"none": {}, "layer_inp": {"feature_capture": "layer_inp"}, "eval_callback": {"feature_capture": "eval_callback"}}
     backends = {}
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
-    from homespec.backends.llamacpp import LlamaCppBackend
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
     from homespec.embedded import smollm2_path
 
     model = args.model or str(smollm2_path())

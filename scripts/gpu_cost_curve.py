@@ -148,9 +148,9 @@ def random_head(shape: Shape, device: str, dtype: torch.dtype, seed: int):
 
 
 def tree_parents(nodes: int, seed: int = 0) -> list[int]:
-    """An EAGLE-2 dynamic tree of `nodes` nodes (homespec.spec.tree.build_dynamic_tree, depth 6,
+    """An EAGLE-2 dynamic tree of `nodes` nodes (homespec.speculative.tree.build_dynamic_tree, depth 6,
     top-8) grown from seeded random draft log-probs: the layout a real draft of that size has."""
-    from homespec.spec.tree import build_dynamic_tree
+    from homespec.speculative.tree import build_dynamic_tree
 
     if nodes <= 1:
         return [-1]
@@ -197,7 +197,7 @@ def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup
     """One T-node verify, its deepest path's commit (+ rollback), and device-side greedy acceptance."""
     from homespec import kernels
     from homespec.models.llama import depths
-    from homespec.spec.tree import path_to
+    from homespec.speculative.tree import path_to
 
     t = len(parents)
     tokens = [(7 * i + 3) % backend.n_vocab for i in range(t)]
@@ -224,7 +224,7 @@ def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup
 def time_draft(backend, head, clock: Clock, prompt: list[int], shape: tuple[int, int, int], *,
                repeats: int, warmup: int) -> dict:
     """One Eagle3Drafter.propose() of (depth, topk, nodes) after `prompt` is committed."""
-    from homespec.spec.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     depth, topk, total = shape
     drafter = Eagle3Drafter(head, backend, depth=depth, topk=topk, total=total, capacity=len(prompt) + depth * topk + 8)
@@ -253,8 +253,8 @@ def speedup_from_costs(tau: float, plain_s: float, verify_s: float, draft_s: flo
 
 
 def recorded_acceptance(head_dir: Path) -> list[dict]:
-    """The shipped head's recorded shapes (homespec.spec.record): depth, topk, total, tau."""
-    from homespec.spec.record import FILE
+    """The shipped head's recorded shapes (homespec.speculative.record): depth, topk, total, tau."""
+    from homespec.speculative.record import FILE
 
     try:
         data = json.loads((head_dir / FILE).read_text())
@@ -340,7 +340,7 @@ def _device(requested: str | None) -> str:
 
 def measure(args: argparse.Namespace) -> dict:
     from homespec import kernels
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
     from homespec.runner import DEFAULT_HEAD
 
     device, dtype = _device(args.device), _DTYPES[args.dtype]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from homespec.backends.llamacpp_tree import check_path, path_seq, tree_layout
+from homespec.backends.llamacpp.tree import check_path, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, settings_from_plan
 from homespec.errors import FormatError, HomespecError, UsageError
 
@@ -97,7 +97,7 @@ def test_quantised_v_cache_without_flash_attention_is_a_usage_error():
 
 
 def test_depth_first_batch_order_and_contiguous_prefix():
-    from homespec.backends.llamacpp_tree import contiguous_prefix
+    from homespec.backends.llamacpp.tree import contiguous_prefix
 
     parents = [-1, 0, 0, 1, 1, 2]  # BFS numbering, as drafters emit it
     lay = tree_layout(parents)
@@ -109,7 +109,7 @@ def test_depth_first_batch_order_and_contiguous_prefix():
 
 
 def test_memory_lines_are_parsed_per_buffer():
-    from homespec.backends.llamacpp_lib import parse_buffer_lines, tally_buffers
+    from homespec.backends.llamacpp.lib import parse_buffer_lines, tally_buffers
 
     lines = [
         "load_tensors:   CPU_Mapped model buffer size =    92.10 MiB",
@@ -134,7 +134,7 @@ def test_memory_lines_are_parsed_per_buffer():
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
-from homespec.backends.llamacpp import LlamaCppBackend  # noqa: E402
+from homespec.backends.llamacpp.backend import LlamaCppBackend  # noqa: E402
 
 # One thread: ggml's worker threads spin-wait, so on a loaded 2-core CI box two threads run ~20x slower.
 THREADS = 1
@@ -555,8 +555,8 @@ def test_gpu_offload_reports_device_buffers_and_keeps_tree_exactness(smollm2_pat
 def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_path, sm, prompt):
     """The contract that matters: a draft-model tree drafter (here SmolLM2 drafting for itself,
     top-2 trees, so later-child paths and cell-order repairs happen) emits exactly plain greedy."""
-    from homespec.spec.drafters.draft_model import DraftModelDrafter
-    from homespec.spec.loop import Limits, generate, run_to_end
+    from homespec.speculative.drafters.draft_model import DraftModelDrafter
+    from homespec.speculative.loop import Limits, generate, run_to_end
 
     def emitted(drafter):
         sm.reset()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from homespec.backends.base import Backend
-from homespec.backends.pytorch import TorchBackend
+from homespec.backends.torch.backend import TorchBackend
 from homespec.errors import HomespecError
 from homespec.models.config import RopeScaling
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir

@@ -91,7 +91,7 @@ def test_lockstep_times_each_session_by_its_own_steps():
     from homespec.embedded import smollm2_path
     from homespec.generation import run, run_lockstep
     from homespec.runner import RunOptions, open_session
-    from homespec.spec.loop import Limits
+    from homespec.speculative.loop import Limits
 
     a = open_session(RunOptions(model=str(smollm2_path()), method="none", threads=1, ctx=512))
     b = open_session(RunOptions(model=str(smollm2_path()), method="ngram", threads=1, ctx=512))

@@ -7,11 +7,11 @@ import torch
 
 from homespec.errors import HomespecError
 from homespec.models.eagle3 import Eagle3Config, Eagle3Head, HeadCache
-from homespec.spec.drafters.draft_model import DraftModelDrafter
-from homespec.spec.drafters.eagle3 import Eagle3Drafter
-from homespec.spec.tree import check_parents, depths
-from homespec.spec.types import DraftTree
-from homespec.spec.verify import verify_greedy
+from homespec.speculative.drafters.draft_model import DraftModelDrafter
+from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+from homespec.speculative.tree import check_parents, depths
+from homespec.speculative.types import DraftTree
+from homespec.speculative.verify import verify_greedy
 
 # Building and loading the tiny target takes ~10 s (its GGUF carries SmolLM2's 49k-token vocabulary).
 pytestmark = pytest.mark.slow
@@ -29,14 +29,14 @@ def tiny_gguf(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def target(tiny_gguf):
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
 
     return TorchBackend.load(str(tiny_gguf), max_context=256)
 
 
 @pytest.fixture(scope="module")
 def second(tiny_gguf):
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
 
     return TorchBackend.load(str(tiny_gguf), max_context=256)
 
@@ -70,7 +70,7 @@ def _plain_greedy(backend, prompt, n):
 
 
 def _speculate(backend, drafter, prompt, n):
-    """A minimal greedy speculative loop (the real one is homespec.spec.loop)."""
+    """A minimal greedy speculative loop (the real one is homespec.speculative.loop)."""
     backend.reset()
     fwd = backend.prefill(prompt)
     drafter.begin(prompt, fwd)
@@ -253,7 +253,7 @@ def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
 
 def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
     """A window (plus sinks) that covers the whole context changes nothing: same trees, same output."""
-    from homespec.spec.loop import Limits, generate
+    from homespec.speculative.loop import Limits, generate
 
     head = _head(target, seed=5)
     outputs, trees = [], []

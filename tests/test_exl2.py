@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from homespec.backends.exl2_load import Exl2Settings, check_exl2_dir, exl2_settings, import_exllamav2
-from homespec.backends.exl2_tree import (MASKED, RopePatch, additive_mask, commit_plan, depths_of,
+from homespec.backends.exl2.load import Exl2Settings, check_exl2_dir, exl2_settings, import_exllamav2
+from homespec.backends.exl2.tree import (MASKED, RopePatch, additive_mask, commit_plan, depths_of,
                                          feature_module_indices)
 from homespec.errors import FormatError, HomespecError, UsageError
 from homespec.plan.settings import Settings
@@ -112,7 +112,7 @@ def test_without_cuda_loading_is_a_clear_error(exl2_dir):
     with pytest.raises(HomespecError) as err:
         import_exllamav2()
     assert "exllamav2" in err.value.message and "homespec[exl2]" in err.value.hint
-    from homespec.backends.exl2 import Exl2Backend
+    from homespec.backends.exl2.backend import Exl2Backend
 
     with pytest.raises(HomespecError, match="exllamav2"):
         Exl2Backend.load(str(exl2_dir), max_context=256)

@@ -171,7 +171,7 @@ def test_eagle3_gguf_draft_spec(tmp_path):
     assert draft.kind == "eagle3" and draft.target_hidden == target_hidden and draft.n_layer == 1
     assert draft.draft_vocab == 512 and draft.target_vocab == 1000
     assert draft.weight_bytes == header.tensor_bytes
-    from homespec.formats.gguf_spec import target_layers
+    from homespec.formats.gguf_model import target_layers
 
     assert target_layers(header) == (2, 8, 13)
     with pytest.raises(FormatError):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homespec.spec.guard import Guard, _fit_line
-from homespec.spec.loop import Limits, generate
-from homespec.spec.types import DraftTree
+from homespec.speculative.guard import Guard, _fit_line
+from homespec.speculative.loop import Limits, generate
+from homespec.speculative.types import DraftTree
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 def target(tmp_path_factory):
     from tiny_models import make_tiny_gguf
 
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
 
     torch.set_num_threads(1)
     path = make_tiny_gguf(tmp_path_factory.mktemp("guard") / "t.gguf", n_layer=2, n_embd=64, n_ff=128, seed=3)
@@ -119,7 +119,7 @@ def test_fit_line():
 
 
 def _step(tokens: int, seconds: float, speculative: bool):
-    from homespec.spec.types import Step
+    from homespec.speculative.types import Step
 
     return Step(tuple(range(tokens)), tokens - 1, 4 if speculative else 0, 100, 0.0, seconds, seconds, speculative, None)
 
@@ -157,7 +157,7 @@ def test_guard_skips_probes_it_predicts_to_lose_and_tries_those_that_can_pay():
     """Verifying a 5-node chain costs 4 plain steps (a CPU): with acceptance 0.5/0.25/0.1/0.05
     (1.9 tokens a step) speculation would run at ~0.45x plain, so the guard never drafts; the
     same head where the chain costs 1.1 plain steps (a GPU) is tried at once."""
-    from homespec.spec.costs import StepCosts
+    from homespec.speculative.costs import StepCosts
 
     prior = (0.5, 0.25, 0.1, 0.05)
     cpu = _fed_guard(StepCosts(plain_s=0.01, verify_s=0.04, draft_s=0.002, nodes=5, depth=4), prior, backoff=4)
@@ -176,7 +176,7 @@ def test_guard_skips_probes_it_predicts_to_lose_and_tries_those_that_can_pay():
 def test_a_skipped_probe_is_not_counted_as_a_probe():
     """Speculation lost (fallback), then at the end of the backoff the prediction says it would
     lose again: the guard skips the probe and counts it as skipped only."""
-    from homespec.spec.costs import StepCosts
+    from homespec.speculative.costs import StepCosts
 
     guard = _fed_guard(StepCosts(0.01, 0.04, 0.002, 5, 4), None, backoff=4)
     for _ in range(2):  # no prior yet: it tries, and two clearly losing steps switch it off
@@ -193,7 +193,7 @@ def test_a_skipped_probe_is_not_counted_as_a_probe():
 
 def test_measured_wins_outrank_a_pessimistic_prediction():
     """A prior that predicts a loss does not stop speculation that was measured to win."""
-    from homespec.spec.costs import StepCosts
+    from homespec.speculative.costs import StepCosts
 
     guard = _fed_guard(StepCosts(0.01, 0.04, 0.002, 5, 4), (0.1,), plain_every=4)
     guard._spec_rate = 300.0  # measured earlier this session: 3x plain
@@ -211,7 +211,7 @@ def test_guard_without_costs_or_prior_probes_as_before():
 def test_step_costs_are_measured_on_the_real_loop(target):
     """measure_costs times plain and speculative steps of the real backend and drafter and leaves
     both reset; the ratios it yields are positive and the tree size is the drafter's."""
-    from homespec.spec.costs import measure_costs
+    from homespec.speculative.costs import measure_costs
 
     drafter = ScriptedDrafter(0, [], wrong_calls=10**6, depth=4)
     c = measure_costs(target, drafter, repeats=3)
@@ -222,7 +222,7 @@ def test_step_costs_are_measured_on_the_real_loop(target):
 
 
 def test_recorded_prior_is_matched_to_the_draft_shape(tmp_path):
-    from homespec.spec.record import read_prior, write_record
+    from homespec.speculative.record import read_prior, write_record
 
     assert read_prior(tmp_path, 4, 1, 5) is None  # no record
     write_record(tmp_path, [{"depth": 6, "topk": 8, "total": 48, "tau": 2.0, "steps": 10, "at_least": [0.6, 0.3, 0.1]}],

@@ -23,9 +23,9 @@ if not torch.cuda.is_available():
 from homespec import kernels
 from homespec import kernels_ref as ref
 from homespec.errors import UsageError
-from homespec.spec.tree import ancestor_mask
-from homespec.spec.types import DraftTree
-from homespec.spec.verify import verify_greedy
+from homespec.speculative.tree import ancestor_mask
+from homespec.speculative.types import DraftTree
+from homespec.speculative.verify import verify_greedy
 
 ROOT = Path(__file__).resolve().parent.parent
 has_triton = not isinstance(kernels._load("triton"), kernels._Unavailable)

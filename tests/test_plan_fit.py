@@ -11,7 +11,7 @@ from homespec.errors import UsageError
 from homespec.plan import memory as mem
 from homespec.plan.fit import FITS, FITS_OFFLOADED, NO_FIT, solve
 from homespec.plan.settings import Settings
-from homespec.specs import GPU, DraftSpec, Machine, ModelSpec, TensorInfo
+from homespec.types import GPU, DraftSpec, Machine, ModelSpec, TensorInfo
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from homespec.formats.gguf import read_gguf_header
-from homespec.formats.gguf_spec import model_spec_from_gguf
+from homespec.formats.gguf_model import model_spec_from_gguf
 from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
-from homespec.specs import Machine
+from homespec.types import Machine
 
 MIB = 1 << 20
 

@@ -13,8 +13,8 @@ from homespec.plan.devices import devices_for
 from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
 from homespec.plan.speed import DeviceLoad, estimate, forward_seconds
-from homespec.spec.record import read_records
-from homespec.specs import AcceptanceRecord
+from homespec.speculative.record import read_records
+from homespec.types import AcceptanceRecord
 from test_plan_fit import f16_model, gpu, head_for, machine  # the hand-built specs
 
 SHIPPED = HEADS_DIR / "smollm2-135m-instruct"

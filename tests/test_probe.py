@@ -9,7 +9,7 @@ import pytest
 from homespec.hardware.apple import SysctlReading, catalogue_id, default_working_set, gpu_from_sysctl, gpu_limit_bytes
 from homespec.hardware.nvidia import NvmlReading, bandwidth_gbs, gpus_from_nvml, read_nvml
 from homespec.hardware.probe import _catalogue_bandwidth, probe, probe_json
-from homespec.specs import Machine
+from homespec.types import Machine
 
 GIB = 1024**3
 

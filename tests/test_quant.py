@@ -23,7 +23,7 @@ from homespec.quant import (
     predict_tensors,
     tensor_bytes,
 )
-from homespec.specs import ModelSpec
+from homespec.types import ModelSpec
 
 
 def _spec(name: str) -> ModelSpec:

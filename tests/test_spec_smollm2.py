@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homespec.spec.loop import Limits, generate
+from homespec.speculative.loop import Limits, generate
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def smol(smollm2_path):
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
 
     torch.set_num_threads(1)
     backend = TorchBackend.load(str(smollm2_path), max_context=512)
@@ -53,8 +53,8 @@ def _random_head(backend, seed=0):
 
 
 def test_every_drafter_matches_plain_greedy_on_smollm2(smol):
-    from homespec.spec.drafters.eagle3 import Eagle3Drafter
-    from homespec.spec.drafters.ngram import NgramDrafter
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.drafters.ngram import NgramDrafter
 
     head = _random_head(smol)
     drafters = {
@@ -71,8 +71,8 @@ def test_every_drafter_matches_plain_greedy_on_smollm2(smol):
 
 
 def test_a_draft_model_identical_to_the_target_is_always_accepted(smol, smollm2_path):
-    from homespec.backends.pytorch import TorchBackend
-    from homespec.spec.drafters.draft_model import DraftModelDrafter
+    from homespec.backends.torch.backend import TorchBackend
+    from homespec.speculative.drafters.draft_model import DraftModelDrafter
 
     draft = TorchBackend.load(str(smollm2_path), max_context=512)
     try:

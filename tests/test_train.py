@@ -164,7 +164,7 @@ def test_torch_data_batches_sequences_and_matches_one_sequence_prefill(tiny, pro
     """backend torch: sequences decoded together (one-row steps batched, prompts and user turns
     on their own) give each position the features, final hidden state and greedy next token of a
     plain one-sequence prefill of the same tokens; multi-turn items exercise the rollback."""
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
     from homespec.models.llama import rms_norm
     from homespec.train.data import generate_data
     from homespec.train.shards import load_shards, read_manifest
@@ -372,7 +372,7 @@ def test_frozen_read_out_and_hidden_regression(setup, tmp_path):
 def test_acceptance_record_is_consistent_and_read_back(tiny, setup, tmp_path):
     """The record the trainer writes beside the head: per shape, tau = 1 + sum(at_least), the
     shares fall with depth, and the guard's reader returns the matching shape's row."""
-    from homespec.spec.record import read_prior
+    from homespec.speculative.record import read_prior
     from homespec.train.evaluate import AcceptanceMeter
 
     head, frozen, shards, refs, plan = setup

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from homespec.spec.tree import ancestor_mask, build_dynamic_tree, chain, check_parents, depths, path_to, paths
+from homespec.speculative.tree import ancestor_mask, build_dynamic_tree, chain, check_parents, depths, path_to, paths
 
 
 @st.composite

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from homespec.errors import UsageError
-from homespec.spec.sampling import Sampler, sample_from
-from homespec.spec.tree import check_parents
-from homespec.spec.types import DraftTree, Verdict
-from homespec.spec.verify import verify_greedy, verify_sampled
+from homespec.speculative.sampling import Sampler, sample_from
+from homespec.speculative.tree import check_parents
+from homespec.speculative.types import DraftTree, Verdict
+from homespec.speculative.verify import verify_greedy, verify_sampled
 
 
 def _tree(tokens, parents, probs=None):

@@ -192,8 +192,8 @@ def run_bench(
     lockstep: bool = False,
 ) -> BenchResult:
     from homespec.generation import run, run_lockstep
-    from homespec.spec.loop import Limits
-    from homespec.spec.sampling import Sampler
+    from homespec.speculative.loop import Limits
+    from homespec.speculative.sampling import Sampler
 
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from homespec.errors import FormatError, UsageError
 from homespec.formats.hf import config_path, load_config, read_safetensors_header
-from homespec.spec.record import read_records
-from homespec.specs import DraftSpec, TensorInfo
+from homespec.speculative.record import read_records
+from homespec.types import DraftSpec, TensorInfo
 
 _EMBED = ("embed_tokens.weight", "model.embed_tokens.weight")  # the target's, when a head ships a copy
 _DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}

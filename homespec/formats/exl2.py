@@ -19,7 +19,7 @@ from pathlib import Path
 from homespec.errors import FormatError, UsageError
 from homespec.formats.hf import (STTensor, config_path, gguf_names, load_config, model_shape_from_config,
                                  safetensors_in)
-from homespec.specs import ModelSpec, TensorInfo
+from homespec.types import ModelSpec, TensorInfo
 
 _PARTS = ("q_weight", "q_scale", "q_scale_max", "q_groups", "q_invperm", "q_perm", "bias")
 

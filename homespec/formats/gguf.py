@@ -10,7 +10,7 @@ Layout (GGUF v2/v3, little-endian; ggml `docs/gguf.md`, `ggml/src/gguf.cpp`):
 The reader is hostile-input safe: it never allocates for a claimed size before those bytes have
 arrived, refuses counts that cannot fit in what it may read, and applies the same checks that
 llama.cpp's loader applies (so a file we accept is one llama.cpp would accept, and vice versa).
-Turning a header into a ModelSpec/DraftSpec lives in `homespec.formats.gguf_spec` (re-exported here).
+Turning a header into a ModelSpec/DraftSpec lives in `homespec.formats.gguf_model` (re-exported here).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Collection
 
 from homespec.errors import FormatError
-from homespec.specs import TensorInfo
+from homespec.types import TensorInfo
 
 MAX_BYTES = 64 * 1024 * 1024
 _SMALL_ARRAY = 4096  # arrays up to this long are kept whole (per-layer head counts, SWA patterns)
@@ -315,7 +315,7 @@ def __getattr__(name: str):
     """model_spec_from_gguf / draft_spec_from_gguf live in gguf_spec (which imports this module);
     they are re-exported here lazily so either module can be imported first."""
     if name in ("model_spec_from_gguf", "draft_spec_from_gguf"):
-        from homespec.formats import gguf_spec
+        from homespec.formats import gguf_model
 
         return getattr(gguf_spec, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from homespec.errors import FormatError, UsageError
-from homespec.specs import ModelSpec, TensorInfo
+from homespec.types import ModelSpec, TensorInfo
 
 _MAX_ST_HEADER = 100 * 1024 * 1024  # the safetensors library refuses larger headers too
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from homespec.errors import UsageError
-from homespec.specs import DraftSpec, ModelSpec
+from homespec.types import DraftSpec, ModelSpec
 
 # llama.cpp's speculative decoding accepts draft and target vocabularies this far apart
 # (common/speculative.cpp SPEC_VOCAB_MAX_SIZE_DIFFERENCE): padded embeddings in one family.
@@ -47,7 +47,7 @@ def _no_quant_for_files(quant: str | None, what: str, has: str | None) -> None:
 
 
 def _model_from_gguf(arg: str, quant: str | None) -> ModelSpec:
-    from homespec.formats.gguf_spec import model_spec_from_gguf
+    from homespec.formats.gguf_model import model_spec_from_gguf
 
     header = _gguf_header(arg)
     if header.arch == "eagle3":
@@ -130,7 +130,7 @@ def draft_from_model(model: ModelSpec) -> DraftSpec:
 
 
 def _draft_from_gguf(arg: str) -> DraftSpec:
-    from homespec.formats.gguf_spec import draft_spec_from_gguf, model_spec_from_gguf
+    from homespec.formats.gguf_model import draft_spec_from_gguf, model_spec_from_gguf
 
     header = _gguf_header(arg)
     if header.arch == "eagle3":

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
-from homespec.specs import GPU
+from homespec.types import GPU
 
 _LARGE_MAC_BYTES = 36 * 1024**3
 

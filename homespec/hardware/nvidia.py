@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from homespec.specs import GPU
+from homespec.types import GPU
 
 # NVML reports the memory clock such that peak bandwidth = bus bytes x clock x 2 (data moves on
 # both clock edges as NVML counts it), for GDDR6X and HBM alike. Checks against published figures:

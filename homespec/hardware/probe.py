@@ -6,7 +6,7 @@ from homespec.errors import HomespecError
 from homespec.hardware.apple import SysctlReading, catalogue_id, gpu_from_sysctl, read_sysctl
 from homespec.hardware.cpu import read_host
 from homespec.hardware.nvidia import gpus_from_nvml, read_nvml
-from homespec.specs import GPU, Machine
+from homespec.types import GPU, Machine
 
 
 def _catalogue_bandwidth(reading: SysctlReading) -> float | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from homespec.specs import Machine
+from homespec.types import Machine
 
 GIB = 1 << 30
 

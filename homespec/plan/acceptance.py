@@ -7,7 +7,7 @@ the 1). A tree of T nodes, the root included, holds T − 1 drafted tokens, so i
 T − 1 of them: a 1-node tree is the root alone and τ(1) = 1.
 
 a_d(T) comes from anchors, each a node count with its per-depth shares:
-* a head's recorded acceptance (`acceptance.json`, homespec.spec.record), one anchor per shape;
+* a head's recorded acceptance (`acceptance.json`, homespec.speculative.record), one anchor per shape;
 * else a τ without per-depth figures (calibrated, published, or homespec's assumption), spread
   over depths as Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative
   Decoding", eq. 1) do: each drafted token accepted with the same probability α, a_d = α^d,
@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from homespec.specs import AcceptanceRecord, DraftSpec
+from homespec.types import AcceptanceRecord, DraftSpec
 
 # homespec's assumption where a draft brings no figures: an EAGLE-3 head on chat at T=0 accepts
 # 3.5 tokens per pass with a 60-node tree of depth 7 (the EAGLE-3 paper, arXiv 2503.01840, Table 1,

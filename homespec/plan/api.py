@@ -8,7 +8,7 @@ from dataclasses import replace
 from homespec.errors import UsageError
 from homespec.plan.fit import Plan, solve
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
-from homespec.specs import ModelSpec
+from homespec.types import ModelSpec
 
 
 def default_backend(model: ModelSpec) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from homespec.specs import GPU, Machine
+from homespec.types import GPU, Machine
 
 GIB = 1 << 30
 MIB = 1 << 20

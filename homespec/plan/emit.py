@@ -15,7 +15,7 @@ from pathlib import Path
 
 from homespec.errors import UsageError
 from homespec.plan.fit import Plan
-from homespec.specs import DraftSpec, ModelSpec
+from homespec.types import DraftSpec, ModelSpec
 
 TARGETS = ("llama-server", "vllm")
 

@@ -18,7 +18,7 @@ from homespec.plan import memory as mem
 from homespec.plan.devices import Device, devices_for, host_cores
 from homespec.plan.settings import Settings, check_settings
 from homespec.plan.speed import DeviceLoad, Estimate, estimate
-from homespec.specs import DraftSpec, Machine, ModelSpec
+from homespec.types import DraftSpec, Machine, ModelSpec
 
 FITS = "fits"
 FITS_OFFLOADED = "fits_offloaded"

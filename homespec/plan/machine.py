@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from homespec.errors import UsageError
-from homespec.specs import GPU, Machine
+from homespec.types import GPU, Machine
 
 GIB = 1 << 30
 _KEYWORDS = ("auto", "none", "cpu")

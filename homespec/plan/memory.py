@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from homespec.errors import UsageError
 from homespec.plan.settings import Settings
-from homespec.specs import DraftSpec, ModelSpec, TensorInfo
+from homespec.types import DraftSpec, ModelSpec, TensorInfo
 
 MIB = 1 << 20
 

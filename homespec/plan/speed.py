@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from homespec.plan.acceptance import AcceptanceModel, acceptance_model
 from homespec.plan.devices import Device
-from homespec.specs import DraftSpec
+from homespec.types import DraftSpec
 
 # Fraction of peak memory bandwidth decoding achieves: llama.cpp reaches 70-85 % on NVIDIA
 # cards (llama.cpp discussion #4167 "Performance of llama.cpp on Apple Silicon / NVIDIA"), Apple

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, NO_FIT, Plan, solve
-from homespec.specs import Machine
+from homespec.types import Machine
 
 # Smaller file types to try, largest first (llama.cpp's usual ladder).
 QUANT_LADDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K")

@@ -5,7 +5,7 @@
     OUT/vocab.npz     the draft vocabulary
     OUT/train/        checkpoint.pt (resumable) and history.json (loss, accuracy, held-out tau)
     OUT/config.json + OUT/model.safetensors   the head, in the published EAGLE-3 layout
-    OUT/acceptance.json   its acceptance on the dev prompts (homespec.spec.record), when measured
+    OUT/acceptance.json   its acceptance on the dev prompts (homespec.speculative.record), when measured
 
 Every stage resumes: rerunning the same command skips finished shards and continues training
 from the last checkpoint. With `init`, training starts from an existing head's weights
@@ -253,7 +253,7 @@ def train_head(
         write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
 
         # 4. export in the published layout, with the head's acceptance on the dev prompts for
-        # the default GPU tree and CPU chain (the guard's prior, homespec.spec.record)
+        # the default GPU tree and CPU chain (the guard's prior, homespec.speculative.record)
         head_bytes = export_head(head, out)
         if meter is not None:
             from homespec.runner import CPU_DRAFT, GPU_DRAFT

@@ -29,11 +29,11 @@ class AcceptanceMeter:
     def __init__(self, target: str, prompts: Sequence[Any], *, backend: str = "llamacpp", max_new_tokens: int = 64,
                  depth: int = 6, topk: int = 8, total: int = 48, n_ctx: int = 2048, device: str | None = None) -> None:
         if backend == "llamacpp":
-            from homespec.backends.llamacpp import LlamaCppBackend
+            from homespec.backends.llamacpp.backend import LlamaCppBackend
 
             self._backend = LlamaCppBackend.load(target, n_ctx=n_ctx)
         else:
-            from homespec.backends.pytorch import TorchBackend
+            from homespec.backends.torch.backend import TorchBackend
 
             self._backend = TorchBackend.load(target, device=device, max_context=n_ctx)
         tok = self._backend.tokenizer
@@ -46,8 +46,8 @@ class AcceptanceMeter:
 
     def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
         """shape: (depth, topk, total) instead of the meter's tree."""
-        from homespec.spec.drafters.eagle3 import Eagle3Drafter
-        from homespec.spec.loop import Limits, generate
+        from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+        from homespec.speculative.loop import Limits, generate
 
         head = copy.deepcopy(head).float().cpu().eval()
         tree = dict(zip(("depth", "topk", "total"), shape)) if shape else self._tree
@@ -69,7 +69,7 @@ class AcceptanceMeter:
 
     def record(self, head: Eagle3Head, head_dir, shapes, **about) -> list[dict]:
         """Measure `shapes` [(depth, topk, total), ...] and write the head's acceptance.json."""
-        from homespec.spec.record import write_record
+        from homespec.speculative.record import write_record
 
         rows = []
         for d, k, n in shapes:

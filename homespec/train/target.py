@@ -5,7 +5,7 @@ up to `n_parallel` sequences. One llama_decode call advances every active sequen
 returns, for every row of the batch, what training needs:
 
 * the inputs of the head's three target layers (llama.cpp's per-layer input extraction, or the
-  eval-callback fallback, both from homespec.backends.llamacpp_features);
+  eval-callback fallback, both from homespec.backends.llamacpp.features);
 * the final normed hidden state (`result_norm`, the input of the output matrix), read as the
   context's embeddings: with `embeddings=True` and no pooling llama.cpp copies that tensor out
   for every row that also produces logits;
@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp_features import EvalCallbackCapture, LayerInputCapture
-from homespec.backends.llamacpp_lib import (
+from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
+from homespec.backends.llamacpp.lib import (
     LogCollector, capture_log, free_handles, import_llama_cpp, layer_inp_entry_points, reason,
 )
 from homespec.errors import FormatError, HomespecError

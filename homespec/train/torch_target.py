@@ -31,7 +31,7 @@ class BatchedTorchTarget:
                  device: str | None = None) -> None:
         import torch
 
-        from homespec.backends.pytorch import TorchBackend
+        from homespec.backends.torch.backend import TorchBackend
 
         # the weights only: this class keeps its own per-sequence caches
         self._m = m = TorchBackend.load(model_path, device=device, max_context=1).model

@@ -24,7 +24,7 @@ PROMPT = [1, 504, 3458, 282, 260, 1345, 30, 2030, 314, 281, 4433, 30]
 
 @pytest.fixture(scope="module")
 def exl2_model(tmp_path_factory) -> Path:
-    from homespec.backends.exl2_load import import_exllamav2
+    from homespec.backends.exl2.load import import_exllamav2
 
     try:
         import_exllamav2()
@@ -63,7 +63,7 @@ def _plain_greedy(model_dir: Path, prompt: list[int], n: int) -> tuple[list[int]
 
 
 def test_tree_commit_continues_like_plain_decoding(exl2_model):
-    from homespec.backends.exl2 import Exl2Backend
+    from homespec.backends.exl2.backend import Exl2Backend
 
     for kv in ("f16", "q8", "q4"):
         be = Exl2Backend.load(str(exl2_model), max_context=512, kv_type=kv)
@@ -98,10 +98,10 @@ def test_tree_commit_continues_like_plain_decoding(exl2_model):
 
 
 def test_greedy_eagle3_equals_exllamav2_plain_greedy(exl2_model):
-    from homespec.backends.exl2 import Exl2Backend
+    from homespec.backends.exl2.backend import Exl2Backend
     from homespec.models.eagle3 import Eagle3Config, Eagle3Head
-    from homespec.spec.drafters.eagle3 import Eagle3Drafter
-    from homespec.spec.loop import Limits, generate
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.loop import Limits, generate
 
     n = 48
     plain, plain_tps = _plain_greedy(exl2_model, PROMPT, n)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tiny_models import make_tiny_hf_dir, write_word_tokenizer  # noqa: E402
 
 from homespec.errors import HomespecError  # noqa: E402
-from homespec.spec.loop import Limits, generate  # noqa: E402
+from homespec.speculative.loop import Limits, generate  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 VOCAB = 512
@@ -31,7 +31,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cuda_backend(tiny_dir):
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
 
     be = TorchBackend.load(str(tiny_dir), device="cuda", max_context=256)
     yield be
@@ -59,7 +59,7 @@ def test_auto_kernels_use_a_gpu_kernel():
 
 
 def test_cuda_logits_match_cpu(tiny_dir, cuda_backend):
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
 
     cpu = TorchBackend.load(str(tiny_dir), device="cpu", max_context=256)
     prompt = _prompt(17, 1)
@@ -108,7 +108,7 @@ def _random_head(backend, seed: int):
 
 
 def test_greedy_eagle3_equals_plain_greedy_on_cuda(cuda_backend):
-    from homespec.spec.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     be = cuda_backend
     head = _random_head(be, 0)
@@ -123,7 +123,7 @@ def test_greedy_eagle3_equals_plain_greedy_on_cuda(cuda_backend):
 
 @pytest.fixture(scope="module")
 def smollm2_cuda():
-    from homespec.backends.pytorch import TorchBackend
+    from homespec.backends.torch.backend import TorchBackend
     from homespec.embedded import smollm2_path
 
     try:
@@ -139,7 +139,7 @@ def smollm2_cuda():
 def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
     from homespec.models.eagle3 import load_head
     from homespec.runner import DEFAULT_HEAD
-    from homespec.spec.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     be = smollm2_cuda
     tok = be.tokenizer

@@ -1,9 +1,9 @@
 """EXL2 backend: a target model in exllamav2 (CUDA only), with one-pass tree verification,
 features captured in the same pass, cache commit/rollback and a measured memory report.
 
-See homespec.backends.base for the conventions and homespec.backends.exl2_tree for how
+See homespec.backends.base for the conventions and homespec.backends.exl2.tree for how
 exllamav2 is driven (masks, positions, feature modules). exllamav2 is imported when a model is
-loaded, never at module import, so `from homespec.backends.exl2 import Exl2Backend` is cheap.
+loaded, never at module import, so `from homespec.backends.exl2.backend import Exl2Backend` is cheap.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import torch
 
 from homespec.backends.base import Forward, MemoryReport, Tokenizer
-from homespec.backends.exl2_load import Exl2Settings, exl2_settings, import_exllamav2
-from homespec.backends.exl2_tree import (RopePatch, additive_mask, causal_parents, commit_plan, depths_of,
+from homespec.backends.exl2.load import Exl2Settings, exl2_settings, import_exllamav2
+from homespec.backends.exl2.tree import (RopePatch, additive_mask, causal_parents, commit_plan, depths_of,
                                          feature_module_indices)
 from homespec.errors import HomespecError
 

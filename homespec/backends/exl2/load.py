@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from homespec.errors import HomespecError, UsageError
-from homespec.specs import ModelSpec
+from homespec.types import ModelSpec
 
 CACHE_MODES = ("fp16", "q8", "q6", "q4")
 # exllamav2's own default scratch sizing (config.max_input_len); the planner sizes the same

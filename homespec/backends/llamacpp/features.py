@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp_lib import ggml_tensor_api
+from homespec.backends.llamacpp.lib import ggml_tensor_api
 
 
 def check_layers(layers: Sequence[int], n_layer: int) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from homespec.spec.types import DraftTree
+from homespec.speculative.types import DraftTree
 
 # step_fn(tokens, parent_rows, depth) -> log-probs [F, V]
 #   tokens:      [F] int64 target-vocabulary ids of the frontier nodes to expand

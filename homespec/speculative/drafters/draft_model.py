@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from homespec.errors import HomespecError
-from homespec.spec.tree import build_dynamic_tree, chain
-from homespec.spec.types import DraftTree
+from homespec.speculative.tree import build_dynamic_tree, chain
+from homespec.speculative.types import DraftTree
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend, Forward

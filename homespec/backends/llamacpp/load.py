@@ -1,4 +1,4 @@
-"""Loading a GGUF model and creating its llama.cpp context (helpers of backends/llamacpp.py).
+"""Loading a GGUF model and creating its llama.cpp context (helpers of backends/llamacpp/backend.py).
 
 Imported lazily with it; llama_cpp arrives as the `ll` argument (import_llama_cpp()).
 """
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from homespec.backends.llamacpp_features import EvalCallbackCapture, LayerInputCapture
-from homespec.backends.llamacpp_lib import LogCollector, layer_inp_entry_points, reason
+from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
+from homespec.backends.llamacpp.lib import LogCollector, layer_inp_entry_points, reason
 from homespec.backends.settings import BackendSettings
 from homespec.errors import FormatError, HomespecError
 

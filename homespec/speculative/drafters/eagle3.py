@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from homespec.errors import HomespecError
-from homespec.spec.tree import build_dynamic_tree
-from homespec.spec.types import DraftTree
+from homespec.speculative.tree import build_dynamic_tree
+from homespec.speculative.types import DraftTree
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend, Forward
@@ -81,7 +81,7 @@ class Eagle3Drafter:
         self._pending_features: list[torch.Tensor] | None = None
         self._pending_tokens: list[int] = []
         self._last: _Last | None = None
-        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.spec.record),
+        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.speculative.record),
         # the guard's prior; None when the head carries no record
         self.expected_acceptance: tuple[float, ...] | None = None
         self._warm_up()

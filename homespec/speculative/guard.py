@@ -12,7 +12,7 @@ rates for speculative steps and for plain steps, and
 * plain steps are sampled now and then even while speculation wins, so the plain rate stays
   current as the context grows (a step at 8K context costs more than one at 500);
 * before it tries speculation (the first time, and each probe after a fallback) it predicts the
-  result when it can: with the step costs measured at load (homespec.spec.costs: verifying the
+  result when it can: with the step costs measured at load (homespec.speculative.costs: verifying the
   drafter's tree and drafting, as multiples of a plain step) and the head's recorded acceptance
   on held-out prompts (P(accepted >= d) per depth), speculation would emit
   1 + sum_d P(accepted >= d) tokens in (verify_ratio + draft time / plain step) plain steps' time. If that
@@ -32,9 +32,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from homespec.spec.costs import StepCosts
-from homespec.spec.loop import Controller
-from homespec.spec.types import Step
+from homespec.speculative.costs import StepCosts
+from homespec.speculative.loop import Controller
+from homespec.speculative.types import Step
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Guard(Controller):
     adapt: bool = False
     max_depth: int = 8
     alpha: float = 0.2  # EWMA weight
-    costs: StepCosts | None = None  # measured at load (homespec.spec.costs.measure_costs)
+    costs: StepCosts | None = None  # measured at load (homespec.speculative.costs.measure_costs)
     prior: Sequence[float] | None = None  # recorded P(accepted >= d), d = 1, 2, ... for the draft shape
     stats: GuardStats = field(default_factory=GuardStats)
 

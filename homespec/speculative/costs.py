@@ -1,6 +1,6 @@
 """What a speculative step costs on this machine, measured once when a session loads.
 
-The guard (homespec.spec.guard) compares speculation with plain decoding from measurements. Online
+The guard (homespec.speculative.guard) compares speculation with plain decoding from measurements. Online
 it can only learn speculation's cost by speculating, and on a machine where speculation cannot pay
 (a CPU verifying a 5-node chain costs ~4 one-token steps, docs/backends.md) every such probe is a
 loss the user pays. So at load the session runs the real generate loop over a short scratch
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
-    from homespec.spec.types import Drafter
+    from homespec.speculative.types import Drafter
 
 SCRATCH = (
     "The workshop opens at eight. Tools go back on the wall before lunch, the floor is swept at four, "
@@ -67,7 +67,7 @@ class _Alternate:
 
 def measure_costs(backend: "Backend", drafter: "Drafter", *, repeats: int = 4) -> StepCosts:
     """Time plain and speculative steps on a scratch prompt (see the module docstring)."""
-    from homespec.spec.loop import Limits, generate
+    from homespec.speculative.loop import Limits, generate
 
     tok = backend.tokenizer
     prompt = tok.encode(SCRATCH, add_bos=True)

@@ -2,9 +2,9 @@
 
 One llama_context with a unified KV cache holds the committed tokens in sequence 0. A draft tree
 is verified in one llama_decode call: each root-to-leaf path is a sequence, tree nodes carry the
-ids of every path through them (backends/llamacpp_tree.py), and commit() turns the accepted path
+ids of every path through them (backends/llamacpp/tree.py), and commit() turns the accepted path
 back into the continuation of sequence 0 with a few llama_memory_seq_* calls. Features for the
-draft head come out of the same llama_decode call (backends/llamacpp_features.py).
+draft head come out of the same llama_decode call (backends/llamacpp/features.py).
 
 Imported lazily (homespec plan never imports it); llama_cpp itself is imported in load().
 """
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from homespec.backends.base import Forward, MemoryReport, Tokenizer
-from homespec.backends.llamacpp_features import LayerInputCapture
-from homespec.backends.llamacpp_lib import (
+from homespec.backends.llamacpp.features import LayerInputCapture
+from homespec.backends.llamacpp.lib import (
     LogCollector,
     capture_log,
     free_handles,
@@ -28,8 +28,8 @@ from homespec.backends.llamacpp_lib import (
     reason,
     tally_buffers,
 )
-from homespec.backends.llamacpp_load import choose_capture, flash_attn_active, load_model, new_context, token_embd
-from homespec.backends.llamacpp_tree import TreeLayout, check_path, contiguous_prefix, path_seq, tree_layout
+from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.llamacpp.tree import TreeLayout, check_path, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
 from homespec.errors import HomespecError, UsageError
 
@@ -143,7 +143,7 @@ class LlamaCppBackend:
         self.max_context = ll.llama_n_ctx(self._ctx)
         self.flash_attn_active = flash_attn_active(settings, self._log.lines)
         # Flash attention sums over cells in cell order, so the committed cells must stay in
-        # position order for results to match plain decoding (llamacpp_tree.py's docstring).
+        # position order for results to match plain decoding (llamacpp/tree.py's docstring).
         self._keep_cell_order = self.flash_attn_active or verify_mode == "exact"
         self._n_seq_max = max_leaves
         # llama.cpp clamps n_batch to n_ctx for a decoder; a larger llama_decode call would abort

@@ -1,6 +1,6 @@
 """ctypes glue around llama-cpp-python's low-level bindings: import, log capture, extra entry points.
 
-Only imported lazily (by backends/llamacpp.py), so it may import llama_cpp at call time freely.
+Only imported lazily (by backends/llamacpp/backend.py), so it may import llama_cpp at call time freely.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
-from homespec.spec.types import DraftTree
+from homespec.speculative.types import DraftTree
 
 if TYPE_CHECKING:
     from homespec.backends.base import Forward

@@ -14,7 +14,7 @@ from collections import Counter
 
 from homespec.errors import FormatError
 from homespec.formats.gguf import ArrayInfo, GGUFHeader, file_type_name
-from homespec.specs import DraftSpec, ModelSpec
+from homespec.types import DraftSpec, ModelSpec
 
 # Which layers use the sliding window when a file gives only `sliding_window` (llama.cpp
 # `load_swa_pattern(ml, n)` per model: layer il is SWA when il % n < n - 1; dense_first: il % n != 0).

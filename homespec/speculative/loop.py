@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from homespec.errors import HomespecError
-from homespec.spec.types import Step
+from homespec.speculative.types import Step
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
-    from homespec.spec.sampling import Sampler
-    from homespec.spec.types import Drafter, DraftTree
+    from homespec.speculative.sampling import Sampler
+    from homespec.speculative.types import Drafter, DraftTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class Controller:
 def _root_only(root: int) -> "DraftTree":
     import torch
 
-    from homespec.spec.types import DraftTree
+    from homespec.speculative.types import DraftTree
 
     return DraftTree(torch.tensor([root]), torch.tensor([-1]), torch.ones(1))
 
@@ -64,7 +64,7 @@ def generate(
     generator=None,
     controller: Controller | None = None,
 ) -> Iterator[Step]:
-    from homespec.spec.verify import verify_greedy, verify_sampled
+    from homespec.speculative.verify import verify_greedy, verify_sampled
 
     if not prompt:
         raise HomespecError("the prompt is empty", hint="give a prompt of at least one token")
@@ -154,7 +154,7 @@ def _cut_at_eos(tokens: list[int], eos) -> list[int]:
 
 def _truncate(tree: "DraftTree", size: int) -> "DraftTree":
     """Parents precede children, so the first `size` nodes are a valid subtree."""
-    from homespec.spec.types import DraftTree
+    from homespec.speculative.types import DraftTree
 
     return DraftTree(tree.tokens[:size], tree.parents[:size], tree.probs[:size])
 

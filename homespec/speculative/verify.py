@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from homespec.spec.sampling import Sampler, sample_from
-from homespec.spec.tree import check_parents
-from homespec.spec.types import DraftTree, Verdict
+from homespec.speculative.sampling import Sampler, sample_from
+from homespec.speculative.tree import check_parents
+from homespec.speculative.types import DraftTree, Verdict
 
 
 def _children(parents: list[int]) -> list[list[int]]:

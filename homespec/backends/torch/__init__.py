@@ -1,0 +1,2 @@
+"""homespec's own torch backend: `backend.TorchBackend` over `homespec.models`. Importing this package loads
+nothing heavy."""
