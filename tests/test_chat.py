@@ -1,4 +1,5 @@
-"""`homespec chat` on the real SmolLM2 file: multi-turn, commands, context overflow, Ctrl-C in a pty."""
+"""`homespec chat` on the real SmolLM2 file: multi-turn, commands, context overflow, saving and
+resuming, Ctrl-C and the live readout in a pseudo-terminal."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import io
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -17,6 +19,14 @@ from homespec.chat import Chat, repl
 from homespec.runner import RunOptions, open_session
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def chats_dir(tmp_path, monkeypatch):
+    """Chats (and the chat subprocesses, which inherit the environment) save into a tmp folder."""
+    folder = tmp_path / "chats"
+    monkeypatch.setenv("HOMESPEC_CHATS_DIR", str(folder))
+    return folder
 
 
 class TTYless(io.StringIO):
