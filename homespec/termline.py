@@ -56,8 +56,16 @@ class StatusLine:
         if not self.live:
             return ""
         self.shown = True
-        width = shutil.get_terminal_size((80, 24)).columns - 1  # never wrap: it would move the text
+        width = _columns(self.out) - 1  # never wrap: it would move the text
         return _ENSURE_ROW + _TO_ROW_BELOW + DIM + status[:width] + RESET + _BACK
+
+
+def _columns(stream: TextIO) -> int:
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # no descriptor (io.UnsupportedOperation is an OSError)
+        columns = 0
+    return columns if columns > 0 else shutil.get_terminal_size((80, 24)).columns  # a pty may report 0
 
 
 @contextmanager
