@@ -54,6 +54,38 @@ def test_multi_turn_commands_and_save(session, tmp_path):
     assert chat.history == []
 
 
+def test_each_answer_is_saved_and_reset_starts_a_new_file(session, chats_dir):
+    from homespec.chat_store import ChatFile
+
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, max_tokens=8, out=out, err=err, file=ChatFile.new())
+    first = chat.file.path
+    chat.ask("Name a fruit.")
+    assert [m["role"] for m in json.loads(first.read_text())["messages"]] == ["user", "assistant"]  # saved already
+    lines = iter(["/reset", "Name a colour.", "/quit"])
+    assert repl(chat, read=lambda _: next(lines)) == 0
+    assert chat.file.path != first and f"the last one stays in {first}" in err.getvalue()
+    assert json.loads(first.read_text())["messages"][0]["content"] == "Name a fruit."  # the old one kept
+    assert json.loads(chat.file.path.read_text())["messages"][0]["content"] == "Name a colour."
+    assert f"chat saved to {chat.file.path}" in err.getvalue()
+
+
+def _eof() -> str:
+    raise EOFError  # Ctrl-D
+
+
+def test_a_chat_that_cannot_be_saved_says_so_and_exits_1(session, tmp_path):
+    from homespec.chat_store import ChatFile
+
+    (tmp_path / "a-file").write_text("")
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, max_tokens=4, out=out, err=err, file=ChatFile(tmp_path / "a-file" / "c.json"))
+    lines = iter(["Hi"])
+    assert repl(chat, read=lambda _: next(lines, None) or _eof()) == 1  # the chat goes on after the note; leaving says it failed
+    assert "could not save the chat to" in err.getvalue()
+    assert "error: the chat is not saved" in err.getvalue() and "hint: " in err.getvalue()
+
+
 def test_context_overflow_drops_oldest_turns_and_never_crashes(session):
     out, err = TTYless(), TTYless()
     chat = Chat(session, max_tokens=48, out=out, err=err)
