@@ -19,7 +19,7 @@ from homespec.errors import HomespecError
 from homespec.runner import Session
 from homespec.spec.loop import Controller, Limits
 from homespec.spec.types import Step
-from homespec.termline import DIM, RESET, StatusLine, is_terminal, stage
+from homespec.termline import DIM, RESET, StatusLine, is_terminal, quiet_input, stage
 
 GIB = 1 << 30
 COMMANDS = (
@@ -159,24 +159,27 @@ class Chat:
         ctx = self.session.backend.max_context
 
         def on_step(step: Step, new_text: str) -> None:
+            t = stop.answer.totals
             if stop.answer.first is None:
                 stop.answer.first_token(step)
             pieces.append(new_text)
-            status.write(new_text, figures(stop.answer.totals, ctx))
+            status.write(new_text, figures(t, ctx) if t.passes else
+                         f"first token after {t.ttft_s:.1f} s · context {t.context}/{ctx}")
 
-        try:
-            ids = self._prompt_ids()
-            stop.inner = self._guard = self.controller_factory(self.session) if self.controller_factory else None
-            status.write("", f"reading the prompt: {len(ids)} tokens of a {ctx}-token context")
-            if stop.stop:  # Ctrl-C before the answer began
-                raise KeyboardInterrupt
-            res = run(self.session, ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
-                      seed=self.seed, on_step=on_step, controller=stop)
-            return res.text, None
-        except (KeyboardInterrupt, LeaveChat) as e:
-            return "".join(pieces), e
-        finally:
-            status.clear()
+        with quiet_input(sys.stdin if status.live else None):
+            try:
+                ids = self._prompt_ids()
+                stop.inner = self._guard = self.controller_factory(self.session) if self.controller_factory else None
+                status.write("", f"reading the prompt: {len(ids)} tokens of a {ctx}-token context")
+                if stop.stop:  # Ctrl-C before the answer began
+                    raise KeyboardInterrupt
+                res = run(self.session, ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
+                          seed=self.seed, on_step=on_step, controller=stop)
+                return res.text, None
+            except (KeyboardInterrupt, LeaveChat) as e:
+                return "".join(pieces), e
+            finally:
+                status.clear()
 
     # --- saving ------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import unicodedata
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
@@ -29,16 +30,25 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 class StatusLine:
-    """A line of figures one row below the cursor, redrawn as text streams above it."""
+    """A line of figures one row below the cursor, redrawn as text streams above it.
+
+    The text is assumed to start at column 0. Its column is followed (character widths as the
+    terminal counts them) for one case only: text that ends exactly at the right margin leaves
+    the terminal's wrap pending, and any cursor movement cancels that (the next character would
+    overwrite the last one), so the status is not drawn until the text moves on."""
 
     def __init__(self, out: TextIO):
         self.out = out
         self.live = is_terminal(out)
         self.shown = False
+        self.col = 0  # the text's column; == the width when a wrap is pending
 
     def write(self, text: str, status: str | None) -> None:
         """Write streamed `text`, then (on a terminal) the status below it, in one write."""
-        self.out.write(self._clear() + text + (self._draw(status) if status is not None else ""))
+        columns = _columns(self.out) if self.live else 0
+        self.col = _advance(self.col, text, columns)
+        draw = status is not None and self.live and self.col < columns
+        self.out.write(self._clear() + text + (self._draw(status, columns) if draw else ""))
         self.out.flush()
 
     def clear(self) -> None:
@@ -52,12 +62,34 @@ class StatusLine:
         self.shown = False
         return _TO_ROW_BELOW + _BACK
 
-    def _draw(self, status: str) -> str:
-        if not self.live:
-            return ""
+    def _draw(self, status: str, columns: int) -> str:
         self.shown = True
-        width = _columns(self.out) - 1  # never wrap: it would move the text
-        return _ENSURE_ROW + _TO_ROW_BELOW + DIM + status[:width] + RESET + _BACK
+        # cut to the width less one: a status that wraps would move the text
+        return _ENSURE_ROW + _TO_ROW_BELOW + DIM + status[: columns - 1] + RESET + _BACK
+
+
+def _advance(col: int, text: str, columns: int) -> int:
+    """The column after writing `text` from `col` on a terminal `columns` wide (xterm's rules:
+    a character that does not fit wraps first; a wide one takes two cells)."""
+    if columns <= 0:
+        return 0
+    for ch in text:
+        if ch in "\r\n":
+            col = 0
+        elif ch == "\t":
+            col = min(columns - 1, (col // 8 + 1) * 8) if col < columns else 8
+        else:
+            w = _cells(ch)
+            if w and col + w > columns:
+                col = 0
+            col += w
+    return col
+
+
+def _cells(ch: str) -> int:
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf", "Cc"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
 
 
 def _columns(stream: TextIO) -> int:
@@ -66,6 +98,28 @@ def _columns(stream: TextIO) -> int:
     except (AttributeError, ValueError, OSError):  # no descriptor (io.UnsupportedOperation is an OSError)
         columns = 0
     return columns if columns > 0 else shutil.get_terminal_size((80, 24)).columns  # a pty may report 0
+
+
+@contextmanager
+def quiet_input(stdin: TextIO | None) -> Iterator[None]:
+    """Keys typed while the block runs are not echoed (they wait, unseen, for the next prompt): an
+    echo would land in the streaming text and push the status line out of place. Ctrl-C still
+    works (ISIG does not depend on ECHO). Not a terminal: nothing changes."""
+    try:
+        import termios
+
+        fd = stdin.fileno()  # type: ignore[union-attr]
+        saved = termios.tcgetattr(fd)
+    except Exception:  # noqa: BLE001 - no stdin, not a terminal, or no termios (Windows)
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO  # lflag
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import termios
 
 import pytest
 
-from homespec.termline import StatusLine, stage
+from homespec.termline import StatusLine, quiet_input, stage
 
 
 @pytest.fixture
@@ -57,6 +57,18 @@ def test_status_stays_one_row_below_the_text_and_goes_away(terminal):
     assert read() == b""  # nothing left to clear
 
 
+@pytest.mark.parametrize("text", ["x" * 40, "界" * 20, "ab\n" + "é" * 40, "x" * 39 + "e\u0301"])
+def test_no_draw_while_a_wrap_is_pending(terminal, text):
+    """Text ending at the right margin (40 columns) leaves the wrap pending; moving the cursor then
+    would make the next character overwrite the last, so the status waits for more text."""
+    out, read = terminal
+    line = StatusLine(out)
+    line.write(text, "12.0 tok/s")
+    assert read() == text.replace("\n", "\r\n").encode()  # no cursor movement at all
+    line.write("y", "12.0 tok/s")
+    assert read().startswith(b"y\x1bD\x1bM")  # the wrap happened: the status is back
+
+
 @pytest.mark.parametrize("term", ["dumb", "xterm-256color"])
 def test_no_escape_codes_where_they_would_not_work(monkeypatch, term, terminal):
     out, read = terminal
@@ -85,3 +97,22 @@ def test_stage_says_what_runs_and_how_long(terminal):
         with stage(plain, "failing"):
             raise KeyError("x")
     assert plain.getvalue().endswith("failing …\n")  # no time claimed for a stage that failed
+
+
+def test_quiet_input_stops_the_echo_and_gives_it_back(terminal):
+    import termios
+
+
+    out, _ = terminal
+    echo = lambda: bool(termios.tcgetattr(out.fileno())[3] & termios.ECHO)  # noqa: E731
+    assert echo()
+    with pytest.raises(RuntimeError):
+        with quiet_input(out):
+            assert not echo()  # typed keys do not land in the streaming text
+            assert termios.tcgetattr(out.fileno())[3] & termios.ISIG  # Ctrl-C still interrupts
+            raise RuntimeError
+    assert echo()
+    with quiet_input(io.StringIO()):  # not a terminal: nothing to do
+        pass
+    with quiet_input(None):
+        pass
