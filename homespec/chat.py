@@ -75,12 +75,14 @@ class Chat:
     file: ChatFile | None = None  # where the conversation is saved after every answer; None: nowhere
     _guard: Controller | None = field(default=None, init=False, repr=False)  # this turn's guard, for /stats
     _unsaved: bool = field(default=False, init=False, repr=False)
+    _start: int = field(default=0, init=False, repr=False)  # history[:_start] no longer fits the context
 
     # --- the conversation --------------------------------------------------------------------
 
-    def messages(self) -> list[dict[str, str]]:
+    def messages(self, in_context: bool = False) -> list[dict[str, str]]:
+        """The conversation (what is saved), or the part the model still sees."""
         sys_msg = [{"role": "system", "content": self.system}] if self.system else []
-        return sys_msg + self.history
+        return sys_msg + (self.history[self._start:] if in_context else self.history)
 
     def prepare(self) -> None:
         """Pay the first answer's one-time wait before the prompt, saying what it is: a drafter
@@ -96,6 +98,7 @@ class Chat:
     def resume(self, saved: SavedChat) -> None:
         """Continue a saved conversation: its turns, its system prompt unless one was given."""
         self.history = [dict(m) for m in saved.messages]
+        self._start = 0
         self.system = self.system if self.system is not None else saved.system
         self.file = saved.file
         self._unsaved = not self.file.path.exists()  # a file kept elsewhere continues in a new one
@@ -108,17 +111,18 @@ class Chat:
         self.out.flush()
 
     def _prompt_ids(self) -> list[int]:
-        """Tokenise the history; drop the oldest turns while it leaves no room for an answer."""
+        """Tokenise the history; leave the oldest turns out while it leaves no room for an answer
+        (they stay in the saved conversation)."""
         tok = self.session.backend.tokenizer
         ctx = self.session.backend.max_context
         while True:
-            text = tok.chat_prompt(self.messages(), add_generation_prompt=True)
+            text = tok.chat_prompt(self.messages(in_context=True), add_generation_prompt=True)
             ids = tok.encode(text, add_bos=False, special=True)
             room = ctx - len(ids)
-            if room >= min(self.max_tokens, ctx // 4) or len(self.history) <= 1:
+            if room >= min(self.max_tokens, ctx // 4) or len(self.history) - self._start <= 1:
                 break
-            dropped = self.history[:2]
-            self.history = self.history[2:]
+            dropped = self.history[self._start:self._start + 2]
+            self._start += 2
             self._note(f"context full: dropped the oldest exchange ({sum(len(m['content']) for m in dropped)} characters)")
         if len(ids) >= ctx - 1:
             raise HomespecError(f"this message alone needs {len(ids)} tokens of a {ctx}-token context",
@@ -131,12 +135,14 @@ class Chat:
         answer = Answer(drafting=self.session.drafter is not None)
         stop = _Stop(answer)
         self.history.append({"role": "user", "content": text})
+        start = self._start
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, stop.interrupt)
         try:
             said, ended = self._stream(stop)
         except HomespecError:
             self.history.pop()
+            self._start = start  # the turns left out for this message come back
             raise
         finally:
             signal.signal(signal.SIGINT, previous)
@@ -244,6 +250,7 @@ class Chat:
     def _reset(self) -> None:
         kept = self.file.path if self.file is not None and self.file.path.exists() else None
         self.history.clear()
+        self._start = 0
         self.totals = Totals()
         if self.file is not None:
             self.file = ChatFile.new(self.file.path.parent)

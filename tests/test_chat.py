@@ -86,14 +86,18 @@ def test_a_chat_that_cannot_be_saved_says_so_and_exits_1(session, tmp_path):
     assert "error: the chat is not saved" in err.getvalue() and "hint: " in err.getvalue()
 
 
-def test_context_overflow_drops_oldest_turns_and_never_crashes(session):
+def test_context_overflow_drops_oldest_turns_and_never_crashes(session, tmp_path):
+    from homespec.chat_store import ChatFile
+
     out, err = TTYless(), TTYless()
-    chat = Chat(session, max_tokens=48, out=out, err=err)
+    chat = Chat(session, max_tokens=48, out=out, err=err, file=ChatFile(tmp_path / "c.json"))
     filler = "Tell me about rivers, lakes, seas and oceans in some detail please. " * 9
     for _ in range(3):
         chat.ask(filler)
     assert "context full" in err.getvalue()
     assert session.backend.n_past <= session.backend.max_context
+    # the model no longer sees the oldest exchange, but the saved conversation keeps it
+    assert len(json.loads((tmp_path / "c.json").read_text())["messages"]) == 6
     lines = iter(["word " * 600, "/quit"])  # one message larger than the whole context
     repl(chat, read=lambda _: next(lines))
     assert "error:" in err.getvalue() and "--ctx" in err.getvalue()
