@@ -1,48 +1,34 @@
-"""`homespec chat`: a multi-turn conversation with live tokens/s and acceptance.
+"""`homespec chat`: a multi-turn conversation with a live readout, saved as it goes.
 
-Commands: /stats, /reset, /save FILE, /quit. Ctrl-C stops the current answer (what was said
-stays in the history); a second Ctrl-C, or one at the prompt, leaves cleanly.
+Commands: see COMMANDS. Ctrl-C stops the current answer (what was said stays in the history); a
+second Ctrl-C during one, Ctrl-C or Ctrl-D at the prompt, or /quit saves and leaves. Every answer
+rewrites the conversation's file (homespec.chat_store), and leaving says where it is.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, TextIO
 
+from homespec.chat_readout import Answer, Totals, figures
+from homespec.chat_store import ChatFile, SavedChat
 from homespec.errors import HomespecError
 from homespec.runner import Session
 from homespec.speculative.loop import Controller, Limits
 from homespec.speculative.types import Step
+from homespec.termline import DIM, RESET, StatusLine, is_terminal, quiet_input, stage
 
 GIB = 1 << 30
-
-
-@dataclass
-class Totals:
-    tokens: int = 0
-    decode_s: float = 0.0
-    passes: int = 0
-    emitted: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    fallback: int = 0
-
-    def add_step(self, s: Step, drafting: bool = True) -> None:
-        self.passes += 1
-        self.emitted += len(s.tokens)
-        self.drafted += s.draft_size
-        self.accepted += s.accepted
-        self.fallback += 1 if drafting and not s.speculative else 0  # plain steps the guard chose
-
-    def line(self) -> str:
-        tps = self.tokens / self.decode_s if self.decode_s else 0.0
-        tau = self.emitted / self.passes if self.passes else 0.0
-        rate = self.accepted / self.drafted if self.drafted else 0.0
-        return f"{tps:.1f} tok/s · {tau:.2f} tokens/pass · {rate:.0%} of drafts accepted"
+COMMANDS = (
+    ("/stats", "the conversation's figures, memory and method"),
+    ("/reset", "start a new conversation (the last one stays saved)"),
+    ("/save FILE", "also write the conversation to FILE"),
+    ("/help", "these commands"),
+    ("/quit", "save and leave (also /exit, Ctrl-D, Ctrl-C at the prompt)"),
+)
 
 
 class LeaveChat(BaseException):
@@ -50,10 +36,12 @@ class LeaveChat(BaseException):
 
 
 class _Stop(Controller):
-    """Lets Ctrl-C end the answer between two steps, never inside a backend call."""
+    """Lets Ctrl-C end the answer between two steps, never inside a backend call; hands each step
+    the loop records to the answer's figures."""
 
-    def __init__(self, inner: Controller | None = None):
-        self.inner = inner
+    def __init__(self, answer: Answer):
+        self.answer = answer
+        self.inner: Controller | None = None
         self.stop = False
 
     def interrupt(self, *_: object) -> None:
@@ -67,6 +55,7 @@ class _Stop(Controller):
         return self.inner.speculate() if self.inner else True
 
     def record(self, step: Step) -> None:
+        self.answer.add_step(step)
         if self.inner:
             self.inner.record(step)
 
@@ -83,26 +72,57 @@ class Chat:
     history: list[dict[str, str]] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
     controller_factory: Callable[[Session], Controller] | None = None
-    _guard: Controller | None = field(default=None, init=False, repr=False)  # this turn's guard, for the status line
+    file: ChatFile | None = None  # where the conversation is saved after every answer; None: nowhere
+    _guard: Controller | None = field(default=None, init=False, repr=False)  # this turn's guard, for /stats
+    _unsaved: bool = field(default=False, init=False, repr=False)
+    _start: int = field(default=0, init=False, repr=False)  # history[:_start] no longer fits the context
 
     # --- the conversation --------------------------------------------------------------------
 
-    def messages(self) -> list[dict[str, str]]:
+    def messages(self, in_context: bool = False) -> list[dict[str, str]]:
+        """The conversation (what is saved), or the part the model still sees."""
         sys_msg = [{"role": "system", "content": self.system}] if self.system else []
-        return sys_msg + self.history
+        return sys_msg + (self.history[self._start:] if in_context else self.history)
+
+    def prepare(self) -> None:
+        """Pay the first answer's one-time wait before the prompt, saying what it is: a drafter
+        with a recorded acceptance makes the guard time this machine's steps (homespec.speculative.costs)."""
+        if self.controller_factory is None or self.session.drafter is None:
+            return
+        if getattr(self.session.drafter, "expected_acceptance", None):
+            with stage(self.err, "timing plain and speculative steps on this machine for the guard"):
+                self.controller_factory(self.session)
+        else:
+            self.controller_factory(self.session)
+
+    def resume(self, saved: SavedChat) -> None:
+        """Continue a saved conversation: its turns, its system prompt unless one was given."""
+        self.history = [dict(m) for m in saved.messages]
+        self._start = 0
+        self.system = self.system if self.system is not None else saved.system
+        self.file = saved.file
+        self._unsaved = not self.file.path.exists()  # a file kept elsewhere continues in a new one
+        if saved.model and Path(saved.model).resolve() != Path(self.session.model_path).resolve():
+            self._note(f"note: this chat was saved with {saved.model}; continuing with {self.session.model_path}")
+        self._note(f"resumed {len(self.history)} messages from {saved.file.path}"
+                   + (f" (saving to {self.file.path})" if self.file.path != saved.file.path else ""))
+        for m in self.history[-2:]:  # where the conversation stands
+            self.out.write((f">>> {m['content']}" if m["role"] == "user" else m["content"]) + "\n")
+        self.out.flush()
 
     def _prompt_ids(self) -> list[int]:
-        """Tokenise the history; drop the oldest turns while it leaves no room for an answer."""
+        """Tokenise the history; leave the oldest turns out while it leaves no room for an answer
+        (they stay in the saved conversation)."""
         tok = self.session.backend.tokenizer
         ctx = self.session.backend.max_context
         while True:
-            text = tok.chat_prompt(self.messages(), add_generation_prompt=True)
+            text = tok.chat_prompt(self.messages(in_context=True), add_generation_prompt=True)
             ids = tok.encode(text, add_bos=False, special=True)
             room = ctx - len(ids)
-            if room >= min(self.max_tokens, ctx // 4) or len(self.history) <= 1:
+            if room >= min(self.max_tokens, ctx // 4) or len(self.history) - self._start <= 1:
                 break
-            dropped = self.history[:2]
-            self.history = self.history[2:]
+            dropped = self.history[self._start:self._start + 2]
+            self._start += 2
             self._note(f"context full: dropped the oldest exchange ({sum(len(m['content']) for m in dropped)} characters)")
         if len(ids) >= ctx - 1:
             raise HomespecError(f"this message alone needs {len(ids)} tokens of a {ctx}-token context",
@@ -110,48 +130,103 @@ class Chat:
         return ids
 
     def ask(self, text: str) -> str:
-        """One user turn: stream the answer; Ctrl-C ends it early and keeps what was said."""
-        from homespec.generation import run
-
+        """One user turn: stream the answer under a live readout; Ctrl-C ends it early and keeps
+        what was said; every answer is saved."""
+        answer = Answer(drafting=self.session.drafter is not None)
+        stop = _Stop(answer)
         self.history.append({"role": "user", "content": text})
-        try:
-            ids = self._prompt_ids()
-        except HomespecError:
-            self.history.pop()
-            raise
-        stop = _Stop(self.controller_factory(self.session) if self.controller_factory else None)
-        self._guard = stop.inner
-        pieces: list[str] = []
-        before = Totals(**vars(self.totals))
-        t0 = time.perf_counter()
-
-        def on_step(step: Step, new_text: str) -> None:
-            pieces.append(new_text)
-            self.out.write(new_text)
-            self.out.flush()
-            if len(pieces) > 1:  # the first piece comes from the prefill
-                self.totals.add_step(step, self.session.drafter is not None)
-
+        start = self._start
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, stop.interrupt)
-        interrupted = False
         try:
-            res = run(self.session, ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
-                      seed=self.seed, on_step=on_step, controller=stop)
-            answer = res.text
-            self.totals.tokens += max(0, len(res.token_ids) - 1)
-            self.totals.decode_s += res.decode_s
-        except KeyboardInterrupt:
-            interrupted = True
-            answer = "".join(pieces)
-            self.totals.decode_s += time.perf_counter() - t0
-            self.totals.tokens += max(0, self.totals.emitted - before.emitted)
+            said, ended = self._stream(stop)
+        except HomespecError:
+            self.history.pop()
+            self._start = start  # the turns left out for this message come back
+            raise
         finally:
             signal.signal(signal.SIGINT, previous)
         self.out.write("\n")
-        self.history.append({"role": "assistant", "content": answer})
-        self._status(interrupted)
-        return answer
+        self.out.flush()
+        self.history.append({"role": "assistant", "content": said})
+        self.totals.add(answer.totals)
+        self.autosave()
+        self._readout(answer.totals, stopped=ended is not None)
+        if isinstance(ended, LeaveChat):
+            raise ended
+        return said
+
+    def _stream(self, stop: _Stop) -> tuple[str, BaseException | None]:
+        """The answer's text, and the Ctrl-C that ended it early (None when it ran to its end)."""
+        from homespec.generation import run
+
+        pieces: list[str] = []
+        status = StatusLine(self.out)
+        ctx = self.session.backend.max_context
+
+        def on_step(step: Step, new_text: str) -> None:
+            t = stop.answer.totals
+            if stop.answer.first is None:
+                stop.answer.first_token(step)
+            pieces.append(new_text)
+            status.write(new_text, figures(t, ctx) if t.passes else
+                         f"first token after {t.ttft_s:.1f} s · context {t.context}/{ctx}")
+
+        with quiet_input(sys.stdin if status.live else None):
+            try:
+                ids = self._prompt_ids()
+                stop.inner = self._guard = self.controller_factory(self.session) if self.controller_factory else None
+                status.write("", f"reading the prompt: {len(ids)} tokens of a {ctx}-token context")
+                if stop.stop:  # Ctrl-C before the answer began
+                    raise KeyboardInterrupt
+                res = run(self.session, ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
+                          seed=self.seed, on_step=on_step, controller=stop)
+                return res.text, None
+            except (KeyboardInterrupt, LeaveChat) as e:
+                return "".join(pieces), e
+            finally:
+                status.clear()
+
+    # --- saving ------------------------------------------------------------------------------
+
+    def autosave(self) -> bool:
+        """Rewrite the conversation's file; a failure is a note, and leaving tries again."""
+        self._unsaved = True
+        if self.file is None or not self.history:
+            return True
+        try:
+            self.file.write(self.messages(), model=self.session.model_path, method=self.session.options.method)
+        except OSError as e:
+            self._note(f"could not save the chat to {self.file.path}: {e.strerror}")
+            return False
+        self._unsaved = False
+        return True
+
+    def leave(self) -> bool:
+        """Save (if anything is unsaved) and say where; False when it could not be saved."""
+        if self.file is None:
+            return True
+        if not self.history and not self.file.path.exists():
+            self._note("no messages in this conversation: nothing to save")
+            return True
+        if self._unsaved and not self.autosave():
+            self._note(f"error: the chat is not saved\nhint: set HOMESPEC_CHATS_DIR to a writable folder, "
+                       f"or /save FILE before leaving")
+            return False
+        self._note(f"chat saved to {self.file.path}\nresume it with `homespec chat --resume {self.file.id}`")
+        return True
+
+    def save(self, path: str) -> None:
+        if not path:
+            self._note("usage: /save FILE")
+            return
+        try:
+            ChatFile(Path(path).expanduser()).write(self.messages(), model=self.session.model_path,
+                                                    method=self.session.options.method)
+        except OSError as e:
+            self._note(f"could not save to {path}: {e.strerror}")
+            return
+        self._note(f"saved {len(self.history)} messages to {path}")
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -161,27 +236,40 @@ class Chat:
         if cmd in ("/quit", "/exit", "/q"):
             return False
         if cmd == "/reset":
-            self.history.clear()
-            self._note("conversation cleared")
+            self._reset()
         elif cmd == "/stats":
             self.out.write(self.stats_text() + "\n")
         elif cmd == "/save":
             self.save(arg.strip())
+        elif cmd == "/help":
+            self._note("\n".join(f"{name:<11} {what}" for name, what in COMMANDS))
         else:
-            self._note(f"unknown command {cmd}: try /stats, /reset, /save FILE, /quit")
+            self._note(f"unknown command {cmd}: try " + ", ".join(name for name, _ in COMMANDS))
         return True
+
+    def _reset(self) -> None:
+        kept = self.file.path if self.file is not None and self.file.path.exists() else None
+        self.history.clear()
+        self._start = 0
+        self.totals = Totals()
+        if self.file is not None:
+            self.file = ChatFile.new(self.file.path.parent)
+        self._note("conversation cleared" + (f"; the last one stays in {kept}" if kept else ""))
 
     def stats_text(self) -> str:
         s = self.session
-        used = s.backend.n_past
+        t = Totals(**vars(self.totals))
+        t.context = s.backend.n_past
+        return (f"{t.answers} answers · {figures(t, s.backend.max_context)} · " + self._setup_text()
+                + (f" · {t.fallback} plain-decoding fallback steps" if t.fallback else "") + self._guard_note())
+
+    def _setup_text(self) -> str:
+        s = self.session
         mem = s.memory()
         meas = mem["measured"]["total_bytes"] / GIB
         plan = mem.get("planned", {}).get("total_bytes")
         mem_txt = f"{meas:.2f} GiB measured" + (f" / {plan / GIB:.2f} GiB planned" if plan else "")
-        return (f"{self.totals.line()} · context {used}/{s.backend.max_context} · {mem_txt} · "
-                f"{s.options.method} on {s.options.backend}"
-                + (f" · {self.totals.fallback} plain-decoding fallback steps" if self.totals.fallback else "")
-                + self._guard_note())
+        return f"{mem_txt} · {s.options.method} on {s.options.backend}"
 
     def _guard_note(self) -> str:
         """Why the guard keeps decoding plainly, when it predicted that speculation cannot pay."""
@@ -190,23 +278,12 @@ class Chat:
             return ""
         return f" · speculation off: predicted {stats.predicted:.2f}x plain on this machine"
 
-    def save(self, path: str) -> None:
-        if not path:
-            self._note("usage: /save FILE")
-            return
-        from homespec.atomic import write_bytes
-
-        data = {"model": self.session.model_path, "method": self.session.options.method, "messages": self.messages()}
-        try:
-            write_bytes(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
-        except OSError as e:
-            self._note(f"could not save to {path}: {e.strerror}")
-            return
-        self._note(f"saved {len(self.history)} messages to {path}")
-
-    def _status(self, interrupted: bool) -> None:
-        self.err.write(f"\x1b[2m[{'stopped · ' if interrupted else ''}{self.stats_text()}]\x1b[0m\n"
-                       if self.err.isatty() else f"[{'stopped · ' if interrupted else ''}{self.stats_text()}]\n")
+    def _readout(self, t: Totals, stopped: bool) -> None:
+        """The answer's figures once it has ended, on stderr."""
+        text = (f"[{'stopped · ' if stopped else ''}{figures(t, self.session.backend.max_context)} · "
+                f"{self._setup_text()}" + (f" · {t.fallback} plain-decoding fallback steps" if t.fallback else "")
+                + f"{self._guard_note()}]")
+        self.err.write(f"{DIM}{text}{RESET}\n" if is_terminal(self.err) else f"{text}\n")
         self.err.flush()
 
     def _note(self, text: str) -> None:
@@ -214,16 +291,22 @@ class Chat:
         self.err.flush()
 
 
-def repl(chat: Chat, read: Callable[[str], str] = input) -> None:
-    """Read-eval loop. Ctrl-C at the prompt, a second Ctrl-C in a row, or EOF leaves."""
-    chat._note("homespec chat: /stats, /reset, /save FILE, /quit; Ctrl-C stops an answer")
+def repl(chat: Chat, read: Callable[[str], str] = input) -> int:
+    """Read-eval loop. Ctrl-C or Ctrl-D at the prompt, a second Ctrl-C during an answer, or /quit
+    leaves; leaving saves. -> the exit code: 1 when the chat could not be saved."""
+    chat._note("homespec chat: " + ", ".join(name for name, _ in COMMANDS) + "; Ctrl-C stops an answer")
+    try:
+        _loop(chat, read)
+    finally:
+        saved = chat.leave()
+    return 0 if saved else 1
+
+
+def _loop(chat: Chat, read: Callable[[str], str]) -> None:
     while True:
         try:
             line = read(">>> ")
-        except EOFError:
-            chat.out.write("\n")
-            return
-        except KeyboardInterrupt:
+        except (EOFError, KeyboardInterrupt):
             chat.out.write("\n")
             return
         if not line.strip():
@@ -235,7 +318,6 @@ def repl(chat: Chat, read: Callable[[str], str] = input) -> None:
         try:
             chat.ask(line)
         except LeaveChat:
-            chat.out.write("\n")
             return
         except HomespecError as e:
             chat._note(f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else ""))
