@@ -199,7 +199,7 @@ def derived_draft(model: ModelSpec) -> DraftSpec:
         "n_ff": model.n_ff, "draft_vocab": min(32000, model.n_vocab), "target_vocab": model.n_vocab,
         "target_hidden": model.n_embd, "dtype": "bf16", "fc_norm": True, "norm_output": True,
         "source": f"homespec-trainable EAGLE-3.1 head derived from {model.family or model.name}'s shape "
-                  "(no published head; train it with `homespec train`)",
+                  "(no published head; train it with `homespec draft train`)",
     }
     return _draft_spec(d, model.family)
 
