@@ -19,6 +19,7 @@ from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT
 app = typer.Typer(
     name="homespec",
     help="Will this model, with an EAGLE-3 draft head, fit on my machine, and how fast will it run?",
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits -h
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -178,8 +179,8 @@ def generate(
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
-    from homespec.generation import prompt_tokens, run
-    from homespec.runner import open_session
+    from homespec.generation import check_fits, encode_prompts, run
+    from homespec.runner import check_options, open_session
     from homespec.speculative.loop import Limits
     from homespec.speculative.sampling import Sampler
 
@@ -195,12 +196,17 @@ def generate(
         items = [[prompt]]
     sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     limits = Limits(max_tokens=max_tokens, stop=tuple(stop or ()))
-    session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                                        device, threads, exact, window=window))
+    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
+                        exact, window=window)
+    # everything that needs no weights is checked before they load: the options, then each
+    # prompt's length in tokens (the tokenizer alone)
+    token_items = encode_prompts(check_options(opts), items, chat, system)
+    for n, ids in enumerate(token_items, 1):
+        check_fits(ids, ctx, max_tokens, what="the prompt" if prompt is not None else f"prompt {n} of {prompts}")
+    session = open_session(opts)
     make_controller = _controller_factory(guard, adapt)
     try:
-        for turns in items:
-            ids = prompt_tokens(session, turns, chat, system)
+        for ids in token_items:
             ctrl = make_controller(session) if make_controller else None
             if json_out:
                 res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl)

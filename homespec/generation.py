@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from homespec.errors import UsageError
 from homespec.runner import Session
 from homespec.speculative.loop import Limits, generate
 from homespec.speculative.types import Step
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Tokenizer
 
 
 @dataclass
@@ -49,7 +53,13 @@ class Result:
 
 def prompt_tokens(session: Session, turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
                   system: str | None = None) -> list[int]:
-    tok = session.backend.tokenizer
+    return encode_prompt(session.backend.tokenizer, turns, chat, system)
+
+
+def encode_prompt(tok: "Tokenizer", turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
+                  system: str | None = None) -> list[int]:
+    """The prompt's token ids: the last turn as plain text, or every turn in the chat template.
+    Needs only the tokenizer, so a prompt can be measured before the model loads."""
     if not chat:
         text = turns[-1] if isinstance(turns[-1], str) else turns[-1]["content"]
         return tok.encode(text, add_bos=True)
@@ -57,6 +67,26 @@ def prompt_tokens(session: Session, turns: Sequence[str] | Sequence[dict[str, st
     if system:
         messages = [{"role": "system", "content": system}, *messages]
     return tok.encode(tok.chat_prompt(messages, add_generation_prompt=True), add_bos=False, special=True)
+
+
+def encode_prompts(model_path: str, prompts: Sequence[Sequence[str]], chat: bool,
+                   system: str | None = None) -> list[list[int]]:
+    """Every prompt's token ids from the model's tokenizer alone: measured before the weights load."""
+    from homespec.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(model_path)
+    try:
+        return [encode_prompt(tok, turns, chat, system) for turns in prompts]
+    finally:
+        tok.close()
+
+
+def check_fits(ids: Sequence[int], ctx: int, max_tokens: int, what: str = "the prompt") -> None:
+    """A prompt must leave the context room for at least one generated token (spec.loop.generate)."""
+    if len(ids) >= ctx:
+        suggest = -(-(len(ids) + max_tokens) // 256) * 256
+        raise UsageError(f"{what} has {len(ids)} tokens; --ctx {ctx} must hold it and the answer",
+                         hint=f"raise --ctx (e.g. --ctx {suggest}) or shorten the prompt")
 
 
 def run(session: Session, prompt: list[int], *, sampler=None, limits: Limits = Limits(), seed: int = 0,

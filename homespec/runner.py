@@ -120,10 +120,70 @@ def default_head(model_path: str) -> Path | None:
 
 
 def _threads(opt: RunOptions) -> int | None:
-    if opt.threads:
+    """--threads, else HOMESPEC_THREADS, else None (the engine's own choice: every physical core)."""
+    if opt.threads is not None:
+        if opt.threads < 1:
+            raise UsageError(f"--threads {opt.threads} is not positive",
+                             hint="pass --threads 1 or more, or leave it out to use every physical core")
         return opt.threads
-    env = os.environ.get("HOMESPEC_THREADS")
-    return int(env) if env and env.isdigit() else None
+    env = os.environ.get("HOMESPEC_THREADS", "").strip()
+    if not env:
+        return None
+    if not env.isdigit() or int(env) < 1:
+        raise UsageError(f"HOMESPEC_THREADS={env} is not a positive number of threads",
+                         hint="set HOMESPEC_THREADS=4 (say), or unset it to use every physical core")
+    return int(env)
+
+
+def tree_nodes(opt: RunOptions) -> int:
+    """Nodes of the largest tree one verification holds, the root included: eagle3 drafts a tree
+    of --draft-tokens nodes, ngram and draft models a chain of --draft-depth tokens."""
+    if opt.method == "none":
+        return 1
+    return opt.draft_tokens if opt.method == "eagle3" else opt.draft_depth + 1
+
+
+def check_options(opt: RunOptions) -> str:
+    """Every check that needs no model weights, run before anything loads. -> the model's path."""
+    if opt.backend not in RUN_BACKENDS:
+        raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+    if opt.method not in METHODS:
+        raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
+    if opt.window is not None and opt.window < 0:
+        raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
+    if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
+        raise UsageError(f"unknown device '{opt.device}'", hint="use --device cpu, cuda, cuda:N or mps")
+    _threads(opt)
+    _check_tree(opt)
+    path = resolve_model_path(opt.model)
+    models = [path]
+    if opt.method == "draft":
+        if not opt.draft:
+            raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
+        models.append(resolve_model_path(opt.draft))
+    if opt.backend == "llamacpp" and any(Path(m).is_dir() for m in models):
+        raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
+    if opt.method == "eagle3":
+        _head_dir(opt, path)
+    return path
+
+
+def _check_tree(opt: RunOptions) -> None:
+    """The context must hold the prompt and a whole draft tree; llama.cpp verifies one leaf per
+    sequence, and holds at most MAX_SEQ of them."""
+    from homespec.backends.llamacpp.tree import MAX_SEQ
+    from homespec.plan.settings import MAX_CTX
+
+    if not 16 <= opt.ctx <= MAX_CTX:  # the planner's range, for every backend
+        raise UsageError(f"--ctx {opt.ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
+    nodes = tree_nodes(opt)
+    flag = "--draft-tokens" if opt.method == "eagle3" else "--draft-depth"
+    if nodes >= opt.ctx:
+        raise UsageError(f"--ctx {opt.ctx} cannot hold a prompt and a draft tree of {nodes} nodes",
+                         hint=f"raise --ctx (e.g. --ctx {max(256, 2 * nodes)}) or lower {flag}")
+    if opt.backend == "llamacpp" and opt.method == "eagle3" and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
+        raise UsageError(f"--draft-tokens {nodes} allows a tree of {nodes - 1} leaves; llama.cpp verifies at most "
+                         f"{MAX_SEQ} (one sequence each)", hint=f"use --draft-tokens {MAX_SEQ + 1} or fewer")
 
 
 def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
@@ -140,7 +200,10 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
             raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
         from homespec.backends.llamacpp.backend import LlamaCppBackend
 
-        kw: dict[str, Any] = {"verify_mode": "exact" if opt.exact else "batch"}
+        from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, tree_leaves
+
+        kw: dict[str, Any] = {"verify_mode": "exact" if opt.exact else "batch",
+                              "max_leaves": max(DEFAULT_MAX_LEAVES, tree_leaves(tree_nodes(opt)))}
         if plan is not None:
             from homespec.backends.settings import settings_from_plan
 
@@ -152,6 +215,19 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
 
         return Exl2Backend.load(path, max_context=opt.ctx)  # type: ignore[attr-defined]
     raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+
+
+def _head_dir(opt: RunOptions, model_path: str) -> Path:
+    """The EAGLE-3 head to draft with: --draft, else the shipped head of the embedded model."""
+    head_dir = Path(opt.draft).expanduser() if opt.draft else default_head(model_path)
+    if head_dir is None:
+        raise UsageError(
+            "no EAGLE-3 head for this model",
+            hint="pass --draft DIR (a head in the EAGLE-3 layout), train one with `homespec draft train`, or use --method ngram",
+        )
+    if not head_dir.exists():
+        raise UsageError(f"no draft head at '{head_dir}'", hint="pass the directory holding config.json and model.safetensors")
+    return head_dir
 
 
 def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple["Drafter | None", "Backend | None"]:
@@ -177,14 +253,7 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
             )
         return DraftModelDrafter(draft_backend, depth=opt.draft_depth), draft_backend
     # eagle3
-    head_dir = Path(opt.draft).expanduser() if opt.draft else default_head(model_path)
-    if head_dir is None:
-        raise UsageError(
-            "no EAGLE-3 head for this model",
-            hint="pass --draft DIR (a head in the EAGLE-3 layout), train one with `homespec draft train`, or use --method ngram",
-        )
-    if not head_dir.exists():
-        raise UsageError(f"no draft head at '{head_dir}'", hint="pass the directory holding config.json and model.safetensors")
+    head_dir = _head_dir(opt, model_path)
     from homespec.models.eagle3 import load_head
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
@@ -213,12 +282,8 @@ def plan_for_run(opt: RunOptions, path: str) -> "Plan | None":
 
 def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
     """Plan, load the target, then the drafter (an EAGLE drafter must exist before the prefill:
-    it tells the backend which layers' features to capture)."""
-    if opt.backend not in RUN_BACKENDS:
-        raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
-    if opt.window is not None and opt.window < 0:
-        raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
-    path = resolve_model_path(opt.model)
+    it tells the backend which layers' features to capture). Arguments are checked first."""
+    path = check_options(opt)
     plan = plan_for_run(opt, path) if with_plan else None
     backend = open_backend(path, opt, plan)
     try:

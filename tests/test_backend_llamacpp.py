@@ -447,6 +447,62 @@ def test_too_many_leaves(smollm2_path):
             b.verify([1, 2, 3, 4], [-1, 0, 0, 0])
 
 
+
+# Each combination loads and verifies in a child process: llama.cpp asserts abort the process, and an
+# abort must show up as a failed exit code, not take the test run with it.
+_SIZES_CHILD = """
+import json, sys
+from homespec.backends.llamacpp.backend import LlamaCppBackend
+from homespec.errors import HomespecError
+path = sys.argv[1]
+for combo in sys.argv[2:]:
+    ctx, nb, nub, leaves = map(int, combo.split(","))
+    with LlamaCppBackend.load(path, n_ctx=ctx, n_batch=nb, n_ubatch=nub, max_leaves=leaves, n_threads=1) as b:
+        b.prefill([1])
+        got = {}
+        for w in sorted({1, leaves, leaves + 1, ctx - 2, ctx - 1, nb, nb + 1} & set(range(1, 300))):
+            try:
+                b.verify([2] * (w + 1), [-1] + [0] * w)  # a root with w leaves under it
+                got[w] = "ok"
+            except HomespecError as e:
+                got[w] = e.message
+        print(json.dumps({"combo": combo, "max_context": b.max_context, "widths": got}), flush=True)
+"""
+
+
+def test_small_contexts_batches_and_leaf_counts_never_reach_a_llama_cpp_assert(tmp_path):
+    """llama.cpp clamps n_batch to n_ctx and aborts (GGML_ASSERT) when n_seq_max exceeds it: a
+    context of 32 with the default 64 leaves took `homespec generate --ctx 32` down. Across small
+    contexts, batches, ubatches and leaf counts, a load always succeeds, a tree of up to
+    min(max_leaves, n_ctx, n_batch) leaves that fits the context verifies, and a wider or longer
+    one is refused with a HomespecError."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tiny_models import make_tiny_gguf
+
+    path = make_tiny_gguf(tmp_path / "tiny.gguf", n_layer=1, n_embd=32, n_head=2, n_head_kv=1, n_ff=64)
+    combos = [(1, 512, 512, 2), (2, 16, 16, 3), (8, 4, 1, 5), (32, 512, 512, 64), (33, 512, 2, 34),
+              (40, 16, 16, 17), (300, 16, 1, 256), (64, 64, 1, 64)]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    r = subprocess.run([sys.executable, "-c", _SIZES_CHILD, str(path), *(",".join(map(str, c)) for c in combos)],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, f"exit {r.returncode}: " + (r.stdout + r.stderr)[-1500:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert [row["combo"] for row in rows] == [",".join(map(str, c)) for c in combos]
+    for (ctx, nb, _, leaves), row in zip(combos, rows):
+        assert row["max_context"] == ctx  # the context asked for, not llama.cpp's 256-cell padding
+        cap = min(leaves, ctx, nb)
+        for w, got in row["widths"].items():
+            w = int(w)
+            if w <= cap and w + 2 <= ctx:
+                assert got == "ok", (row["combo"], w, got)
+            else:
+                assert "leaves" in got or "context full" in got, (row["combo"], w, got)
+
+
 # --- against the torch reference model --------------------------------------------------------------
 
 

@@ -100,6 +100,22 @@ def test_bare_command_prints_help_not_an_error(capsys):
     assert code == 2 and "Usage:" in out + err and "plan" in out + err and "error:" not in out + err
 
 
+@pytest.mark.parametrize("command", [[], ["probe"], ["plan"], ["generate"], ["bench"], ["chat"], ["draft"],
+                                     ["draft", "train"]])
+def test_dash_h_is_help_for_every_command(capsys, command):
+    code, out, err = run(capsys, *command, "-h")
+    assert code == 0, err
+    assert f"Usage: homespec {' '.join(command)}".rstrip() in " ".join(out.split())
+    assert "-h" in out and "--help" in out
+
+
+@pytest.mark.parametrize("command", [["generate", "-p", "hi"], ["bench", "--methods", "none,draft"], ["chat"]])
+@pytest.mark.parametrize("threads", ["0", "-2"])
+def test_threads_below_one_is_a_usage_error_before_loading(capsys, command, threads):
+    code, out, err = run(capsys, *command, "--threads", threads)
+    assert code == 2 and err.strip().startswith(f"error: --threads {threads} is not positive") and "hint: " in err
+
+
 def test_corrupt_gguf_is_an_error_not_a_traceback(capsys, tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)

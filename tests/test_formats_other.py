@@ -214,3 +214,61 @@ def test_not_an_eagle_head(tmp_path):
     folder = write_config(tmp_path / "noweights", {**LLAMA, "num_hidden_layers": 1, "draft_vocab_size": 10})
     with pytest.raises(UsageError, match="no model.safetensors"):
         draft_spec_from_checkpoint(folder)
+
+
+# --- one safetensors reader ---------------------------------------------------------------------
+
+EXL2_CFG = {**LLAMA, "quantization_config": {"quant_method": "exl2", "bits": 4.0}}
+DAMAGE = [(b"this is not a safetensors file at all" * 10, "header claims"), (b"\1\2", "truncated safetensors file"),
+          (None, "holds no tensors")]
+
+
+@pytest.mark.parametrize("content,message", DAMAGE, ids=["junk", "truncated", "no-tensors"])
+def test_one_reader_one_message_for_a_damaged_or_empty_safetensors_file(tmp_path, content, message):
+    """The planner (HF, EXL2 and EAGLE-head sizes), the torch backend's weights and the head loader
+    read a damaged file, or a valid one holding no tensor, through one reader: one FormatError."""
+    pytest.importorskip("torch")
+    from homespec.models.eagle3 import load_head
+    from homespec.models.load import read_hf_tensors
+
+    hf, exl2 = write_config(tmp_path / "hf", LLAMA), write_config(tmp_path / "exl2", EXL2_CFG)
+    head = eagle_head(tmp_path / "head")
+    for folder in (hf, exl2, head):
+        f = folder / "model.safetensors"
+        if content is None:
+            save_file({}, str(f), metadata={"format": "pt"})  # valid, zero tensors
+        else:
+            f.write_bytes(content)
+    readers = [lambda: model_spec_from_hf_config(hf), lambda: model_spec_from_exl2_dir(exl2),
+               lambda: draft_spec_from_checkpoint(head), lambda: read_hf_tensors(str(hf)),
+               lambda: load_head(head, target_n_layer=8, target_hidden=96, target_vocab=200)]
+    said = set()
+    for read in readers:
+        with pytest.raises(FormatError) as e:
+            read()
+        path, _, what = e.value.message.partition(": ")
+        assert path.endswith("model.safetensors") and message in what and e.value.hint, e.value.message
+        said.add((what, e.value.hint))
+    assert len(said) == 1, said
+
+
+def test_a_folder_without_safetensors_files_says_so(tmp_path):
+    pytest.importorskip("torch")
+    from homespec.models.load import read_hf_tensors
+
+    for read, folder in ((model_spec_from_exl2_dir, write_config(tmp_path / "exl2", EXL2_CFG)),
+                         (read_hf_tensors, write_config(tmp_path / "hf", LLAMA))):
+        with pytest.raises(FormatError, match=r"no \*\.safetensors files"):
+            read(str(folder))
+
+
+def test_header_entries_must_match_their_byte_ranges(tmp_path):
+    """What the safetensors library refuses when loading, the header reader refuses too, so the
+    planner and the loaders agree on which files are readable."""
+    bad = tmp_path / "bad.safetensors"
+    header = json.dumps({"w": {"dtype": "F16", "shape": [4], "data_offsets": [0, 6]}}).encode()
+    bad.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 6)
+    with pytest.raises(FormatError, match="holds 6 bytes, not the 8"):
+        read_safetensors_header(bad)
+    with pytest.raises(FormatError, match="cannot read it"):
+        read_safetensors_header(tmp_path / "absent.safetensors")

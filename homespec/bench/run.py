@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from homespec.errors import UsageError
-from homespec.runner import METHODS, RunOptions, Session, open_session
+from homespec.runner import METHODS, RunOptions, Session, check_options, open_session
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -200,6 +200,8 @@ def run_bench(
         raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHODS)}")
     if repeat < 1:
         raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
+    for m in methods:  # every method's options, before the first model loads
+        check_options(replace(opts, method=m))
     sessions: dict[str, Session] = {}
     t_start = time.perf_counter()
     try:

@@ -53,7 +53,7 @@ def model_spec_from_exl2_dir(path: str | os.PathLike) -> ModelSpec:
                          hint="pass an exllamav2-converted model directory")
     entries = safetensors_in(folder)
     if not entries:
-        raise FormatError(f"{folder}: no *.safetensors files", hint="the download is incomplete")
+        raise FormatError(f"{folder}: no *.safetensors files", hint="the download is incomplete: fetch the model's *.safetensors files")
     model = model_shape_from_config(cfg, folder.name, str(folder), fmt="exl2")
     convert = gguf_names(model.arch, model.n_layer)
     modules, plain = _modules(entries)

@@ -65,42 +65,89 @@ def load_config(path: str | os.PathLike) -> dict:
 
 
 def read_safetensors_header(path: str | os.PathLike) -> tuple[STTensor, ...]:
-    """The tensor table of one .safetensors file, reading only its JSON header."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise FormatError(f"{path}: truncated safetensors file", hint="download it again")
-        (n,) = struct.unpack("<Q", head)
-        if n > min(_MAX_ST_HEADER, size - 8):
-            raise FormatError(f"{path}: header claims {n} bytes in a {size}-byte file", hint="download it again")
-        raw = f.read(n)
+    """The tensor table of one .safetensors file, reading only its JSON header.
+
+    Every reader of safetensors files in homespec goes through here (the planner's sizes, the torch
+    backend's weights, EAGLE heads, EXL2 directories), so a damaged file reads the same everywhere.
+    It checks what the safetensors library checks, and refuses a file that holds no tensor."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise FormatError(f"{path}: truncated safetensors file", hint="download it again")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(_MAX_ST_HEADER, size - 8):
+                raise FormatError(f"{path}: header claims {n} bytes in a {size}-byte file", hint="download it again")
+            raw = f.read(n)
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read it ({e.strerror or e})", hint="the download is incomplete") from None
     try:
         table = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise FormatError(f"{path}: the safetensors header is not valid JSON", hint="download it again") from None
+    if not isinstance(table, dict):
+        raise FormatError(f"{path}: the safetensors header is not a JSON object", hint="download it again")
     out, data_len = [], size - 8 - n
     for name, entry in table.items():
         if name == "__metadata__":
             continue
-        try:
-            begin, end = (int(x) for x in entry["data_offsets"])
-            shape = tuple(int(d) for d in entry["shape"])
-            dtype = str(entry["dtype"])
-        except (KeyError, TypeError, ValueError):
-            raise FormatError(f"{path}: bad header entry for {name!r}", hint="download it again") from None
-        if not 0 <= begin <= end <= data_len:
-            raise FormatError(f"{path}: tensor {name!r} lies outside the file", hint="the download is incomplete")
-        out.append(STTensor(name, dtype, shape, end - begin))
+        out.append(_header_entry(path, name, entry, data_len))
+    if not out:
+        raise FormatError(f"{path}: holds no tensors", hint="the file is empty of weights; download it again")
     return tuple(out)
+
+
+def _header_entry(path: str | os.PathLike, name: str, entry: object, data_len: int) -> STTensor:
+    try:
+        begin, end = (int(x) for x in entry["data_offsets"])  # type: ignore[index]
+        shape = tuple(int(d) for d in entry["shape"])  # type: ignore[index]
+        dtype = str(entry["dtype"])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        raise FormatError(f"{path}: bad header entry for {name!r}", hint="download it again") from None
+    if not 0 <= begin <= end <= data_len:
+        raise FormatError(f"{path}: tensor {name!r} lies outside the file", hint="the download is incomplete")
+    n_elements = 1
+    for d in shape:
+        n_elements *= d
+    if dtype in _ST_BYTES and n_elements * _ST_BYTES[dtype] != end - begin:
+        raise FormatError(f"{path}: tensor {name!r} holds {end - begin} bytes, not the {n_elements * _ST_BYTES[dtype]} "
+                          f"its {dtype} shape {list(shape)} needs", hint="download it again")
+    return STTensor(name, dtype, shape, end - begin)
+
+
+def safetensors_files(folder: str | os.PathLike) -> list[Path]:
+    """A checkpoint's weight files: those model.safetensors.index.json names, else every *.safetensors."""
+    root = Path(folder)
+    index = root / "model.safetensors.index.json"
+    if not index.is_file():
+        return sorted(root.glob("*.safetensors"))
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        return [root / name for name in sorted(set(weight_map.values()))]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise FormatError(f"{index}: not a safetensors index (no weight_map)", hint="download it again") from None
 
 
 def safetensors_in(folder: str | os.PathLike) -> tuple[STTensor, ...]:
     """Every tensor of every *.safetensors file in a folder (sharded checkpoints included)."""
     out: list[STTensor] = []
-    for f in sorted(Path(folder).glob("*.safetensors")):
+    for f in safetensors_files(folder):
         out += read_safetensors_header(f)
     return tuple(out)
+
+
+def load_safetensors(path: str | os.PathLike) -> dict:
+    """A .safetensors file's tensors as torch tensors {name: Tensor}, checked by
+    read_safetensors_header first, so a damaged file gets the same message as in `homespec plan`."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    read_safetensors_header(path)
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise FormatError(f"{path}: not a readable safetensors file ({e})", hint="download it again") from None
 
 
 def text_config(cfg: dict) -> dict:

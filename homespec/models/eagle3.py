@@ -327,16 +327,18 @@ def _canonical(key: str) -> str:
 
 
 def _read_weights(directory: Path) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from homespec.formats.hf import load_safetensors
 
     st, pt = directory / "model.safetensors", directory / "pytorch_model.bin"
     if not st.is_file() and not pt.is_file():
         raise FormatError(f"{directory}: no model.safetensors or pytorch_model.bin", hint="download the head's weights too")
-    try:
-        raw = load_file(str(st)) if st.is_file() else torch.load(str(pt), map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
-        raise FormatError(f"{directory}: cannot read the head's weights ({exc})", hint="the file may be truncated; download it again") from exc
+    if st.is_file():
+        raw = load_safetensors(st)
+    else:
+        try:
+            raw = torch.load(str(pt), map_location="cpu", weights_only=True)
+        except (OSError, RuntimeError, ValueError, EOFError) as exc:
+            raise FormatError(f"{pt}: cannot read the head's weights ({exc})", hint="the file may be truncated; download it again") from exc
     return {_canonical(k): v for k, v in raw.items()}
 
 

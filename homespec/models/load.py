@@ -8,7 +8,6 @@ every source.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -149,19 +148,14 @@ def load_gguf_model(path: str, *, device: str, dtype: torch.dtype, max_context: 
 
 
 def read_hf_tensors(directory: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+    from homespec.formats.hf import load_safetensors, safetensors_files
 
-    root = Path(directory)
-    index = root / "model.safetensors.index.json"
-    if index.is_file():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    else:
-        files = sorted(p.name for p in root.glob("*.safetensors"))
+    files = safetensors_files(directory)
     if not files:
-        raise FormatError(f"{directory}: no *.safetensors weights", hint="download the safetensors files of the model")
+        raise FormatError(f"{directory}: no *.safetensors files", hint="the download is incomplete: fetch the model's *.safetensors files")
     tensors: dict[str, torch.Tensor] = {}
-    for name in files:
-        tensors.update(load_file(str(root / name)))
+    for f in files:
+        tensors.update(load_safetensors(f))
     return tensors
 
 

@@ -51,6 +51,14 @@ class StepCosts:
         return 1.0 + (self.verify_ratio - 1.0) * (nodes - 1) / (self.nodes - 1)
 
 
+def _tree_size(drafter: "Drafter") -> int:
+    """Nodes of the drafter's largest tree, the root included (an EAGLE tree's total, else a chain)."""
+    total = getattr(drafter, "total", None)
+    if total:
+        return int(total)
+    return int(getattr(drafter, "num_draft", None) or getattr(drafter, "depth", 8)) + 1
+
+
 class _Alternate:
     """A controller for the measurement: plain, speculative, plain, ..."""
 
@@ -70,12 +78,16 @@ def measure_costs(backend: "Backend", drafter: "Drafter", *, repeats: int = 4) -
     from homespec.speculative.loop import Limits, generate
 
     tok = backend.tokenizer
-    prompt = tok.encode(SCRATCH, add_bos=True)
+    limits = Limits(max_tokens=4 * repeats + 4, stop_at_eos=False)
+    # the scratch prompt, cut so that it, the steps' tokens and a whole tree fit the context
+    room = backend.max_context - limits.max_tokens - _tree_size(drafter) - 1
+    if room < 8:  # too small a context to measure in: neutral costs (the guard then probes)
+        return StepCosts(1.0, 1.0, 0.0, 1, 1)
+    prompt = tok.encode(SCRATCH, add_bos=True)[:room]
     plain, verify, draft, nodes = [], [], [], 0
     try:
         backend.reset()
-        steps = generate(backend, drafter, prompt, limits=Limits(max_tokens=4 * repeats + 4, stop_at_eos=False),
-                         controller=_Alternate())
+        steps = generate(backend, drafter, prompt, limits=limits, controller=_Alternate())
         first_spec = True
         for i, st in enumerate(steps):
             if i == 0:  # the prefill

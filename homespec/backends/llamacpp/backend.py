@@ -29,14 +29,21 @@ from homespec.backends.llamacpp.lib import (
     tally_buffers,
 )
 from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
-from homespec.backends.llamacpp.tree import TreeLayout, check_path, contiguous_prefix, path_seq, tree_layout
+from homespec.backends.llamacpp.tree import (
+    DEFAULT_MAX_LEAVES,
+    MAX_SEQ,
+    TreeLayout,
+    check_path,
+    contiguous_prefix,
+    leaf_capacity,
+    path_seq,
+    tree_leaves,
+    tree_layout,
+)
 from homespec.backends.settings import BackendSettings, check_settings
 from homespec.errors import HomespecError, UsageError
 
 _VERIFY_MODES = ("batch", "exact")
-# Most root-to-leaf paths a verified tree may have (llama.cpp allows 256 sequences). EAGLE-2's
-# default tree (60 nodes, depth 7, top-k 10) has at most 50 leaves.
-DEFAULT_MAX_LEAVES = 64
 
 
 class LlamaCppBackend:
@@ -86,7 +93,7 @@ class LlamaCppBackend:
         src = getattr(plan, "settings", plan)
         tree_tokens = getattr(src, "tree_tokens", None)
         if tree_tokens and "max_leaves" not in kw:
-            kw["max_leaves"] = min(256, max(1, int(tree_tokens) - 1))
+            kw["max_leaves"] = tree_leaves(int(tree_tokens))
         return cls(model_path, settings_from_plan(plan), **kw)
 
     def __init__(
@@ -102,13 +109,11 @@ class LlamaCppBackend:
         check_settings(settings)
         if verify_mode not in _VERIFY_MODES:
             raise UsageError(f"unknown verify mode {verify_mode!r}", hint="use 'batch' or 'exact'")
-        if not 1 <= max_leaves <= 256:
-            raise UsageError(f"max_leaves {max_leaves} is outside 1..256 (llama.cpp's sequence limit)")
+        if not 1 <= max_leaves <= MAX_SEQ:
+            raise UsageError(f"max_leaves {max_leaves} is outside 1..{MAX_SEQ} (llama.cpp's sequence limit)")
         if feature_capture not in ("auto", "layer_inp", "eval_callback"):
             raise UsageError(f"unknown feature capture {feature_capture!r}", hint="auto, layer_inp or eval_callback")
-        # llama.cpp reserves an output row per sequence inside one logical batch and aborts the
-        # process when n_seq_max > n_batch: a smaller batch caps the tree's leaves instead
-        max_leaves = min(max_leaves, settings.n_batch)
+        max_leaves = leaf_capacity(settings, max_leaves)
         path = os.fspath(model_path)
         if not os.path.isfile(path):
             raise HomespecError(f"model file not found: {path}", hint="check the path, or run `homespec plan` to pick a model")
@@ -140,7 +145,9 @@ class LlamaCppBackend:
                 raise
         if isinstance(self._capture, LayerInputCapture):
             self._capture.ctx = self._ctx
-        self.max_context = ll.llama_n_ctx(self._ctx)
+        # llama.cpp pads the KV cache to a multiple of 256 cells; the context is what was asked
+        # for (and planned), so a prompt that does not fit --ctx is refused with that figure
+        self.max_context = min(settings.n_ctx, ll.llama_n_ctx(self._ctx))
         self.flash_attn_active = flash_attn_active(settings, self._log.lines)
         # Flash attention sums over cells in cell order, so the committed cells must stay in
         # position order for results to match plain decoding (llamacpp/tree.py's docstring).
@@ -225,7 +232,8 @@ class LlamaCppBackend:
         if layout.n_seq > self._n_seq_max:
             raise UsageError(
                 f"the draft tree has {layout.n_seq} leaves; this backend was loaded for at most {self._n_seq_max}",
-                hint="load with a larger max_leaves (up to 256) or draft a narrower tree",
+                hint="draft a narrower tree (fewer --draft-tokens) or use a larger context: a context verifies "
+                "at most min(max_leaves, n_ctx, n_batch) leaves",
             )
         self._discard_pending()
         self._check_room(len(tokens), "the draft tree")

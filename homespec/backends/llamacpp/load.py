@@ -72,7 +72,7 @@ def new_context(
     if not ctx:
         raise HomespecError(
             f"llama.cpp could not create a context for {path}: {reason(log, 'unknown reason')}",
-            hint="a smaller --ctx, fewer GPU layers or a quantised KV cache (--kv-type q8_0) needs less memory",
+            hint="a smaller --ctx needs less memory; `homespec plan --model FILE --ctx N` shows what fits",
         )
     return ctx
 

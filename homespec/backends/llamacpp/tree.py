@@ -19,7 +19,32 @@ the hole would see the same values in a different order (docs/backends.md, "cell
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from homespec.backends.settings import BackendSettings
+
+
+# llama.cpp's LLAMA_MAX_SEQ: the most sequences a context holds, so the most leaves a verified tree has.
+MAX_SEQ = 256
+# Leaves a context is sized for when nothing says more. EAGLE-2's default tree (60 nodes, depth 7,
+# top-k 10) has at most 50 leaves.
+DEFAULT_MAX_LEAVES = 64
+
+
+def tree_leaves(nodes: int) -> int:
+    """The most leaves a tree of `nodes` nodes can have (every node but the root a leaf)."""
+    return min(MAX_SEQ, max(1, nodes - 1))
+
+
+def leaf_capacity(settings: "BackendSettings", max_leaves: int = DEFAULT_MAX_LEAVES) -> int:
+    """The most tree leaves (one llama.cpp sequence each) a context of these settings can verify.
+
+    llama.cpp clamps n_batch to n_ctx, reserves that many output rows, and asserts that they
+    cover one row per sequence (GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) aborts the
+    process when n_seq_max > min(n_ctx, n_batch)). A smaller context or batch caps the leaves
+    instead; verify() then refuses a wider tree with a usage error."""
+    return max(1, min(max_leaves, settings.n_batch, settings.n_ctx))
 
 
 @dataclass(frozen=True, slots=True)
