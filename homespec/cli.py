@@ -407,7 +407,7 @@ def chat(
     from homespec.chat import Chat, repl
     from homespec.chat_store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
-    from homespec.runner import DEFAULT_HEAD, open_session
+    from homespec.runner import DEFAULT_HEAD, check_options, open_session
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 
@@ -417,10 +417,12 @@ def chat(
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
+                        threads=threads, window=window)
+    check_options(opts)  # bad arguments are refused before the loading line
     with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
                            f"({method} on {backend})"):
-        session = open_session(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                                            threads=threads, window=window))
+        session = open_session(opts)
     try:
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))
