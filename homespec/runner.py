@@ -54,9 +54,10 @@ class Session:
     model_path: str
     plan: "Plan | None" = None
     draft_backend: "Backend | None" = None
+    owns_backend: bool = True  # False: a target shared with other sessions, closed by whoever loaded it
 
     def close(self) -> None:
-        for b in (self.draft_backend, self.backend):
+        for b in (self.draft_backend, self.backend if self.owns_backend else None):
             if b is not None:
                 b.close()
 
@@ -220,9 +221,11 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     return drafter, None
 
 
-def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
+def open_session(opt: RunOptions, *, with_plan: bool = True, target: "Backend | None" = None) -> Session:
     """Plan, load the target, then the drafter (an EAGLE drafter must exist before the prefill:
-    it tells the backend which layers' features to capture)."""
+    it tells the backend which layers' features to capture). `target`: a target already loaded
+    for `opt.model` to draft on instead of loading another (bench shares one across methods);
+    the session then leaves closing it to its owner."""
     if opt.backend not in RUN_BACKENDS:
         raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
     if opt.window is not None and opt.window < 0:
@@ -235,10 +238,11 @@ def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
         draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
         plan = make_plan(model=path, gpu="auto", draft=draft, ctx=opt.ctx, backend="llamacpp",
                          draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
-    backend = open_backend(path, opt, plan)
+    backend = open_backend(path, opt, plan) if target is None else target
     try:
         drafter, draft_backend = make_drafter(backend, path, opt)
     except BaseException:
-        backend.close()
+        if target is None:
+            backend.close()
         raise
-    return Session(backend, drafter, opt, path, plan, draft_backend)
+    return Session(backend, drafter, opt, path, plan, draft_backend, owns_backend=target is None)
