@@ -54,9 +54,10 @@ class Session:
     model_path: str
     plan: "Plan | None" = None
     draft_backend: "Backend | None" = None
+    owns_backend: bool = True  # False: a target shared with other sessions, closed by whoever loaded it
 
     def close(self) -> None:
-        for b in (self.draft_backend, self.backend):
+        for b in (self.draft_backend, self.backend if self.owns_backend else None):
             if b is not None:
                 b.close()
 
@@ -280,15 +281,18 @@ def plan_for_run(opt: RunOptions, path: str) -> "Plan | None":
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
 
 
-def open_session(opt: RunOptions, *, with_plan: bool = True) -> Session:
+def open_session(opt: RunOptions, *, with_plan: bool = True, target: "Backend | None" = None) -> Session:
     """Plan, load the target, then the drafter (an EAGLE drafter must exist before the prefill:
-    it tells the backend which layers' features to capture). Arguments are checked first."""
+    it tells the backend which layers' features to capture). Arguments are checked first.
+    `target`: a target already loaded for `opt.model` to draft on instead of loading another
+    (bench shares one across methods); the session then leaves closing it to its owner."""
     path = check_options(opt)
     plan = plan_for_run(opt, path) if with_plan else None
-    backend = open_backend(path, opt, plan)
+    backend = open_backend(path, opt, plan) if target is None else target
     try:
         drafter, draft_backend = make_drafter(backend, path, opt)
     except BaseException:
-        backend.close()
+        if target is None:
+            backend.close()
         raise
-    return Session(backend, drafter, opt, path, plan, draft_backend)
+    return Session(backend, drafter, opt, path, plan, draft_backend, owns_backend=target is None)
