@@ -379,3 +379,17 @@ def test_metal_kernels_match_reference():
     ref.compact_kv(k, v, 20, nodes)
     kernels.compact_kv(km, vm, 20, nodes.to(dev), impl="metal")
     assert torch.equal(km.cpu(), k) and torch.equal(vm.cpu(), v)
+
+
+def test_a_forced_kernel_on_tensors_it_cannot_serve_is_one_line(monkeypatch):
+    """HOMESPEC_KERNELS=triton|cuda|metal with the llama.cpp backend's CPU logits: a usage error, not a crash
+    inside the kernel."""
+    from homespec.errors import UsageError
+    from homespec.speculative.verify import verify_greedy
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    tree = DraftTree(torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 1]), torch.ones(3))
+    for impl in ("triton", "cuda", "metal"):
+        monkeypatch.setenv("HOMESPEC_KERNELS", impl)
+        with pytest.raises(UsageError, match=f"the {impl} kernels cannot run on cpu tensors"):
+            verify_greedy(tree, torch.zeros(3, 8))

@@ -132,9 +132,23 @@ def available() -> tuple[KernelStatus, ...]:
     return tuple(out)
 
 
+# the device type each forced implementation serves (Triton's interpreter also runs CPU tensors)
+_SERVES = {"triton": ("cuda",), "cuda": ("cuda",), "metal": ("mps",)}
+
+
+def _check_device(want: str, device: "torch.device") -> None:
+    """A forced implementation on tensors it cannot serve is a usage error, not a crash inside it."""
+    serves = _SERVES.get(want)
+    interpreted = want == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+    if serves and device.type not in serves and not interpreted:
+        raise UsageError(f"the {want} kernels cannot run on {device.type} tensors (HOMESPEC_KERNELS={want})",
+                         hint=f"unset HOMESPEC_KERNELS, or use it with a backend on {serves[0]}")
+
+
 def _choose(device: "torch.device", impl: str | None) -> tuple[str, Any]:
     want = (impl or os.environ.get("HOMESPEC_KERNELS", "auto")).lower()
     if want != "auto":
+        _check_device(want, device)
         got = _load(want)
         if isinstance(got, _Unavailable):
             raise UsageError(f"the {want} kernels cannot run here: {got}", hint="unset HOMESPEC_KERNELS to use the fastest available")
