@@ -96,6 +96,29 @@ def test_quantised_v_cache_without_flash_attention_is_a_usage_error():
         BackendSettings(n_ctx=512, n_batch=64, n_ubatch=128)
 
 
+def test_planner_and_backend_accept_the_same_kv_types_and_v_cache_rule():
+    """The plan a backend is started with must be a plan it accepts: for every KV type (and a
+    bogus one), with flash attention off and on, the planner's check and the backend's agree."""
+    from homespec.backends import settings as backend_settings
+    from homespec.plan import settings as plan_settings
+
+    assert backend_settings.KV_TYPES is plan_settings.KV_TYPES  # one list, not two copies
+    for t in (*plan_settings.KV_TYPES, "q3_k"):
+        for fa in (False, True):
+            planned = plan_settings.Settings(backend="llamacpp", type_k=t, type_v=t, flash_attn=fa)
+            try:
+                plan_settings.check_settings(planned)
+                plan_ok = True
+            except UsageError:
+                plan_ok = False
+            try:
+                settings_from_plan(planned)
+                backend_ok = True
+            except UsageError:
+                backend_ok = False
+            assert plan_ok == backend_ok, (t, fa)
+
+
 def test_depth_first_batch_order_and_contiguous_prefix():
     from homespec.backends.llamacpp.tree import contiguous_prefix
 
