@@ -7,11 +7,25 @@ derived in docs/speculative.md ("Verification").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from homespec.speculative.sampling import Sampler, sample_from
-from homespec.speculative.tree import check_parents
-from homespec.speculative.types import DraftTree, Verdict
+from homespec.speculative.tree import DraftTree, check_parents
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of verifying one tree."""
+
+    path: tuple[int, ...]  # accepted node indices, root first (always contains 0)
+    next_token: int  # the target's own token after the accepted path (bonus / correction)
+
+    @property
+    def accepted(self) -> int:
+        """Draft tokens accepted (the root is not a draft token)."""
+        return len(self.path) - 1
 
 
 def _children(parents: list[int]) -> list[list[int]]:
