@@ -196,7 +196,7 @@ def _stats(xs: Sequence[float]) -> dict:
 def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup: int) -> dict:
     """One T-node verify, its deepest path's commit (+ rollback), and device-side greedy acceptance."""
     from homespec import kernels
-    from homespec.models.llama import depths
+    from homespec.speculative.tree import depth_list as depths
     from homespec.speculative.tree import path_to
 
     t = len(parents)

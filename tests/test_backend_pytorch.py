@@ -124,6 +124,12 @@ def test_commit_checks_path(backend):
         backend.set_feature_layers([7])
 
 
+def test_contract_violations_raise_the_same_types_as_every_backend(backend):
+    from backend_contract import check_contract_errors
+
+    check_contract_errors(backend, _prompt(8, 11))
+
+
 def test_context_exhaustion(backend):
     backend.reset()
     backend.prefill(_prompt(90, 9))

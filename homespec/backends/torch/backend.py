@@ -11,10 +11,11 @@ from typing import Sequence
 
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer
+from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.errors import HomespecError
-from homespec.models.llama import LlamaModel, ancestor_mask, depths
+from homespec.models.llama import LlamaModel
 from homespec.models.load import load_model
+from homespec.speculative.tree import ancestor_mask, check_path, check_tree, depth_list, is_chain
 
 # Tree size the compute estimate is sized for (EAGLE-2's default dynamic tree has 60 nodes).
 _ESTIMATE_TOKENS = 64
@@ -93,36 +94,24 @@ class TorchBackend:
         return Forward(logits=out.logits, features=out.features)  # logits [1, V], features [T, k*H]
 
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
-        if len(tokens) != len(parents) or len(tokens) == 0:
-            raise HomespecError(
-                f"verify got {len(tokens)} tokens and {len(parents)} parents",
-                hint="a draft tree needs one parent per token, root first",
-            )
-        parents = [int(p) for p in parents]
-        mask = ancestor_mask(parents)  # [T, T]
+        parents = check_tree(tokens, parents)
         start = self.model.n_past
-        pos = torch.as_tensor([start + d for d in depths(parents)], dtype=torch.long)  # [T]
+        pos = torch.as_tensor([start + d for d in depth_list(parents)], dtype=torch.long)  # [T]
         ids = torch.as_tensor([int(t) for t in tokens], dtype=torch.long)  # [T]
-        chain = all(p == i - 1 for i, p in enumerate(parents))
-        out = self.model.forward(ids, pos, None if chain else mask, capture=self.feature_layers)
+        mask = None if is_chain(parents) else ancestor_mask(parents)  # [T, T]; a chain is causal
+        out = self.model.forward(ids, pos, mask, capture=self.feature_layers)
         self._last_verify = len(tokens)
         self._last_parents = parents
         return Forward(logits=out.logits, features=out.features)  # logits [T, V]
 
     def commit(self, path: Sequence[int]) -> None:
-        path = [int(i) for i in path]
         if not self._last_verify:
-            raise HomespecError("commit without a preceding verify", hint="call verify(tokens, parents) first")
-        if not path or path[0] != 0 or any(
-            not 0 <= j < self._last_verify or self._last_parents[j] != path[k] for k, j in enumerate(path[1:])
-        ):
-            raise HomespecError(f"commit path {path} is not a root-first chain of the last verified tree",
-                                hint="pass node indices, root first, each the parent of the next")
-        self.model.commit_path(path)
+            raise nothing_verified()
+        self.model.commit_path(check_path(path, self._last_parents))
         self._last_verify = 0
 
     def rollback(self, n: int) -> None:
-        self.model.rollback(int(n))
+        self.model.rollback(check_rollback(n, self.model.n_past))
         self._last_verify = 0
 
     def reset(self) -> None:
