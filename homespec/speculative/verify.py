@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from homespec.errors import ContractError
 from homespec.speculative.sampling import Sampler, sample_from
 from homespec.speculative.tree import DraftTree, check_parents
 
@@ -37,7 +38,8 @@ def _children(parents: list[int]) -> list[list[int]]:
 
 def _check_shapes(tree: DraftTree, logits: torch.Tensor) -> None:
     if logits.dim() != 2 or logits.shape[0] != tree.size:
-        raise ValueError(f"logits must be [T={tree.size}, V], got {tuple(logits.shape)}")
+        raise ContractError(f"logits must be [T={tree.size}, V], got {tuple(logits.shape)}",
+                            hint="pass the logits of one Backend.verify of this tree")
 
 
 def verify_greedy(tree: DraftTree, logits: torch.Tensor) -> Verdict:
