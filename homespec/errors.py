@@ -30,3 +30,17 @@ class UsageError(HomespecError):
 
 class FormatError(HomespecError):
     """A model file that cannot be read (truncated, corrupt, not the claimed format): exit 1."""
+
+
+class ContractError(HomespecError, ValueError):
+    """A call that breaks a documented contract between homespec's own parts (the Backend and
+    Drafter protocols): a commit with no verified tree, a rollback past the start. A bug in the
+    caller, not bad user input: exit 1. Also a ValueError, as such violations were before."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message, hint, exit_code=EXIT_RUNTIME)
+
+
+class TreeError(ContractError):
+    """A draft tree or committed path that breaks the tree contract (homespec.speculative.tree):
+    every backend, verifier and drafter raises this one type for it."""

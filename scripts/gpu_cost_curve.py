@@ -196,8 +196,7 @@ def _stats(xs: Sequence[float]) -> dict:
 
 def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup: int) -> dict:
     """One T-node verify, its deepest path's commit (+ rollback), and the loop's greedy acceptance."""
-    from homespec.speculative.tree import depths, path_to
-    from homespec.speculative.types import DraftTree
+    from homespec.speculative.tree import DraftTree, depths, path_to
     from homespec.speculative.verify import verify_greedy
 
     t = len(parents)

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from homespec.backends.llamacpp.tree import check_path, path_seq, tree_layout
+from homespec.backends.llamacpp.tree import path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, settings_from_plan
 from homespec.errors import FormatError, HomespecError, UsageError
+from homespec.speculative.tree import check_path
 
 torch = pytest.importorskip("torch")
 
@@ -55,6 +58,24 @@ def test_bad_trees_are_rejected(parents):
         tree_layout(parents)
 
 
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(*[st.just(-1)] + [st.integers(0, i - 1) for i in range(1, n)])))
+@settings(max_examples=150, deadline=None)
+def test_tree_layout_follows_the_shared_tree_contract(parents):
+    """Depths and leaves are homespec.speculative.tree's; node i belongs to sequence j exactly when
+    it lies on the root-to-leaf path of leaf j; the batch order visits parents first."""
+    from homespec.speculative import tree as contract
+
+    parents = list(parents)
+    lay = tree_layout(parents)
+    assert list(lay.depths) == contract.depth_list(parents)
+    assert lay.leaves == contract.leaves(parents)
+    for seq, leaf in enumerate(lay.leaves):
+        on_path = set(contract.path_to(parents, leaf))
+        assert {i for i in range(len(parents)) if seq in lay.seq_ids[i]} == on_path
+    assert sorted(lay.order) == list(range(len(parents))) and lay.order[0] == 0
+    assert all(lay.slot[parents[i]] < lay.slot[i] for i in range(1, len(parents)))
+
+
 def test_settings_from_a_duck_typed_plan_and_overrides():
     @dataclass
     class PlanSettings:
@@ -94,6 +115,29 @@ def test_quantised_v_cache_without_flash_attention_is_a_usage_error():
         BackendSettings(n_ctx=512, type_k="q3_k")
     with pytest.raises(UsageError):
         BackendSettings(n_ctx=512, n_batch=64, n_ubatch=128)
+
+
+def test_planner_and_backend_accept_the_same_kv_types_and_v_cache_rule():
+    """The plan a backend is started with must be a plan it accepts: for every KV type (and a
+    bogus one), with flash attention off and on, the planner's check and the backend's agree."""
+    from homespec.backends import settings as backend_settings
+    from homespec.plan import settings as plan_settings
+
+    assert backend_settings.KV_TYPES is plan_settings.KV_TYPES  # one list, not two copies
+    for t in (*plan_settings.KV_TYPES, "q3_k"):
+        for fa in (False, True):
+            planned = plan_settings.Settings(backend="llamacpp", type_k=t, type_v=t, flash_attn=fa)
+            try:
+                plan_settings.check_settings(planned)
+                plan_ok = True
+            except UsageError:
+                plan_ok = False
+            try:
+                settings_from_plan(planned)
+                backend_ok = True
+            except UsageError:
+                backend_ok = False
+            assert plan_ok == backend_ok, (t, fa)
 
 
 def test_depth_first_batch_order_and_contiguous_prefix():
@@ -262,6 +306,13 @@ def test_rollback_restores_logits(sm, prompt):
     assert torch.equal(again.logits, ref.logits)
     with pytest.raises(ValueError):
         sm.rollback(sm.n_past + 1)
+
+
+def test_contract_violations_raise_the_same_types_as_every_backend(sm, prompt):
+    """A malformed tree was a ValueError here and a HomespecError on the torch backend."""
+    from backend_contract import check_contract_errors
+
+    check_contract_errors(sm, prompt)
 
 
 def test_uncommitted_tree_is_dropped_by_the_next_pass(sm, prompt):

@@ -134,6 +134,10 @@ def test_verify_refuses_a_malformed_tree(backend):
             backend.verify([1, 2, 3][: len(parents)], parents)
         assert "parents[0] must be -1" in err.value.hint
     assert backend.n_past == 5
+def test_contract_violations_raise_the_same_types_as_every_backend(backend):
+    from backend_contract import check_contract_errors
+
+    check_contract_errors(backend, _prompt(8, 11))
 
 
 def test_context_exhaustion(backend):

@@ -191,6 +191,45 @@ def test_eagle3_rejects_wrong_target(target):
         Eagle3Drafter(Eagle3Head(config), target)
 
 
+def test_eagle3_limits_keep_the_deepest_shape_inside_the_head_cache(target):
+    """The guard deepens a drafter only through set_shape() within limits(): an EAGLE-3 drafter
+    configured at depth 2 can be reshaped to at least the guard's MAX_DEPTH, and at that depth a
+    proposal at the last position of the context still fits the head's KV cache; one level more
+    is refused before it could overflow."""
+    from homespec.errors import ContractError
+    from homespec.speculative.drafters.base import MAX_DEPTH
+
+    drafter = Eagle3Drafter(_head(target, seed=5), target, depth=2, topk=4, total=8)
+    deepest = drafter.limits().max_depth
+    assert deepest >= MAX_DEPTH
+    assert drafter.set_shape(deepest, 4 * deepest) == drafter.shape
+    assert (drafter.depth, drafter.total) == (deepest, 4 * deepest)  # what bench reports
+    with pytest.raises(ContractError):
+        drafter.set_shape(deepest + 1, 8)
+    prompt = (PROMPT * 26)[: target.max_context - 1]  # the context is full but for the root
+    target.reset()
+    fwd = target.prefill(prompt)
+    drafter.begin(prompt, fwd)
+    tree = drafter.propose(int(fwd.logits[-1].argmax()), prompt)
+    assert tree.size == 4 * deepest and drafter.cache.length == len(prompt)  # all levels drafted, then dropped
+    target.reset()
+
+
+def test_every_drafter_declares_its_shape(target, second):
+    """shape / limits / set_shape is what the guard reads and sets, for each drafter."""
+    from homespec.speculative.drafters.base import DraftShape
+    from homespec.speculative.drafters.ngram import NgramDrafter
+
+    ngram = NgramDrafter(num_draft=6, candidates=2)
+    assert ngram.shape == DraftShape(6, 2, 13)
+    assert ngram.set_shape(3, 7) == DraftShape(3, 2, 7) and ngram.num_draft == 3  # the trie's size follows
+    chain = DraftModelDrafter(second, depth=5)
+    assert chain.shape == DraftShape(5, 1, 6)
+    assert chain.set_shape(2, 9) == DraftShape(2, 1, 3)  # a chain's total is depth + 1
+    tree = DraftModelDrafter(second, depth=3, topk=2, total=7)
+    assert tree.set_shape(4, 9) == DraftShape(4, 2, 9)
+
+
 def test_eagle3_window_limits_attention(target):
     head = _head(target, seed=3)
     full = Eagle3Drafter(head, target, depth=2, topk=2, total=5)

@@ -13,10 +13,11 @@ import torch
 from safetensors.numpy import save_file
 
 from homespec.backends.exl2.load import Exl2Settings, check_exl2_dir, exl2_settings, import_exllamav2
-from homespec.backends.exl2.tree import (MASKED, RopePatch, additive_mask, commit_plan, depths_of,
+from homespec.backends.exl2.tree import (MASKED, RopePatch, additive_mask, commit_plan,
                                          feature_module_indices)
 from homespec.errors import FormatError, HomespecError, UsageError
 from homespec.plan.settings import Settings
+from homespec.speculative.tree import depth_list
 
 N_LAYER, HIDDEN = 4, 64
 
@@ -152,7 +153,7 @@ def test_rope_patch_moves_tree_rows_and_restores_them():
     original = torch.arange(20 * 4, dtype=torch.float16).view(1, 1, 20, 4)
     table = original.clone()
     parents = [-1, 0, 0, 1, 2]
-    patch = RopePatch(10, tuple(10 + d for d in depths_of(parents)))
+    patch = RopePatch(10, tuple(10 + d for d in depth_list(parents)))
     patch.apply(table, original)
     assert torch.equal(table[0, 0, 10:15], original[0, 0, [10, 11, 11, 12, 12]])
     assert torch.equal(table[0, 0, :10], original[0, 0, :10])

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from homespec.speculative.drafters.base import DraftShape, ShapeLimits
 from homespec.speculative.guard import Guard, _fit_line
-from homespec.speculative.loop import Limits, generate
-from homespec.speculative.types import DraftTree
+from homespec.speculative.loop import Limits, Step, generate
+from homespec.speculative.tree import DraftTree
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +45,17 @@ class ScriptedDrafter:
 
     def accept(self, tokens, features, next_token):
         pass
+
+    @property
+    def shape(self):
+        return DraftShape(self.depth, 1, self.total)
+
+    def limits(self):
+        return ShapeLimits()
+
+    def set_shape(self, depth, total):
+        self.depth, self.total = depth, depth + 1  # a chain
+        return self.shape
 
     def propose(self, root, context):
         self.calls += 1
@@ -119,8 +131,6 @@ def test_fit_line():
 
 
 def _step(tokens: int, seconds: float, speculative: bool):
-    from homespec.speculative.types import Step
-
     return Step(tuple(range(tokens)), tokens - 1, 4 if speculative else 0, 100, 0.0, seconds, seconds, speculative, None)
 
 
@@ -236,3 +246,38 @@ def test_recorded_prior_is_matched_to_the_draft_shape(tmp_path):
     assert read_prior(tmp_path, 6, 8, 48) is None  # a tree never borrows a chain's (lower) record
     (tmp_path / "acceptance.json").write_text("{not json")
     assert read_prior(tmp_path, 4, 1, 5) is None
+
+
+def test_adapting_reshapes_any_drafter_through_its_protocol():
+    """The guard sets the draft depth through set_shape(), so it reaches drafters whose knob has
+    another name (prompt lookup's num_draft) and stays inside each drafter's limits()."""
+    from homespec.speculative.drafters.ngram import NgramDrafter
+
+    def feed(guard):
+        for _ in range(2):  # the plain reference: 1 token in 10 ms
+            guard.speculate()
+            guard.record(Step((1,), 0, 0, 100, 0.0, 0.01, 0.01, False, None))
+        for _ in range(8):  # 9-node drafts of which only the first token is ever right
+            assert guard.speculate()
+            n = guard.drafter.shape.total - 1
+            guard.record(Step((1, 2), 1, n, 100, 0.0005 * n, 0.01 + 0.0004 * n, 0.011 + 0.0009 * n, True, None))
+
+    ngram = NgramDrafter(num_draft=8)
+    guard = Guard(drafter=ngram, adapt=True, plain_every=0)
+    feed(guard)
+    assert guard.stats.depth_changes >= 1 and ngram.num_draft == 1 == guard.as_json()["depth"]
+
+    class Capped(ScriptedDrafter):
+        def limits(self):
+            return ShapeLimits(max_depth=3)
+
+    capped = Capped(0, [], 0, depth=2)
+    guard = Guard(drafter=capped, adapt=True, max_depth=8, plain_every=0)
+    for _ in range(2):
+        guard.speculate()
+        guard.record(Step((1,), 0, 0, 100, 0.0, 0.01, 0.01, False, None))
+    for _ in range(8):  # every draft fully accepted and nearly free: deeper always looks better
+        assert guard.speculate()
+        d = capped.depth
+        guard.record(Step(tuple(range(d + 1)), d, d, 100, 0.0, 0.0101, 0.0102, True, None))
+    assert capped.depth == 3 and guard.predicted_gain() is None

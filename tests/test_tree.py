@@ -9,7 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from homespec.speculative.tree import ancestor_mask, build_dynamic_tree, chain, check_parents, depths, path_to, paths
+from homespec.errors import TreeError
+from homespec.speculative.tree import (ancestor_mask, build_dynamic_tree, chain, check_parents, check_path, check_tree,
+                                       depth_list, depths, is_chain, leaves, path_to, paths)
 
 
 @st.composite
@@ -46,6 +48,37 @@ def test_helpers_agree_with_brute_force(parents):
         assert path[0] == 0 and path[-1] == leaf
         assert all(parents[b] == a for a, b in zip(path, path[1:]))
         assert all(x == -1 for x in row[len(path) :])
+
+
+@given(parent_arrays())
+@settings(max_examples=150, deadline=None)
+def test_contract_helpers_agree_with_brute_force(parents):
+    """The pure-Python half the backends call: depths, leaves, chains and committed paths."""
+    n = len(parents)
+    assert depth_list(parents) == depths(torch.tensor(parents)).tolist() == [len(_ancestors(parents, i)) for i in range(n)]
+    assert leaves(parents) == tuple(i for i in range(n) if i not in parents[1:])
+    assert is_chain(parents) == (parents == list(range(-1, n - 1)))
+    assert check_tree(list(range(n)), parents) == parents
+    for node in range(n):
+        path = list(path_to(parents, node))
+        assert check_path(path, parents) == path
+        if len(path) > 1:  # skipping a node, or starting below the root, breaks the path
+            with pytest.raises(TreeError):
+                check_path(path[:1] + path[2:] if len(path) > 2 else path[1:], parents)
+
+
+@given(st.lists(st.integers(-2, 12), min_size=0, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_any_array_is_accepted_exactly_when_it_is_a_tree(parents):
+    ok = bool(parents) and parents[0] == -1 and all(0 <= q < i for i, q in enumerate(parents) if i)
+    if ok:
+        assert check_parents(parents) == parents
+    else:
+        with pytest.raises(TreeError) as err:
+            check_parents(parents)
+        assert isinstance(err.value, ValueError) and err.value.hint
+    with pytest.raises(TreeError):
+        check_tree(list(range(len(parents) + 1)), parents)  # one token too many
 
 
 @pytest.mark.parametrize("bad", [[0], [-1, 1], [-1, 0, 2], [-1, -1]])

@@ -13,6 +13,10 @@ Conventions every backend follows (the loop depends on them):
   first, each the parent of the next) in contiguous slots and drops the other nodes.
 * `rollback(n)` drops the last n committed tokens.
 
+A call that breaks these rules raises one type whichever backend runs: `TreeError` for a
+malformed tree or path (checked by homespec.speculative.tree, the tree contract's one home),
+`ContractError` for a commit with nothing verified or a rollback past the start.
+
 Tensors crossing this seam are torch tensors on `backend.device` (a llama.cpp backend hands out
 CPU tensors that share memory with its numpy buffers).
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+from homespec.errors import ContractError
 
 if TYPE_CHECKING:  # torch is imported lazily by the backends themselves
     import torch
@@ -45,6 +51,19 @@ class MemoryReport:
     @property
     def total_bytes(self) -> int:
         return self.weights_bytes + self.kv_bytes + self.compute_bytes
+
+
+def nothing_verified() -> ContractError:
+    """The error of a commit() with no verify() since the last commit, rollback or prefill."""
+    return ContractError("commit without a preceding verify", hint="call verify(tokens, parents) first")
+
+
+def check_rollback(n: int, n_past: int) -> int:
+    """`n` as an int, after checking that rollback(n) stays inside the committed tokens."""
+    if not 0 <= int(n) <= n_past:
+        raise ContractError(f"cannot roll back {n} of {n_past} committed tokens",
+                            hint="roll back at most the tokens committed since the prefill")
+    return int(n)
 
 
 @runtime_checkable

@@ -11,18 +11,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from homespec.errors import UsageError
-
-# KV cache element types llama.cpp accepts for `--cache-type-k/-v` (llama.cpp common/arg.cpp).
-KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
-QUANTISED_KV_TYPES = frozenset(KV_TYPES) - {"f32", "f16", "bf16"}
+from homespec.plan.settings import DEFAULT_BATCH, KV_TYPES, v_cache_needs_flash_attn
 
 
 @dataclass(frozen=True, slots=True)
 class BackendSettings:
     n_ctx: int
     n_gpu_layers: int = 0  # -1 = every layer on the GPU
-    n_batch: int = 512  # logical batch: most tokens per llama_decode call
-    n_ubatch: int = 512  # physical batch: the compute buffer scales with it
+    n_batch: int = DEFAULT_BATCH  # logical batch: most tokens per llama_decode call
+    n_ubatch: int = DEFAULT_BATCH  # physical batch: the compute buffer scales with it
     type_k: str = "f16"
     type_v: str = "f16"
     flash_attn: bool | None = None  # None = let the engine decide
@@ -50,9 +47,8 @@ def check_settings(s: BackendSettings) -> None:
     for which, t in (("K", s.type_k), ("V", s.type_v)):
         if t not in KV_TYPES:
             raise UsageError(f"unknown {which} cache type {t!r}", hint=f"choose one of {', '.join(KV_TYPES)}")
-    # llama.cpp reads a quantised V cache only inside its flash-attention kernel
-    # (llama_init_from_model refuses otherwise), so the combination is a user error here.
-    if s.type_v in QUANTISED_KV_TYPES and s.flash_attn is False:
+    # flash_attn None (auto) lets llama.cpp switch it on for a quantised V cache
+    if v_cache_needs_flash_attn(s.type_v) and s.flash_attn is False:
         raise UsageError(
             f"a {s.type_v} V cache needs flash attention, which is switched off",
             hint="turn flash attention on (or leave it on auto), or use --kv-type f16",

@@ -4,7 +4,8 @@
   [0, n_past) hold committed tokens; a forward writes its new tokens to [n_past, n_past + T)
   without committing them.
 * Tree attention: new token j attends to every committed slot and to the new tokens its
-  ancestor mask allows; positions are explicit (a tree node sits at n_past + depth).
+  ancestor mask allows (homespec.speculative.tree.ancestor_mask); positions are explicit (a tree
+  node sits at n_past + depth).
 * Feature capture: the hidden state *entering* chosen layers (EAGLE-3 reads layers 2, N//2, N-3).
 * Compaction moves an accepted tree path into contiguous slots; rollback just lowers n_past
   (stale slots beyond n_past are never attended).
@@ -21,7 +22,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from homespec.errors import HomespecError
+from homespec.errors import ContractError, HomespecError
 from homespec.models.config import LlamaConfig
 
 
@@ -237,9 +238,8 @@ class LlamaModel:
 
     def rollback(self, n: int) -> None:
         if n < 0 or n > self.n_past:
-            raise HomespecError(f"cannot roll back {n} of {self.n_past} committed tokens", hint="this is a bug in the caller")
+            raise ContractError(f"cannot roll back {n} of {self.n_past} committed tokens", hint="this is a bug in the caller")
         self.n_past -= n
 
     def reset(self) -> None:
         self.n_past = 0
-

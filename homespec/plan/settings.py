@@ -7,8 +7,11 @@ from dataclasses import dataclass, replace
 from homespec.errors import UsageError
 
 BACKENDS = ("llamacpp", "exl2", "torch")
-# KV element types llama.cpp accepts for --cache-type-k/v that the planner sizes.
+# KV cache element types llama.cpp accepts for --cache-type-k/-v (llama.cpp common/arg.cpp), all of
+# which the planner sizes; the one list for the planner and the llama.cpp backend.
 KV_TYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+FLOAT_KV_TYPES = frozenset({"f16", "bf16", "f32"})
+QUANTISED_KV_TYPES = frozenset(KV_TYPES) - FLOAT_KV_TYPES
 # exllamav2 cache classes: ExLlamaV2Cache, _Q8, _Q6, _Q4 (the --kv-type names map onto them).
 EXL2_CACHE = {"f16": "fp16", "fp16": "fp16", "q8_0": "q8", "q8": "q8", "q6": "q6", "q4_0": "q4", "q4": "q4"}
 
@@ -22,6 +25,14 @@ DEFAULT_CTX = 4096
 # memory-bound (a GPU) a wide tree.
 CPU_DRAFT = (4, 1, 5)
 GPU_DRAFT = (6, 8, 48)
+# llama.cpp's default logical and physical batch (llama.cpp common/common.h: n_batch = n_ubatch = 512).
+DEFAULT_BATCH = 512
+
+
+def v_cache_needs_flash_attn(type_v: str) -> bool:
+    """llama.cpp reads a quantised V cache only inside its flash-attention kernel
+    (llama_init_from_model refuses the combination otherwise)."""
+    return type_v in QUANTISED_KV_TYPES
 
 
 def draft_shape(on_gpu: bool, depth: int | None = None, topk: int | None = None,
@@ -48,10 +59,10 @@ class Settings:
     type_k: str = "f16"
     type_v: str = "f16"
     flash_attn: bool = True
-    n_ubatch: int = 512
+    n_ubatch: int = DEFAULT_BATCH
     # Logical batch (the most tokens per decode call): what a run starts llama.cpp with,
     # max(512, n_ubatch) (homespec.runner); the buffers scale with n_ubatch only.
-    n_batch: int = 512
+    n_batch: int = DEFAULT_BATCH
     # Speculation: the draft tree verified per step (nodes incl. the root) and its shape.
     tree_tokens: int = GPU_DRAFT[2]
     draft_depth: int = GPU_DRAFT[0]
@@ -81,7 +92,7 @@ def check_settings(s: Settings) -> None:
         allowed = tuple(EXL2_CACHE) if s.backend == "exl2" else KV_TYPES
         if t not in allowed:
             raise UsageError(f"unknown KV type '{t}' for the {s.backend} backend", hint=f"{name} takes: {', '.join(allowed)}")
-    if s.backend == "llamacpp" and s.type_v not in ("f16", "bf16", "f32") and not s.flash_attn:
+    if s.backend == "llamacpp" and v_cache_needs_flash_attn(s.type_v) and not s.flash_attn:
         raise UsageError(
             f"a {s.type_v} V cache needs flash attention in llama.cpp",
             hint="add --flash-attn or use --kv-type f16",

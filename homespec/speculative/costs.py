@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
-    from homespec.speculative.types import Drafter
+    from homespec.speculative.drafters.base import Drafter
 
 SCRATCH = (
     "The workshop opens at eight. Tools go back on the wall before lunch, the floor is swept at four, "
@@ -52,11 +52,8 @@ class StepCosts:
 
 
 def _tree_size(drafter: "Drafter") -> int:
-    """Nodes of the drafter's largest tree, the root included (an EAGLE tree's total, else a chain)."""
-    total = getattr(drafter, "total", None)
-    if total:
-        return int(total)
-    return int(getattr(drafter, "num_draft", None) or getattr(drafter, "depth", 8)) + 1
+    """Nodes of the drafter's largest tree, the root included."""
+    return drafter.shape.total
 
 
 class _Alternate:
@@ -102,10 +99,7 @@ def measure_costs(backend: "Backend", drafter: "Drafter", *, repeats: int = 4) -
                 nodes = st.draft_size + 1
     finally:
         backend.reset()
-        reset = getattr(drafter, "reset", None)
-        if reset is not None:
-            reset()
+        drafter.reset()
     if not plain or not verify:  # the answer ended first: neutral costs (the guard then probes)
         return StepCosts(1.0, 1.0, 0.0, 1, 1)
-    depth = getattr(drafter, "depth", max(1, nodes - 1)) or 1
-    return StepCosts(min(plain), min(verify), min(draft), nodes, depth)
+    return StepCosts(min(plain), min(verify), min(draft), nodes, drafter.shape.depth)

@@ -23,18 +23,23 @@ rates for speculative steps and for plain steps, and
   of a T-node tree as a + b.T (least squares over recent steps) and the fraction of steps that
   accepted at least d drafts (alpha_d). The depth D that maximises
   (1 + sum_{d<=D} alpha_d) / (a + b.T(D) + draft_time(D)) is chosen; on a CPU, where each extra
-  node costs almost a whole forward, that is a short chain; on a GPU a deep tree.
+  node costs almost a whole forward, that is a short chain; on a GPU a deep tree. The guard reads
+  the drafter's shape and sets it only through the Drafter protocol (`shape`, `limits()`,
+  `set_shape(depth, total)`, homespec.speculative.drafters.base), never its attributes.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from homespec.speculative.costs import StepCosts
-from homespec.speculative.loop import Controller
-from homespec.speculative.types import Step
+from homespec.speculative.drafters.base import MAX_DEPTH
+from homespec.speculative.loop import Controller, Step
+
+if TYPE_CHECKING:
+    from homespec.speculative.drafters.base import Drafter
 
 
 @dataclass
@@ -50,7 +55,7 @@ class GuardStats:
 
 @dataclass
 class Guard(Controller):
-    drafter: object | None = None  # adjusted in place when adapt=True (needs .depth and .total)
+    drafter: "Drafter | None" = None  # read through .shape; reshaped with set_shape() when adapt=True
     margin: float = 0.03  # speculation must beat plain by this fraction to stay on
     window: int = 8  # speculative steps judged together
     quick: int = 2  # ... but a clear loss is judged after this many
@@ -59,7 +64,7 @@ class Guard(Controller):
     max_backoff: int = 256
     plain_every: int = 32  # sample one plain step this often while speculating
     adapt: bool = False
-    max_depth: int = 8
+    max_depth: int = MAX_DEPTH  # deepest draft tried when adapting (the drafter's limits() may cap it)
     alpha: float = 0.2  # EWMA weight
     costs: StepCosts | None = None  # measured at load (homespec.speculative.costs.measure_costs)
     prior: Sequence[float] | None = None  # recorded P(accepted >= d), d = 1, 2, ... for the draft shape
@@ -77,8 +82,9 @@ class Guard(Controller):
         self._draft: deque[tuple[int, float]] = deque(maxlen=64)  # (depth, draft seconds)
         self._accepts: deque[int] = deque(maxlen=64)
         self._depths: deque[int] = deque(maxlen=64)  # draft depth of each step in _accepts
-        self._base_total = getattr(self.drafter, "total", None)
-        self._base_depth = getattr(self.drafter, "depth", None)
+        base = self.drafter.shape if self.drafter is not None else None
+        self._base_total = base.total if base is not None else None
+        self._base_depth = base.depth if base is not None else None
 
     # --- Controller ----------------------------------------------------------------------------
 
@@ -118,9 +124,10 @@ class Guard(Controller):
         self._spec_rate = rate if self._spec_rate is None else _ewma(self._spec_rate, rate, self.alpha)
         self._recent.append((len(step.tokens), step.t_step))
         self._verify.append((step.draft_size + 1, step.t_verify))
-        self._draft.append((getattr(self.drafter, "depth", 1) or 1, step.t_draft))
+        depth = self._depth()
+        self._draft.append((depth or 1, step.t_draft))
         self._accepts.append(step.accepted)
-        self._depths.append(getattr(self.drafter, "depth", step.draft_size) or step.draft_size)
+        self._depths.append(depth or step.draft_size)
         if self.adapt and self.drafter is not None and len(self._accepts) >= 4:
             self._adapt_depth()
         if len(self._recent) >= self.quick and self._plain_rate:
@@ -155,7 +162,7 @@ class Guard(Controller):
                "predicted_speedup": None if st.predicted is None else round(st.predicted, 4)}
         if self.adapt:
             out["depth_changes"] = st.depth_changes
-            out["depth"] = getattr(self.drafter, "depth", None)
+            out["depth"] = self._depth()
         if c is not None:
             out["costs"] = {"plain_ms": round(c.plain_s * 1e3, 3), "verify_ms": round(c.verify_s * 1e3, 3),
                             "draft_ms": round(c.draft_s * 1e3, 3), "nodes": c.nodes, "depth": c.depth}
@@ -167,7 +174,7 @@ class Guard(Controller):
         if self.costs is None or not self.prior or not self._plain_rate:
             return None
         c = self.costs
-        depth = getattr(self.drafter, "depth", None) or c.depth
+        depth = self._depth() or c.depth
         plain_s = 1.0 / self._plain_rate  # a plain step emits one token
         draft_per_level = c.draft_s / max(1, c.depth)
 
@@ -176,9 +183,18 @@ class Guard(Controller):
             seconds = plain_s * c.verify_ratio_at(self._nodes_at(d)) + draft_per_level * d
             return tokens * plain_s / seconds
 
-        return max(gain(d) for d in range(1, self.max_depth + 1)) if self.adapt else gain(depth)
+        return max(gain(d) for d in range(1, self._deepest() + 1)) if self.adapt else gain(depth)
 
     # --- internals -----------------------------------------------------------------------------
+
+    def _depth(self) -> int | None:
+        """The drafter's current depth (None without a drafter)."""
+        return self.drafter.shape.depth if self.drafter is not None else None
+
+    def _deepest(self) -> int:
+        """The deepest draft the guard may set: its own max_depth within the drafter's limits."""
+        limit = self.drafter.limits().max_depth if self.drafter is not None else None
+        return max(1, min(self.max_depth, limit)) if limit is not None else self.max_depth
 
     def _worth_trying(self) -> bool:
         if self._spec_rate and self._plain_rate and self._spec_rate >= self._plain_rate * (1 - self.margin):
@@ -213,12 +229,13 @@ class Guard(Controller):
     def _adapt_depth(self) -> None:
         a, b = _fit_line(self._verify)
         per_depth = _mean_ratio(self._draft)
-        current = getattr(self.drafter, "depth", 1)
+        current = self._depth() or 1
+        deepest = self._deepest()
         # alpha_d from every recent step that drafted at least d tokens (earlier, deeper
         # settings included); unobserved depths decay from the last observed one, so an
         # untried depth never looks better than what was seen.
         alphas: list[float] = []
-        for d in range(1, self.max_depth + 1):
+        for d in range(1, deepest + 1):
             tries = [acc for depth, acc in zip(self._depths, self._accepts) if depth >= d]
             if len(tries) >= 3:
                 alphas.append(sum(1 for acc in tries if acc >= d) / len(tries))
@@ -228,11 +245,9 @@ class Guard(Controller):
         def value(d: int) -> float:
             return (1 + sum(alphas[:d])) / max(1e-6, a + b * self._nodes_at(d) + per_depth * d)
 
-        best_d = max(range(1, self.max_depth + 1), key=value)
+        best_d = max(range(1, deepest + 1), key=value)
         if best_d != current and value(best_d) > value(current) * (1 + HYSTERESIS):
-            self.drafter.depth = best_d
-            if self._base_total is not None:
-                self.drafter.total = self._nodes_at(best_d)
+            self.drafter.set_shape(*self.drafter.limits().clamp(best_d, self._nodes_at(best_d)))
             self.stats.depth_changes += 1
 
 

@@ -13,12 +13,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from homespec.errors import HomespecError
-from homespec.speculative.types import Step
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
+    from homespec.speculative.drafters.base import Drafter
     from homespec.speculative.sampling import Sampler
-    from homespec.speculative.types import Drafter, DraftTree
+    from homespec.speculative.tree import DraftTree
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One iteration of the generate loop, as chat / generate / bench see it."""
+
+    tokens: tuple[int, ...]  # emitted this step (may be empty on the final step)
+    accepted: int  # draft tokens accepted this step
+    draft_size: int  # draft nodes proposed (excluding the root)
+    n_past: int  # committed context length after this step
+    t_draft: float  # seconds spent drafting
+    t_verify: float  # seconds in the target pass(es)
+    t_step: float  # seconds for the whole step
+    speculative: bool = True  # False when this step ran plain decoding (guard fallback or --method none)
+    finish: str | None = None  # "eos" | "stop" | "length" | "context" on the last step
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +56,7 @@ class Controller:
 def _root_only(root: int) -> "DraftTree":
     import torch
 
-    from homespec.speculative.types import DraftTree
+    from homespec.speculative.tree import DraftTree
 
     return DraftTree(torch.tensor([root]), torch.tensor([-1]), torch.ones(1))
 
@@ -154,7 +169,7 @@ def _cut_at_eos(tokens: list[int], eos) -> list[int]:
 
 def _truncate(tree: "DraftTree", size: int) -> "DraftTree":
     """Parents precede children, so the first `size` nodes are a valid subtree."""
-    from homespec.speculative.types import DraftTree
+    from homespec.speculative.tree import DraftTree
 
     return DraftTree(tree.tokens[:size], tree.parents[:size], tree.probs[:size])
 

@@ -1,19 +1,48 @@
-"""Draft trees: EAGLE-2's dynamic tree builder and the masks / depths / paths a verifier needs.
-
-Pure torch, no model. A drafter supplies child log-probabilities through a callback; the
-builder decides which nodes to expand and which to keep (docs/speculative.md, "Tree").
+"""Draft trees: the tree contract every drafter, verifier and backend shares, and EAGLE-2's
+dynamic tree builder (docs/speculative.md, "Tree").
 
 Conventions: node 0 is the root (the last emitted token); `parents[0] == -1` and
 `parents[i] < i`, so any loop over nodes in index order sees a parent before its children.
+This module is the one place that checks them (`check_parents`, `check_tree`, `check_path`) and
+derives what a verifier needs from them (`depth_list` / `depths`, `ancestor_mask`, `leaves`,
+`paths`, `path_to`): the backends call these rather than keep their own copies. Breaking the
+contract raises `TreeError`.
+
+The contract half is pure Python (backends import it before torch is loaded); torch is imported
+by the functions that build tensors. A drafter supplies child log-probabilities to the builder
+through a callback; the builder decides which nodes to expand and which to keep.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import torch
+from homespec.errors import TreeError
 
-from homespec.speculative.types import DraftTree
+if TYPE_CHECKING:
+    import torch
+
+TREE_HINT = "parents[0] must be -1 (the root) and 0 <= parents[i] < i"
+
+
+@dataclass(frozen=True, slots=True)
+class DraftTree:
+    """A draft tree; node 0 is the root (the last emitted token, not yet in the target's cache).
+
+    A chain is a tree in which every node has one child. Parents come before children.
+    """
+
+    tokens: "torch.Tensor"  # [T] int64 target-vocabulary ids; tokens[0] = root
+    parents: "torch.Tensor"  # [T] int64; parents[0] = -1, parents[i] < i
+    # [T] float32: the draft's probability of each node given its parent (1.0 for the root).
+    # Used by rejection sampling and the confidence-adaptive tree size.
+    probs: "torch.Tensor"
+
+    @property
+    def size(self) -> int:
+        return int(self.tokens.shape[0])
+
 
 # step_fn(tokens, parent_rows, depth) -> log-probs [F, V]
 #   tokens:      [F] int64 target-vocabulary ids of the frontier nodes to expand
@@ -23,34 +52,90 @@ from homespec.speculative.types import DraftTree
 # One call per depth level lets a drafter evaluate the whole level in one forward, each row
 # attending to its own ancestors (tree attention): a row's ancestors are its parent row's
 # ancestors plus the parent row itself.
-StepFn = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+StepFn = Callable[["torch.Tensor", "torch.Tensor", int], "torch.Tensor"]
+
+Parents = Sequence[int]  # or a [T] int64 tensor: every function below accepts either
 
 
-def check_parents(parents: Sequence[int] | torch.Tensor) -> list[int]:
-    """The parent array as a list, after checking it describes a tree rooted at node 0."""
-    p = [int(x) for x in (parents.tolist() if isinstance(parents, torch.Tensor) else parents)]
-    if not p or p[0] != -1:
-        raise ValueError(f"parents[0] must be -1 (the root), got {p[:1]}")
+# --- the contract -----------------------------------------------------------------------------
+
+
+def check_parents(parents: Parents) -> list[int]:
+    """The parent array as a list of ints, after checking it describes a tree rooted at node 0."""
+    p = [int(x) for x in (parents.tolist() if hasattr(parents, "tolist") else parents)]
+    if not p:
+        raise TreeError("a draft tree needs at least its root", hint=TREE_HINT)
+    if p[0] != -1:
+        raise TreeError(f"parents[0] must be -1 (the root), got {p[0]}", hint=TREE_HINT)
     for i, q in enumerate(p[1:], start=1):
         if not 0 <= q < i:
-            raise ValueError(f"parents[{i}] = {q}: a parent must come before its child")
+            raise TreeError(f"parents[{i}] = {q}: a parent must come before its child", hint=TREE_HINT)
     return p
 
 
-def depths(parents: Sequence[int] | torch.Tensor) -> torch.Tensor:
-    """Depth of every node, root 0: [T] int64. Tree node i sits at position n_past + depth[i]."""
+def check_tree(tokens: Sequence[int], parents: Parents) -> list[int]:
+    """What `Backend.verify(tokens, parents)` accepts: one parent per token and a valid tree."""
+    if len(tokens) != len(parents) or len(tokens) == 0:
+        raise TreeError(f"verify got {len(tokens)} tokens and {len(parents)} parents",
+                        hint="a draft tree needs one parent per token, root first")
+    return check_parents(parents)
+
+
+def check_path(path: Sequence[int], parents: Parents) -> list[int]:
+    """What `Backend.commit(path)` accepts: node indices of the verified tree, starting at the
+    root, each the parent of the next. -> the path as a list of ints."""
+    p = check_parents(parents)
+    nodes = [int(i) for i in path]
+    if not nodes or nodes[0] != 0:
+        raise TreeError(f"a committed path starts at the root (node 0), got {nodes}",
+                        hint="pass node indices, root first, each the parent of the next")
+    for a, b in zip(nodes, nodes[1:]):
+        if not 0 < b < len(p) or p[b] != a:
+            raise TreeError(f"commit path {nodes}: node {b} is not a child of node {a} in the last verified tree",
+                            hint="pass node indices, root first, each the parent of the next")
+    return nodes
+
+
+# --- what a verifier derives from it --------------------------------------------------------------
+
+
+def depth_list(parents: Parents) -> list[int]:
+    """Depth of every node, root 0. Tree node i sits at position n_past + depth[i]."""
     p = check_parents(parents)
     d = [0] * len(p)
     for i in range(1, len(p)):
         d[i] = d[p[i]] + 1
-    return torch.tensor(d, dtype=torch.int64)
+    return d
 
 
-def ancestor_mask(parents: Sequence[int] | torch.Tensor) -> torch.Tensor:
+def depths(parents: Parents) -> "torch.Tensor":
+    """`depth_list` as a [T] int64 tensor."""
+    import torch
+
+    return torch.tensor(depth_list(parents), dtype=torch.int64)
+
+
+def is_chain(parents: Parents) -> bool:
+    """Every node the only child of the one before (plain causal attention suffices)."""
+    return all(q == i - 1 for i, q in enumerate(check_parents(parents)))
+
+
+def leaves(parents: Parents) -> tuple[int, ...]:
+    """Node indices without children, ascending."""
+    p = check_parents(parents)
+    has_child = [False] * len(p)
+    for q in p[1:]:
+        has_child[q] = True
+    return tuple(i for i in range(len(p)) if not has_child[i])
+
+
+def ancestor_mask(parents: Parents) -> "torch.Tensor":
     """[T, T] bool: mask[i, j] is True when j == i or j is an ancestor of i.
 
     This is the tree-attention mask over the tree's own nodes: node i may attend to exactly
     the tokens of its root-to-i path (the committed cache is visible to every node)."""
+    import torch
+
     p = check_parents(parents)
     n = len(p)
     mask = torch.zeros(n, n, dtype=torch.bool)  # [T, T]
@@ -61,23 +146,14 @@ def ancestor_mask(parents: Sequence[int] | torch.Tensor) -> torch.Tensor:
     return mask
 
 
-def paths(parents: Sequence[int] | torch.Tensor) -> torch.Tensor:
+def paths(parents: Parents) -> "torch.Tensor":
     """Root-to-leaf node paths, one row per leaf in leaf-index order, padded with -1.
 
     [n_leaves, max_depth + 1] int64 (EAGLE's `retrieve_indices`)."""
+    import torch
+
     p = check_parents(parents)
-    n = len(p)
-    has_child = [False] * n
-    for q in p[1:]:
-        has_child[q] = True
-    rows = []
-    for leaf in range(n):
-        if has_child[leaf]:
-            continue
-        path = [leaf]
-        while p[path[-1]] >= 0:
-            path.append(p[path[-1]])
-        rows.append(path[::-1])
+    rows = [list(path_to(p, leaf)) for leaf in leaves(p)]
     width = max(len(r) for r in rows)
     out = torch.full((len(rows), width), -1, dtype=torch.int64)  # [L, D+1]
     for i, r in enumerate(rows):
@@ -85,21 +161,29 @@ def paths(parents: Sequence[int] | torch.Tensor) -> torch.Tensor:
     return out
 
 
-def path_to(parents: Sequence[int] | torch.Tensor, node: int) -> tuple[int, ...]:
+def path_to(parents: Parents, node: int) -> tuple[int, ...]:
     """Node indices from the root to `node`, root first."""
     p = check_parents(parents)
+    if not 0 <= node < len(p):
+        raise TreeError(f"node {node} is not in a tree of {len(p)} nodes", hint="pass a node index of the tree")
     out = [node]
     while p[out[-1]] >= 0:
         out.append(p[out[-1]])
     return tuple(out[::-1])
 
 
+# --- building trees ---------------------------------------------------------------------------------
+
+
 def chain(tokens: Sequence[int], probs: Sequence[float] | None = None) -> DraftTree:
     """A chain tree: tokens[0] is the root, every other token the only child of the one before."""
+    import torch
+
     n = len(tokens)
     q = [1.0] + list(probs if probs is not None else [1.0] * (n - 1))
     if len(q) != n:
-        raise ValueError(f"{n} tokens need {n - 1} draft probabilities, got {len(q) - 1}")
+        raise TreeError(f"{n} tokens need {n - 1} draft probabilities, got {len(q) - 1}",
+                        hint="pass one probability per draft token (the root has none)")
     return DraftTree(
         tokens=torch.tensor(list(tokens), dtype=torch.int64),
         parents=torch.arange(-1, n - 1, dtype=torch.int64),
@@ -129,6 +213,8 @@ def build_dynamic_tree(
     token_map: [V_draft] int64 draft id -> target id, when the drafter's vocabulary is a subset.
     Returns a DraftTree whose probs are the draft's probability of each node given its parent.
     """
+    import torch
+
     if depth < 1 or topk < 1 or total < 2:
         raise ValueError(f"need depth >= 1, topk >= 1 and total >= 2 (got {depth}, {topk}, {total})")
     cand_token: list[torch.Tensor] = []  # per level: [n] target ids

@@ -9,12 +9,27 @@ elsewhere (docs/kernels.md).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from homespec import kernels
+from homespec.errors import ContractError
 from homespec.speculative.sampling import Sampler, sample_from
-from homespec.speculative.tree import check_parents
-from homespec.speculative.types import DraftTree, Verdict
+from homespec.speculative.tree import DraftTree, check_parents
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of verifying one tree."""
+
+    path: tuple[int, ...]  # accepted node indices, root first (always contains 0)
+    next_token: int  # the target's own token after the accepted path (bonus / correction)
+
+    @property
+    def accepted(self) -> int:
+        """Draft tokens accepted (the root is not a draft token)."""
+        return len(self.path) - 1
 
 
 def _children(parents: list[int]) -> list[list[int]]:
@@ -26,7 +41,8 @@ def _children(parents: list[int]) -> list[list[int]]:
 
 def _check_shapes(tree: DraftTree, logits: torch.Tensor) -> None:
     if logits.dim() != 2 or logits.shape[0] != tree.size:
-        raise ValueError(f"logits must be [T={tree.size}, V], got {tuple(logits.shape)}")
+        raise ContractError(f"logits must be [T={tree.size}, V], got {tuple(logits.shape)}",
+                            hint="pass the logits of one Backend.verify of this tree")
 
 
 def verify_greedy(tree: DraftTree, logits: torch.Tensor) -> Verdict:

@@ -97,6 +97,18 @@ def test_tree_commit_continues_like_plain_decoding(exl2_model):
         be.close()
 
 
+def test_contract_violations_raise_the_same_types_as_every_backend(exl2_model):
+    from backend_contract import check_contract_errors
+
+    from homespec.backends.exl2.backend import Exl2Backend
+
+    be = Exl2Backend.load(str(exl2_model), max_context=512)
+    try:
+        check_contract_errors(be, PROMPT)
+    finally:
+        be.close()
+
+
 def test_greedy_eagle3_equals_exllamav2_plain_greedy(exl2_model):
     from homespec.backends.exl2.backend import Exl2Backend
     from homespec.models.eagle3 import Eagle3Config, Eagle3Head

@@ -12,11 +12,12 @@ from typing import Any, Sequence
 
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer
+from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.backends.exl2.load import Exl2Settings, exl2_settings, import_exllamav2
-from homespec.backends.exl2.tree import (RopePatch, additive_mask, causal_parents, commit_plan, depths_of,
+from homespec.backends.exl2.tree import (RopePatch, additive_mask, causal_parents, commit_plan,
                                          feature_module_indices)
 from homespec.errors import HomespecError
+from homespec.speculative.tree import check_path, check_tree, depth_list, is_chain
 
 
 class Exl2Backend:
@@ -103,8 +104,8 @@ class Exl2Backend:
         dev = torch.device(self.device)
         par = torch.as_tensor(list(parents), dtype=torch.long, device=dev)  # [T]
         mask = additive_mask(tree_mask(par, past))  # [1, 1, T, past+T] fp16
-        depth = depths_of(parents)
-        chain = depth == list(range(t))
+        depth = depth_list(parents)
+        chain = is_chain(parents)
         params = self._ex.attn.ExLlamaV2Attention.Params(1, t, past, mask, None,
                                                          alt_rope_embed=None if chain else self._tree_rope(past, depth))
         params.attn_mask = mask
@@ -137,12 +138,7 @@ class Exl2Backend:
         return Forward(logits=out.logits, features=torch.cat(feats) if feats else None)
 
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
-        if len(tokens) != len(parents) or len(tokens) == 0:
-            raise HomespecError(f"verify got {len(tokens)} tokens and {len(parents)} parents",
-                                hint="a draft tree needs one parent per token, root first")
-        parents = [int(p) for p in parents]
-        if parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(parents) if i):
-            raise HomespecError(f"invalid draft tree parents {parents[:8]}...", hint="parents[0] must be -1 and parents[i] < i")
+        parents = check_tree(tokens, parents)
         past = self.n_past
         out = self._run([int(t) for t in tokens], parents)
         self.cache.current_seq_len = past  # verified, not committed
@@ -150,14 +146,10 @@ class Exl2Backend:
         return out
 
     def commit(self, path: Sequence[int]) -> None:
-        path = [int(i) for i in path]
         if self._last is None:
-            raise HomespecError("commit without a preceding verify", hint="call verify(tokens, parents) first")
+            raise nothing_verified()
         past, parents, tokens = self._last
-        if not path or path[0] != 0 or any(not 0 <= j < len(parents) or parents[j] != path[k]
-                                           for k, j in enumerate(path[1:])):
-            raise HomespecError(f"commit path {path} is not a root-first chain of the last verified tree",
-                                hint="pass node indices, root first, each the parent of the next")
+        path = check_path(path, parents)
         how = commit_plan(path, int(getattr(self.cache, "q_block", 0) or 0))
         if how == "copy":
             self._copy_rows(past, path)
@@ -187,9 +179,8 @@ class Exl2Backend:
                 compact_kv(k4, v4, past, nodes.to(k.device), impl=None if floats else "torch")
 
     def rollback(self, n: int) -> None:
-        if n < 0 or n > self.n_past:
-            raise HomespecError(f"cannot roll back {n} of {self.n_past} committed tokens", hint="this is a bug in the caller")
-        self.cache.current_seq_len = self.n_past - int(n)
+        n = check_rollback(n, self.n_past)
+        self.cache.current_seq_len = self.n_past - n
         self._last = None
 
     def reset(self) -> None:

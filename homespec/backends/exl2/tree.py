@@ -1,5 +1,6 @@
 """Pure pieces of the EXL2 backend: where features are read, the additive tree mask, tree RoPE
-rows and how a commit is carried out. No exllamav2 import: tested on the CPU.
+rows and how a commit is carried out. No exllamav2 import: tested on the CPU. The tree contract
+(validation, depths) is homespec.speculative.tree's.
 
 How exllamav2 0.3.2 is driven (exllamav2/model.py, attn.py, attn_params.py):
 
@@ -60,13 +61,6 @@ def additive_mask(allowed: "torch.Tensor") -> "torch.Tensor":
 
 def causal_parents(t: int) -> list[int]:
     return list(range(-1, t - 1))
-
-
-def depths_of(parents: Sequence[int]) -> list[int]:
-    out: list[int] = []
-    for p in parents:
-        out.append(0 if p < 0 else out[p] + 1)
-    return out
 
 
 @dataclass(frozen=True, slots=True)

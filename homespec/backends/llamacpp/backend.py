@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer
+from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.backends.llamacpp.features import LayerInputCapture
 from homespec.backends.llamacpp.lib import (
     LogCollector,
@@ -33,7 +33,6 @@ from homespec.backends.llamacpp.tree import (
     DEFAULT_MAX_LEAVES,
     MAX_SEQ,
     TreeLayout,
-    check_path,
     contiguous_prefix,
     leaf_capacity,
     path_seq,
@@ -42,6 +41,7 @@ from homespec.backends.llamacpp.tree import (
 )
 from homespec.backends.settings import BackendSettings, check_settings
 from homespec.errors import HomespecError, UsageError
+from homespec.speculative.tree import check_path, check_tree
 
 _VERIFY_MODES = ("batch", "exact")
 
@@ -222,12 +222,7 @@ class LlamaCppBackend:
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
         """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H]."""
         tokens = [int(t) for t in tokens]
-        parents = [int(p) for p in parents]
-        if len(tokens) != len(parents) or not tokens:
-            raise HomespecError(
-                f"verify got {len(tokens)} tokens and {len(parents)} parents",
-                hint="a draft tree needs one parent per token, root first",
-            )
+        parents = check_tree(tokens, parents)
         layout = tree_layout(parents)
         if layout.n_seq > self._n_seq_max:
             raise UsageError(
@@ -257,10 +252,9 @@ class LlamaCppBackend:
     def commit(self, path: Sequence[int]) -> None:
         """Keep the nodes on `path` (root first) as the continuation of sequence 0, drop the rest."""
         if self._pending is None:
-            raise ValueError("commit() without a verified tree")
+            raise nothing_verified()
         layout, tokens, parents = self._pending
-        path = [int(p) for p in path]
-        check_path(path, parents)
+        path = check_path(path, parents)
         # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         ll, mem = self._ll, self._mem
@@ -289,8 +283,7 @@ class LlamaCppBackend:
             self.order_repairs += 1
 
     def rollback(self, n: int) -> None:
-        if not 0 <= n <= self._n_past:
-            raise ValueError(f"cannot roll back {n} of {self._n_past} committed tokens")
+        n = check_rollback(n, self._n_past)
         self._discard_pending()
         self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past - n, -1)
         self._n_past -= n

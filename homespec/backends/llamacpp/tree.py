@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from homespec.speculative import tree as contract
+
 if TYPE_CHECKING:
     from homespec.backends.settings import BackendSettings
 
@@ -60,26 +62,11 @@ class TreeLayout:
         return len(self.leaves)
 
 
-def check_parents(parents: Sequence[int]) -> None:
-    """The tree contract of Backend.verify: parents[0] == -1, 0 <= parents[i] < i."""
-    if len(parents) == 0:
-        raise ValueError("a draft tree needs at least its root")
-    if parents[0] != -1:
-        raise ValueError(f"node 0 must be the root (parent -1), got parent {parents[0]}")
-    for i in range(1, len(parents)):
-        if not 0 <= parents[i] < i:
-            raise ValueError(f"node {i} has parent {parents[i]}; parents must come before children")
-
-
 def tree_layout(parents: Sequence[int]) -> TreeLayout:
-    check_parents(parents)
+    """The batch layout of a tree (the tree contract itself is homespec.speculative.tree's)."""
+    parents = contract.check_parents(parents)
     n = len(parents)
-    depths = [0] * n
-    has_child = [False] * n
-    for i in range(1, n):
-        depths[i] = depths[parents[i]] + 1
-        has_child[parents[i]] = True
-    leaves = tuple(i for i in range(n) if not has_child[i])
+    leaves = contract.leaves(parents)
     owners: list[list[int]] = [[] for _ in range(n)]
     for seq, leaf in enumerate(leaves):
         node = leaf
@@ -90,10 +77,11 @@ def tree_layout(parents: Sequence[int]) -> TreeLayout:
     slot = [0] * n
     for row, node in enumerate(order):
         slot[node] = row
-    return TreeLayout(tuple(depths), leaves, tuple(tuple(sorted(o)) for o in owners), order, tuple(slot))
+    return TreeLayout(tuple(contract.depth_list(parents)), leaves, tuple(tuple(sorted(o)) for o in owners), order, tuple(slot))
 
 
 def dfs_order(parents: Sequence[int]) -> tuple[int, ...]:
+    """Nodes depth first from the root, children in node order (the batch's row order)."""
     children: list[list[int]] = [[] for _ in parents]
     for i in range(1, len(parents)):
         children[parents[i]].append(i)
@@ -112,15 +100,6 @@ def contiguous_prefix(path: Sequence[int], layout: TreeLayout) -> int:
     while k < len(path) and layout.slot[path[k]] == k:
         k += 1
     return k
-
-
-def check_path(path: Sequence[int], parents: Sequence[int]) -> None:
-    """A committed path starts at the root and follows parent links."""
-    if len(path) == 0 or path[0] != 0:
-        raise ValueError(f"a committed path starts at the root (node 0), got {list(path)}")
-    for a, b in zip(path, path[1:]):
-        if not 0 < b < len(parents) or parents[b] != a:
-            raise ValueError(f"node {b} is not a child of node {a} in the last verified tree")
 
 
 def path_seq(path: Sequence[int], layout: TreeLayout) -> int:

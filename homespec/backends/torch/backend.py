@@ -11,12 +11,12 @@ from typing import Sequence
 
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer
+from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.errors import HomespecError
 from homespec.kernels import tree_mask
 from homespec.models.llama import LlamaModel
 from homespec.models.load import load_model
-from homespec.speculative.tree import check_parents, depths
+from homespec.speculative.tree import check_path, check_tree, depth_list, is_chain
 
 # Tree size the compute estimate is sized for (EAGLE-2's default dynamic tree has 60 nodes).
 _ESTIMATE_TOKENS = 64
@@ -95,40 +95,25 @@ class TorchBackend:
         return Forward(logits=out.logits, features=out.features)  # logits [1, V], features [T, k*H]
 
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
-        if len(tokens) != len(parents) or len(tokens) == 0:
-            raise HomespecError(
-                f"verify got {len(tokens)} tokens and {len(parents)} parents",
-                hint="a draft tree needs one parent per token, root first",
-            )
-        try:
-            parents = check_parents(parents)
-        except ValueError as e:
-            raise HomespecError(f"invalid draft tree: {e}", hint="parents[0] must be -1 and parents[i] < i") from None
+        parents = check_tree(tokens, parents)
         start = self.model.n_past
-        pos = start + depths(parents)  # [T]
+        pos = torch.as_tensor([start + d for d in depth_list(parents)], dtype=torch.long)  # [T]
         ids = torch.as_tensor([int(t) for t in tokens], dtype=torch.long)  # [T]
-        chain = all(p == i - 1 for i, p in enumerate(parents))
-        # [T, T] ancestor-or-self mask, built on the model's device (one launch on a GPU)
-        mask = None if chain else tree_mask(torch.as_tensor(parents, device=self.model.device), 0)
+        # [T, T] ancestor-or-self mask, built on the model's device (one launch on a GPU); a chain is causal
+        mask = None if is_chain(parents) else tree_mask(torch.as_tensor(parents, device=self.model.device), 0)
         out = self.model.forward(ids, pos, mask, capture=self.feature_layers)
         self._last_verify = len(tokens)
         self._last_parents = parents
         return Forward(logits=out.logits, features=out.features)  # logits [T, V]
 
     def commit(self, path: Sequence[int]) -> None:
-        path = [int(i) for i in path]
         if not self._last_verify:
-            raise HomespecError("commit without a preceding verify", hint="call verify(tokens, parents) first")
-        if not path or path[0] != 0 or any(
-            not 0 <= j < self._last_verify or self._last_parents[j] != path[k] for k, j in enumerate(path[1:])
-        ):
-            raise HomespecError(f"commit path {path} is not a root-first chain of the last verified tree",
-                                hint="pass node indices, root first, each the parent of the next")
-        self.model.commit_path(path)
+            raise nothing_verified()
+        self.model.commit_path(check_path(path, self._last_parents))
         self._last_verify = 0
 
     def rollback(self, n: int) -> None:
-        self.model.rollback(int(n))
+        self.model.rollback(check_rollback(n, self.model.n_past))
         self._last_verify = 0
 
     def reset(self) -> None:

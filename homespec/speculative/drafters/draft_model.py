@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from homespec.errors import HomespecError
-from homespec.speculative.tree import build_dynamic_tree, chain
-from homespec.speculative.types import DraftTree
+from homespec.speculative.drafters.base import DraftShape, ShapeLimits
+from homespec.speculative.tree import DraftTree, build_dynamic_tree, chain
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend, Forward
@@ -62,6 +62,22 @@ class DraftModelDrafter:
     def reset(self) -> None:
         self.draft.reset()
         self._pending, self._speculative = [], []
+
+    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+
+    @property
+    def shape(self) -> DraftShape:
+        return DraftShape(self.depth, self.topk, self.total)
+
+    def limits(self) -> ShapeLimits:
+        return ShapeLimits()  # the draft backend holds a chain or tree of any depth its context does
+
+    def set_shape(self, depth: int, total: int) -> DraftShape:
+        """A chain drafts `depth` tokens (total follows: depth + 1); a tree keeps `total` nodes."""
+        self.limits().check(depth, total)
+        self.depth = depth
+        self.total = depth + 1 if self.topk == 1 else total
+        return self.shape
 
     # --- internals -------------------------------------------------------------------------
 

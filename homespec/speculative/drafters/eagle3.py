@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from homespec.errors import HomespecError
-from homespec.speculative.tree import build_dynamic_tree
-from homespec.speculative.types import DraftTree
+from homespec.speculative.drafters.base import MAX_DEPTH, DraftShape, ShapeLimits
+from homespec.speculative.tree import DraftTree, build_dynamic_tree
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend, Forward
@@ -73,7 +73,9 @@ class Eagle3Drafter:
         self.flush_chunk = 1024  # rows per key/value projection when committed entries are written
         self.feature_layers = c.feature_layers(backend.n_layer)
         backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
-        self.cache = head.new_cache(capacity or backend.max_context + depth * topk + 2)
+        # room for the committed context plus the speculative levels of the deepest tree the guard
+        # may ask for (limits())
+        self.cache = head.new_cache(capacity or backend.max_context + max(depth, MAX_DEPTH) * topk + 2)
         self._token_map = head.draft_to_target if c.draft_vocab_size != c.vocab_size else None
         # Committed entries not yet in the head's KV: feature blocks (together [P, 3*H_t]), joined
         # once at the next draft (appending a row per plain step must not copy the whole prompt's
@@ -157,6 +159,23 @@ class Eagle3Drafter:
     def reset(self) -> None:
         self.cache.truncate(0)
         self._pending_features, self._pending_tokens, self._last = None, [], None
+
+    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+
+    @property
+    def shape(self) -> DraftShape:
+        return DraftShape(self.depth, self.topk, self.total)
+
+    def limits(self) -> ShapeLimits:
+        """A proposal writes up to `topk` head-cache rows per level below the first after the
+        committed context (at most max_context - 1 entries): the cache bounds the depth."""
+        room = self.cache.capacity - (self.backend.max_context - 1)
+        return ShapeLimits(max_depth=max(self.depth, room // self.topk + 1))
+
+    def set_shape(self, depth: int, total: int) -> DraftShape:
+        self.limits().check(depth, total)
+        self.depth, self.total = depth, total
+        return self.shape
 
     # --- internals -------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
-from homespec.speculative.types import DraftTree
+from homespec.speculative.drafters.base import DraftShape, ShapeLimits
+from homespec.speculative.tree import DraftTree
 
 if TYPE_CHECKING:
     from homespec.backends.base import Forward
@@ -88,3 +89,19 @@ class NgramDrafter:
 
     def reset(self) -> None:
         pass
+
+    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+
+    @property
+    def shape(self) -> DraftShape:
+        """depth: tokens per continuation; topk: continuations merged; total: the largest trie."""
+        return DraftShape(self.num_draft, self.candidates, 1 + self.num_draft * self.candidates)
+
+    def limits(self) -> ShapeLimits:
+        return ShapeLimits()
+
+    def set_shape(self, depth: int, total: int) -> DraftShape:
+        """A lookup has no node budget: `depth` sets the continuation length, the trie's size follows."""
+        self.limits().check(depth, total)
+        self.num_draft = depth
+        return self.shape
