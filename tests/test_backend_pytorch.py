@@ -125,14 +125,15 @@ def test_commit_checks_path(backend):
 
 
 def test_verify_refuses_a_malformed_tree(backend):
+    from homespec.errors import TreeError
+
     # the tree mask comes from homespec.kernels, whose GPU kernels trust the parents: the
     # backend checks them first (speculative/tree.py's rule)
     backend.reset()
     backend.prefill(_prompt(5, 8))
     for parents in ([-1, 1, 0], [0, 0], [-1, 0, 3]):
-        with pytest.raises(HomespecError, match="invalid draft tree") as err:
+        with pytest.raises(TreeError, match="parent"):
             backend.verify([1, 2, 3][: len(parents)], parents)
-        assert "parents[0] must be -1" in err.value.hint
     assert backend.n_past == 5
 def test_contract_violations_raise_the_same_types_as_every_backend(backend):
     from backend_contract import check_contract_errors
