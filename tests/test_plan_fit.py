@@ -94,10 +94,9 @@ def test_big_model_offloads_last_layers_stay_on_gpu():
     assert 0 <= g.headroom_bytes
     # one more layer on the GPU would not fit: the solver found the maximum
     from homespec.plan.place import llamacpp
-    from homespec.plan.place.ledger import split_layers
 
     mach = machine(gpu(), ram_gib=128)
-    s_more = split_layers(llamacpp.layout, m, head_for(m), mach, p.settings, p.settings.n_gpu_layers + 1)
+    s_more = llamacpp.split_layers(m, mach, p.settings, p.settings.n_gpu_layers + 1)
     assert "gpu0" in llamacpp.layout(m, head_for(m), mach, s_more).over
     assert p.suggestions  # what would make it fit entirely
 

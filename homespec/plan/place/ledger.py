@@ -155,25 +155,6 @@ def used_gpus(placement: list[str]) -> list[str]:
     return sorted({p for p in placement if p != "host"})
 
 
-def split_layers(layout: LayoutFn, model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings,
-                 ngl: int) -> Settings:
-    """Spread ngl GPU layers over the GPUs in proportion to what each has left after its fixed costs."""
-    gpus = [d for d in devices_for(machine) if d.is_gpu]
-    if len(gpus) <= 1:
-        return s.with_(n_gpu_layers=ngl, layer_split=(ngl,) if gpus else ())
-    n_slots = min(ngl, model.n_layer + 1)
-    # Fixed costs: measure each GPU's use with no layers, then share the rest by capacity.
-    probe = layout(model, draft, machine, s.with_(n_gpu_layers=0))
-    free = [max(1, g.capacity_bytes - mem.sum_bytes(probe.items, g.id) - mem.CUDA_RESERVE) for g in gpus]
-    total = sum(free)
-    split = [int(n_slots * f / total) for f in free]
-    i = 0
-    while sum(split) < n_slots:  # hand out the rounding remainder largest-first
-        split[sorted(range(len(gpus)), key=lambda k: -free[k])[i % len(gpus)]] += 1
-        i += 1
-    return s.with_(n_gpu_layers=ngl, layer_split=tuple(split))
-
-
 # --- the draft, and calibration ----------------------------------------------------------------
 
 

@@ -6,9 +6,8 @@ the largest L whose GPU side fits; what is left runs on the CPU from RAM."""
 from __future__ import annotations
 
 from homespec.plan import memory as mem
-from homespec.plan.devices import Device
-from homespec.plan.place.ledger import (Layout, Ledger, Placement, add_draft, add_layers, assign_layers,
-                                        split_layers, used_gpus)
+from homespec.plan.devices import Device, devices_for
+from homespec.plan.place.ledger import Layout, Ledger, Placement, add_draft, add_layers, assign_layers, used_gpus
 from homespec.plan.settings import Settings
 from homespec.types import DraftSpec, Machine, ModelSpec
 
@@ -52,6 +51,23 @@ def _reserve(g: Device) -> int:
     return mem.APPLE_RESERVE if g.vendor == "apple" else mem.CUDA_RESERVE
 
 
+def split_layers(model: ModelSpec, machine: Machine, s: Settings, ngl: int) -> Settings:
+    """Spread ngl GPU layers over the GPUs (--tensor-split) in proportion to each one's capacity
+    less its reserve."""
+    gpus = [d for d in devices_for(machine) if d.is_gpu]
+    if len(gpus) <= 1:
+        return s.with_(n_gpu_layers=ngl, layer_split=(ngl,) if gpus else ())
+    n_slots = min(ngl, model.n_layer + 1)
+    free = [max(1, g.capacity_bytes - mem.CUDA_RESERVE) for g in gpus]
+    total = sum(free)
+    split = [int(n_slots * f / total) for f in free]
+    i = 0
+    while sum(split) < n_slots:  # hand out the rounding remainder largest-first
+        split[sorted(range(len(gpus)), key=lambda k: -free[k])[i % len(gpus)]] += 1
+        i += 1
+    return s.with_(n_gpu_layers=ngl, layer_split=tuple(split))
+
+
 def place(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings) -> Placement:
     """The most GPU layers whose GPU side fits (binary search over 0..n_layer + 1)."""
     n = model.n_layer
@@ -60,7 +76,7 @@ def place(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         return Placement(s2, layout(model, draft, machine, s2), 0)
 
     def gpu_ok(ngl: int) -> tuple[Settings, Layout, bool]:
-        s2 = split_layers(layout, model, draft, machine, s, ngl)
+        s2 = split_layers(model, machine, s, ngl)
         lay = layout(model, draft, machine, s2)
         return s2, lay, not any(k != "host" for k in lay.over)
 

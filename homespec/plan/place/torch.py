@@ -12,14 +12,14 @@ from homespec.types import DraftSpec, Machine, ModelSpec
 def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings) -> Layout:
     led = Ledger(machine)
     dev = led.gpus[0] if led.gpus else led.host
-    elt = 4 if not dev.is_gpu else (4 if s.torch_dtype == "f32" else 2)
+    run = s if dev.is_gpu else s.with_(torch_dtype="f32")  # on the CPU the backend runs fp32
+    elt = 4 if run.torch_dtype == "f32" else 2
     w = mem.torch_weight_bytes(model, elt)
     led.add("weights", dev.id, w, f"{model.n_params or 0:,} params x {elt} B (dequantised)")
-    kv = sum(mem.target_kv_layer_bytes(model, s.with_(torch_dtype="f32" if not dev.is_gpu else s.torch_dtype), i)
-             for i in range(model.n_layer))
+    kv = sum(mem.target_kv_layer_bytes(model, run, i) for i in range(model.n_layer))
     led.add("target KV", dev.id, kv, f"{s.n_ctx} tokens x {model.n_layer} layers")
     tokens = max(s.tree_tokens, min(s.n_ubatch, s.n_ctx))
-    led.add("compute", dev.id, mem.torch_compute_bytes(model, s, tokens), f"one forward of {tokens} tokens")
+    led.add("compute", dev.id, mem.torch_compute_bytes(model, run, tokens), f"one forward of {tokens} tokens")
     if dev.is_gpu and dev.vendor == "nvidia":
         led.add("reserve", dev.id, mem.TORCH_CUDA_RESERVE, "CUDA context + cuBLAS + allocator slack")
     led.read[dev.id] += w + kv / 2
