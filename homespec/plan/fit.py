@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
-from homespec.plan.place import DeviceUse, device_uses, placer  # noqa: F401 - DeviceUse, device_uses: re-exported
+from homespec.plan.place import DeviceUse, placer
 from homespec.plan.settings import Settings, check_settings
 from homespec.plan.speed import Estimate, estimate
 from homespec.types import DraftSpec, Machine, ModelSpec
