@@ -44,8 +44,6 @@ def _placement(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str]:
 
 def reserve(g: Device, index: int) -> int:
     """What load_autosplit keeps free on the GPU (its reserve_vram defaults)."""
-    if g.vendor == "apple":
-        return mem.APPLE_RESERVE
     return mem.EXL2_RESERVE_FIRST if index == 0 else mem.EXL2_RESERVE_OTHER
 
 
@@ -56,7 +54,7 @@ def place(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     slots = model.n_layer + 1  # the repeating layers and the output layer
     s = s.with_(n_gpu_layers=slots)
     split: list[int] = []
-    for i, g in enumerate(machine.gpus[:-1]):
+    for i in range(len(machine.gpus) - 1):
         left = slots - sum(split)
 
         def fits(k: int) -> bool:
