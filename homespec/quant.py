@@ -236,102 +236,132 @@ class _State:
 
 
 def _mix_type(st: _State, name: str, shape: tuple[int, ...], ftype: str, new: str) -> str:
+    """The type llama.cpp's quantiser picks for one weight of an `ftype` file whose default type is
+    `new` (llama_tensor_get_type_impl), advancing the per-category counters in `st`."""
     cat = _category(name)
     v_like = cat in ("attn_v", "attn_qkv", "attn_kv_b")
     if cat == "output" or (st.tied and cat == "token_embd"):
-        if ftype == "MXFP4_MOE" or shape[0] % GGML_TYPES[new][0]:
-            return "Q8_0"
-        if ftype in _IQ_LOW or ftype == "IQ3_XXS":
-            return "Q5_K"
-        return new if new == "Q8_0" else "Q6_K"
+        return _output_type(shape, ftype, new)
     if ftype == "MXFP4_MOE":
         return "MXFP4" if len(shape) > 2 and shape[2] > 1 else "Q8_0"
     if cat == "token_embd":
-        if ftype in ("IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"):
-            return "Q2_K"
-        if ftype in ("IQ2_S", "IQ2_M", "IQ3_XXS"):
-            return "IQ3_S"
-        if ftype in ("TQ1_0", "TQ2_0", "Q2_0"):
-            return "Q4_K"
-        return new
-    iq2s = ftype in ("IQ2_S", "IQ2_M")
+        return _embd_type(ftype, new)
     if ftype in _IQ_LOW:
-        if v_like:
-            st.i_wv += 1
-            return "Q4_K" if st.gqa >= 4 else ("IQ3_S" if iq2s else "Q2_K")
-        if cat == "ffn_down":
-            st.i_down += 1
-            return ("IQ3_S" if iq2s else "Q2_K") if st.i_down - 1 < st.n_layer // 8 else new
-        if cat == "attn_output":
-            return "IQ2_XXS" if ftype in ("IQ1_S", "IQ1_M") else ("IQ3_S" if iq2s else new)
-        return new
+        return _low_iq_type(st, cat, v_like, ftype, new)
     if v_like:
-        i, n, g = st.i_wv, st.n_attention_wv, st.gqa
-        st.i_wv += 1
-        if ftype == "Q2_K":
-            new = "Q4_K" if g >= 4 else "Q3_K"
-        elif ftype == "Q2_K_S" and g >= 4:
-            new = "Q4_K"
-        elif ftype == "IQ3_XXS":
-            new = "Q4_K" if g >= 4 else ("IQ3_XXS" if st.imatrix else "IQ3_S")
-        elif ftype in ("IQ3_XS", "IQ3_S") and g >= 4:
-            new = "Q4_K"
-        elif ftype == "IQ3_M":
-            new = "Q4_K"
-        elif ftype == "Q3_K_M":
-            new = "Q5_K" if i < 2 else "Q4_K"
-        elif ftype == "Q3_K_L":
-            new = "Q5_K"
-        elif ftype in ("IQ4_NL", "IQ4_XS") and g >= 4:
-            new = "Q5_K"
-        elif ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(i, n):
-            new = "Q6_K"
-        elif ftype == "Q4_K_S" and i < 4:
-            new = "Q5_K"
-        if st.is_70b and new in ("Q3_K", "Q4_K"):
-            # 8 query heads share each attn_v: the tensor is small, more bits cost little.
-            new = "Q5_K"
-        return new
+        return _attn_v_type(st, ftype, new)
     if cat in ("attn_k", "attn_q"):
         return {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
     if cat == "ffn_down":
-        i, n = st.i_down, st.n_layer
-        st.i_down += 1
-        if ftype == "Q2_K":
-            return "Q3_K"
-        if ftype == "Q2_K_S":
-            return "Q4_K" if i < n // 8 else new
-        if ftype == "IQ3_XXS" and not st.imatrix:
-            return "Q4_K" if i < n // 8 else "Q3_K"
-        if ftype == "Q3_K_M":
-            # the C++ reads `arch != FALCON || use_more_bits`: true for every non-Falcon model
-            return "Q5_K" if i < n // 16 else "Q4_K"
-        if ftype == "IQ3_M":
-            return "Q4_K" if i < n // 8 else new
-        if ftype == "Q3_K_L":
-            return "Q5_K"
-        if ftype == "Q4_K_M":
-            return "Q6_K" if _use_more_bits(i, n) else new
-        if ftype in ("IQ4_NL", "IQ4_XS") and i < n // 8 and not st.imatrix:
-            return "Q5_K"
-        if ftype == "Q5_K_M" and _use_more_bits(i, n):
-            return "Q6_K"
-        if ftype == "Q4_K_S" and i < n // 8:
-            return "Q5_K"
-        if ftype in ("Q4_0", "Q5_0") and st.imatrix and i < n // 8:
-            return "Q4_1" if ftype == "Q4_0" else "Q5_1"
-        return new
+        return _ffn_down_type(st, ftype, new)
     if cat == "attn_output":
         return {"Q2_K": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K", "IQ3_M": "Q4_K"}.get(ftype, new)
     if cat in ("ffn_gate", "ffn_up"):
-        i = st.i_gate if cat == "ffn_gate" else st.i_up
-        if cat == "ffn_gate":
-            st.i_gate += 1
-        else:
-            st.i_up += 1
-        n = st.n_layer
-        if ftype == "IQ3_XS" and n // 8 <= i < 7 * n // 8:
-            return "IQ3_XXS"
+        return _ffn_gate_up_type(st, cat, ftype, new)
+    return new
+
+
+def _output_type(shape: tuple[int, ...], ftype: str, new: str) -> str:
+    # The output matrix (or a tied model's token_embd, which serves as it) gets more bits.
+    if ftype == "MXFP4_MOE" or shape[0] % GGML_TYPES[new][0]:
+        return "Q8_0"
+    if ftype in _IQ_LOW or ftype == "IQ3_XXS":
+        return "Q5_K"
+    return new if new == "Q8_0" else "Q6_K"
+
+
+def _embd_type(ftype: str, new: str) -> str:
+    # An untied token_embd is a row lookup: the lowest types get a cheap-to-dequantise one.
+    if ftype in ("IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"):
+        return "Q2_K"
+    if ftype in ("IQ2_S", "IQ2_M", "IQ3_XXS"):
+        return "IQ3_S"
+    if ftype in ("TQ1_0", "TQ2_0", "Q2_0"):
+        return "Q4_K"
+    return new
+
+
+def _low_iq_type(st: _State, cat: str, v_like: bool, ftype: str, new: str) -> str:
+    # The 1- and 2-bit IQ file types protect attn_v, the first eighth of ffn_down and attn_output.
+    iq2s = ftype in ("IQ2_S", "IQ2_M")
+    if v_like:
+        st.i_wv += 1
+        return "Q4_K" if st.gqa >= 4 else ("IQ3_S" if iq2s else "Q2_K")
+    if cat == "ffn_down":
+        st.i_down += 1
+        return ("IQ3_S" if iq2s else "Q2_K") if st.i_down - 1 < st.n_layer // 8 else new
+    if cat == "attn_output":
+        return "IQ2_XXS" if ftype in ("IQ1_S", "IQ1_M") else ("IQ3_S" if iq2s else new)
+    return new
+
+
+def _attn_v_type(st: _State, ftype: str, new: str) -> str:
+    i, n, g = st.i_wv, st.n_attention_wv, st.gqa
+    st.i_wv += 1
+    if ftype == "Q2_K":
+        new = "Q4_K" if g >= 4 else "Q3_K"
+    elif ftype == "Q2_K_S" and g >= 4:
+        new = "Q4_K"
+    elif ftype == "IQ3_XXS":
+        new = "Q4_K" if g >= 4 else ("IQ3_XXS" if st.imatrix else "IQ3_S")
+    elif ftype in ("IQ3_XS", "IQ3_S") and g >= 4:
+        new = "Q4_K"
+    elif ftype == "IQ3_M":
+        new = "Q4_K"
+    elif ftype == "Q3_K_M":
+        new = "Q5_K" if i < 2 else "Q4_K"
+    elif ftype == "Q3_K_L":
+        new = "Q5_K"
+    elif ftype in ("IQ4_NL", "IQ4_XS") and g >= 4:
+        new = "Q5_K"
+    elif ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(i, n):
+        new = "Q6_K"
+    elif ftype == "Q4_K_S" and i < 4:
+        new = "Q5_K"
+    if st.is_70b and new in ("Q3_K", "Q4_K"):
+        # 8 query heads share each attn_v: the tensor is small, more bits cost little.
+        new = "Q5_K"
+    return new
+
+
+def _ffn_down_type(st: _State, ftype: str, new: str) -> str:
+    i, n = st.i_down, st.n_layer
+    st.i_down += 1
+    if ftype == "Q2_K":
+        return "Q3_K"
+    if ftype == "Q2_K_S":
+        return "Q4_K" if i < n // 8 else new
+    if ftype == "IQ3_XXS" and not st.imatrix:
+        return "Q4_K" if i < n // 8 else "Q3_K"
+    if ftype == "Q3_K_M":
+        # the C++ reads `arch != FALCON || use_more_bits`: true for every non-Falcon model
+        return "Q5_K" if i < n // 16 else "Q4_K"
+    if ftype == "IQ3_M":
+        return "Q4_K" if i < n // 8 else new
+    if ftype == "Q3_K_L":
+        return "Q5_K"
+    if ftype == "Q4_K_M":
+        return "Q6_K" if _use_more_bits(i, n) else new
+    if ftype in ("IQ4_NL", "IQ4_XS") and i < n // 8 and not st.imatrix:
+        return "Q5_K"
+    if ftype == "Q5_K_M" and _use_more_bits(i, n):
+        return "Q6_K"
+    if ftype == "Q4_K_S" and i < n // 8:
+        return "Q5_K"
+    if ftype in ("Q4_0", "Q5_0") and st.imatrix and i < n // 8:
+        return "Q4_1" if ftype == "Q4_0" else "Q5_1"
+    return new
+
+
+def _ffn_gate_up_type(st: _State, cat: str, ftype: str, new: str) -> str:
+    i = st.i_gate if cat == "ffn_gate" else st.i_up
+    if cat == "ffn_gate":
+        st.i_gate += 1
+    else:
+        st.i_up += 1
+    n = st.n_layer
+    if ftype == "IQ3_XS" and n // 8 <= i < 7 * n // 8:
+        return "IQ3_XXS"
     return new
 
 

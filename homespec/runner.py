@@ -195,6 +195,10 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
 
         if _threads(opt):
             torch.set_num_threads(_threads(opt))
+        if plan is not None:
+            from homespec.backends.settings import settings_for
+
+            return TorchBackend.from_settings(path, settings_for(plan, device=opt.device))
         return TorchBackend.load(path, device=opt.device, max_context=opt.ctx)
     if opt.backend == "llamacpp":
         if Path(path).is_dir():
@@ -214,6 +218,10 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
     if opt.backend == "exl2":
         from homespec.backends.exl2.backend import Exl2Backend  # noqa: F401 - raises a clear error without CUDA
 
+        if plan is not None:
+            from homespec.backends.settings import settings_for
+
+            return Exl2Backend.from_settings(settings_for(plan, model_dir=path))
         return Exl2Backend.load(path, max_context=opt.ctx)  # type: ignore[attr-defined]
     raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
 
@@ -269,15 +277,16 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     return drafter, None
 
 
-def plan_for_run(opt: RunOptions, path: str) -> "Plan | None":
-    """The plan a run starts its llama.cpp target with: `homespec plan` with the same arguments
-    (the same defaults, homespec.plan.settings) on this machine; None for the other backends."""
-    if opt.backend != "llamacpp":
-        return None
+def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None) -> "Plan":
+    """The plan a run starts its target with (backends/settings.py: settings_for): `homespec plan`
+    with the same arguments (the same defaults, homespec.plan.settings) on this machine, or on
+    `gpu` (plan's --gpu); the torch backend on --device cpu is planned for the CPU."""
     from homespec.plan.api import make_plan
 
+    if gpu is None:
+        gpu = "none" if opt.backend == "torch" and opt.device == "cpu" else "auto"
     draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
-    return make_plan(model=path, gpu="auto", draft=draft, ctx=opt.ctx, backend="llamacpp",
+    return make_plan(model=path, gpu=gpu, draft=draft, ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
 
 

@@ -53,7 +53,7 @@ def rescore_argmax(llm, prompt: list[int], output: list[int]) -> list[int]:
     return [int(i) for i in scores.argmax(axis=-1)]
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=64)
@@ -64,46 +64,55 @@ def main() -> int:
     ap.add_argument("--topk", type=int, default=1)
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
 
-    import dataclasses
 
-    import llama_cpp
-
-    from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.generation import prompt_tokens, run
-    from homespec.prompts import load_prompts
+def open_sessions(args: argparse.Namespace) -> dict:
+    """homespec's runs, one session per method, all from the same plan."""
     from homespec.runner import RunOptions, open_session
-    from homespec.speculative.loop import Limits
 
     base = dict(draft=args.draft, ctx=args.ctx, threads=args.threads, draft_depth=args.depth,
                 draft_topk=args.topk, draft_tokens=args.nodes)
-    sessions = {
+    return {
         "none": open_session(RunOptions(method="none", **base)),
         "ngram": open_session(RunOptions(method="ngram", **base)),
         "eagle3": open_session(RunOptions(method="eagle3", **base)),
         "eagle3-exact": open_session(RunOptions(method="eagle3", exact=True, **base)),
     }
-    path = sessions["none"].model_path
-    threads = args.threads or sessions["none"].backend.n_threads if hasattr(sessions["none"].backend, "n_threads") else None
+
+
+def open_references(args: argparse.Namespace, ref_session) -> dict:
+    """llama-cpp-python's plain and prompt-lookup engines, its re-scorer, and homespec's own
+    re-scorer (LlamaCppBackend.score in micro-batches of 32 rows)."""
+    import dataclasses
+
+    import llama_cpp
+
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+
+    path = ref_session.model_path
+    threads = args.threads or ref_session.backend.n_threads if hasattr(ref_session.backend, "n_threads") else None
     # The references run with the same flash-attention setting as homespec's plan: with it on, llama.cpp's CPU
     # kernels give the same logits in a micro-batch of under 64 rows as one token at a time; with it off they
     # do not (docs/backends.md).
-    fa = bool(sessions["none"].plan.settings.flash_attn) if sessions["none"].plan is not None else True
+    fa = bool(ref_session.plan.settings.flash_attn) if ref_session.plan is not None else True
     kw = dict(model_path=path, n_ctx=args.ctx, verbose=False, logits_all=False, flash_attn=fa,
               **({"n_threads": threads} if threads else {}))
-    plain = llama_cpp.Llama(**kw)
-    pld = llama_cpp.Llama(draft_model=llama_cpp.llama_speculative.LlamaPromptLookupDecoding(num_pred_tokens=10), **kw)
-    scorer = llama_cpp.Llama(**{**kw, "logits_all": True})
-    st = sessions["none"].backend.settings
-    own = LlamaCppBackend.from_settings(path, dataclasses.replace(st, n_batch=max(st.n_batch, args.ctx), n_ubatch=32))
+    st = ref_session.backend.settings
+    return {
+        "plain": llama_cpp.Llama(**kw),
+        "lcpp-pld": llama_cpp.Llama(draft_model=llama_cpp.llama_speculative.LlamaPromptLookupDecoding(num_pred_tokens=10), **kw),
+        "scorer": llama_cpp.Llama(**{**kw, "logits_all": True}),
+        "own": LlamaCppBackend.from_settings(path, dataclasses.replace(st, n_batch=max(st.n_batch, args.ctx), n_ubatch=32)),
+    }
 
-    def own_argmax(prompt: list[int], output: list[int]) -> list[int]:
-        logits = own.score(prompt + output[:-1])
-        return [int(i) for i in logits[len(prompt) - 1 :].argmax(-1)]
+
+def run_prompts(args, sessions: dict, refs: dict, items: list) -> tuple[list, dict, dict, dict, dict]:
+    """Every method on every prompt, interleaved per prompt: (prompt ids, outputs, seconds, tokens, passes)."""
+    from homespec.generation import prompt_tokens, run
+    from homespec.speculative.loop import Limits
+
     eos = sessions["none"].backend.tokenizer.eos_ids
-
-    items = load_prompts("test")[: args.prompts]
     names = ["plain", "lcpp-pld", *sessions]
     outs: dict[str, list[list[int]]] = {n: [] for n in names}
     secs = {n: 0.0 for n in names}
@@ -114,8 +123,8 @@ def main() -> int:
     for i, item in enumerate(items):
         ids = prompt_tokens(sessions["none"], list(item.turns[:1]), True)
         prompts.append(ids)
-        for name, llm in (("plain", plain), ("lcpp-pld", pld)):
-            out, dt = lcpp_generate(llm, ids, args.max_tokens, eos)
+        for name in ("plain", "lcpp-pld"):
+            out, dt = lcpp_generate(refs[name], ids, args.max_tokens, eos)
             outs[name].append(out)
             secs[name] += dt
             toks[name] += max(0, len(out) - 1)
@@ -126,14 +135,18 @@ def main() -> int:
             toks[name] += max(0, len(res.token_ids) - 1)
             passes[name] += len(res.steps) - 1
         print(f"prompt {i + 1}/{len(items)}", file=sys.stderr)
+    return prompts, outs, secs, toks, passes
 
-    # (1) teacher forcing on eagle3's output, (2) divergence vs plain, and each scorer's noise floor
-    div_events = div_tokens = 0
-    for e, p in zip(outs["eagle3"], outs["plain"]):
-        k = next((j for j, (a, b) in enumerate(zip(e, p)) if a != b), None)
-        div_tokens += (k + 1) if k is not None else min(len(e), len(p))
-        div_events += 1 if k is not None or len(e) != len(p) else 0
-    scorers = {"homespec": own_argmax, "llama-cpp-python": lambda ids, out: rescore_argmax(scorer, ids, out)}
+
+def teacher_forcing(refs: dict, prompts: list, outs: dict) -> dict:
+    """(1) each re-scorer's agreement with eagle3's tokens, and its noise floor on plain's own output."""
+    own = refs["own"]
+
+    def own_argmax(prompt: list[int], output: list[int]) -> list[int]:
+        logits = own.score(prompt + output[:-1])
+        return [int(i) for i in logits[len(prompt) - 1 :].argmax(-1)]
+
+    scorers = {"homespec": own_argmax, "llama-cpp-python": lambda ids, out: rescore_argmax(refs["scorer"], ids, out)}
     forcing = {}
     for name, score in scorers.items():
         agree = total = flips = flip_total = 0
@@ -146,36 +159,66 @@ def main() -> int:
             flip_total += len(p)
         forcing[name] = {"agreement": round(agree / total, 4) if total else None,
                          "noise_floor_flips_per_token": round(flips / flip_total, 5) if flip_total else None}
+    return forcing
 
+
+def divergence(outs: dict) -> float | None:
+    """(2) eagle3's first divergences from plain per generated token."""
+    div_events = div_tokens = 0
+    for e, p in zip(outs["eagle3"], outs["plain"]):
+        k = next((j for j, (a, b) in enumerate(zip(e, p)) if a != b), None)
+        div_tokens += (k + 1) if k is not None else min(len(e), len(p))
+        div_events += 1 if k is not None or len(e) != len(p) else 0
+    return round(div_events / div_tokens, 5) if div_tokens else None
+
+
+def method_rows(outs: dict, secs: dict, toks: dict, passes: dict, n_items: int) -> dict:
     rows = {}
-    for n in names:
+    for n in outs:
         tps = toks[n] / secs[n] if secs[n] else 0.0
-        same = sum(1 for a, b in zip(outs[n], outs["plain"]) if a == b) / len(items)
+        same = sum(1 for a, b in zip(outs[n], outs["plain"]) if a == b) / n_items
         rows[n] = {"tokens_per_s": round(tps, 2), "identical_fraction": round(same, 3),
                    "tokens_per_pass": round(sum(len(o) - 1 for o in outs[n]) / passes[n], 3) if passes[n] else None}
     base_tps = rows["plain"]["tokens_per_s"]
-    for n in names:
+    for n in outs:
         rows[n]["speedup_vs_plain"] = round(rows[n]["tokens_per_s"] / base_tps, 3) if base_tps else None
-    report = {
-        "model": path, "prompts": len(items), "max_tokens": args.max_tokens, "methods": rows,
-        "teacher_forcing_agreement": forcing["homespec"]["agreement"],
-        "eagle3_divergence_per_token": round(div_events / div_tokens, 5) if div_tokens else None,
-        "noise_floor_flips_per_token": forcing["homespec"]["noise_floor_flips_per_token"],
-        "scorers": forcing,
-    }
+    return rows
+
+
+def print_report(report: dict) -> None:
     print(f"{'method':14} {'tok/s':>8} {'vs plain':>9} {'identical':>10} {'tok/pass':>9}")
-    for n, r in rows.items():
+    for n, r in report["methods"].items():
         print(f"{n:14} {r['tokens_per_s']:8.1f} {r['speedup_vs_plain']:8.2f}x {r['identical_fraction']:10.0%} "
               f"{'' if r['tokens_per_pass'] is None else format(r['tokens_per_pass'], '9.2f')}")
-    for name, f in forcing.items():
+    for name, f in report["scorers"].items():
         print(f"re-scored by {name}: teacher-forcing agreement of eagle3 tokens {f['agreement']:.2%}, "
               f"noise floor {f['noise_floor_flips_per_token']} flips per token (plain's own output)")
     print(f"eagle3 first-divergence rate per token: {report['eagle3_divergence_per_token']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from homespec.prompts import load_prompts
+
+    sessions = open_sessions(args)
+    refs = open_references(args, sessions["none"])
+    items = load_prompts("test")[: args.prompts]
+    prompts, outs, secs, toks, passes = run_prompts(args, sessions, refs, items)
+    forcing = teacher_forcing(refs, prompts, outs)
+    report = {
+        "model": sessions["none"].model_path, "prompts": len(items), "max_tokens": args.max_tokens,
+        "methods": method_rows(outs, secs, toks, passes, len(items)),
+        "teacher_forcing_agreement": forcing["homespec"]["agreement"],
+        "eagle3_divergence_per_token": divergence(outs),
+        "noise_floor_flips_per_token": forcing["homespec"]["noise_floor_flips_per_token"],
+        "scorers": forcing,
+    }
+    print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     for s in sessions.values():
         s.close()
-    own.close()
+    refs["own"].close()
     return 0
 
 

@@ -242,3 +242,47 @@ def test_smollm2_top1_agrees_with_llama_cpp(smollm2_path):
     llm.close()
     assert total >= 250
     assert agree / total >= 0.97, f"top-1 agreement {agree}/{total}"
+
+
+# --- started from its plan (docs/architecture.md, contract 4) ------------------------------------
+
+
+def test_settings_a_run_loads_the_backend_with_are_its_plans(tmp_path):
+    """A torch run plans first (as `homespec plan --backend torch` would) and loads the backend with
+    that plan's device, float type and context; the weights and KV it then holds are the plan's lines."""
+    from homespec.backends.settings import TorchSettings, settings_for
+    from homespec.runner import RunOptions, open_session
+
+    path = make_tiny_gguf(tmp_path / "t.gguf", n_layer=2, tied=False)
+    s = open_session(RunOptions(model=str(path), method="none", backend="torch", device="cpu", ctx=256))
+    try:
+        assert s.plan is not None and s.plan.settings.backend == "torch" and not s.plan.machine.gpus
+        assert s.backend.settings == settings_for(s.plan) == TorchSettings("cpu", "f32", 256)
+        m = s.backend.model
+        assert (str(m.device), m.dtype, m.max_context) == ("cpu", torch.float32, s.plan.settings.n_ctx)
+        planned = {i.name: i.bytes for i in s.plan.items}
+        assert (m.weight_bytes(), m.kv_bytes()) == (planned["weights"], planned["target KV"])
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("gpu,ram,device,dtype", [("none", 16, "cpu", "f32"), ("4090", 16, "cuda", "f16"),
+                                                  ("m4-pro-24", None, "mps", "f16")])
+def test_settings_follow_the_device_the_plan_chose(gpu, ram, device, dtype):
+    """On a GPU the plan budgets 16-bit weights (plan.place.torch), and the backend is loaded so."""
+    from homespec.backends.settings import TorchSettings, settings_for
+    from homespec.plan.api import make_plan
+
+    plan = make_plan(model=None, gpu=gpu, ram=ram, backend="torch", ctx=1024)
+    assert settings_for(plan) == TorchSettings(device, dtype, 1024)
+    weights = next(i for i in plan.items if i.name == "weights")
+    assert weights.detail.endswith(f"x {4 if dtype == 'f32' else 2} B (dequantised)")
+    assert settings_for(plan, device="cpu").dtype == "f32"  # an explicit device wins; the CPU runs fp32
+
+
+def test_settings_from_another_backends_plan_are_refused():
+    from homespec.backends.settings import torch_settings
+    from homespec.plan.api import make_plan
+
+    with pytest.raises(HomespecError, match="llamacpp backend, not torch"):
+        torch_settings(make_plan(model=None, gpu="none", ram=16))

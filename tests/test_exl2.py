@@ -166,3 +166,32 @@ def test_commit_plan():
     assert commit_plan([0, 2, 5], q_block=0) == "copy"
     assert commit_plan([0, 2, 5], q_block=1) == "copy"
     assert commit_plan([0, 2, 5], q_block=8) == "recompute"  # SmolLM2: 3 KV heads x 64 needs 8-token blocks
+
+
+# --- a run is built from its plan (docs/architecture.md, contract 4) ----------------------------
+
+
+def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
+    """exllamav2 cannot load here, so this checks what the run would hand Exl2Backend.from_settings:
+    the plan's context, cache type, input length (the chunk its scratch is sized for) and reserves."""
+    from homespec.backends.settings import settings_for
+    from homespec.plan.settings import EXL2_CACHE
+    from homespec.runner import RunOptions, plan_for_run
+
+    opt = RunOptions(model=str(exl2_dir), method="none", backend="exl2", ctx=1024)
+    plan = plan_for_run(opt, str(exl2_dir), gpu="4090,3090")
+    assert plan.settings.backend == "exl2" and plan.settings.n_ctx == 1024
+    s = settings_for(plan, model_dir=str(exl2_dir))
+    assert s == exl2_settings(exl2_dir, plan)
+    assert (s.max_seq_len, s.cache_mode) == (plan.settings.n_ctx, EXL2_CACHE[plan.settings.type_k])
+    assert {i.detail for i in plan.items if i.name == "compute"} == {f"scratch for {s.max_input_len} tokens"}
+    reserves = {i.device: i.bytes for i in plan.items if i.name == "reserve"}
+    assert len(s.reserve_vram) == 2 and all(s.reserve_vram[int(d[3:])] == b for d, b in reserves.items())
+
+
+def test_a_catalogue_plan_names_no_directory(exl2_dir):
+    from homespec.backends.settings import settings_for
+    from homespec.plan.api import make_plan
+
+    with pytest.raises(UsageError, match="names no EXL2 directory"):
+        settings_for(make_plan(model="mistral-7b-exl2-4.65", gpu="4090", ram=64))

@@ -93,11 +93,11 @@ def test_big_model_offloads_last_layers_stay_on_gpu():
     g = next(u for u in p.devices if u.device.id == "gpu0")
     assert 0 <= g.headroom_bytes
     # one more layer on the GPU would not fit: the solver found the maximum
-    from homespec.plan import fit
+    from homespec.plan.place import llamacpp
 
     mach = machine(gpu(), ram_gib=128)
-    s_more = fit._split_layers(m, head_for(m), mach, p.settings, p.settings.n_gpu_layers + 1)
-    assert "gpu0" in fit._layout(m, head_for(m), mach, s_more).over
+    s_more = llamacpp.split_layers(m, mach, p.settings, p.settings.n_gpu_layers + 1)
+    assert "gpu0" in llamacpp.layout(m, head_for(m), mach, s_more).over
     assert p.suggestions  # what would make it fit entirely
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -154,6 +157,45 @@ def test_every_prediction_is_storable(n_layer, width, kv, ff_mult, ftype, tied):
         block = GGML_TYPES[t.ggml_type][0]
         assert t.shape[0] % block == 0, (t.name, t.ggml_type)  # the row must hold whole blocks
         assert t.n_bytes == tensor_bytes(t.ggml_type, t.n_elements)
+
+
+# Real shapes whose rules differ: tied and untied, GQA 3 to 8, the 80-layer "70B" attn_v rule on
+# llama and qwen2, sliding-window Gemma, Phi, Qwen3.
+CHOICE_MODELS = ("smollm2-135m", "llama-3.1-8b", "llama-3.1-70b", "qwen2.5-72b", "qwen2.5-7b", "gemma-2-9b",
+                 "gemma-3-27b", "phi-4", "mistral-7b", "qwen3-8b", "deepseek-r1-distill-qwen-1.5b")
+CHOICES_FILE = Path(__file__).parent / "data" / "quant_choices.json"
+
+
+def _choices() -> dict[str, str]:
+    """sha256 (16 hex) of every tensor's `name=type`, per model, file type and imatrix setting; a
+    file type llama.cpp cannot make for the model records its error instead."""
+    out = {}
+    for m in CHOICE_MODELS:
+        spec = _spec(m)
+        for ftype in (f for f in FILE_TYPES if not f.startswith("EXL2")):
+            for imatrix in (None, True, False):
+                try:
+                    text = "\n".join(f"{t.name}={t.ggml_type}" for t in predict_tensors(spec, ftype, imatrix=imatrix))
+                except HomespecError as e:
+                    text = f"{type(e).__name__}: {e}"
+                out[f"{m} {ftype} {imatrix}"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out
+
+
+def write_choices() -> None:
+    """After a deliberate change of the rules: `cd tests && python -c 'import test_quant as t; t.write_choices()'`."""
+    CHOICES_FILE.write_text(json.dumps(_choices(), indent=0, sort_keys=True))
+
+
+def test_every_per_tensor_choice_is_as_recorded():
+    """The quantiser's choice for every tensor of several real models, for every file type, is the
+    one recorded in tests/data/quant_choices.json (written from the rules as they were checked
+    against llama.cpp): a refactoring of _mix_type keeps every choice."""
+    want = json.loads(CHOICES_FILE.read_text())
+    got = _choices()
+    assert set(got) == set(want)
+    changed = sorted(k for k in want if got[k] != want[k])
+    assert not changed, f"{len(changed)} (model, file type, imatrix) changed, e.g. {changed[:4]}"
 
 
 def test_exl2_layout():

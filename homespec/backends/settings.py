@@ -1,17 +1,21 @@
 """Engine settings that a plan decides and a backend consumes.
 
 The planner prints a plan; the same plan starts the backend (docs/architecture.md, contract 4).
-`BackendSettings` is the narrow piece of it a backend needs. This module imports nothing heavy:
-`homespec plan` uses it.
+`settings_for(plan)` is the narrow piece of it the plan's backend is built from: llama.cpp's
+`BackendSettings`, the torch backend's `TorchSettings`, exllamav2's `Exl2Settings`
+(homespec.backends.exl2.load). This module imports nothing heavy: `homespec plan` uses it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_BATCH, KV_TYPES, v_cache_needs_flash_attn
+
+if TYPE_CHECKING:
+    from homespec.backends.exl2.load import Exl2Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +83,51 @@ def settings_from_plan(plan: Any = None, **overrides: Any) -> BackendSettings:
         raise UsageError("no context size given", hint="pass a plan or n_ctx=...")
     return BackendSettings(**values)
 
+
+
+# --- the torch backend ---------------------------------------------------------------------------
+
+# torch's device for the vendor of the GPU a plan put the model on (ROCm builds of torch call theirs cuda).
+TORCH_DEVICES = {"nvidia": "cuda", "amd": "cuda", "apple": "mps"}
+
+
+@dataclass(frozen=True, slots=True)
+class TorchSettings:
+    """What the torch backend is loaded with (TorchBackend.from_settings)."""
+
+    device: str  # "cpu", "cuda", "cuda:N" or "mps"
+    dtype: str  # "f32", "f16" or "bf16": every weight is dequantised to it, and the KV cache holds it
+    max_context: int  # tokens the static KV cache holds
+
+
+def torch_settings(plan: Any, *, device: str | None = None, dtype: str | None = None) -> TorchSettings:
+    """The torch backend's settings from its plan: the device the plan put the weights on, the float
+    type it budgeted there (fp32 on the CPU, homespec.plan.place.torch) and its context; explicit
+    values win. On the CPU the backend always runs fp32."""
+    s = plan.settings
+    if s.backend != "torch":
+        raise UsageError(f"this plan is for the {s.backend} backend, not torch", hint="plan again with --backend torch")
+    where = next(i.device for i in plan.items if i.name == "weights")
+    planned = "cpu" if where == "host" else TORCH_DEVICES.get(plan.machine.gpus[int(where.removeprefix("gpu"))].vendor, "cuda")
+    dev = device or planned
+    return TorchSettings(device=dev, dtype=dtype or ("f32" if dev == "cpu" else s.torch_dtype), max_context=s.n_ctx)
+
+
+# --- every backend ---------------------------------------------------------------------------------
+
+
+def settings_for(plan: Any, **overrides: Any) -> "BackendSettings | TorchSettings | Exl2Settings":
+    """The settings the plan's backend is built from (plan.settings.backend picks which); explicit
+    keyword values win. The exl2 backend also needs the model directory: `model_dir=`."""
+    backend = plan.settings.backend
+    if backend == "torch":
+        return torch_settings(plan, **overrides)
+    if backend == "exl2":
+        from homespec.backends.exl2.load import exl2_settings
+
+        model_dir = overrides.pop("model_dir", None) or (plan.model.source if plan.model.format == "exl2" else None)
+        if model_dir is None:
+            raise UsageError(f"the plan of {plan.model.name} names no EXL2 directory to load",
+                             hint="pass the directory exllamav2's convert_exl2 wrote as --model")
+        return exl2_settings(model_dir, plan, **overrides)
+    return settings_from_plan(plan, **overrides)

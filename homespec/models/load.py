@@ -17,8 +17,9 @@ from homespec.errors import FormatError, HomespecError
 from homespec.models.config import PERMUTED_QK_ARCHS, LlamaConfig, config_from_gguf, read_hf_config, tensor_offsets
 from homespec.models.llama import LayerWeights, LlamaModel
 
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
-           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+# the planner's names (f32, f16, bf16: homespec.plan.settings) and torch's
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "f32": torch.float32, "float16": torch.float16,
+           "fp16": torch.float16, "f16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
 # GGUF tensor name (within blk.N.) -> LayerWeights field
 _GGUF_LAYER = {

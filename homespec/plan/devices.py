@@ -81,7 +81,7 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
 
     On Apple Silicon the two are one pool: the host's capacity is the RAM the OS leaves, and the
     GPU's is its share of that same RAM, the Metal working set (never more than the pool). The
-    solver counts the GPU's use against the host's pool too (plan.fit.device_uses)."""
+    solver counts the GPU's use against the host's pool too (plan.place.ledger.device_uses)."""
     pool = host_usable(machine.ram_bytes)
     out = [
         Device(

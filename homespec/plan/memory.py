@@ -240,10 +240,16 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
     return max(logits, ffn, attn) + hidden
 
 
-def exl2_scratch_bytes(model: ModelSpec) -> int:
+def exl2_input_len(s: Settings) -> int:
+    """Tokens one exllamav2 forward takes: max_input_len, which load_autosplit caps at the cache's
+    max_seq_len (exllamav2/model.py, load_autosplit_gen)."""
+    return min(EXL2_MAX_INPUT_LEN, s.n_ctx)
+
+
+def exl2_scratch_bytes(model: ModelSpec, tokens: int = EXL2_MAX_INPUT_LEN) -> int:
     """exllamav2 reserves hidden-state, attention and MLP scratch for max_input_len tokens, and the
     fp16 logits of a full input chunk (exllamav2/model.py get_scratch_allocation)."""
-    t = EXL2_MAX_INPUT_LEN
+    t = tokens
     return t * (model.n_embd * 2 * 4 + model.n_ff * 2 * 2) + t * model.n_vocab * 2
 
 

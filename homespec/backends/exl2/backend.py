@@ -59,7 +59,8 @@ class Exl2Backend:
                      "q4": ex.ExLlamaV2Cache_Q4}[s.cache_mode]
         before = _allocated()
         cache = cache_cls(model, max_seq_len=s.max_seq_len, lazy=True)
-        model.load_autosplit(cache, progress=False)  # fills GPUs in turn, building the cache alongside
+        # fills GPUs in turn, building the cache alongside, keeping free what the plan reserved
+        model.load_autosplit(cache, reserve_vram=_reserve_vram(s), progress=False)
         return cls(s, ex, model, cache, _allocated() - before)
 
     # --- properties ----------------------------------------------------------------------
@@ -247,6 +248,12 @@ class Exl2Backend:
 
 def _kind(module: Any) -> str:
     return "attn" if type(module).__name__.endswith("Attention") else type(module).__name__
+
+
+def _reserve_vram(s: Exl2Settings) -> list[int] | None:
+    """The plan's reserve per GPU when it planned for every visible GPU (load_autosplit indexes the
+    list by device); otherwise exllamav2's defaults, which are the planner's figures too."""
+    return list(s.reserve_vram) if s.reserve_vram and len(s.reserve_vram) == torch.cuda.device_count() else None
 
 
 def _allocated() -> int:

@@ -32,6 +32,8 @@ class Exl2Settings:
     n_layer: int = 0
     hidden_size: int = 0
     quant: str = ""  # "EXL2-4.65": bits per weight measured from the files
+    # Bytes load_autosplit keeps free on each GPU, as the plan budgeted them (empty: exllamav2's defaults).
+    reserve_vram: tuple[int, ...] = ()
 
 
 def check_exl2_dir(model_dir: str | os.PathLike) -> ModelSpec:
@@ -55,9 +57,11 @@ def exl2_settings(
     kv_type: str | None = None,
     max_input_len: int | None = None,
 ) -> Exl2Settings:
-    """Settings from a plan (its `.settings`: backend, n_ctx, type_k), explicit values winning.
+    """Settings from a plan (its `.settings`: backend, n_ctx, type_k; a whole Plan also gives
+    the reserve on each GPU), explicit values winning.
 
-    The plan's --kv-type maps onto an exllamav2 cache class through plan.settings.EXL2_CACHE.
+    The plan's --kv-type maps onto an exllamav2 cache class through plan.settings.EXL2_CACHE, and
+    max_input_len is capped at the context as load_autosplit does (homespec.plan.memory.exl2_input_len).
     """
     from homespec.plan.settings import EXL2_CACHE
 
@@ -82,7 +86,22 @@ def exl2_settings(
         n_layer=spec.n_layer,
         hidden_size=spec.n_embd,
         quant=spec.quant or "",
+        reserve_vram=_planned_reserves(plan),
     )
+
+
+def _planned_reserves(plan: Any) -> tuple[int, ...]:
+    """What the plan keeps free on each of its GPUs: its reserve line items, and for a GPU it left
+    empty what load_autosplit would keep there (homespec.plan.place.exl2.reserve)."""
+    machine = getattr(plan, "machine", None)
+    if machine is None:
+        return ()
+    from homespec.plan.devices import devices_for
+    from homespec.plan.place.exl2 import reserve
+
+    planned = {i.device: i.bytes for i in plan.items if i.name == "reserve"}
+    gpus = [d for d in devices_for(machine) if d.is_gpu]
+    return tuple(planned.get(g.id, reserve(g, k)) for k, g in enumerate(gpus))
 
 
 def import_exllamav2() -> Any:

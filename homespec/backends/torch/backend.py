@@ -7,7 +7,7 @@ one pass. See homespec.backends.base for the conventions (root not yet in cache,
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -17,6 +17,9 @@ from homespec.kernels import tree_mask
 from homespec.models.llama import LlamaModel
 from homespec.models.load import load_model
 from homespec.speculative.tree import check_path, check_tree, depth_list, is_chain
+
+if TYPE_CHECKING:
+    from homespec.backends.settings import TorchSettings
 
 # Tree size the compute estimate is sized for (EAGLE-2's default dynamic tree has 60 nodes).
 _ESTIMATE_TOKENS = 64
@@ -36,6 +39,7 @@ class TorchBackend:
         self._tokenizer: Tokenizer | None = None
         self._last_verify = 0  # nodes written by the last verify (0 = nothing to commit)
         self._last_parents: list[int] = []
+        self.settings: TorchSettings | None = None  # what a plan started it with (from_settings)
 
     @classmethod
     def load(
@@ -50,6 +54,13 @@ class TorchBackend:
 
         keep_freed_memory()  # each step's temporaries reuse heap memory instead of fresh pages
         return cls(load_model(str(model_path), device=device, dtype=dtype, max_context=max_context), str(model_path))
+
+    @classmethod
+    def from_settings(cls, model_path: str, s: "TorchSettings") -> "TorchBackend":
+        """Load with the settings a plan decided (homespec.backends.settings.torch_settings)."""
+        backend = cls.load(model_path, device=s.device, dtype=s.dtype, max_context=s.max_context)
+        backend.settings = s
+        return backend
 
     # --- properties ----------------------------------------------------------------------
 

@@ -1,0 +1,200 @@
+"""What every backend's placement shares: the line-item ledger, the per-layer weights and KV, the
+draft's items, calibration, and the per-device use and overflow the verdict reads.
+
+A backend module (llamacpp.py, exl2.py, torch.py) decides *where* things go; the bytes come from
+homespec.plan.memory and the bookkeeping from here, so a rule that holds for every engine (the
+items on a device sum to its use; a device is over when its headroom is negative) is written once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from homespec.plan import memory as mem
+from homespec.plan.devices import Device, devices_for
+from homespec.plan.settings import Settings
+from homespec.plan.speed import DeviceLoad
+from homespec.types import DraftSpec, Machine, ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    device: Device
+    used_bytes: int  # the items placed on this device
+    # Bytes other devices hold in this device's memory: on Apple Silicon the GPU's working set is
+    # part of the RAM, so the host's pool also carries the GPU's use (docs/planner.md, "Apple Silicon").
+    shared_bytes: int = 0
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.device.capacity_bytes - self.used_bytes - self.shared_bytes
+
+
+def device_uses(devs: tuple[Device, ...], items: tuple[mem.LineItem, ...] | list[mem.LineItem]) -> tuple[DeviceUse, ...]:
+    """What each device holds; on a unified-memory machine the host's pool also holds the GPU's share."""
+    used = {d.id: mem.sum_bytes(items, d.id) for d in devs}
+    unified = any(d.vendor == "apple" for d in devs)
+    gpu_total = sum(used[d.id] for d in devs if d.is_gpu)
+    return tuple(DeviceUse(d, used[d.id], gpu_total if unified and not d.is_gpu else 0) for d in devs)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The line items of one fixed placement, and what the verdict and the speed estimate read of it."""
+
+    items: tuple[mem.LineItem, ...]
+    loads: list[DeviceLoad]
+    draft_device: Device | None
+    draft_bytes: int
+    uses: tuple[DeviceUse, ...]
+    over: dict[str, int]  # device id -> bytes over capacity (only devices that overflow)
+
+    @property
+    def fits(self) -> bool:
+        return not self.over
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """What a backend's solver settles on."""
+
+    settings: Settings  # with n_gpu_layers and layer_split filled in
+    layout: Layout
+    offloaded: int  # target layers left on the host
+    output_on_host: bool = False  # llama.cpp: -ngl <= n_layer keeps the output layer on the CPU
+
+
+# The two functions each backend module provides (homespec.plan.place.Placer).
+LayoutFn = Callable[[ModelSpec, "DraftSpec | None", Machine, Settings], Layout]
+PlaceFn = Callable[[ModelSpec, "DraftSpec | None", Machine, Settings], Placement]
+
+
+class Ledger:
+    """The items of one placement as a backend adds them, with each device's bytes read and
+    parameters per decoded token (what the speed estimate's roofline reads)."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.devs = devices_for(machine)
+        self.gpus = [d for d in self.devs if d.is_gpu]
+        self.host = self.devs[-1]
+        self.by_id = {d.id: d for d in self.devs}
+        self.items: list[mem.LineItem] = []
+        self.read: dict[str, float] = {d.id: 0.0 for d in self.devs}
+        self.params: dict[str, float] = {d.id: 0.0 for d in self.devs}
+
+    def add(self, name: str, device: str, n_bytes: int, detail: str = "") -> None:
+        self.items.append(mem.LineItem(name, device, n_bytes, detail))
+
+    def finish(self, s: Settings, draft: DraftSpec | None, draft_dev: Device, draft_bytes: int) -> Layout:
+        """Calibration, then each device's use: one rule decides both the verdict and the headroom
+        printed (a device is over when its headroom is negative; on a Mac the host's is the pool's)."""
+        add_calibration(self, s)
+        uses = device_uses(self.devs, self.items)
+        over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
+        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id]) for d in self.devs if self.read[d.id] > 0]
+        return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
+
+
+# --- layers on devices (llama.cpp and exllamav2) -----------------------------------------------
+
+
+def assign_layers(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str]:
+    """Device id of every layer, index n_layer being the output layer: the last n_gpu_layers
+    layers go to the GPUs in order, layer_split[i] of them to GPU i (llama.cpp's -ngl and
+    --tensor-split; exllamav2's autosplit is the same with every layer)."""
+    n = model.n_layer
+    ngl = max(0, min(s.n_gpu_layers, n + 1))
+    placement = ["host"] * (n + 1)
+    if not gpus or ngl == 0:
+        return placement
+    first = n + 1 - ngl if ngl > n else n - ngl
+    split = list(s.layer_split) or [ngl]
+    gpu_of = []
+    for i, count in enumerate(split):
+        gpu_of += [gpus[min(i, len(gpus) - 1)].id] * count
+    for k, layer in enumerate(range(first, n + 1 if ngl > n else n)):
+        placement[layer] = gpu_of[min(k, len(gpu_of) - 1)]
+    return placement
+
+
+def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str]) -> str:
+    """Weights and target KV per device for a layer placement; returns the output layer's device."""
+    groups = mem.group_weights(model)
+    per_dev_w: dict[str, int] = {}
+    per_dev_kv: dict[str, int] = {}
+    for layer in range(model.n_layer):
+        d = placement[layer]
+        per_dev_w[d] = per_dev_w.get(d, 0) + groups.per_layer[layer]
+        per_dev_kv[d] = per_dev_kv.get(d, 0) + mem.target_kv_layer_bytes(model, s, layer)
+    out_dev = placement[model.n_layer]
+    # Tied models on the host read the one mmapped token_embd for both roles.
+    out_bytes = groups.output if (out_dev != "host" or not groups.tied) else groups.output - groups.embd
+    per_dev_w[out_dev] = per_dev_w.get(out_dev, 0) + out_bytes
+    per_dev_w["host"] = per_dev_w.get("host", 0) + groups.embd + groups.other
+    for d in [*[g.id for g in led.gpus], "host"]:
+        if per_dev_w.get(d):
+            n_l = sum(1 for p in placement[: model.n_layer] if p == d)
+            label = f"{n_l} layers" + (" + output" if out_dev == d else "") + (" + embeddings" if d == "host" else "")
+            led.add("weights", d, per_dev_w[d], label)
+            led.read[d] += per_dev_w[d] - (groups.embd if d == "host" else 0)  # one embedding row per token
+            led.params[d] += (per_dev_w[d] - (groups.embd if d == "host" else 0)) / max(1e-9, bytes_per_param(model))
+        if per_dev_kv.get(d):
+            led.add("target KV", d, per_dev_kv[d], f"{s.n_ctx} tokens, K {s.type_k} / V {s.type_v}")
+            led.read[d] += per_dev_kv[d] / 2  # the average position reads half the cache
+    return out_dev
+
+
+def bytes_per_param(model: ModelSpec) -> float:
+    g = mem.group_weights(model)
+    b = sum(g.per_layer) + g.embd + g.output + g.other - (g.embd if g.tied else 0)
+    return b / g.n_params if g.n_params else 2.0
+
+
+def used_gpus(placement: list[str]) -> list[str]:
+    return sorted({p for p in placement if p != "host"})
+
+
+# --- the draft, and calibration ----------------------------------------------------------------
+
+
+def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Settings, draft_dev: Device, *,
+              scratch_device: str, embeddings_copy: bool) -> int:
+    """The draft's weights, KV and scratch; returns the draft's weight bytes.
+
+    `scratch_device`: where the verified tree's logits and features land (llama.cpp copies them to
+    the host); `embeddings_copy`: whether homespec keeps an fp16 copy of the target's token
+    embeddings for the head (it does unless the backend shares its own table)."""
+    if draft is None:
+        return 0
+    on_gpu = draft_dev.is_gpu
+    draft_bytes = mem.draft_weight_bytes(draft, on_gpu)
+    led.add("draft weights", draft_dev.id, draft_bytes, _draft_detail(draft))
+    led.add("draft KV", draft_dev.id, mem.draft_kv_bytes(draft, s, on_gpu), f"{s.n_ctx} tokens x {draft.n_layer} layer(s)")
+    if draft.kind != "model":
+        led.add("tree scratch", scratch_device, mem.tree_scratch_bytes(model, draft, s),
+                f"{s.tree_tokens}-node tree: logits + features")
+        if embeddings_copy:
+            # The head reads the target's token embeddings; homespec keeps an fp16 copy on the host.
+            led.add("draft embeddings", "host", model.n_vocab * model.n_embd * 2, "fp16 copy of token_embd")
+    else:
+        led.add("tree scratch", "host", (s.draft_depth + 1) * model.n_vocab * 4, "logits of the verified chain")
+    return draft_bytes
+
+
+def _draft_detail(d: DraftSpec) -> str:
+    if d.kind == "model":
+        return f"draft model {d.name}"
+    return f"{d.kind} head, draft vocab {d.draft_vocab:,}"
+
+
+def add_calibration(led: Ledger, s: Settings) -> None:
+    """--calibrate: what this machine measured beyond the model, per device in proportion to its items."""
+    if s.memory_scale <= 1.0:
+        return
+    totals: dict[str, int] = {}
+    for it in led.items:
+        totals[it.device] = totals.get(it.device, 0) + it.bytes
+    for dev_id, subtotal in totals.items():
+        extra = int(subtotal * (s.memory_scale - 1.0))
+        led.add("calibration", dev_id, extra, f"measured/planned = {s.memory_scale:.3f}")
