@@ -312,10 +312,10 @@ def read_gguf_header(source: str | os.PathLike, *, max_bytes: int = MAX_BYTES, t
 
 
 def __getattr__(name: str):
-    """model_spec_from_gguf / draft_spec_from_gguf live in gguf_spec (which imports this module);
+    """model_spec_from_gguf / draft_spec_from_gguf live in gguf_model (which imports this module);
     they are re-exported here lazily so either module can be imported first."""
     if name in ("model_spec_from_gguf", "draft_spec_from_gguf"):
         from homespec.formats import gguf_model
 
-        return getattr(gguf_spec, name)
+        return getattr(gguf_model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
