@@ -71,18 +71,19 @@ def main() -> int:
     import llama_cpp
 
     from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.generation import prompt_tokens, run
+    from homespec.session import final
+    from homespec.session.prompts import prompt_tokens
     from homespec.prompts import load_prompts
-    from homespec.runner import RunOptions, open_session
+    from homespec.session import RunOptions, Session
     from homespec.speculative.loop import Limits
 
     base = dict(draft=args.draft, ctx=args.ctx, threads=args.threads, draft_depth=args.depth,
                 draft_topk=args.topk, draft_tokens=args.nodes)
     sessions = {
-        "none": open_session(RunOptions(method="none", **base)),
-        "ngram": open_session(RunOptions(method="ngram", **base)),
-        "eagle3": open_session(RunOptions(method="eagle3", **base)),
-        "eagle3-exact": open_session(RunOptions(method="eagle3", exact=True, **base)),
+        "none": Session.open(RunOptions(method="none", **base)),
+        "ngram": Session.open(RunOptions(method="ngram", **base)),
+        "eagle3": Session.open(RunOptions(method="eagle3", **base)),
+        "eagle3-exact": Session.open(RunOptions(method="eagle3", exact=True, **base)),
     }
     path = sessions["none"].model_path
     threads = args.threads or sessions["none"].backend.n_threads if hasattr(sessions["none"].backend, "n_threads") else None
@@ -120,7 +121,7 @@ def main() -> int:
             secs[name] += dt
             toks[name] += max(0, len(out) - 1)
         for name, s in sessions.items():
-            res = run(s, ids, limits=limits)
+            res = final(s.stream(ids, limits=limits))
             outs[name].append(res.token_ids)
             secs[name] += res.decode_s
             toks[name] += max(0, len(res.token_ids) - 1)

@@ -253,7 +253,7 @@ def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
 
 def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
     """A window (plus sinks) that covers the whole context changes nothing: same trees, same output."""
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
 
     head = _head(target, seed=5)
     outputs, trees = [], []
@@ -269,7 +269,7 @@ def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
             return tree
 
         drafter.propose = propose
-        steps = list(generate(target, drafter, PROMPT, limits=Limits(max_tokens=24, stop_at_eos=False)))
+        steps = list(decode(target, drafter, PROMPT, limits=Limits(max_tokens=24, stop_at_eos=False)))
         outputs.append([t for s in steps for t in s.tokens])
         trees.append(seen)
     assert outputs[0] == outputs[1]

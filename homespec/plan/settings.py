@@ -50,7 +50,7 @@ class Settings:
     flash_attn: bool = True
     n_ubatch: int = 512
     # Logical batch (the most tokens per decode call): what a run starts llama.cpp with,
-    # max(512, n_ubatch) (homespec.runner); the buffers scale with n_ubatch only.
+    # max(512, n_ubatch) (homespec.session.load); the buffers scale with n_ubatch only.
     n_batch: int = 512
     # Speculation: the draft tree verified per step (nodes incl. the root) and its shape.
     tree_tokens: int = GPU_DRAFT[2]

@@ -256,7 +256,7 @@ def train_head(
         # the default GPU tree and CPU chain (the guard's prior, homespec.speculative.record)
         head_bytes = export_head(head, out)
         if meter is not None:
-            from homespec.runner import CPU_DRAFT, GPU_DRAFT
+            from homespec.session.options import CPU_DRAFT, GPU_DRAFT
 
             meter.record(head, out, [GPU_DRAFT, CPU_DRAFT], split="dev", backend=backend)
     finally:
