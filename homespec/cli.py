@@ -318,7 +318,7 @@ def bench(
 
         result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
-                           controller_factory=lambda session: session.guard, by_context=long,
+                           by_context=long,
                            bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep)
     if json_stdout:
         print(json.dumps(summary(result), indent=2))
@@ -388,7 +388,7 @@ def chat(
     from homespec.chat_store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
     from homespec.session import Session
-    from homespec.session.options import DEFAULT_HEAD
+    from homespec.session.options import DEFAULT_HEAD, check_options
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 
@@ -398,10 +398,12 @@ def chat(
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
+                        threads=threads, window=window, guard=guard, adapt=adapt)
+    check_options(opts)  # bad arguments are refused before the loading line
     with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
                            f"({method} on {backend})"):
-        session = Session.open(_run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                                            threads=threads, window=window, guard=guard, adapt=adapt))
+        session = Session.open(opts)
     try:
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))
@@ -417,41 +419,44 @@ def chat(
         raise typer.Exit(code)
 
 
+from homespec.train.config import TrainConfig  # noqa: E402 - light (no torch): the defaults of `draft train`
+
+_TRAIN = TrainConfig()  # the option defaults below: one source for the CLI and the library
+
+
 @draft_app.command("train")
 def draft_train(
-    target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = None,
-    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints): a new or empty directory, or an earlier run's to resume it.")] = "runs/head",
-    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = None,
-    tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = 500_000,
-    epochs: Annotated[int, typer.Option("--epochs")] = 2,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or mps.")] = "cpu",
-    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary size.")] = 8192,
-    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test unroll steps.")] = 5,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Longest self-distilled reply.")] = 256,
-    backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp (GGUF) or torch. Default: from the target.")] = None,
-    eagle3: Annotated[bool, typer.Option("--eagle3", help="Plain EAGLE-3: fc_norm and norm_output off.")] = False,
-    freeze_lm_head: Annotated[bool, typer.Option("--freeze-lm-head", help="Keep the draft read-out at the target's output rows.")] = False,
-    hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = 0.0,
-    init: Annotated[Optional[str], typer.Option("--init", help="Start from this head's weights (a directory in the EAGLE-3 layout) instead of a fresh head.")] = None,
-    skip_shards: Annotated[int, typer.Option("--skip-shards", help="Begin data at this shard of the prompt order (64 prompts each), e.g. past the ones an --init head was trained on.")] = 0,
-    keep_vocab: Annotated[bool, typer.Option("--keep-vocab", help="Keep the --init head's draft vocabulary instead of counting one on this run's data.")] = False,
+    target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = _TRAIN.target,
+    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints): a new or empty directory, or an earlier run's to resume it.")] = _TRAIN.out,
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = _TRAIN.prompts,
+    tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = _TRAIN.tokens,
+    epochs: Annotated[int, typer.Option("--epochs")] = _TRAIN.epochs,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or mps.")] = _TRAIN.device,
+    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary size.")] = _TRAIN.draft_vocab,
+    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test unroll steps.")] = _TRAIN.ttt_steps,
+    seed: Annotated[int, typer.Option("--seed")] = _TRAIN.seed,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Longest self-distilled reply.")] = _TRAIN.max_new_tokens,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp (GGUF) or torch. Default: from the target.")] = _TRAIN.backend,
+    eagle3: Annotated[bool, typer.Option("--eagle3", help="Plain EAGLE-3: fc_norm and norm_output off.")] = _TRAIN.eagle3,
+    freeze_lm_head: Annotated[bool, typer.Option("--freeze-lm-head", help="Keep the draft read-out at the target's output rows.")] = _TRAIN.freeze_lm_head,
+    hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = _TRAIN.hidden_weight,
+    init: Annotated[Optional[str], typer.Option("--init", help="Start from this head's weights (a directory in the EAGLE-3 layout) instead of a fresh head.")] = _TRAIN.init,
+    skip_shards: Annotated[int, typer.Option("--skip-shards", help="Begin data at this shard of the prompt order (64 prompts each), e.g. past the ones an --init head was trained on.")] = _TRAIN.skip_shards,
+    keep_vocab: Annotated[bool, typer.Option("--keep-vocab", help="Keep the --init head's draft vocabulary instead of counting one on this run's data.")] = _TRAIN.keep_vocab,
     data_from: Annotated[Optional[list[str]], typer.Option("--data-from", help="Also train on the data in this directory (another run's OUT/data, same target); repeatable.")] = None,
 ) -> None:
     """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
-    from homespec.session.options import resolve_model_path
     from homespec.train import train_head
     from homespec.train.progress import RichProgress
 
-    # train_head checks the rest (numbers, --out, --init, --data-from) before any data or model
-    target_path = resolve_model_path(target)
+    # the config checks its settings as it is made; train_head checks --target, --out, --init and
+    # --data-from on disk, all before any data is generated or any model loaded
+    config = TrainConfig(target=target, out=out, prompts=prompts, tokens=tokens, epochs=epochs, device=device,
+                         draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed, max_new_tokens=max_new_tokens,
+                         backend=backend, eagle3=eagle3, freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight,
+                         init=init, skip_shards=skip_shards, keep_vocab=keep_vocab, data_from=tuple(data_from or ()))
     with RichProgress() as progress:
-        result = train_head(target=target_path, out=out, prompts=prompts, tokens=tokens, epochs=epochs,
-                            device=device, draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed,
-                            max_new_tokens=max_new_tokens, backend=backend, eagle3=eagle3,
-                            freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, init=init,
-                            skip_shards=skip_shards, keep_vocab=keep_vocab, data_from=data_from or (),
-                            progress=progress)
+        result = train_head(config, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,
                       "init": None if result.warm is None else {"from": str(result.warm.source),

@@ -1,17 +1,19 @@
 """Time the speculative loop's kernels against their torch references, and the torch backend's
 tokens/s with and without kernels.
 
-    python scripts/bench_kernels.py [--model PATH] [--tokens 128] [--reps 200]
+    python scripts/bench_kernels.py [--model PATH] [--tokens 128] [--reps 200] [--threads N] [--skip-e2e]
 
 On a CUDA GPU every usable implementation (Triton, CUDA C++) is timed beside the reference at
 sizes of a real step (a 60-node tree, a 49,152-token vocabulary, a 30-layer cache); without one
-the script says so and times the CPU reference only. Results go to stdout as a table.
+the script says so and times the CPU reference only. Each figure is the median of --reps calls
+(synchronised on a GPU). Results go to stdout as a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,16 +24,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 def _timer(device):
     import torch
 
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     def run(fn, reps: int) -> float:
         fn()  # warm-up (Triton compiles, the CUDA extension builds on first use)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        sync()
+        times = []
         for _ in range(reps):
+            t0 = time.perf_counter()
             fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / reps * 1e6  # microseconds per call
+            sync()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e6  # microseconds per call: the median resists other jobs' bursts
 
     return run
 
@@ -101,8 +107,13 @@ def main() -> None:
     ap.add_argument("--model", help="GGUF file or HF directory for the end-to-end run (default: the embedded SmolLM2)")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (default: torch's choice)")
     ap.add_argument("--skip-e2e", action="store_true")
     a = ap.parse_args()
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
     bench_ops(a.reps)
     if not a.skip_e2e:
         from homespec.embedded import smollm2_path

@@ -7,7 +7,8 @@ random weights made on the device, in bf16, and times with homespec's own code
 * a verify pass of a T-node draft tree (TorchBackend.verify: tree attention through
   LlamaModel.forward, feature capture on) for each T in --nodes, after --context committed tokens;
 * committing the tree's deepest path (LlamaModel.commit_path: KV compaction through
-  homespec.kernels) and greedy acceptance on the device (kernels.verify_greedy_paths);
+  homespec.kernels) and greedy acceptance as the loop runs it (speculative.verify.verify_greedy:
+  the target's argmax and kernels.verify_greedy_paths on the device, the verdict read back);
 * one draft round of an EAGLE-3 head at the catalogue head's width (Eagle3Drafter.propose) for
   each draft shape the shipped head's acceptance.json records, and for the planner's default.
 
@@ -194,23 +195,21 @@ def _stats(xs: Sequence[float]) -> dict:
 
 
 def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup: int) -> dict:
-    """One T-node verify, its deepest path's commit (+ rollback), and device-side greedy acceptance."""
-    from homespec import kernels
-    from homespec.models.llama import depths
-    from homespec.speculative.tree import path_to
+    """One T-node verify, its deepest path's commit (+ rollback), and the loop's greedy acceptance."""
+    from homespec.speculative.tree import depths, path_to
+    from homespec.speculative.types import DraftTree
+    from homespec.speculative.verify import verify_greedy
 
     t = len(parents)
     tokens = [(7 * i + 3) % backend.n_vocab for i in range(t)]
-    d = depths(parents)
+    d = depths(parents).tolist()
     path = list(path_to(parents, max(range(t), key=lambda i: (d[i], -i))))
-    dev_tokens = torch.tensor(tokens, device=backend.device)
-    dev_parents = torch.tensor(parents, device=backend.device)
+    tree = DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(t))
     verify, commit, accept = [], [], []
     for i in range(warmup + repeats):
         out = {}
         v = clock.ms(lambda: out.setdefault("fwd", backend.verify(tokens, parents)))
-        target = out["fwd"].logits.argmax(-1)  # [T] the target's token after each node
-        a = clock.ms(lambda: kernels.verify_greedy_paths(dev_tokens, dev_parents, target))
+        a = clock.ms(lambda: verify_greedy(tree, out["fwd"].logits))  # logits [T, V] on the device
         c = clock.ms(lambda: backend.commit(path))
         backend.rollback(len(path))
         if i >= warmup:

@@ -59,11 +59,11 @@ stage() {  # stage OUT TOKENS EPOCHS LR INIT [SKIP_SHARDS [KEEP_VOCAB]]
 import os
 
 from homespec.embedded import smollm2_path
-from homespec.train import train_head
+from homespec.train import TrainConfig, train_head
 from homespec.train.progress import LogProgress
 
 threads = int(os.environ["THREADS"]) or None
-result = train_head(
+config = TrainConfig(
     target=str(smollm2_path()),
     out=os.environ["OUT"],
     tokens=int(os.environ["TOKENS"]),
@@ -85,8 +85,8 @@ result = train_head(
     init=os.environ["INIT"] or None,
     skip_shards=int(os.environ["SKIP"]),
     keep_vocab=os.environ["KEEP_VOCAB"] == "1",
-    progress=LogProgress(every=25),
 )
+result = train_head(config, progress=LogProgress(every=25))
 print(result, flush=True)
 PYEOF
   echo "$(date '+%Y-%m-%d %H:%M:%S') done" >> "$1/log.txt"

@@ -624,3 +624,20 @@ def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_p
         spec, accepted = emitted(DraftModelDrafter(draft, depth=4, topk=2, total=9))
     assert accepted > 0
     assert spec == plain
+
+
+@pytest.mark.parametrize("ftype", ["F32", "F16", "Q8_0"])
+def test_token_embd_reads_the_table_gguf_reads(tmp_path, ftype):
+    """The draft's fp16 embedding table, found with homespec's own header reader and mapped alone,
+    holds exactly what gguf.GGUFReader dequantises (any tensor position and type)."""
+    import gguf
+    from gguf.quants import dequantize
+
+    from homespec.backends.llamacpp.load import token_embd
+    from tiny_models import make_tiny_gguf
+
+    path = make_tiny_gguf(tmp_path / "tiny.gguf", n_layer=2, tied=False, ftype=ftype, seed=5)
+    ref = next(t for t in gguf.GGUFReader(str(path)).tensors if t.name == "token_embd.weight")
+    want = torch.from_numpy(np.array(dequantize(ref.data, ref.tensor_type), dtype=np.float32)).half()
+    got = token_embd(str(path), rows_per_chunk=7)  # chunks that do not divide the vocabulary
+    assert got.dtype == torch.float16 and got.shape == want.shape and torch.equal(got, want)

@@ -124,6 +124,18 @@ def test_commit_checks_path(backend):
         backend.set_feature_layers([7])
 
 
+def test_verify_refuses_a_malformed_tree(backend):
+    # the tree mask comes from homespec.kernels, whose GPU kernels trust the parents: the
+    # backend checks them first (speculative/tree.py's rule)
+    backend.reset()
+    backend.prefill(_prompt(5, 8))
+    for parents in ([-1, 1, 0], [0, 0], [-1, 0, 3]):
+        with pytest.raises(HomespecError, match="invalid draft tree") as err:
+            backend.verify([1, 2, 3][: len(parents)], parents)
+        assert "parents[0] must be -1" in err.value.hint
+    assert backend.n_past == 5
+
+
 def test_context_exhaustion(backend):
     backend.reset()
     backend.prefill(_prompt(90, 9))

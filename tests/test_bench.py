@@ -31,7 +31,7 @@ def test_bench_json_compares_methods_in_one_run(capsys, tmp_path):
     none, ngram = s["methods"]["none"], s["methods"]["ngram"]
     # the JSON's fields are an interface: exactly these
     assert set(s) == {"methods", "backend", "model", "n_prompts", "max_tokens", "temperature", "repeat", "lockstep",
-                      "wall_s", "machine", "plan_estimate", "median_speedup", "by_prompt_length"}
+                      "targets_loaded", "wall_s", "machine", "plan_estimate", "median_speedup", "by_prompt_length"}
     assert set(ngram) == set(none) == {
         "tokens_per_s", "speedup", "mean_accepted", "acceptance_by_depth", "p50_step_ms", "p95_step_ms",
         "identical_fraction", "tokens", "target_passes", "fallback_steps", "spec_tau", "by_position", "per_prompt",
@@ -47,6 +47,7 @@ def test_bench_json_compares_methods_in_one_run(capsys, tmp_path):
     if ngram["spec_tau"] is not None:
         assert ngram["spec_tau"] >= ngram["mean_accepted"] >= 1.0
     assert s["n_prompts"] == 2 and s["max_tokens"] == 12
+    assert s["targets_loaded"] == 1  # both methods on one loaded target
     assert "ngram" in stdout and "| method |" in md.read_text()
 
 
@@ -114,6 +115,31 @@ def test_lockstep_times_each_session_by_its_own_steps():
     finally:
         a.close()
         b.close()
+
+
+def test_bench_loads_the_target_once_for_every_method():
+    """Without --lockstep the methods take turns on one loaded target (each its own drafter), and
+    answer token for token, step for step, as targets loaded one per method (lockstep) do."""
+    from homespec.bench.run import run_bench
+    from homespec.embedded import smollm2_path
+    from homespec.session import RunOptions
+
+    opts = RunOptions(model=str(smollm2_path()), threads=1, ctx=512, draft_depth=4, draft_topk=1, draft_tokens=5)
+    texts = ["The list: apples, pears, apples, pears, apples,", "Count from 1 to 10: 1, 2, 3,"]
+
+    def prompts(session):
+        return [session.backend.tokenizer.encode(t, add_bos=True) for t in texts]
+
+    methods = ["none", "ngram", "eagle3"]
+    shared = run_bench(opts, methods, prompts, max_tokens=12)
+    apart = run_bench(opts, methods, prompts, max_tokens=12, lockstep=True)
+    assert (shared.targets_loaded, apart.targets_loaded) == (1, 3)
+    for m in methods:
+        a, b = shared.methods[m], apart.methods[m]
+        assert a.outputs == b.outputs and len(a.outputs) == 2, m
+        assert (a.passes, a.spec_steps, a.depth_hits) == (b.passes, b.spec_steps, b.depth_hits), m
+    assert shared.methods["eagle3"].spec_steps > 0 and shared.methods["ngram"].spec_steps > 0
+    assert shared.identical_fraction("eagle3") == shared.identical_fraction("ngram") == 1.0
 
 
 def test_merge_repeats_picks_the_lower_middle_round():

@@ -59,7 +59,7 @@ def test_predicted_speedup_is_the_speed_model_on_measured_costs(curve):
         verify = row["verify_ms"]["median"] + row["commit_ms"]["median"]
         draft = next(d["draft_ms"]["median"] for d in curve["drafts"]
                      if (d["depth"], d["topk"], d["total"]) == (p["depth"], p["topk"], p["total"]))
-        assert p["speedup"] == pytest.approx(p["tau"] * plain / (verify + draft), rel=1e-3)
+        assert p["speedup"] == pytest.approx(p["tau"] * plain / (verify + draft), rel=1e-3, abs=1e-4)  # the JSON rounds to 4 places
 
 
 def test_planner_comparison_is_what_homespec_plan_prints(curve):
@@ -75,7 +75,7 @@ def test_planner_comparison_is_what_homespec_plan_prints(curve):
     assert printed["speedup"] == pytest.approx(ours["speedup"], abs=1e-3)
     assert printed["expected_tau"] == ours["expected_tau"]
     taus = [p["expected_tau"] for p in curve["planner"]["at_recorded_shapes"]]
-    assert taus == [s["tau"] for s in curve["acceptance"]["shapes"]]  # the head's tau in the draft's place
+    assert taus == pytest.approx([s["tau"] for s in curve["acceptance"]["shapes"]])  # the head's tau in the draft's place
 
 
 def test_cost_curve_bad_arguments_are_one_line_errors(capsys):

@@ -1,4 +1,5 @@
-"""Kernels against their torch references on random trees and caches (CPU).
+"""Kernels against their torch references on random trees and caches (CPU), the generate loop
+through them, and a wheel that carries them.
 
 Triton runs under TRITON_INTERPRET=1; the CUDA sources are compiled with nvcc (no driver needed
 to compile); Metal runs only on macOS with MPS. GPU runs of the same comparisons live in
@@ -21,14 +22,17 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are first loaded
 
 from homespec import kernels
-from homespec import kernels_ref as ref
 from homespec.errors import UsageError
-from homespec.speculative.tree import ancestor_mask
+from homespec.kernels import reference as ref
+from homespec.kernels import select
+from homespec.speculative.sampling import Sampler
+from homespec.speculative.tree import ancestor_mask, path_to
 from homespec.speculative.types import DraftTree
-from homespec.speculative.verify import verify_greedy
+from homespec.speculative.verify import verify_greedy, verify_sampled
 
 ROOT = Path(__file__).resolve().parent.parent
-has_triton = not isinstance(kernels._load("triton"), kernels._Unavailable)
+SOURCES = kernels.kernels_dir()
+has_triton = not isinstance(select._load("triton"), select._Unavailable)
 needs_triton = pytest.mark.skipif(not has_triton, reason="triton is not installed")
 
 
@@ -71,11 +75,16 @@ def sampled_case(t: int, vocab: int, seed: int):
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_greedy_reference_equals_verify_greedy(seed):
+def test_greedy_reference_is_the_deepest_matching_path(seed):
+    # against the rule spelled out node by node: every root..i path, checked edge by edge
     tokens, parents, target = greedy_case(1 + seed * 3, 5, seed)
-    logits = torch.nn.functional.one_hot(target, 5).float() + 0.01 * torch.rand(len(target), 5)
-    expected = verify_greedy(DraftTree(tokens, parents, torch.ones(len(tokens))), logits)
-    assert ref.verify_greedy_paths(tokens, parents, target).to_verdict() == expected
+    tok, tgt = tokens.tolist(), target.tolist()
+    matching = [path_to(parents, i) for i in range(len(tok))]
+    matching = [p for p in matching if all(tok[b] == tgt[a] for a, b in zip(p, p[1:]))]
+    best = max(matching, key=lambda p: (len(p), -p[-1]))  # deepest, then the lowest index
+    choice = ref.verify_greedy_paths(tokens, parents, target)
+    assert choice.to_verdict().path == best and choice.to_verdict().next_token == tgt[best[-1]]
+    assert choice.path[len(best):].eq(-1).all()
 
 
 @pytest.mark.parametrize("t,n_past", [(1, 0), (7, 3), (60, 100)])
@@ -198,13 +207,131 @@ def test_auto_uses_the_reference_on_cpu_and_a_bad_choice_is_a_usage_error(monkey
             kernels.tree_mask(parents, 2, impl="cuda")
 
 
+@pytest.mark.skipif(sys.platform == "darwin", reason="Metal can run on macOS")
+def test_verification_goes_through_the_kernels(monkeypatch):
+    # forcing an implementation that cannot run here reaches acceptance: the loop's verifiers
+    # call homespec.kernels, not a copy of the rule
+    tokens, parents, target = greedy_case(12, 4, 2)
+    tree = DraftTree(tokens, parents, torch.ones(12))
+    logits = torch.nn.functional.one_hot(target, 4).float()
+    monkeypatch.setenv("HOMESPEC_KERNELS", "metal")
+    with pytest.raises(UsageError, match="metal kernels cannot run"):
+        verify_greedy(tree, logits)
+    with pytest.raises(UsageError, match="metal kernels cannot run"):
+        verify_sampled(tree, logits, Sampler(temperature=1.0), torch.Generator().manual_seed(0))
+
+
+@needs_triton
+def test_sampled_verification_is_the_same_through_triton(monkeypatch):
+    # the same seed draws the same coins, and the kernel and the reference agree on them
+    gen = torch.Generator().manual_seed(4)
+    parents = random_tree(24, gen)
+    logits = 3 * torch.randn(24, 300, generator=gen)
+    sampler = Sampler(temperature=0.8, top_k=40)
+    tokens = sampler.sample(logits, gen)[parents.clamp_min(0)]  # children drawn from their parent's p
+    tree = DraftTree(tokens, parents, torch.ones(24))
+    verdicts = {}
+    for impl in ("torch", "triton"):
+        monkeypatch.setenv("HOMESPEC_KERNELS", impl)
+        verdicts[impl] = [verify_sampled(tree, logits, sampler, torch.Generator().manual_seed(s)) for s in range(6)]
+    assert verdicts["torch"] == verdicts["triton"]
+    assert any(v.accepted for v in verdicts["torch"])
+
+
+class _SecondChildOracle:
+    """Drafts three levels of the known greedy answer, the right token always the second of two
+    children: every accepted path skips slots, so the KV rows of each commit move."""
+
+    name = "oracle"
+
+    def __init__(self, answer: list[int], prompt_len: int, vocab: int):
+        self.answer, self.prompt_len, self.vocab = answer, prompt_len, vocab
+
+    def begin(self, prompt, forward) -> None:
+        pass
+
+    def propose(self, root: int, context) -> DraftTree:
+        done = len(context) + 1 - self.prompt_len  # answer tokens emitted so far, the root included
+        tokens, parents, at = [root], [-1], 0
+        for tok in self.answer[done:done + 3]:
+            tokens += [(tok + 1) % self.vocab, tok]
+            parents += [at, at]
+            at = len(tokens) - 1
+        return DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens)))
+
+    def accept(self, tokens, features, next_token) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+
+@needs_triton
+@pytest.mark.slow
+def test_greedy_speculation_through_triton_equals_plain_greedy(tmp_path, monkeypatch):
+    # the torch backend's tree mask, its KV compaction and greedy acceptance all in Triton
+    from homespec.backends.torch.backend import TorchBackend
+    from homespec.speculative.loop import Limits, decode
+    from tiny_models import make_tiny_hf_dir, write_word_tokenizer
+
+    vocab, n = 256, 24
+    model_dir = make_tiny_hf_dir(tmp_path / "m", n_vocab=vocab, n_layer=3, seed=9)
+    write_word_tokenizer(model_dir, vocab)
+    backend = TorchBackend.load(str(model_dir), device="cpu", max_context=96)
+    prompt = torch.randint(0, vocab, (9,), generator=torch.Generator().manual_seed(9)).tolist()
+    limits = Limits(max_tokens=n, stop_at_eos=False)
+    monkeypatch.setenv("HOMESPEC_KERNELS", "torch")
+    plain = [t for s in decode(backend, None, prompt, limits=limits) for t in s.tokens]
+    backend.reset()
+    monkeypatch.setenv("HOMESPEC_KERNELS", "triton")
+    steps = list(decode(backend, _SecondChildOracle(plain, len(prompt), vocab), prompt, limits=limits))
+    assert [t for s in steps for t in s.tokens] == plain
+    assert sum(s.accepted for s in steps) >= n - 8  # the drafts were accepted, through moved rows
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_carries_and_loads_the_kernels(tmp_path):
+    # build from a copy of the project, install the wheel alone, import it from outside the tree
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    shutil.copytree(ROOT / "homespec", src / "homespec", ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "whl"), str(src)],
+                   check=True, capture_output=True, timeout=600)
+    wheel = next((tmp_path / "whl").glob("homespec-*.whl"))
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    want = {f"homespec/kernels/{f}" for f in ("triton/tree_kernels.py", "cuda/tree_kernels.cu", "cuda/binding.cpp",
+                                               "metal/tree_kernels.metal", "select.py", "reference.py")}
+    assert want <= names, want - names
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True, timeout=600)
+    probe = ("import json, homespec.kernels as k; "
+             "print(json.dumps([str(k.kernels_dir()), {s.impl: [s.usable, s.reason] for s in k.available()}]))")
+    env = {key: v for key, v in os.environ.items() if key not in ("PYTHONPATH", "HOMESPEC_KERNELS_DIR")}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env={**env, "PYTHONPATH": str(site)},
+                         check=True, capture_output=True, text=True, timeout=300).stdout
+    import json
+
+    where, status = json.loads(out)
+    assert Path(where) == site / "homespec" / "kernels"
+    if has_triton:  # the installed package finds its own Triton source
+        assert status["triton"][0], status["triton"]
+    else:
+        assert "not installed" in status["triton"][1]
+
+
 # --- CUDA C++: compiled, not run (no driver here) -----------------------------------------------
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_cuda_kernels_compile_with_nvcc(tmp_path):
     out = tmp_path / "tree_kernels.ptx"
-    proc = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_80", "-ptx", str(ROOT / "kernels/cuda/tree_kernels.cu"),
+    proc = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_80", "-ptx", str(SOURCES / "cuda/tree_kernels.cu"),
                            "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     ptx = out.read_text()
@@ -229,7 +356,7 @@ def test_cuda_binding_compiles_against_torch_headers(tmp_path):
         pytest.skip("no CUDA toolkit headers")
     cmd = ["g++", "-std=c++20", "-fsyntax-only", "-w", *[f"-I{p}" for p in include_paths()], f"-I{tmp_path}",
            f"-I{cuda_inc}", f"-I{sysconfig.get_paths()['include']}", "-DTORCH_EXTENSION_NAME=homespec_tree_kernels",
-           str(ROOT / "kernels/cuda/binding.cpp")]
+           str(SOURCES / "cuda/binding.cpp")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -252,3 +379,17 @@ def test_metal_kernels_match_reference():
     ref.compact_kv(k, v, 20, nodes)
     kernels.compact_kv(km, vm, 20, nodes.to(dev), impl="metal")
     assert torch.equal(km.cpu(), k) and torch.equal(vm.cpu(), v)
+
+
+def test_a_forced_kernel_on_tensors_it_cannot_serve_is_one_line(monkeypatch):
+    """HOMESPEC_KERNELS=triton|cuda|metal with the llama.cpp backend's CPU logits: a usage error, not a crash
+    inside the kernel."""
+    from homespec.errors import UsageError
+    from homespec.speculative.verify import verify_greedy
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    tree = DraftTree(torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 1]), torch.ones(3))
+    for impl in ("triton", "cuda", "metal"):
+        monkeypatch.setenv("HOMESPEC_KERNELS", impl)
+        with pytest.raises(UsageError, match=f"the {impl} kernels cannot run on cpu tensors"):
+            verify_greedy(tree, torch.zeros(3, 8))

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from homespec.errors import HomespecError
 from homespec.models.config import RopeScaling, read_gguf_config, read_hf_config
-from homespec.models.llama import ancestor_mask, depths
 from homespec.models.load import load_model, unpermute_qk
+from homespec.speculative.tree import ancestor_mask, depths, path_to
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir, permute_qk
 
 SMALL_VOCAB = 512  # numerics tests need no real tokenizer; a small vocabulary keeps them fast
@@ -138,22 +138,6 @@ def small_model(tmp_path_factory):
     return load_model(str(d), device="cpu", max_context=64)
 
 
-def _path_to(parents, i):
-    path = [i]
-    while parents[path[-1]] >= 0:
-        path.append(parents[path[-1]])
-    return path[::-1]
-
-
-def test_ancestor_mask_and_depths():
-    mask = ancestor_mask(TREE_PARENTS)
-    assert depths(TREE_PARENTS) == [0, 1, 1, 2, 2, 2, 3, 3]
-    for i in range(len(TREE_PARENTS)):
-        assert mask[i].nonzero().flatten().tolist() == sorted(_path_to(TREE_PARENTS, i))
-    with pytest.raises(HomespecError):
-        ancestor_mask([-1, 1])
-
-
 def test_tree_forward_equals_sequential_paths(small_model):
     m = small_model
     prefix = _tokens(13, SMALL_VOCAB, seed=3)
@@ -161,10 +145,10 @@ def test_tree_forward_equals_sequential_paths(small_model):
     m.forward(torch.tensor(prefix))
     m.commit(len(prefix))
     n = m.n_past
-    pos = torch.tensor([n + d for d in depths(TREE_PARENTS)])
+    pos = n + depths(TREE_PARENTS)
     tree = m.forward(torch.tensor(TREE_TOKENS), pos, ancestor_mask(TREE_PARENTS), capture=(1, 2))
     for i in range(len(TREE_TOKENS)):
-        path = _path_to(TREE_PARENTS, i)
+        path = path_to(TREE_PARENTS, i)
         seq = m.forward(torch.tensor([TREE_TOKENS[j] for j in path]), capture=(1, 2))  # uncommitted: n_past unchanged
         assert (seq.logits[-1] - tree.logits[i]).abs().max().item() < 1e-4
         assert (seq.features[-1] - tree.features[i]).abs().max().item() < 1e-4
@@ -179,7 +163,7 @@ def test_commit_path_equals_feeding_it_sequentially(small_model):
     m.forward(torch.tensor(prefix))
     m.commit(len(prefix))
     n = m.n_past
-    m.forward(torch.tensor(TREE_TOKENS), torch.tensor([n + d for d in depths(TREE_PARENTS)]), ancestor_mask(TREE_PARENTS))
+    m.forward(torch.tensor(TREE_TOKENS), n + depths(TREE_PARENTS), ancestor_mask(TREE_PARENTS))
     m.commit_path(path)
     after_tree = m.forward(nxt).logits
 

@@ -12,6 +12,7 @@ import torch
 from homespec.errors import HomespecError
 from homespec.models.eagle3 import Eagle3Config, Eagle3Head, load_head
 from homespec.prompts import load_prompts
+from homespec.train.config import TrainConfig
 from homespec.train.progress import Progress
 from homespec.train.vocab import build_vocab
 
@@ -212,9 +213,9 @@ def test_trainer_refuses_unreadable_target(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 7)
     with pytest.raises(HomespecError):
-        train_head(target=bad, out=tmp_path / "out")
+        train_head(TrainConfig(target=bad, out=tmp_path / "out"))
     with pytest.raises(HomespecError):
-        train_head(target=tmp_path / "missing.gguf", out=tmp_path / "out")
+        train_head(TrainConfig(target=tmp_path / "missing.gguf", out=tmp_path / "out"))
 
 
 # --- training-time test ---------------------------------------------------------------------
@@ -302,7 +303,8 @@ def test_training_raises_held_out_acceptance(tiny, setup):
 
 
 def test_checkpoint_resume_continues_the_same_run(setup, tmp_path):
-    from homespec.train.loop import TrainConfig, train
+    from homespec.train.config import TrainConfig
+    from homespec.train.loop import train
 
     head, frozen, shards, refs, _ = setup
     cfg = TrainConfig(epochs=2, ttt_steps=2, batch_tokens=400, checkpoint_every=2, eval_every=0, log_every=1)
@@ -350,7 +352,8 @@ def test_frozen_read_out_and_hidden_regression(setup, tmp_path):
     the loss falls; the hidden-state regression adds a non-negative term that vanishes when the
     head's normed output equals the target's hidden state."""
     from homespec.train.batches import collate
-    from homespec.train.loop import TrainConfig, train
+    from homespec.train.config import TrainConfig
+    from homespec.train.loop import train
     from homespec.train.ttt import ttt_loss
 
     head, frozen, shards, refs, plan = setup
@@ -401,9 +404,13 @@ def test_train_head_end_to_end_records_its_training_length(tiny, tmp_path):
     from homespec.train.api import read_target_config, train_head
 
     out = tmp_path / "head"
-    result = train_head(target=tiny, out=out, tokens=200, epochs=1, draft_vocab=256, max_new_tokens=16,
-                        parallel=4, n_threads=1, batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0)
+    result = train_head(TrainConfig(target=tiny, out=out, tokens=200, epochs=1, draft_vocab=256, max_new_tokens=16,
+                                    parallel=4, n_threads=1, batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0))
     assert result.steps > 0 and result.head_bytes > 0
+    # the checkpoint records the settings it always has (an earlier run resumes): no more, no fewer
+    meta = torch.load(out / "train" / "checkpoint.pt", map_location="cpu", weights_only=False)["meta"]
+    assert meta == {"epochs": 1, "ttt_steps": 5, "lr": 5e-4, "batch_tokens": 96, "seed": 0, "eagle3": False,
+                    "draft_vocab": result.draft_vocab, "vocab_sum": meta["vocab_sum"], "sequences": meta["sequences"]}
     window = json.loads((out / "config.json").read_text())["draft_window"]
     assert 3 <= window <= 64  # sequences are cut to max(64, batch_tokens // 2) positions
     cfg = read_target_config(str(tiny))
@@ -482,7 +489,7 @@ def test_warm_start_carries_the_head_over(tiny, setup, tmp_path):
 
 
 def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_path):
-    """train_head(init=...): the run starts from the given head (on the same first batch, its loss
+    """TrainConfig(init=...): the run starts from the given head (on the same first batch, its loss
     is the trained head's, far below a fresh head's), records the head's digest, and a rerun with
     another head refuses the checkpoint instead of mixing two runs."""
     import json
@@ -492,10 +499,10 @@ def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_pa
     kw = dict(target=tiny, tokens=200, epochs=1, draft_vocab=256, max_new_tokens=16, parallel=4, n_threads=1,
               batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
     a, b = tmp_path / "a", tmp_path / "b"
-    train_head(out=a, **{**kw, "epochs": 8})
+    train_head(TrainConfig(out=a, **{**kw, "epochs": 8}))
     b.mkdir()
     (b / "data").symlink_to(a / "data")
-    warm = train_head(out=b, init=a, **kw)
+    warm = train_head(TrainConfig(out=b, init=a, **kw))
     assert warm.steps > 0
     # the same data, so the same draft vocabulary: every read-out row carried over
     assert (warm.warm.source, warm.warm.rows_kept, warm.warm.rows_new) == (a, 256, 0)
@@ -509,7 +516,7 @@ def test_train_head_warm_starts_and_resumes_only_from_the_same_head(tiny, tmp_pa
     for name in ("config.json", "model.safetensors"):
         (other / name).write_bytes((b / name).read_bytes())
     with pytest.raises(HomespecError, match=r"other settings \(init\)"):
-        train_head(out=b, init=other, **kw)
+        train_head(TrainConfig(out=b, init=other, **kw))
 
 
 def test_keep_vocab_keeps_the_init_heads_draft_vocabulary(tiny, tmp_path):
@@ -523,16 +530,16 @@ def test_keep_vocab_keeps_the_init_heads_draft_vocabulary(tiny, tmp_path):
     kw = dict(target=tiny, tokens=150, epochs=1, draft_vocab=128, max_new_tokens=16, parallel=4, n_threads=1,
               batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
     a = tmp_path / "a"
-    train_head(out=a, **kw)
+    train_head(TrainConfig(out=a, **kw))
     src = load_head(a, N_LAYER, 64, cfg.n_vocab).draft_to_target.numpy()
-    recount = train_head(out=tmp_path / "recount", init=a, skip_shards=1, **kw)
-    kept = train_head(out=tmp_path / "kept", init=a, skip_shards=1, keep_vocab=True, **kw)
+    recount = train_head(TrainConfig(out=tmp_path / "recount", init=a, skip_shards=1, **kw))
+    kept = train_head(TrainConfig(out=tmp_path / "kept", init=a, skip_shards=1, keep_vocab=True, **kw))
     assert recount.warm.rows_new > 0  # the other prompts' most frequent tokens differ
     assert (kept.warm.rows_kept, kept.warm.rows_new) == (128, 0)
     assert np.array_equal(load_head(tmp_path / "kept", N_LAYER, 64, cfg.n_vocab).draft_to_target.numpy(), src)
     assert 0 < kept.vocab_coverage < 1
     with pytest.raises(UsageError, match="--keep-vocab"):
-        train_head(out=tmp_path / "none", keep_vocab=True, **kw)
+        train_head(TrainConfig(out=tmp_path / "none", keep_vocab=True, **kw))
 
 
 def test_data_from_pools_another_runs_data(tiny, tmp_path):
@@ -545,16 +552,99 @@ def test_data_from_pools_another_runs_data(tiny, tmp_path):
     kw = dict(target=tiny, tokens=150, epochs=1, draft_vocab=128, max_new_tokens=16, parallel=4, n_threads=1,
               batch_tokens=96, eval_prompts=0, shard_prompts=8, seed=0, lr=1e-3)
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    alone_a = train_head(out=a, **kw)
-    alone_b = train_head(out=b, skip_shards=1, **kw)
-    pooled = train_head(out=c, skip_shards=1, data_from=[a / "data"], **kw)
+    alone_a = train_head(TrainConfig(out=a, **kw))
+    alone_b = train_head(TrainConfig(out=b, skip_shards=1, **kw))
+    pooled = train_head(TrainConfig(out=c, skip_shards=1, data_from=[a / "data"], **kw))
     assert pooled.data.generated == alone_b.data.generated  # its own data: only the new shard
     assert pooled.steps >= alone_a.steps + alone_b.steps - 1  # one epoch over both
     with pytest.raises(UsageError, match="already part of this run"):
-        train_head(out=b, skip_shards=1, data_from=[b / "data"], **kw)
+        train_head(TrainConfig(out=b, skip_shards=1, data_from=[b / "data"], **kw))
     other = make_tiny_gguf(tmp_path / "other.gguf", n_layer=N_LAYER + 2)
     with pytest.raises(UsageError, match="another target"):
-        train_head(out=tmp_path / "d", data_from=[a / "data"], **{**kw, "target": other})
+        train_head(TrainConfig(out=tmp_path / "d", data_from=[a / "data"], **{**kw, "target": other}))
+
+
+# --- the configuration ----------------------------------------------------------------------
+
+
+def test_draft_train_options_default_to_the_train_config():
+    """Every `draft train` option defaults to its TrainConfig field: the command and the library
+    run the same training (the library's epochs once defaulted to 4 where the command's said 2)."""
+    import typer
+
+    from homespec.cli import app
+
+    command = typer.main.get_command(app).commands["draft"].commands["train"]
+    defaults = TrainConfig()
+    options = {p.name: p.default for p in command.params}
+    assert len(options) == 18 and defaults.epochs == 2
+    for name, default in options.items():
+        # a repeatable option's "not given" is None on the command line, () in the config
+        assert (tuple(default or ()) if name == "data_from" else default) == getattr(defaults, name), name
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"epochs": 0}, "--epochs must be at least 1, got 0"),
+    ({"tokens": 0}, "--tokens must be at least 1"),
+    ({"draft_vocab": 1}, "--draft-vocab must be at least 2"),
+    ({"hidden_weight": -1.0}, "--hidden-weight must be at least 0"),
+    ({"skip_shards": -1}, "--skip-shards must be at least 0"),
+    ({"batch_tokens": 0}, "batch_tokens must be at least 1"),
+    ({"lr": 0.0}, "lr must be positive"),
+    ({"backend": "exl2"}, "--backend exl2 cannot generate training data"),
+    ({"keep_vocab": True}, "--keep-vocab keeps the draft vocabulary of the --init head"),
+    ({"init": "runs/head"}, "is the output directory"),
+], ids=lambda v: v if isinstance(v, str) and v.startswith("-") else None)
+def test_train_config_refuses_settings_no_run_can_start_with(kw, message):
+    """TrainConfig checks its settings when made (a copy with other settings too), each refusal a
+    UsageError naming the flag with a hint."""
+    import dataclasses
+    import re
+
+    from homespec.errors import UsageError
+
+    with pytest.raises(UsageError, match=re.escape(message)) as e:
+        TrainConfig(**kw)
+    assert e.value.hint
+    with pytest.raises(UsageError, match=re.escape(message)):
+        dataclasses.replace(TrainConfig(), **kw)
+
+
+def test_train_config_compares_paths_by_value(tmp_path):
+    """Paths are kept as strings and --data-from as a tuple: equal settings make equal configs."""
+    a = TrainConfig(target=tmp_path / "t.gguf", out=tmp_path, data_from=[tmp_path / "d"])
+    b = TrainConfig(target=str(tmp_path / "t.gguf"), out=str(tmp_path), data_from=(str(tmp_path / "d"),))
+    assert a == b and hash(a) == hash(b) and a.data_from == (str(tmp_path / "d"),)
+
+
+def test_checkpoint_meta_keeps_the_keys_runs_have_always_written():
+    """What a resumed run must match: the same keys and values as before the settings became one
+    object, so every earlier checkpoint resumes; data, evaluation and path settings are not in it."""
+    from types import SimpleNamespace
+
+    from homespec.train.api import checkpoint_meta
+
+    vocab = SimpleNamespace(size=128, ids=np.arange(128))
+    base = {"epochs": 2, "ttt_steps": 5, "lr": 5e-4, "batch_tokens": 4096, "seed": 0, "eagle3": False,
+            "draft_vocab": 128, "vocab_sum": 8128, "sequences": 7}
+    assert checkpoint_meta(TrainConfig(), vocab, 7) == base
+    other = TrainConfig(out="elsewhere", tokens=9, parallel=2, eval_prompts=0, eval_every=3, checkpoint_every=5)
+    assert checkpoint_meta(other, vocab, 7) == base
+    assert checkpoint_meta(TrainConfig(hidden_weight=1.0), vocab, 7) == {
+        **base, "freeze_lm_head": False, "hidden_weight": 1.0, "weight_decay": 0.0}
+    assert checkpoint_meta(TrainConfig(), vocab, 7, SimpleNamespace(digest="ab12")) == {**base, "init": "ab12"}
+
+
+def test_draft_train_refuses_bad_settings_before_reading_anything(capsys, tmp_path):
+    """A setting no run can start with is a two-line usage error from the config's own check,
+    before the target (here missing) or --out is looked at."""
+    from homespec.cli import main
+
+    code = main(["draft", "train", "--target", str(tmp_path / "missing.gguf"), "--out", str(tmp_path / "run"),
+                 "--epochs", "0"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and lines == ["error: --epochs must be at least 1, got 0", "hint: e.g. --epochs 2"]
+    assert not (tmp_path / "run").exists()
 
 
 # --- the output directory -------------------------------------------------------------------
@@ -655,12 +745,12 @@ def test_train_head_accepts_an_empty_dir_and_resumes_a_run(tiny, tmp_path):
     out = tmp_path / "empty"
     out.mkdir()
     (out / ".DS_Store").write_bytes(b"\x00")
-    first = train_head(out=out, **kw)
+    first = train_head(TrainConfig(out=out, **kw))
     assert first.data.generated_now > 0 and first.steps > 0 and (out / MARKER).is_file()
-    again = train_head(out=out, **kw)
+    again = train_head(TrainConfig(out=out, **kw))
     assert again.data.generated_now == 0 and again.steps == first.steps
     (out / MARKER).unlink()
     (out / "log.txt").write_text("a log of the run\n")  # what scripts/train_default_head.sh keeps there
-    older = train_head(out=out, **kw)
+    older = train_head(TrainConfig(out=out, **kw))
     assert older.data.generated_now == 0 and older.steps == first.steps and (out / MARKER).is_file()
     assert (out / "log.txt").read_text() == "a log of the run\n"

@@ -1,12 +1,13 @@
 """Run several methods side by side on one prompt set and collect comparable figures.
 
-Every method gets its own loaded session; prompts are interleaved (prompt 1 with every method,
-then prompt 2, ...) so that machine noise hits all methods alike. Speedups are ratios measured
-in the same run, never against a number from another run. With `repeat` > 1 each prompt runs
-that many rounds, the methods' order reversed every other round, and its per-prompt record is
-the round with the median tokens/s: a per-prompt ratio then survives one noisy round. With
-`lockstep` the methods run one prompt together, a step of each in turn (generation.run_lockstep),
-so a machine whose speed drifts over seconds slows every method alike.
+Every method gets its own session (drafter, guard) on one loaded target (homespec.bench.sessions);
+prompts are interleaved (prompt 1 with every method, then prompt 2, ...) so that machine noise
+hits all methods alike. Speedups are ratios measured in the same run, never against a number
+from another run. With `repeat` > 1 each prompt runs that many rounds, the methods' order
+reversed every other round, and its per-prompt record is the round with the median tokens/s: a
+per-prompt ratio then survives one noisy round. With `lockstep` the methods run one prompt
+together, a step of each in turn (homespec.session.lockstep), so a machine whose speed drifts over
+seconds slows every method alike.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from homespec.errors import UsageError
-from homespec.runner import METHODS, RunOptions, Session, check_options, open_session
+from homespec.bench.sessions import MethodSessions, open_methods
+from homespec.session import Finish, RunOptions, Session, final
+from homespec.session.options import METHODS, check_options
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -142,6 +145,7 @@ class BenchResult:
     plan_estimate: dict | None = None
     repeat: int = 1  # rounds per prompt; per-prompt records are the median round
     lockstep: bool = False  # methods advanced a step each in turn
+    targets_loaded: int = 1  # target models loaded: one shared by every method, one each with lockstep
 
     def speedup(self, method: str) -> float | None:
         base = self.methods.get("none")
@@ -185,13 +189,11 @@ def run_bench(
     temperature: float = 0.0,
     seed: int = 0,
     progress: Callable[[str, int, int], None] | None = None,
-    controller_factory=None,
     by_context: bool = False,
     bin_size: int = POSITION_BIN,
     repeat: int = 1,
     lockstep: bool = False,
 ) -> BenchResult:
-    from homespec.generation import run, run_lockstep
     from homespec.speculative.loop import Limits
     from homespec.speculative.sampling import Sampler
 
@@ -200,13 +202,14 @@ def run_bench(
         raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHODS)}")
     if repeat < 1:
         raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
+    methods = list(dict.fromkeys(methods))
     for m in methods:  # every method's options, before the first model loads
         check_options(replace(opts, method=m))
-    sessions: dict[str, Session] = {}
     t_start = time.perf_counter()
+    # one loaded target for every method (homespec.bench.sessions); lockstep needs a cache each
+    opened = open_methods(opts, methods, shared=not lockstep)
+    sessions = opened.sessions
     try:
-        for m in methods:
-            sessions[m] = open_session(replace(opts, method=m))
         first = sessions[methods[0]]
         token_prompts = prompts(first) if callable(prompts) else prompts
         stats = {m: MethodStats(m, bin_size=bin_size, by_context=by_context) for m in methods}
@@ -214,20 +217,16 @@ def run_bench(
         limits = Limits(max_tokens=max_tokens)
         total = len(token_prompts) * len(methods) * repeat
         done = 0
+
         for i, ids in enumerate(token_prompts):
             for r in range(repeat):
                 order = methods if r % 2 == 0 else list(reversed(methods))
-                ctrls = {m: controller_factory(sessions[m]) if controller_factory and m != "none" else None for m in order}
-                if lockstep:
-                    results = run_lockstep([(sessions[m], ctrls[m]) for m in order], list(ids), sampler=sampler,
-                                           limits=limits, seed=seed + i)
-                else:  # one after another, each as the loop below asks for it (progress per answer)
-                    results = (run(sessions[m], list(ids), sampler=sampler, limits=limits, seed=seed + i,
-                                   controller=ctrls[m]) for m in order)
-                for m, res in zip(order, results):
+                run_kw = dict(sampler=sampler, limits=limits, seed=seed + i)
+                for m, res in _answers(opened, order, ids, lockstep, run_kw):
                     stats[m].add(res)
-                    if ctrls[m] is not None and hasattr(ctrls[m], "as_json"):
-                        stats[m].guard = ctrls[m].as_json()
+                    guard = sessions[m].guard  # the guard the session answered under (opts.guard)
+                    if guard is not None:
+                        stats[m].guard = guard.as_json()
                     done += 1
                     if progress:
                         progress(m, done, total)
@@ -242,10 +241,24 @@ def run_bench(
             plan_est = {"plain_tokens_per_s": e.plain_tokens_per_s, "spec_tokens_per_s": e.spec_tokens_per_s,
                         "speedup": e.speedup, "planned_total_bytes": first.plan.total_bytes}
         return BenchResult(stats, opts.backend, first.model_path, len(token_prompts), max_tokens, temperature,
-                           time.perf_counter() - t_start, machine_info(), plan_est, repeat, lockstep)
+                           time.perf_counter() - t_start, machine_info(), plan_est, repeat, lockstep,
+                           len(opened.targets))
     finally:
-        for s in sessions.values():
-            s.close()
+        opened.close()
+
+
+def _answers(opened: MethodSessions, order: Sequence[str], ids: list[int], lockstep: bool,
+             run_kw: dict) -> Iterator[tuple[str, Finish]]:
+    """Each method's answer to one prompt, in `order`. A method's guard is made (and its costs
+    measured) on the method's target, before its first answer (Session.stream)."""
+    if lockstep:  # every method on its own target, a step of each in turn
+        from homespec.session.lockstep import lockstep as in_lockstep
+
+        streams = [opened.sessions[m].stream(list(ids), **run_kw) for m in order]
+        yield from zip(order, in_lockstep(streams))
+        return
+    for m in order:  # one after another on the shared target, each as the caller asks for it
+        yield m, final(opened.use(m).stream(list(ids), **run_kw))
 
 
 def _draft_shape(session: Session) -> dict | None:
@@ -287,6 +300,7 @@ def summary(result: BenchResult) -> dict:
         "temperature": result.temperature,
         "repeat": result.repeat,
         "lockstep": result.lockstep,
+        "targets_loaded": result.targets_loaded,
         "wall_s": round(result.wall_s, 2),
         "machine": result.machine,
         "plan_estimate": result.plan_estimate,

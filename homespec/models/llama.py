@@ -243,25 +243,3 @@ class LlamaModel:
     def reset(self) -> None:
         self.n_past = 0
 
-
-def ancestor_mask(parents: Sequence[int]) -> torch.Tensor:
-    """[T, T] bool: mask[i, j] is True when node j is node i or one of its ancestors."""
-    t = len(parents)
-    mask = torch.zeros(t, t, dtype=torch.bool)
-    for i, p in enumerate(parents):
-        if p >= i or (i == 0 and p != -1) or (i > 0 and p < 0):
-            raise HomespecError(
-                f"invalid draft tree: node {i} has parent {p}",
-                hint="parents[0] must be -1 and parents[i] < i",
-            )
-        mask[i, i] = True
-        if p >= 0:
-            mask[i] |= mask[p]
-    return mask
-
-
-def depths(parents: Sequence[int]) -> list[int]:
-    out: list[int] = []
-    for i, p in enumerate(parents):
-        out.append(0 if p < 0 else out[p] + 1)
-    return out

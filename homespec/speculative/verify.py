@@ -2,13 +2,16 @@
 
 `logits[i]` is the target's next-token logits after the path root..i (one `Backend.verify`
 pass). Both verifiers walk down from the root; the identities that make them lossless are
-derived in docs/speculative.md ("Verification").
+derived in docs/speculative.md ("Verification"). Greedy and deterministic-children acceptance
+run through homespec.kernels on the logits' device: one launch on a GPU, the torch reference
+elsewhere (docs/kernels.md).
 """
 
 from __future__ import annotations
 
 import torch
 
+from homespec import kernels
 from homespec.speculative.sampling import Sampler, sample_from
 from homespec.speculative.tree import check_parents
 from homespec.speculative.types import DraftTree, Verdict
@@ -36,22 +39,10 @@ def verify_greedy(tree: DraftTree, logits: torch.Tensor) -> Verdict:
     exactly plain greedy decoding's.
     """
     _check_shapes(tree, logits)
-    parents = check_parents(tree.parents)
-    target = logits.argmax(-1).tolist()  # [T] the target's greedy token after each node
-    tokens = tree.tokens.tolist()
-    ok = [True] + [False] * (len(parents) - 1)
-    depth = [0] * len(parents)
-    best = 0
-    for i in range(1, len(parents)):
-        p = parents[i]
-        ok[i] = ok[p] and tokens[i] == target[p]
-        depth[i] = depth[p] + 1
-        if ok[i] and depth[i] > depth[best]:
-            best = i
-    path = [best]
-    while parents[path[-1]] >= 0:
-        path.append(parents[path[-1]])
-    return Verdict(path=tuple(path[::-1]), next_token=int(target[best]))
+    check_parents(tree.parents)  # the kernels trust the tree: a malformed one is refused here
+    dev = logits.device
+    target = logits.argmax(-1)  # [T] the target's greedy token after each node
+    return kernels.verify_greedy_paths(tree.tokens.to(dev), tree.parents.to(dev), target).to_verdict()
 
 
 def verify_sampled(
@@ -80,10 +71,12 @@ def verify_sampled(
         return verify_greedy(tree, logits)
     _check_shapes(tree, logits)
     parents = check_parents(tree.parents)
+    p_all = sampler.probs(logits).double()  # [T, V]
+    if draft_dists is None:
+        return _verify_deterministic(tree, p_all, generator)
     kids = _children(parents)
     tokens = tree.tokens.tolist()
-    p_all = sampler.probs(logits).double()  # [T, V]
-    q_all = draft_dists.double() if draft_dists is not None else None  # [T, V]
+    q_all = draft_dists.double()  # [T, V]
     path = [0]
     while True:
         u = path[-1]
@@ -92,21 +85,25 @@ def verify_sampled(
         for c in kids[u]:
             x = tokens[c]
             coin = float(torch.rand((), generator=generator, dtype=torch.float64))
-            if q_all is None:
-                mass = float(r.sum())
-                if mass > 0 and coin * mass < float(r[x]):
-                    accepted = c
-                    break
-                r[x] = 0.0
-            else:
-                q = q_all[u]
-                if coin * float(q[x]) < float(r[x]):  # coin < min(1, r/q)
-                    accepted = c
-                    break
-                left = (r - q).clamp_min(0.0)
-                total = float(left.sum())
-                if total > 0:  # total == 0 only when r == q, where rejection has probability 0
-                    r = left / total
+            q = q_all[u]
+            if coin * float(q[x]) < float(r[x]):  # coin < min(1, r/q)
+                accepted = c
+                break
+            left = (r - q).clamp_min(0.0)
+            total = float(left.sum())
+            if total > 0:  # total == 0 only when r == q, where rejection has probability 0
+                r = left / total
         if accepted is None:
             return Verdict(path=tuple(path), next_token=int(sample_from(r, generator)))
         path.append(accepted)
+
+
+def _verify_deterministic(tree: DraftTree, p_all: torch.Tensor, generator: torch.Generator | None) -> Verdict:
+    """Deterministic children through kernels.verify_sampled_paths. Every child is tried at most
+    once, so drawing its coin up front is the same as drawing it when tried, and the inverse-CDF
+    draw of one uniform from the residual is a draw from the normalised residual."""
+    dev = p_all.device
+    coins = torch.rand(tree.size, generator=generator, dtype=torch.float64)  # [T]: coins[c] decides child c
+    u_final = float(torch.rand((), generator=generator, dtype=torch.float64))  # the residual draw
+    choice = kernels.verify_sampled_paths(tree.tokens.to(dev), tree.parents.to(dev), p_all, coins.to(dev), u_final)
+    return choice.to_verdict()

@@ -1,21 +1,28 @@
 """Training EAGLE-3 / EAGLE-3.1 draft heads by self-distillation (`homespec draft train`).
 
-`train_head` is the whole pipeline; the stages live in their own modules: data.py (the target
-answers prompts, features recorded), vocab.py (draft vocabulary), ttt.py (training-time test
-loss), loop.py (optimiser, schedule, checkpoints), evaluate.py (held-out acceptance), export.py.
-torch and llama_cpp are imported only when a stage runs.
+`train_head(TrainConfig(...))` is the whole pipeline; config.py holds every setting with its
+default; the stages live in their own modules: data.py (the target answers prompts, features
+recorded), vocab.py (draft vocabulary), ttt.py (training-time test loss), loop.py (optimiser,
+schedule, checkpoints), evaluate.py (held-out acceptance), export.py. torch and llama_cpp are
+imported only when a stage runs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from homespec.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from homespec.train.api import TrainResult
+    from homespec.train.progress import ProgressFn
 
 
-def train_head(**kwargs: Any):
+def train_head(config: TrainConfig, *, progress: "ProgressFn | None" = None) -> "TrainResult":
     """See homespec.train.api.train_head."""
     from homespec.train.api import train_head as _train_head
 
-    return _train_head(**kwargs)
+    return _train_head(config, progress=progress)
 
 
-__all__ = ["train_head"]
+__all__ = ["TrainConfig", "train_head"]

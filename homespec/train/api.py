@@ -24,6 +24,7 @@ import numpy as np
 
 from homespec.atomic import write_text
 from homespec.errors import HomespecError, UsageError
+from homespec.train.config import TrainConfig
 from homespec.train.data import DataSummary, generate_data, target_settings
 from homespec.train.progress import ProgressFn
 from homespec.train.rundir import check_out, claim_out
@@ -105,16 +106,6 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
     return found
 
 
-def _check_numbers(tokens: int, epochs: int, ttt_steps: int, max_new_tokens: int, draft_vocab: int,
-                   hidden_weight: float) -> None:
-    for flag, v, least, example in (("--tokens", tokens, 1, "500000"), ("--epochs", epochs, 1, "2"),
-                                    ("--ttt-steps", ttt_steps, 1, "5"), ("--max-new-tokens", max_new_tokens, 1, "256"),
-                                    ("--draft-vocab", draft_vocab, 2, "8192"),
-                                    ("--hidden-weight", hidden_weight, 0, "1.0, or 0 to switch it off")):
-        if v < least:
-            raise UsageError(f"{flag} must be at least {least}, got {v}", hint=f"e.g. {flag} {example}")
-
-
 def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
     from homespec.models.eagle3 import Eagle3Config
 
@@ -127,142 +118,154 @@ def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
     )
 
 
-def train_head(
-    *,
-    target: str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    prompts: str | os.PathLike[str] | None = None,
-    tokens: int = 500_000,
-    epochs: int = 4,
-    device: str = "cpu",
-    draft_vocab: int = 8192,
-    ttt_steps: int = 5,
-    seed: int = 0,
-    max_new_tokens: int = 256,
-    backend: str | None = None,
-    eagle3: bool = False,
-    parallel: int = 16,
-    n_threads: int | None = None,
-    batch_tokens: int = 4096,
-    lr: float = 5e-4,
-    freeze_lm_head: bool = False,
-    hidden_weight: float = 0.0,
-    weight_decay: float = 0.0,
-    eval_prompts: int = 4,
-    eval_every: int = 500,
-    checkpoint_every: int = 200,
-    shard_prompts: int = 64,
-    skip_shards: int = 0,
-    init: str | os.PathLike[str] | None = None,
-    keep_vocab: bool = False,
-    data_from: Sequence[str | os.PathLike[str]] = (),
-    progress: ProgressFn | None = None,
-) -> TrainResult:
-    """Train an EAGLE-3.1 head (EAGLE-3 with eagle3=True) for `target`; see the module docstring."""
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What a run reads before its first write: all checked before any data or model."""
+
+    target: str  # the resolved path
+    cfg: Any  # the target's LlamaConfig
+    backend: str  # data generation's backend
+    items: list  # the prompts
+    layers: list[int]  # the feature layers
+    extra: list  # [(manifest, shards)] of --data-from
+    start: Any  # homespec.train.warm.Source with --init, else None
+
+
+def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> TrainResult:
+    """Train an EAGLE-3.1 head (EAGLE-3 with `config.eagle3`) as `config` says; see the module docstring.
+
+    `config` checked its own settings when it was made (TrainConfig.check); what needs the disk
+    or a device is checked here, before any data is generated or any model loaded."""
     import torch
 
     from homespec.models.eagle3 import Eagle3Head
-    from homespec.prompts import load_prompts, read_prompts_file
-    from homespec.train.batches import sequence_refs
-    from homespec.train.evaluate import AcceptanceMeter
-    from homespec.train.export import export_head
-    from homespec.train.loop import TrainConfig, train
     from homespec.train.ttt import Frozen, init_lm_head
-    from homespec.train.vocab import build_vocab, count_tokens, save_vocab
 
-    target, out = os.fspath(target), Path(out)
-    _check_numbers(tokens=tokens, epochs=epochs, ttt_steps=ttt_steps, max_new_tokens=max_new_tokens,
-                   draft_vocab=draft_vocab, hidden_weight=hidden_weight)
-    # the output directory first (reads only): before any data is generated or any model loaded
-    if init is not None and Path(init).resolve() == out.resolve():
-        raise UsageError(f"--init {init} is the output directory: the new head would overwrite the one it starts from",
-                         hint="write the new head to another --out")
-    check_out(out)
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("--device cuda but torch sees no CUDA GPU", hint="use --device cpu")
-    cfg = read_target_config(target)
-    backend = backend or ("torch" if Path(target).is_dir() else "llamacpp")
-    if backend == "llamacpp" and Path(target).is_dir():
-        raise UsageError("llama.cpp reads GGUF files, the target is a directory", hint="use --backend torch")
-    items = read_prompts_file(prompts) if prompts else load_prompts("train")
-    layers = cfg.default_feature_layers()
-    extra = _read_data_from(data_from, out, target, layers)  # checked before hours of generation
-    start = None
-    if init is not None:  # checked before hours of data generation, not after
-        from homespec.train.warm import read_source, warm_start
-
-        start = read_source(init, cfg, head_config(cfg, draft_vocab, eagle3))
-    elif keep_vocab:
-        raise UsageError("--keep-vocab keeps the draft vocabulary of the --init head, and there is none",
-                         hint="add --init DIR, or drop --keep-vocab")
+    c, out = config, Path(config.out)
+    inputs = _read_inputs(c)
     claim_out(out)  # every check passed: the run's marker is its first write
 
     # 1. data: the target answers the prompts
-    data = generate_data(target, out / "data", items, tokens=tokens, max_new_tokens=max_new_tokens, seed=seed,
-                         feature_layers=layers, backend=backend, parallel=parallel, shard_prompts=shard_prompts,
-                         skip_shards=skip_shards, n_threads=n_threads,
-                         device=device if backend == "torch" else None, progress=progress)
-    manifest, shards = load_shards(out / "data")
-    shards = shards + [sh for _, more in extra for sh in more]
+    data = generate_data(inputs.target, out / "data", inputs.items, tokens=c.tokens, max_new_tokens=c.max_new_tokens,
+                         seed=c.seed, feature_layers=inputs.layers, backend=inputs.backend, parallel=c.parallel,
+                         shard_prompts=c.shard_prompts, skip_shards=c.skip_shards, n_threads=c.n_threads,
+                         device=c.device if inputs.backend == "torch" else None, progress=progress)
+    _, shards = load_shards(out / "data")
+    shards = shards + [sh for _, more in inputs.extra for sh in more]
 
     # 2. draft vocabulary: the most frequent reply tokens, or with keep_vocab the --init head's own
-    counts = count_tokens(shards, cfg.n_vocab)
-    if keep_vocab:
-        from homespec.train.warm import source_vocab
-
-        vocab = source_vocab(start, counts)
-    else:
-        vocab = build_vocab(counts, min(draft_vocab, cfg.n_vocab))
-    save_vocab(vocab, out / "vocab.npz")
+    vocab = _draft_vocab(c, inputs, shards)
 
     # 3. head, frozen target tables, training-time test
-    torch.manual_seed(seed)
-    head = Eagle3Head(head_config(cfg, vocab.size, eagle3))
+    torch.manual_seed(c.seed)
+    head = Eagle3Head(head_config(inputs.cfg, vocab.size, c.eagle3))
     head.d2t.copy_(torch.from_numpy(vocab.d2t))
     head.t2d.copy_(torch.from_numpy(vocab.t2d))
-    embed, output = target_tables(target)
+    embed, output = target_tables(inputs.target)
     frozen = Frozen(embed, output, torch.from_numpy(vocab.ids))
     init_lm_head(head, frozen)
-    warm = None if start is None else warm_start(head, start, cfg, vocab.ids)
-    tc = TrainConfig(epochs=epochs, ttt_steps=ttt_steps, lr=lr, batch_tokens=batch_tokens, seed=seed, device=device,
-                     freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, weight_decay=weight_decay,
-                     eval_every=eval_every if eval_prompts else 0, checkpoint_every=checkpoint_every)
-    refs = sequence_refs(shards, max_len=max(64, batch_tokens // 2))
+    warm = None
+    if inputs.start is not None:
+        from homespec.train.warm import warm_start
+
+        warm = warm_start(head, inputs.start, inputs.cfg, vocab.ids)
+    state, head_bytes = _train_and_export(c, inputs, head, frozen, shards, vocab, warm, progress)
+    losses = [r["loss"] for r in state.history if "loss" in r]
+    taus = [r["tau"] for r in state.history if "tau" in r]
+    return TrainResult(out, data, vocab.size, vocab.coverage, state.step, losses[-1] if losses else None,
+                       taus[-1] if taus else None, head_bytes, warm)
+
+
+def _read_inputs(c: TrainConfig) -> _Inputs:
+    """The checks that read the disk or probe a device, in the order a user meets them: --out
+    first (nothing else is read before it), then the target, the prompts, --data-from, --init."""
+    import torch
+
+    from homespec.prompts import load_prompts, read_prompts_file
+    from homespec.session.options import resolve_model_path
+
+    target = resolve_model_path(c.target)
+    check_out(Path(c.out))
+    if c.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("--device cuda but torch sees no CUDA GPU", hint="use --device cpu")
+    cfg = read_target_config(target)
+    backend = c.backend or ("torch" if Path(target).is_dir() else "llamacpp")
+    if backend == "llamacpp" and Path(target).is_dir():
+        raise UsageError("llama.cpp reads GGUF files, the target is a directory", hint="use --backend torch")
+    items = read_prompts_file(c.prompts) if c.prompts else load_prompts("train")
+    layers = cfg.default_feature_layers()
+    extra = _read_data_from(c.data_from, Path(c.out), target, layers)  # checked before hours of generation
+    start = None
+    if c.init is not None:  # checked before hours of data generation, not after
+        from homespec.train.warm import read_source
+
+        start = read_source(c.init, cfg, head_config(cfg, c.draft_vocab, c.eagle3))
+    return _Inputs(target, cfg, backend, items, layers, extra, start)
+
+
+def _draft_vocab(c: TrainConfig, inputs: _Inputs, shards: Sequence[Any]) -> Any:
+    from homespec.train.vocab import build_vocab, count_tokens, save_vocab
+
+    counts = count_tokens(shards, inputs.cfg.n_vocab)
+    if c.keep_vocab:
+        from homespec.train.warm import source_vocab
+
+        vocab = source_vocab(inputs.start, counts)
+    else:
+        vocab = build_vocab(counts, min(c.draft_vocab, inputs.cfg.n_vocab))
+    save_vocab(vocab, Path(c.out) / "vocab.npz")
+    return vocab
+
+
+def checkpoint_meta(c: TrainConfig, vocab: Any, sequences: int, warm: Any = None) -> dict[str, Any]:
+    """The settings a checkpoint records and a resumed run must match (homespec.train.checkpoint):
+    the keys runs have always written, so that every earlier run still resumes."""
+    meta = {"epochs": c.epochs, "ttt_steps": c.ttt_steps, "lr": c.lr, "batch_tokens": c.batch_tokens, "seed": c.seed,
+            "eagle3": c.eagle3, "draft_vocab": vocab.size, "vocab_sum": int(vocab.ids.sum()), "sequences": sequences}
+    if c.freeze_lm_head or c.hidden_weight or c.weight_decay:  # (older checkpoints lack these keys)
+        meta.update(freeze_lm_head=c.freeze_lm_head, hidden_weight=c.hidden_weight, weight_decay=c.weight_decay)
+    if warm is not None:  # a resumed run must start from the same head
+        meta["init"] = warm.digest
+    return meta
+
+
+def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, shards: Sequence[Any], vocab: Any,
+                      warm: Any, progress: ProgressFn | None) -> tuple[Any, int]:
+    """Train (resuming OUT/train/checkpoint.pt), then export the head with its acceptance on the
+    dev prompts for the default GPU tree and CPU chain (the guard's prior, homespec.speculative.record).
+    -> (the final TrainState, the exported head's bytes)"""
+    from homespec.train.batches import sequence_refs
+    from homespec.train.evaluate import AcceptanceMeter
+    from homespec.train.export import export_head
+    from homespec.train.loop import train
+
+    out = Path(c.out)
+    refs = sequence_refs(shards, max_len=max(64, c.batch_tokens // 2))
     if not refs:
         raise HomespecError("the generated data holds no reply tokens to train on", hint="raise --tokens or --max-new-tokens")
     # the longest training sequence: the drafter's default attention window (Eagle3Config.draft_window)
     head.config = replace(head.config, draft_window=max(r.length for r in refs))
-    meta = {"epochs": epochs, "ttt_steps": ttt_steps, "lr": lr, "batch_tokens": batch_tokens, "seed": seed,
-            "eagle3": eagle3, "draft_vocab": vocab.size, "vocab_sum": int(vocab.ids.sum()), "sequences": len(refs)}
-    if freeze_lm_head or hidden_weight or weight_decay:  # (older checkpoints lack these keys)
-        meta.update(freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight, weight_decay=weight_decay)
-    if warm is not None:  # a resumed run must start from the same head
-        meta["init"] = warm.digest
+    meta = checkpoint_meta(c, vocab, len(refs), warm)
     meter = None
-    if eval_prompts:
-        from homespec.prompts import load_prompts as _lp
+    if c.eval_prompts:
+        from homespec.prompts import load_prompts
 
-        meter = AcceptanceMeter(target, _lp("dev")[:eval_prompts], backend=backend, device=device)
+        meter = AcceptanceMeter(inputs.target, load_prompts("dev")[:c.eval_prompts], backend=inputs.backend,
+                                device=c.device)
     try:
         def evaluate(h: Any) -> dict[str, float]:
             a = meter.measure(h)
             return {"tau": a.tau, "spec_steps": a.steps}
 
-        state = train(head, frozen, shards, refs, tc, checkpoint=out / "train" / "checkpoint.pt", meta=meta,
+        state = train(head, frozen, shards, refs, c, checkpoint=out / "train" / "checkpoint.pt", meta=meta,
                       evaluate=evaluate if meter else None, progress=progress)
         write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
-
-        # 4. export in the published layout, with the head's acceptance on the dev prompts for
-        # the default GPU tree and CPU chain (the guard's prior, homespec.speculative.record)
         head_bytes = export_head(head, out)
         if meter is not None:
             from homespec.session.options import CPU_DRAFT, GPU_DRAFT
 
-            meter.record(head, out, [GPU_DRAFT, CPU_DRAFT], split="dev", backend=backend)
+            meter.record(head, out, [GPU_DRAFT, CPU_DRAFT], split="dev", backend=inputs.backend)
     finally:
         if meter is not None:
             meter.close()
-    losses = [r["loss"] for r in state.history if "loss" in r]
-    taus = [r["tau"] for r in state.history if "tau" in r]
-    return TrainResult(out, data, vocab.size, vocab.coverage, state.step, losses[-1] if losses else None,
-                       taus[-1] if taus else None, head_bytes, warm)
+    return state, head_bytes

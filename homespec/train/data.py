@@ -120,8 +120,6 @@ def generate_data(
     data_dir.mkdir(parents=True, exist_ok=True)
     order = ordered_prompts(prompts, seed)
     n_shards = (len(order) + shard_prompts - 1) // shard_prompts
-    if skip_shards < 0:
-        raise UsageError(f"--skip-shards must be 0 or more, got {skip_shards}", hint="e.g. --skip-shards 96")
     if skip_shards and skip_shards >= n_shards:
         raise UsageError(f"--skip-shards {skip_shards} leaves no prompts: {len(order)} prompts make {n_shards} shards "
                          f"of {shard_prompts}", hint=f"use 0 to {max(n_shards - 1, 0)}, or more prompts")

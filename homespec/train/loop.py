@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -13,28 +12,10 @@ import torch
 from homespec.models.eagle3 import Eagle3Head
 from homespec.train.batches import SeqRef, epoch_plan, iterate
 from homespec.train.checkpoint import TrainState, load_checkpoint, save_checkpoint
+from homespec.train.config import TrainConfig
 from homespec.train.progress import Progress, ProgressFn
 from homespec.train.shards import Shard
 from homespec.train.ttt import Frozen, trainable, ttt_loss
-
-
-@dataclass(frozen=True, slots=True)
-class TrainConfig:
-    epochs: int = 4
-    ttt_steps: int = 5
-    lr: float = 5e-4
-    weight_decay: float = 0.0
-    freeze_lm_head: bool = False  # keep the draft read-out at the target's output rows
-    hidden_weight: float = 0.0  # weight of the hidden-state regression (ttt_loss)
-    warmup: float = 0.03  # share of all steps spent warming up
-    min_lr: float = 0.05  # final lr as a share of lr
-    clip: float = 0.5  # SafeAILab traineagle3 clips gradients at 0.5
-    batch_tokens: int = 4096  # padded positions per batch
-    seed: int = 0
-    device: str = "cpu"
-    eval_every: int = 500  # optimiser steps between held-out acceptance measurements (0: never)
-    checkpoint_every: int = 200
-    log_every: int = 10
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:

@@ -13,15 +13,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from test_kernels import greedy_case, random_tree, sampled_case  # noqa: E402
 
 from homespec import kernels  # noqa: E402
-from homespec import kernels_ref as ref  # noqa: E402
+from homespec.kernels import reference as ref  # noqa: E402
+from homespec.kernels import select  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 IMPLS = ["triton", "cuda"]
 
 
 def _need(impl: str) -> None:
-    got = kernels._load(impl)
-    if isinstance(got, kernels._Unavailable):
+    got = select._load(impl)
+    if isinstance(got, select._Unavailable):
         pytest.skip(f"{impl}: {got}")
 
 

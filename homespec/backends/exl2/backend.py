@@ -169,7 +169,6 @@ class Exl2Backend:
         self._last = None
 
     def _copy_rows(self, past: int, path: list[int]) -> None:
-        from homespec import kernels_ref
         from homespec.kernels import compact_kv
 
         nodes = torch.as_tensor(path, dtype=torch.long)
@@ -183,10 +182,9 @@ class Exl2Backend:
             for k, v in zip(ks, vs):
                 k4 = k.view(1, 1, k.shape[1], -1)
                 v4 = v.view(1, 1, v.shape[1], -1)
-                if k.dtype in (torch.float16, torch.float32, torch.bfloat16):
-                    compact_kv(k4, v4, past, nodes.to(k.device))
-                else:  # packed uint8 rows of a quantised cache: the reference moves bytes as they are
-                    kernels_ref.compact_kv(k4, v4, past, nodes.to(k.device))
+                # packed uint8 rows of a quantised cache: the torch reference moves bytes as they are
+                floats = k.dtype in (torch.float16, torch.float32, torch.bfloat16)
+                compact_kv(k4, v4, past, nodes.to(k.device), impl=None if floats else "torch")
 
     def rollback(self, n: int) -> None:
         if n < 0 or n > self.n_past:

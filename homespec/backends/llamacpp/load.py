@@ -91,26 +91,31 @@ def flash_attn_active(s: BackendSettings, log_lines: list[str]) -> bool:
     return any("Flash Attention enabled" in line for line in log_lines)
 
 
-def token_embd(path: str, rows_per_chunk: int = 8192) -> torch.Tensor:
+def token_embd(path: str, rows_per_chunk: int = 1024) -> torch.Tensor:
     """token_embd.weight dequantised with the gguf package into an fp16 table -> [V, H].
 
     fp16 is what the planner budgets on the host ("draft embeddings": n_vocab x n_embd x 2); the
     table is filled chunk by chunk, so no float32 copy of the whole table exists even briefly
-    (a 128k x 8192 table would be 4 GiB in float32)."""
-    import gguf
+    (a 128k x 8192 table would be 4 GiB in float32). The tensor is found with homespec's own
+    header reader and mapped alone: gguf.GGUFReader turns every metadata array into numpy objects
+    first (SmolLM2's 49k-token vocabulary: 160 MiB, briefly, for one tensor)."""
+    from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    reader = gguf.GGUFReader(path)
-    for t in reader.tensors:
+    from homespec.formats.gguf import read_gguf_header
+
+    header = read_gguf_header(path)
+    offset = header.data_offset
+    for t in header.tensors:
         if t.name == "token_embd.weight":
-            data = t.data  # [V, row bytes] for block-quantised types, [V, H] otherwise (ggml's ne reversed)
-            n_vocab = data.shape[0]
-            table = None
+            n_embd, n_vocab = t.shape[0], t.shape[1]  # ggml's ne: [H, V]
+            data = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(n_vocab, t.n_bytes // n_vocab))
+            qtype = GGMLQuantizationType[t.ggml_type.upper()]
+            table = torch.empty((n_vocab, n_embd), dtype=torch.float16)
             for lo in range(0, n_vocab, rows_per_chunk):
                 # a copy: an F32 table's rows are a read-only view of the file mapping
-                rows = np.array(dequantize(data[lo : lo + rows_per_chunk], t.tensor_type), dtype=np.float32)
-                if table is None:
-                    table = torch.empty((n_vocab, rows.shape[-1]), dtype=torch.float16)
-                table[lo : lo + len(rows)] = torch.from_numpy(rows)
+                rows = np.array(dequantize(data[lo : lo + rows_per_chunk], qtype), dtype=np.float32)
+                table[lo : lo + len(rows)] = torch.from_numpy(rows.reshape(len(rows), n_embd))
             return table
+        offset += -(-t.n_bytes // header.alignment) * header.alignment
     raise FormatError(f"{path} has no token_embd.weight tensor", hint="is this a decoder-only language model GGUF?")

@@ -13,8 +13,10 @@ import torch
 
 from homespec.backends.base import Forward, MemoryReport, Tokenizer
 from homespec.errors import HomespecError
-from homespec.models.llama import LlamaModel, ancestor_mask, depths
+from homespec.kernels import tree_mask
+from homespec.models.llama import LlamaModel
 from homespec.models.load import load_model
+from homespec.speculative.tree import check_parents, depths
 
 # Tree size the compute estimate is sized for (EAGLE-2's default dynamic tree has 60 nodes).
 _ESTIMATE_TOKENS = 64
@@ -98,13 +100,17 @@ class TorchBackend:
                 f"verify got {len(tokens)} tokens and {len(parents)} parents",
                 hint="a draft tree needs one parent per token, root first",
             )
-        parents = [int(p) for p in parents]
-        mask = ancestor_mask(parents)  # [T, T]
+        try:
+            parents = check_parents(parents)
+        except ValueError as e:
+            raise HomespecError(f"invalid draft tree: {e}", hint="parents[0] must be -1 and parents[i] < i") from None
         start = self.model.n_past
-        pos = torch.as_tensor([start + d for d in depths(parents)], dtype=torch.long)  # [T]
+        pos = start + depths(parents)  # [T]
         ids = torch.as_tensor([int(t) for t in tokens], dtype=torch.long)  # [T]
         chain = all(p == i - 1 for i, p in enumerate(parents))
-        out = self.model.forward(ids, pos, None if chain else mask, capture=self.feature_layers)
+        # [T, T] ancestor-or-self mask, built on the model's device (one launch on a GPU)
+        mask = None if chain else tree_mask(torch.as_tensor(parents, device=self.model.device), 0)
+        out = self.model.forward(ids, pos, mask, capture=self.feature_layers)
         self._last_verify = len(tokens)
         self._last_parents = parents
         return Forward(logits=out.logits, features=out.features)  # logits [T, V]

@@ -1,5 +1,5 @@
-// Metal kernels for the speculative loop's small steps (reference: homespec/kernels_ref.py).
-// Compiled at run time by torch.mps.compile_shader (homespec/kernels.py); Python ints arrive
+// Metal kernels for the speculative loop's small steps (reference: homespec/kernels/reference.py).
+// Compiled at run time by torch.mps.compile_shader (homespec/kernels/select.py); Python ints arrive
 // as 64-bit `constant long&`. Sampled acceptance is not ported: the torch reference runs on
 // the MPS tensors instead.
 

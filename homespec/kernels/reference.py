@@ -1,10 +1,10 @@
 """Torch reference implementations of the speculative loop's small kernels.
 
-These define the semantics the Triton, CUDA and Metal kernels in kernels/ must reproduce, and are
-the fallback wherever none of those is usable. Every function works on any device; none loops in
-Python over tree nodes (only over tree depth), so they are already far cheaper than per-node code.
-
-Tree conventions (homespec.speculative.tree): node 0 is the root, parents[0] == -1, parents[i] < i.
+These define the semantics the Triton, CUDA and Metal kernels beside this module must reproduce,
+and are what runs wherever none of those is usable (CPU tensors, or a GPU without a toolchain).
+Every function works on tensors of any device. Tree validation, depths, paths and ancestor
+masks come from homespec.speculative.tree, the one home of the tree conventions: node 0 is the
+root, parents[0] == -1, parents[i] < i.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from homespec.speculative.tree import ancestor_mask, check_parents, depths, path_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,47 +31,32 @@ class PathChoice:
         return Verdict(path=tuple(int(i) for i in self.path[:n].tolist()), next_token=int(self.next_token))
 
 
-def _ancestry(parents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """anc [T, T] bool (anc[i, j]: j is i or an ancestor of i) and depth [T] int64.
-
-    Every node climbs one level per iteration, so the loop runs max-depth times, not T times."""
-    t = parents.shape[0]
-    idx = torch.arange(t, device=parents.device)
-    anc = torch.eye(t, dtype=torch.bool, device=parents.device)  # [T, T]
-    depth = torch.zeros(t, dtype=torch.int64, device=parents.device)  # [T]
-    cur = idx.clone()
-    for _ in range(t):
-        p = parents[cur]  # [T] parent of each node's current ancestor
-        up = p >= 0
-        if not bool(up.any()):
-            break
-        anc[idx[up], p[up]] = True
-        depth += up.long()
-        cur = torch.where(up, p, cur)
-    return anc, depth
+def _choice(path: tuple[int, ...], t: int, next_token: int, device: torch.device) -> PathChoice:
+    out = torch.full((t,), -1, dtype=torch.int64)  # [T]
+    out[: len(path)] = torch.tensor(path, dtype=torch.int64)
+    return PathChoice(path=out.to(device), length=torch.tensor(len(path), device=device),
+                      next_token=torch.tensor(next_token, device=device))
 
 
 def verify_greedy_paths(tokens: torch.Tensor, parents: torch.Tensor, target: torch.Tensor) -> PathChoice:
     """Greedy tree acceptance: the deepest node whose every ancestor-or-self draft token equals
-    the target's argmax after its parent; among equally deep nodes the lowest index wins (the
-    rule of homespec.speculative.verify.verify_greedy).
+    the target's argmax after its parent; among equally deep nodes the lowest index wins
+    (duplicate siblings may both match).
 
     tokens, parents, target: [T] int64; target[i] = argmax of the target's logits at node i.
+    One pass in index order sees every parent before its children, so a node is accepted when
+    its parent is and its own token matches.
     """
-    t = tokens.shape[0]
-    anc, depth = _ancestry(parents)
-    par = parents.clamp_min(0)
-    correct = (tokens == target[par]) | (parents < 0)  # [T] node matches the target after its parent
-    # ok[i]: every node on root..i is correct (anc rows select the path)
-    ok = ~(anc & ~correct[None, :]).any(dim=1)  # [T]
-    idx = torch.arange(t, device=tokens.device)
-    key = torch.where(ok, depth * t + (t - 1 - idx), torch.full_like(depth, -1))  # deeper first, then lower index
-    best = (t - 1) - key.max() % t
-    n = depth[best] + 1
-    path = torch.full((t,), -1, dtype=torch.int64, device=tokens.device)
-    on = anc[best]  # [T] nodes on the accepted path
-    path[depth[on]] = idx[on]  # a path has exactly one node per depth
-    return PathChoice(path=path, length=n, next_token=target[best].long())
+    par = check_parents(parents)
+    tok, tgt = tokens.tolist(), target.tolist()
+    depth = depths(par).tolist()
+    ok = [True] * len(par)  # ok[i]: every node on root..i matches
+    best = 0
+    for i in range(1, len(par)):
+        ok[i] = ok[par[i]] and tok[i] == tgt[par[i]]
+        if ok[i] and depth[i] > depth[best]:  # strictly deeper: the lower index keeps a tie
+            best = i
+    return _choice(path_to(par, best), len(par), int(tgt[best]), tokens.device)
 
 
 def verify_sampled_paths(
@@ -87,13 +74,14 @@ def verify_sampled_paths(
 
     At node u the children are tried in index order: child c (token x) is accepted when
     coins[c] * sum(r) < r[x], where r is p[u] with every earlier-rejected child's token zeroed;
-    a rejected child's token is zeroed. This is homespec.speculative.verify.verify_sampled's
-    deterministic-children rule with its random draws made explicit, so a kernel and this
-    reference give identical answers. With no child accepted the next token is the inverse-CDF
+    a rejected child's token is zeroed. With no child accepted the next token is the inverse-CDF
     draw of u_final from r (the first index whose cumulative mass exceeds u_final * sum(r)).
+    homespec.speculative.verify.verify_sampled draws coins and u_final from its generator and
+    calls this rule through homespec.kernels; with the draws explicit, a kernel and this
+    reference give identical answers.
     """
     t = tokens.shape[0]
-    par = parents.tolist()
+    par = check_parents(parents)
     tok = tokens.tolist()
     path = [0]
     while True:
@@ -118,10 +106,7 @@ def verify_sampled_paths(
                 nxt = int(probs[u].argmax())
             break
         path.append(accepted)
-    out = torch.full((t,), -1, dtype=torch.int64, device=tokens.device)
-    out[: len(path)] = torch.tensor(path, dtype=torch.int64, device=tokens.device)
-    return PathChoice(path=out, length=torch.tensor(len(path), device=tokens.device),
-                      next_token=torch.tensor(nxt, device=tokens.device))
+    return _choice(tuple(path), t, nxt, tokens.device)
 
 
 def compact_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, nodes: torch.Tensor) -> None:
@@ -143,7 +128,6 @@ def tree_mask(parents: torch.Tensor, n_past: int) -> torch.Tensor:
     """[T, n_past + T] bool attention mask of a tree verified after n_past committed tokens:
     every node sees the whole committed prefix and, among the tree, itself and its ancestors."""
     t = parents.shape[0]
-    anc, _ = _ancestry(parents)
-    mask = torch.ones(t, n_past + t, dtype=torch.bool, device=parents.device)
-    mask[:, n_past:] = anc
+    mask = torch.ones(t, n_past + t, dtype=torch.bool, device=parents.device)  # [T, n_past + T]
+    mask[:, n_past:] = ancestor_mask(parents)  # [T, T], built on the host
     return mask

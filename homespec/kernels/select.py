@@ -1,21 +1,21 @@
-"""Fast paths for the speculative loop's small steps, chosen per tensor device.
+"""Which implementation runs each kernel, chosen per tensor device; loads each once.
 
 Three operations run once per draft tree and are otherwise tens of tiny launches or a host
 round trip per node: greedy (and sampled) tree acceptance, accepted-path KV compaction, and the
 tree attention mask. Each has
 
-* a torch reference (homespec/kernels_ref.py) that defines its semantics and is the fallback;
-* a Triton kernel (kernels/triton/tree_kernels.py): CUDA tensors, or CPU under TRITON_INTERPRET=1;
-* a CUDA C++ extension (kernels/cuda/), built on first use with torch.utils.cpp_extension;
-* a Metal library (kernels/metal/tree_kernels.metal) compiled by torch.mps.compile_shader.
+* a torch reference (homespec/kernels/reference.py) that defines its semantics and is the fallback;
+* a Triton kernel (triton/tree_kernels.py): CUDA tensors, or CPU under TRITON_INTERPRET=1;
+* a CUDA C++ extension (cuda/), built on first use with torch.utils.cpp_extension;
+* a Metal library (metal/tree_kernels.metal) compiled by torch.mps.compile_shader.
 
 Choice: HOMESPEC_KERNELS=auto (default) | torch | triton | cuda | metal, or `impl=` per call.
 auto picks Triton then CUDA C++ for CUDA tensors, Metal for MPS tensors, torch otherwise. A
 kernel that fails to load is reported by available() and never retried in the process.
 
-The kernel sources live in the repository's kernels/ folder (HOMESPEC_KERNELS_DIR overrides);
-an installation without it uses the references. torch is imported lazily: `homespec probe` may
-call available().
+The sources are package data beside this module (homespec/kernels/{triton,cuda,metal}/), so an
+installed wheel carries them; HOMESPEC_KERNELS_DIR points at another folder of the same layout.
+torch is imported lazily: importing homespec.kernels costs nothing until a kernel is used.
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from homespec.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-    from homespec.kernels_ref import PathChoice
+    from homespec.kernels.reference import PathChoice
 
 IMPLS = ("torch", "triton", "cuda", "metal")
 
 
 def kernels_dir() -> Path:
+    """The folder holding triton/, cuda/ and metal/: this package's own, or HOMESPEC_KERNELS_DIR."""
     env = os.environ.get("HOMESPEC_KERNELS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "kernels"
+    return Path(env) if env else Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ def _load(impl: str) -> Any:
     """The module / library object of one implementation, or _Unavailable with the reason."""
     try:
         if impl == "torch":
-            import homespec.kernels_ref as ref
+            import homespec.kernels.reference as ref
 
             return ref
         if impl == "triton":
@@ -131,9 +132,23 @@ def available() -> tuple[KernelStatus, ...]:
     return tuple(out)
 
 
+# the device type each forced implementation serves (Triton's interpreter also runs CPU tensors)
+_SERVES = {"triton": ("cuda",), "cuda": ("cuda",), "metal": ("mps",)}
+
+
+def _check_device(want: str, device: "torch.device") -> None:
+    """A forced implementation on tensors it cannot serve is a usage error, not a crash inside it."""
+    serves = _SERVES.get(want)
+    interpreted = want == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+    if serves and device.type not in serves and not interpreted:
+        raise UsageError(f"the {want} kernels cannot run on {device.type} tensors (HOMESPEC_KERNELS={want})",
+                         hint=f"unset HOMESPEC_KERNELS, or use it with a backend on {serves[0]}")
+
+
 def _choose(device: "torch.device", impl: str | None) -> tuple[str, Any]:
     want = (impl or os.environ.get("HOMESPEC_KERNELS", "auto")).lower()
     if want != "auto":
+        _check_device(want, device)
         got = _load(want)
         if isinstance(got, _Unavailable):
             raise UsageError(f"the {want} kernels cannot run here: {got}", hint="unset HOMESPEC_KERNELS to use the fastest available")
@@ -157,7 +172,7 @@ def selected(device: "str | torch.device") -> str:
 
 
 def _path_choice(path: "torch.Tensor", length: "torch.Tensor", nxt: "torch.Tensor") -> "PathChoice":
-    from homespec.kernels_ref import PathChoice
+    from homespec.kernels.reference import PathChoice
 
     return PathChoice(path=path, length=length.long().reshape(()), next_token=nxt.long().reshape(()))
 
@@ -168,7 +183,7 @@ def verify_greedy_paths(tokens: "torch.Tensor", parents: "torch.Tensor", target:
 
     tokens, parents: [T] int64 (the draft tree); target: [T] int64 argmax of the target's logits
     at every node. Returns the deepest fully-correct path (lowest index among equals) and the
-    target's token after it; semantics in kernels_ref.verify_greedy_paths.
+    target's token after it; semantics in reference.verify_greedy_paths.
     """
     name, mod = _choose(tokens.device, impl)
     if name == "torch":
@@ -188,7 +203,7 @@ def verify_greedy_paths(tokens: "torch.Tensor", parents: "torch.Tensor", target:
 def verify_sampled_paths(tokens: "torch.Tensor", parents: "torch.Tensor", probs: "torch.Tensor",
                          coins: "torch.Tensor", u_final: float, *, impl: str | None = None) -> "PathChoice":
     """Tree rejection sampling (deterministic children) with explicit uniforms; see
-    kernels_ref.verify_sampled_paths. probs: [T, V]; coins: [T] float; u_final in [0, 1)."""
+    reference.verify_sampled_paths. probs: [T, V]; coins: [T] float; u_final in [0, 1)."""
     name, mod = _choose(tokens.device, impl)
     if name == "metal":  # not ported to Metal: the reference runs on the MPS tensors
         name, mod = "torch", _load("torch")

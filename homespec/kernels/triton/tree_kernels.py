@@ -1,11 +1,11 @@
-"""Triton kernels for the speculative loop's small steps (reference: homespec/kernels_ref.py).
+"""Triton kernels for the speculative loop's small steps (reference: homespec/kernels/reference.py).
 
 Each is a handful of microseconds of work that would otherwise be tens of tiny launches or a
 host round trip per node. They run on CUDA tensors, and on CPU tensors under TRITON_INTERPRET=1
 (how tests/test_kernels.py checks them against the torch reference).
 
-Loaded by homespec/kernels.py from this file's path; the launch wrappers at the bottom are the
-only names it uses.
+Loaded by homespec/kernels/select.py from this file's path (it ships as package data); the
+launch wrappers at the bottom are the only names it uses.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 // torch extension glue for tree_kernels.cu: checks tensors, then calls the raw launchers on the
-// current CUDA stream. Built by homespec/kernels.py with torch.utils.cpp_extension.load.
+// current CUDA stream. Built by homespec/kernels/select.py with torch.utils.cpp_extension.load.
 
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>

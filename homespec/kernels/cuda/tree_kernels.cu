@@ -1,4 +1,4 @@
-// CUDA kernels for the speculative loop's small steps (reference: homespec/kernels_ref.py).
+// CUDA kernels for the speculative loop's small steps (reference: homespec/kernels/reference.py).
 //
 // Plain CUDA with raw pointers and C++ launchers, no torch headers: `nvcc -c` or `nvcc -ptx`
 // compiles this file alone (tests/test_kernels.py does), and binding.cpp adapts tensors to it.

@@ -1,0 +1,70 @@
+"""The sessions of a bench: one per method, drafting on one loaded target.
+
+A bench compares methods on the same target, so it loads that target once: every method gets its
+own drafter (and guard, made by the bench), and the methods take turns on the one backend, each
+answer starting from an empty cache (Session.stream resets it). Switching methods also switches
+the backend's feature capture to what the method's drafter reads (an EAGLE head: its three
+layers; the others: none), so plain decoding is not timed with a capture it does not use.
+
+The target is loaded with the plan of the method that needs the most memory (one with a drafter
+model or head, else the first), so it leaves room for every method's drafter; each session keeps
+its own method's plan for its memory report. `lockstep` runs the methods' answers interleaved, a
+step of each in turn, which needs a cache per method: there every method loads its own target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Sequence
+
+from homespec.session import RunOptions, Session
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Backend
+
+DRAFTING = ("draft", "eagle3")  # methods whose plan reserves memory for a drafter
+
+
+@dataclass
+class MethodSessions:
+    sessions: dict[str, Session]  # by method, in the bench's order
+    shared: list["Backend"]  # the targets loaded here for several sessions, closed here once
+
+    @property
+    def targets(self) -> list["Backend"]:
+        """The distinct loaded targets: one, unless every method needs its own (lockstep)."""
+        return list({id(s.backend): s.backend for s in self.sessions.values()}.values())
+
+    def use(self, method: str) -> Session:
+        """The method's session, its target capturing what the method's drafter reads."""
+        s = self.sessions[method]
+        s.backend.set_feature_layers(getattr(s.drafter, "feature_layers", ()))
+        return s
+
+    def close(self) -> None:
+        for s in self.sessions.values():  # drafters' own models, and targets a session owns
+            s.close()
+        for t in self.shared:
+            t.close()
+
+
+def open_methods(opts: RunOptions, methods: Sequence[str], *, shared: bool = True) -> MethodSessions:
+    """A session per method; with `shared`, all on one loaded target (see the module docstring)."""
+    opened = MethodSessions({}, [])
+    try:
+        if not shared:
+            for m in methods:
+                opened.sessions[m] = Session.open(replace(opts, method=m))
+            return opened
+        owner = next((m for m in methods if m in DRAFTING), methods[0])
+        first = opened.sessions[owner] = Session.open(replace(opts, method=owner))
+        first.owns_backend = False
+        opened.shared.append(first.backend)
+        for m in methods:
+            if m != owner:
+                opened.sessions[m] = Session.open(replace(opts, method=m), target=first.backend)
+        opened.sessions = {m: opened.sessions[m] for m in methods}
+        return opened
+    except BaseException:
+        opened.close()
+        raise
