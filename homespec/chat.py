@@ -16,9 +16,8 @@ from typing import Callable, TextIO
 from homespec.chat_readout import Answer, Totals, figures
 from homespec.chat_store import ChatFile, SavedChat
 from homespec.errors import HomespecError
-from homespec.runner import Session
-from homespec.speculative.loop import Controller, Limits
-from homespec.speculative.types import Step
+from homespec.session import Session, StepFigures, TextDelta
+from homespec.speculative.loop import Limits
 from homespec.termline import DIM, RESET, StatusLine, is_terminal, quiet_input, stage
 
 GIB = 1 << 30
@@ -35,29 +34,17 @@ class LeaveChat(BaseException):
     """A second Ctrl-C during an answer: leave the chat."""
 
 
-class _Stop(Controller):
-    """Lets Ctrl-C end the answer between two steps, never inside a backend call; hands each step
-    the loop records to the answer's figures."""
+class _Stop:
+    """Ctrl-C during an answer: the answer ends between two steps (the stream is closed there),
+    never inside a backend call; a second one leaves the chat."""
 
-    def __init__(self, answer: Answer):
-        self.answer = answer
-        self.inner: Controller | None = None
+    def __init__(self) -> None:
         self.stop = False
 
     def interrupt(self, *_: object) -> None:
         if self.stop:  # the second Ctrl-C while the first is taking effect
             raise LeaveChat
         self.stop = True
-
-    def speculate(self) -> bool:
-        if self.stop:
-            raise KeyboardInterrupt
-        return self.inner.speculate() if self.inner else True
-
-    def record(self, step: Step) -> None:
-        self.answer.add_step(step)
-        if self.inner:
-            self.inner.record(step)
 
 
 @dataclass
@@ -71,9 +58,7 @@ class Chat:
     err: TextIO = sys.stderr
     history: list[dict[str, str]] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
-    controller_factory: Callable[[Session], Controller] | None = None
     file: ChatFile | None = None  # where the conversation is saved after every answer; None: nowhere
-    _guard: Controller | None = field(default=None, init=False, repr=False)  # this turn's guard, for /stats
     _unsaved: bool = field(default=False, init=False, repr=False)
     _start: int = field(default=0, init=False, repr=False)  # history[:_start] no longer fits the context
 
@@ -87,13 +72,9 @@ class Chat:
     def prepare(self) -> None:
         """Pay the first answer's one-time wait before the prompt, saying what it is: a drafter
         with a recorded acceptance makes the guard time this machine's steps (homespec.speculative.costs)."""
-        if self.controller_factory is None or self.session.drafter is None:
-            return
-        if getattr(self.session.drafter, "expected_acceptance", None):
+        if self.session.guard_needs_timing:
             with stage(self.err, "timing plain and speculative steps on this machine for the guard"):
-                self.controller_factory(self.session)
-        else:
-            self.controller_factory(self.session)
+                self.session.guard  # noqa: B018 - made (and timed) here, kept by the session
 
     def resume(self, saved: SavedChat) -> None:
         """Continue a saved conversation: its turns, its system prompt unless one was given."""
@@ -133,13 +114,13 @@ class Chat:
         """One user turn: stream the answer under a live readout; Ctrl-C ends it early and keeps
         what was said; every answer is saved."""
         answer = Answer(drafting=self.session.drafter is not None)
-        stop = _Stop(answer)
+        stop = _Stop()
         self.history.append({"role": "user", "content": text})
         start = self._start
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, stop.interrupt)
         try:
-            said, ended = self._stream(stop)
+            said, ended = self._stream(stop, answer)
         except HomespecError:
             self.history.pop()
             self._start = start  # the turns left out for this message come back
@@ -156,32 +137,34 @@ class Chat:
             raise ended
         return said
 
-    def _stream(self, stop: _Stop) -> tuple[str, BaseException | None]:
+    def _stream(self, stop: _Stop, answer: Answer) -> tuple[str, BaseException | None]:
         """The answer's text, and the Ctrl-C that ended it early (None when it ran to its end)."""
-        from homespec.generation import run
-
         pieces: list[str] = []
         status = StatusLine(self.out)
         ctx = self.session.backend.max_context
-
-        def on_step(step: Step, new_text: str) -> None:
-            t = stop.answer.totals
-            if stop.answer.first is None:
-                stop.answer.first_token(step)
-            pieces.append(new_text)
-            status.write(new_text, figures(t, ctx) if t.passes else
-                         f"first token after {t.ttft_s:.1f} s · context {t.context}/{ctx}")
-
         with quiet_input(sys.stdin if status.live else None):
             try:
                 ids = self._prompt_ids()
-                stop.inner = self._guard = self.controller_factory(self.session) if self.controller_factory else None
                 status.write("", f"reading the prompt: {len(ids)} tokens of a {ctx}-token context")
                 if stop.stop:  # Ctrl-C before the answer began
                     raise KeyboardInterrupt
-                res = run(self.session, ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
-                          seed=self.seed, on_step=on_step, controller=stop)
-                return res.text, None
+                stream = self.session.stream(ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
+                                             seed=self.seed)
+                for r in stream:
+                    if isinstance(r, StepFigures):
+                        if r.prefill:
+                            answer.first_token(r.step)
+                        else:
+                            answer.add_step(r.step)
+                    elif isinstance(r, TextDelta):
+                        pieces.append(r.text)
+                        t = answer.totals
+                        status.write(r.text, figures(t, ctx) if t.passes else
+                                     f"first token after {t.ttft_s:.1f} s · context {t.context}/{ctx}")
+                        if stop.stop:  # Ctrl-C: the answer ends here, before the next step runs
+                            stream.close()
+                            raise KeyboardInterrupt
+                return "".join(pieces), None
             except (KeyboardInterrupt, LeaveChat) as e:
                 return "".join(pieces), e
             finally:
@@ -273,7 +256,7 @@ class Chat:
 
     def _guard_note(self) -> str:
         """Why the guard keeps decoding plainly, when it predicted that speculation cannot pay."""
-        stats = getattr(self._guard, "stats", None)
+        stats = getattr(self.session.guard, "stats", None)
         if stats is None or not stats.skipped or stats.predicted is None:
             return ""
         return f" · speculation off: predicted {stats.predicted:.2f}x plain on this machine"

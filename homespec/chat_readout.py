@@ -1,5 +1,5 @@
 """The figures `homespec chat` shows: one answer's (the live status line and the readout after it)
-and the conversation's (/stats), all counted from the steps the generate loop reports.
+and the conversation's (/stats), all counted from the steps Session.stream reports (StepFigures).
 
     tok/s            tokens after an answer's first, over the wall time from its first token to its last
     tokens/pass      tokens emitted per target verification pass (EAGLE's tau; 1.00 = plain decoding)
@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from homespec.speculative.types import Step
+from homespec.speculative.loop import Step
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Answer:
         self.totals.context = step.n_past
 
     def add_step(self, step: Step) -> None:
-        """A step after the prefill, as the loop records it (homespec.speculative.loop.Controller.record)."""
+        """A step after the prefill, as Session.stream reports it (a StepFigures)."""
         t = self.totals
         t.passes += 1
         t.tokens += len(step.tokens)

@@ -46,31 +46,6 @@ draft_app = typer.Typer(help="Draft heads: train an EAGLE-3.1 head for a target.
 app.add_typer(draft_app, name="draft")
 
 
-def _controller_factory(guard: bool, adapt: bool):
-    if not guard:
-        return None
-    from homespec.speculative.guard import Guard
-
-    guards: dict[int, Guard] = {}  # one per session: what it learnt carries over to the next prompt
-
-    def make(session):
-        if session.drafter is None:
-            return None
-        if id(session) not in guards:
-            # a drafter with a recorded acceptance lets the guard predict whether speculation can
-            # pay on this machine, from step costs measured here once (homespec.speculative.costs)
-            prior = getattr(session.drafter, "expected_acceptance", None)
-            costs = None
-            if prior:
-                from homespec.speculative.costs import measure_costs
-
-                costs = measure_costs(session.backend, session.drafter)
-            guards[id(session)] = Guard(drafter=session.drafter, adapt=adapt, costs=costs, prior=prior)
-        return guards[id(session)]
-
-    return make
-
-
 def _stdout():
     from rich.console import Console
 
@@ -142,12 +117,14 @@ MethodOpt = Annotated[str, typer.Option("--method", help="none, ngram, draft or 
 BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
 
 
-def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False, window=None):
-    from homespec.runner import RunOptions, draft_shape
+def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False,
+                 window=None, guard=False, adapt=False):
+    from homespec.session.options import RunOptions, draft_shape
 
     depth, topk, nodes = draft_shape(backend, device, depth, topk, nodes)
     return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,
-                      draft_depth=depth, draft_topk=topk, draft_tokens=nodes, threads=threads, exact=exact, window=window)
+                      draft_depth=depth, draft_topk=topk, draft_tokens=nodes, threads=threads, exact=exact,
+                      window=window, guard=guard, adapt=adapt)
 
 
 @app.command()
@@ -179,8 +156,8 @@ def generate(
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
-    from homespec.generation import check_fits, encode_prompts, run
-    from homespec.runner import check_options, open_session
+    from homespec.session import Session, final
+    from homespec.session.prompts import checked_prompts
     from homespec.speculative.loop import Limits
     from homespec.speculative.sampling import Sampler
 
@@ -194,35 +171,38 @@ def generate(
         items = [list(i.turns[:1]) for i in read_prompts_file(prompts)]
     else:
         items = [[prompt]]
-    sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    limits = Limits(max_tokens=max_tokens, stop=tuple(stop or ()))
     opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
-                        exact, window=window)
-    # everything that needs no weights is checked before they load: the options, then each
-    # prompt's length in tokens (the tokenizer alone)
-    token_items = encode_prompts(check_options(opts), items, chat, system)
-    for n, ids in enumerate(token_items, 1):
-        check_fits(ids, ctx, max_tokens, what="the prompt" if prompt is not None else f"prompt {n} of {prompts}")
-    session = open_session(opts)
-    make_controller = _controller_factory(guard, adapt)
+                        exact, window=window, guard=guard, adapt=adapt)
+    token_items = checked_prompts(opts, items, chat, system, max_tokens, source=prompts)  # before any weights load
+    sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    session = Session.open(opts)
     try:
         for ids in token_items:
-            ctrl = make_controller(session) if make_controller else None
+            stream = session.stream(ids, sampler=sampler, limits=Limits(max_tokens=max_tokens), stop=tuple(stop or ()),
+                                    seed=seed)
             if json_out:
-                res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl)
-                row = _result_json(session, res)
-                if ctrl is not None:
-                    row["guard"] = ctrl.as_json()
-                print(json.dumps(row), flush=True)
+                print(json.dumps(_result_json(session, final(stream))), flush=True)
             else:
-                res = run(session, ids, sampler=sampler, limits=limits, seed=seed, controller=ctrl,
-                          on_step=lambda step, text: (sys.stdout.write(text), sys.stdout.flush()))
-                print()
-                print(f"[{len(res.token_ids)} tokens, {res.tokens_per_s:.1f} tok/s, "
-                      f"{res.mean_accepted:.2f} tokens per target pass, {res.target_passes} target passes, "
-                      f"{method} on {backend}" + (f"; {ctrl.summary()}" if ctrl else "") + "]", file=sys.stderr)
+                _print_answer(session, stream)
     finally:
         session.close()
+
+
+def _print_answer(session, stream) -> None:
+    """generate without --json: the text as it comes on stdout, its figures on stderr."""
+    from homespec.session import Finish, TextDelta
+
+    for r in stream:
+        if isinstance(r, TextDelta) and r.text:
+            sys.stdout.write(r.text)
+            sys.stdout.flush()
+        elif isinstance(r, Finish):
+            res = r
+    print()
+    guard, o = session.guard, session.options
+    print(f"[{len(res.token_ids)} tokens, {res.tokens_per_s:.1f} tok/s, "
+          f"{res.mean_accepted:.2f} tokens per target pass, {res.target_passes} target passes, "
+          f"{o.method} on {o.backend}" + (f"; {guard.summary()}" if guard else "") + "]", file=sys.stderr)
 
 
 class _BenchCommand(typer.core.TyperCommand):
@@ -305,7 +285,7 @@ def bench(
     from homespec.atomic import write_bytes
     from homespec.bench.report import markdown, plot, render
     from homespec.bench.run import run_bench, summary
-    from homespec.generation import prompt_tokens
+    from homespec.session.prompts import prompt_tokens
     from homespec.prompts import load_prompts, read_prompts_file
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -324,7 +304,7 @@ def bench(
         items = read_prompts_file(prompts) if prompts else load_prompts("test")
         items = items[:limit]
     opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads,
-                        window=window)
+                        window=window, guard=guard, adapt=adapt)
     with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
         task = bar.add_task("bench", total=(len(items) if items else limit) * len(names) * repeat)
 
@@ -338,7 +318,7 @@ def bench(
 
         result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
-                           controller_factory=_controller_factory(guard, adapt), by_context=long,
+                           by_context=long,
                            bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep)
     if json_stdout:
         print(json.dumps(summary(result), indent=2))
@@ -407,7 +387,8 @@ def chat(
     from homespec.chat import Chat, repl
     from homespec.chat_store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
-    from homespec.runner import DEFAULT_HEAD, check_options, open_session
+    from homespec.session import Session
+    from homespec.session.options import DEFAULT_HEAD, check_options
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 
@@ -418,17 +399,16 @@ def chat(
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
     opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                        threads=threads, window=window)
+                        threads=threads, window=window, guard=guard, adapt=adapt)
     check_options(opts)  # bad arguments are refused before the loading line
     with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
                            f"({method} on {backend})"):
-        session = open_session(opts)
+        session = Session.open(opts)
     try:
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))
         c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
-                 max_tokens=max_tokens, system=system, seed=seed, controller_factory=_controller_factory(guard, adapt),
-                 file=ChatFile.new())
+                 max_tokens=max_tokens, system=system, seed=seed, file=ChatFile.new())
         c.prepare()
         if saved is not None:
             c.resume(saved)
@@ -490,8 +470,8 @@ LONG_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # 512: the short refer
 def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[list[int]]:
     """Documents, code files and multi-turn histories of each size that fits the context, sized
     with the model's own tokenizer (a words-to-tokens guess is off by tens of percent)."""
-    from homespec.generation import prompt_tokens
     from homespec.longprompts import long_prompts
+    from homespec.session.prompts import prompt_tokens
 
     budget = ctx - max_tokens - 16
     sizes = [n for n in LONG_SIZES if n <= budget]
@@ -512,11 +492,12 @@ def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[
 
 
 def _result_json(session, res) -> dict:
+    """generate --json: one answer's row (its keys are an interface: tests/test_cli_generate.py)."""
     o = session.options
-    return {
+    row = {
         "text": res.text,
-        "token_ids": res.token_ids,
-        "prompt_token_ids": res.prompt_token_ids,
+        "token_ids": list(res.token_ids),
+        "prompt_token_ids": list(res.prompt_token_ids),
         "tokens_per_s": round(res.tokens_per_s, 3),
         "mean_accepted": round(res.mean_accepted, 4),
         "target_passes": res.target_passes,
@@ -528,6 +509,9 @@ def _result_json(session, res) -> dict:
         "model": session.model_path,
         "memory": session.memory(),
     }
+    if session.guard is not None:
+        row["guard"] = session.guard.as_json()
+    return row
 
 
 def _click_exceptions():

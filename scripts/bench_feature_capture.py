@@ -24,15 +24,15 @@ def main() -> None:
     ap.add_argument("--json")
     a = ap.parse_args()
 
-    from homespec.generation import prompt_tokens
-    from homespec.runner import RunOptions, open_session
-    from homespec.speculative.loop import Controller, Limits, generate
+    from homespec.session import RunOptions, Session
+    from homespec.session.prompts import prompt_tokens
+    from homespec.speculative.loop import Controller, Limits, decode
 
     class Plain(Controller):
         def speculate(self) -> bool:
             return False
 
-    s = open_session(RunOptions(method="eagle3", backend="llamacpp", ctx=4096, draft_depth=4, draft_topk=1,
+    s = Session.open(RunOptions(method="eagle3", backend="llamacpp", ctx=4096, draft_depth=4, draft_topk=1,
                                 draft_tokens=5))
     b, d = s.backend, s.drafter
     layers = d.feature_layers
@@ -44,7 +44,7 @@ def main() -> None:
             for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
                 b.reset()
                 b.set_feature_layers(layers if mode == "on" else ())
-                steps = list(generate(b, d if mode == "on" else None, ids,
+                steps = list(decode(b, d if mode == "on" else None, ids,
                                       limits=Limits(max_tokens=a.tokens, stop_at_eos=False), controller=Plain()))
                 res[mode].append((len(steps) - 1) / sum(st.t_step for st in steps[1:]))
         b.set_feature_layers(layers)

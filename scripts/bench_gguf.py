@@ -69,15 +69,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def open_sessions(args: argparse.Namespace) -> dict:
     """homespec's runs, one session per method, all from the same plan."""
-    from homespec.runner import RunOptions, open_session
+    from homespec.session import RunOptions, Session
 
     base = dict(draft=args.draft, ctx=args.ctx, threads=args.threads, draft_depth=args.depth,
                 draft_topk=args.topk, draft_tokens=args.nodes)
     return {
-        "none": open_session(RunOptions(method="none", **base)),
-        "ngram": open_session(RunOptions(method="ngram", **base)),
-        "eagle3": open_session(RunOptions(method="eagle3", **base)),
-        "eagle3-exact": open_session(RunOptions(method="eagle3", exact=True, **base)),
+        "none": Session.open(RunOptions(method="none", **base)),
+        "ngram": Session.open(RunOptions(method="ngram", **base)),
+        "eagle3": Session.open(RunOptions(method="eagle3", **base)),
+        "eagle3-exact": Session.open(RunOptions(method="eagle3", exact=True, **base)),
     }
 
 
@@ -109,7 +109,8 @@ def open_references(args: argparse.Namespace, ref_session) -> dict:
 
 def run_prompts(args, sessions: dict, refs: dict, items: list) -> tuple[list, dict, dict, dict, dict]:
     """Every method on every prompt, interleaved per prompt: (prompt ids, outputs, seconds, tokens, passes)."""
-    from homespec.generation import prompt_tokens, run
+    from homespec.session import final
+    from homespec.session.prompts import prompt_tokens
     from homespec.speculative.loop import Limits
 
     eos = sessions["none"].backend.tokenizer.eos_ids
@@ -129,7 +130,7 @@ def run_prompts(args, sessions: dict, refs: dict, items: list) -> tuple[list, di
             secs[name] += dt
             toks[name] += max(0, len(out) - 1)
         for name, s in sessions.items():
-            res = run(s, ids, limits=limits)
+            res = final(s.stream(ids, limits=limits))
             outs[name].append(res.token_ids)
             secs[name] += res.decode_s
             toks[name] += max(0, len(res.token_ids) - 1)

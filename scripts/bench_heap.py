@@ -59,14 +59,14 @@ def _train(steps: int) -> float:
 def _decode(tokens: int) -> float:
     from homespec.backends.torch.backend import TorchBackend
     from homespec.embedded import smollm2_path
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
 
     b = TorchBackend.load(str(smollm2_path()), device="cpu", max_context=1024)
     ids = b.tokenizer.encode("Describe how a bicycle gear works, step by step.")
-    list(generate(b, None, ids, limits=Limits(max_tokens=8, stop_at_eos=False)))
+    list(decode(b, None, ids, limits=Limits(max_tokens=8, stop_at_eos=False)))
     b.reset()
     t0 = time.perf_counter()
-    list(generate(b, None, ids, limits=Limits(max_tokens=tokens, stop_at_eos=False)))
+    list(decode(b, None, ids, limits=Limits(max_tokens=tokens, stop_at_eos=False)))
     return time.perf_counter() - t0
 
 

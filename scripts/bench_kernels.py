@@ -82,7 +82,7 @@ def bench_end_to_end(model: str, n_tokens: int) -> None:
 
     from homespec.backends.torch.backend import TorchBackend
     from homespec.speculative.drafters.ngram import NgramDrafter
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     be = TorchBackend.load(model, device=device, max_context=2048)
@@ -94,7 +94,7 @@ def bench_end_to_end(model: str, n_tokens: int) -> None:
 
         be.reset()
         t0 = time.perf_counter()
-        steps = list(generate(be, NgramDrafter(max_ngram=3, num_draft=5), prompt,
+        steps = list(decode(be, NgramDrafter(max_ngram=3, num_draft=5), prompt,
                               limits=Limits(max_tokens=n_tokens, stop_at_eos=False)))
         dt = time.perf_counter() - t0
         made = sum(len(s.tokens) for s in steps)

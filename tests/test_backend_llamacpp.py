@@ -663,11 +663,11 @@ def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_p
     """The contract that matters: a draft-model tree drafter (here SmolLM2 drafting for itself,
     top-2 trees, so later-child paths and cell-order repairs happen) emits exactly plain greedy."""
     from homespec.speculative.drafters.draft_model import DraftModelDrafter
-    from homespec.speculative.loop import Limits, generate, run_to_end
+    from homespec.speculative.loop import Limits, decode
 
     def emitted(drafter):
         sm.reset()
-        steps = run_to_end(generate(sm, drafter, prompt, limits=Limits(max_tokens=40)))
+        steps = list(decode(sm, drafter, prompt, limits=Limits(max_tokens=40)))
         return [t for s in steps for t in s.tokens], sum(s.accepted for s in steps)
 
     plain, _ = emitted(None)

@@ -251,10 +251,10 @@ def test_settings_a_run_loads_the_backend_with_are_its_plans(tmp_path):
     """A torch run plans first (as `homespec plan --backend torch` would) and loads the backend with
     that plan's device, float type and context; the weights and KV it then holds are the plan's lines."""
     from homespec.backends.settings import TorchSettings, settings_for
-    from homespec.runner import RunOptions, open_session
+    from homespec.session import RunOptions, Session
 
     path = make_tiny_gguf(tmp_path / "t.gguf", n_layer=2, tied=False)
-    s = open_session(RunOptions(model=str(path), method="none", backend="torch", device="cpu", ctx=256))
+    s = Session.open(RunOptions(model=str(path), method="none", backend="torch", device="cpu", ctx=256))
     try:
         assert s.plan is not None and s.plan.settings.backend == "torch" and not s.plan.machine.gpus
         assert s.backend.settings == settings_for(s.plan) == TorchSettings("cpu", "f32", 256)

@@ -29,9 +29,16 @@ def test_bench_json_compares_methods_in_one_run(capsys, tmp_path):
     s, stdout = bench(capsys, tmp_path, "--methods", "ngram,none", "--limit", "2", "-n", "12", "--markdown", str(md))
     assert list(s["methods"]) == ["none", "ngram"]  # the baseline is run first
     none, ngram = s["methods"]["none"], s["methods"]["ngram"]
-    for key in ("tokens_per_s", "speedup", "mean_accepted", "spec_tau", "acceptance_by_depth", "p50_step_ms",
-                "p95_step_ms", "identical_fraction", "fallback_steps", "by_position", "per_prompt", "memory"):
-        assert key in ngram
+    # the JSON's fields are an interface: exactly these
+    assert set(s) == {"methods", "backend", "model", "n_prompts", "max_tokens", "temperature", "repeat", "lockstep",
+                      "targets_loaded", "wall_s", "machine", "plan_estimate", "median_speedup", "by_prompt_length"}
+    assert set(ngram) == set(none) == {
+        "tokens_per_s", "speedup", "mean_accepted", "acceptance_by_depth", "p50_step_ms", "p95_step_ms",
+        "identical_fraction", "tokens", "target_passes", "fallback_steps", "spec_tau", "by_position", "per_prompt",
+        "memory", "guard", "draft"}
+    assert set(ngram["per_prompt"][0]) == {"prompt_tokens", "tokens", "decode_s", "tokens_per_s", "spec_tau",
+                                           "spec_steps", "spec_tokens", "fallback_steps"}
+    assert ngram["guard"] is not None and none["guard"] is None  # --guard is on by default, over a drafter
     assert none["speedup"] == 1.0 and none["mean_accepted"] == 1.0 and none["spec_tau"] is None
     assert ngram["speedup"] == pytest.approx(ngram["tokens_per_s"] / none["tokens_per_s"], rel=1e-3)
     assert ngram["identical_fraction"] == 1.0  # greedy speculation emits the target's tokens
@@ -90,16 +97,17 @@ def test_bench_lockstep_gives_each_method_its_own_steps_and_the_same_tokens(caps
 
 def test_lockstep_times_each_session_by_its_own_steps():
     from homespec.embedded import smollm2_path
-    from homespec.generation import run, run_lockstep
-    from homespec.runner import RunOptions, open_session
+    from homespec.session import RunOptions, Session, final
+    from homespec.session.lockstep import lockstep
     from homespec.speculative.loop import Limits
 
-    a = open_session(RunOptions(model=str(smollm2_path()), method="none", threads=1, ctx=512))
-    b = open_session(RunOptions(model=str(smollm2_path()), method="ngram", threads=1, ctx=512))
+    a = Session.open(RunOptions(model=str(smollm2_path()), method="none", threads=1, ctx=512))
+    b = Session.open(RunOptions(model=str(smollm2_path()), method="ngram", threads=1, ctx=512))
     try:
         prompt = a.backend.tokenizer.encode("The list: apples, pears, apples, pears, apples,", add_bos=True)
-        ra, rb = run_lockstep([(a, None), (b, None)], prompt, limits=Limits(max_tokens=16))
-        assert ra.token_ids == rb.token_ids == run(a, prompt, limits=Limits(max_tokens=16)).token_ids
+        limits = Limits(max_tokens=16)
+        ra, rb = lockstep([a.stream(prompt, limits=limits), b.stream(prompt, limits=limits)])
+        assert ra.token_ids == rb.token_ids == final(a.stream(prompt, limits=limits)).token_ids
         for r in (ra, rb):
             assert r.decode_s == pytest.approx(sum(s.t_step for s in r.steps[1:]))
             assert r.prefill_s == r.steps[0].t_step and r.text
@@ -114,7 +122,7 @@ def test_bench_loads_the_target_once_for_every_method():
     answer token for token, step for step, as targets loaded one per method (lockstep) do."""
     from homespec.bench.run import run_bench
     from homespec.embedded import smollm2_path
-    from homespec.runner import RunOptions
+    from homespec.session import RunOptions
 
     opts = RunOptions(model=str(smollm2_path()), threads=1, ctx=512, draft_depth=4, draft_topk=1, draft_tokens=5)
     texts = ["The list: apples, pears, apples, pears, apples,", "Count from 1 to 10: 1, 2, 3,"]

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from homespec.chat import Chat, repl
-from homespec.runner import RunOptions, open_session
+from homespec.session import RunOptions, Session
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ class TTYless(io.StringIO):
 
 @pytest.fixture(scope="module")
 def session():
-    s = open_session(RunOptions(method="ngram", ctx=384))
+    s = Session.open(RunOptions(method="ngram", ctx=384))
     yield s
     s.close()
 

@@ -32,8 +32,9 @@ def test_generate_json_fields_and_greedy_methods_agree(capsys, tmp_path):
     assert code == 0, err
     assert len(none_rows) == 2
     r = none_rows[0]
-    for key in ("text", "token_ids", "tokens_per_s", "mean_accepted", "target_passes", "prompt_token_ids", "model", "memory"):
-        assert key in r
+    # the row's fields are an interface: exactly these (plus "guard" when a guard ran)
+    assert set(r) == {"text", "token_ids", "prompt_token_ids", "tokens_per_s", "mean_accepted", "target_passes",
+                      "acceptance_by_depth", "prefill_ms", "finish", "method", "backend", "model", "memory"}
     assert r["model"].endswith(".gguf")
     assert r["mean_accepted"] == pytest.approx(1.0)
     assert r["target_passes"] == len(r["token_ids"]) or r["finish"] == "eos"
@@ -148,7 +149,7 @@ def test_draft_train_refuses_a_bad_init_before_any_data(capsys, tmp_path):
     """--init is read and checked before data generation starts: a directory with no head, a head
     of the other kind, or the output directory itself is a one-line error, and nothing is written
     under --out."""
-    from homespec.runner import DEFAULT_HEAD
+    from homespec.session.options import DEFAULT_HEAD
 
     out = tmp_path / "run"
     code = main(["draft", "train", "--out", str(out), "--init", str(tmp_path / "nohead")])

@@ -10,7 +10,7 @@ from homespec.models.eagle3 import Eagle3Config, Eagle3Head, HeadCache
 from homespec.speculative.drafters.draft_model import DraftModelDrafter
 from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 from homespec.speculative.tree import check_parents, depths
-from homespec.speculative.types import DraftTree
+from homespec.speculative.tree import DraftTree
 from homespec.speculative.verify import verify_greedy
 
 # Building and loading the tiny target takes ~10 s (its GGUF carries SmolLM2's 49k-token vocabulary).
@@ -292,7 +292,7 @@ def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
 
 def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
     """A window (plus sinks) that covers the whole context changes nothing: same trees, same output."""
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
 
     head = _head(target, seed=5)
     outputs, trees = [], []
@@ -308,7 +308,7 @@ def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
             return tree
 
         drafter.propose = propose
-        steps = list(generate(target, drafter, PROMPT, limits=Limits(max_tokens=24, stop_at_eos=False)))
+        steps = list(decode(target, drafter, PROMPT, limits=Limits(max_tokens=24, stop_at_eos=False)))
         outputs.append([t for s in steps for t in s.tokens])
         trees.append(seen)
     assert outputs[0] == outputs[1]

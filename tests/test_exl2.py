@@ -176,7 +176,8 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
     the plan's context, cache type, input length (the chunk its scratch is sized for) and reserves."""
     from homespec.backends.settings import settings_for
     from homespec.plan.settings import EXL2_CACHE
-    from homespec.runner import RunOptions, plan_for_run
+    from homespec.session import RunOptions
+    from homespec.session.load import plan_for_run
 
     opt = RunOptions(model=str(exl2_dir), method="none", backend="exl2", ctx=1024)
     plan = plan_for_run(opt, str(exl2_dir), gpu="4090,3090")

@@ -8,7 +8,7 @@ import torch
 
 from homespec.speculative.drafters.base import DraftShape, ShapeLimits
 from homespec.speculative.guard import Guard, _fit_line
-from homespec.speculative.loop import Limits, Step, generate
+from homespec.speculative.loop import Limits, Step, decode
 from homespec.speculative.tree import DraftTree
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,7 @@ class ScriptedDrafter:
 
 def _plain(backend, prompt, n):
     backend.reset()
-    return [t for s in generate(backend, None, prompt, limits=Limits(max_tokens=n, stop_at_eos=False)) for t in s.tokens]
+    return [t for s in decode(backend, None, prompt, limits=Limits(max_tokens=n, stop_at_eos=False)) for t in s.tokens]
 
 
 def test_guard_falls_back_on_a_wrong_drafter_and_returns_when_it_recovers(target):
@@ -80,7 +80,7 @@ def test_guard_falls_back_on_a_wrong_drafter_and_returns_when_it_recovers(target
     drafter = ScriptedDrafter(len(prompt), plain, wrong_calls=10)
     guard = Guard(drafter=drafter, window=6, backoff=8, plain_every=0)
     target.reset()
-    steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False), controller=guard))
+    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False), controller=guard))
     out = [t for s in steps for t in s.tokens]
     assert out == plain  # whatever the guard decides, greedy output is the target's own
     spec = [s.speculative for s in steps[1:]]
@@ -98,7 +98,7 @@ def test_guard_keeps_speculating_when_it_pays(target):
     drafter = ScriptedDrafter(len(prompt), plain, wrong_calls=0)
     guard = Guard(drafter=drafter, window=6)
     target.reset()
-    steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=200, stop_at_eos=False), controller=guard))
+    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=200, stop_at_eos=False), controller=guard))
     assert guard.stats.fallbacks == 0
     assert [t for s in steps for t in s.tokens] == plain
 
@@ -117,7 +117,7 @@ def test_adaptive_depth_shrinks_when_deep_drafts_are_wasted(target):
     drafter = TwoRight(len(prompt), plain, wrong_calls=0, depth=8)
     guard = Guard(drafter=drafter, adapt=True, max_depth=8, plain_every=0)
     target.reset()
-    steps = list(generate(target, drafter, prompt, limits=Limits(max_tokens=240, stop_at_eos=False), controller=guard))
+    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=240, stop_at_eos=False), controller=guard))
     assert [t for s in steps for t in s.tokens] == plain
     assert drafter.depth < 8 and guard.stats.depth_changes >= 1
     j = guard.as_json()  # bench and generate JSON report what --adapt did

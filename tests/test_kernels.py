@@ -27,7 +27,7 @@ from homespec.kernels import reference as ref
 from homespec.kernels import select
 from homespec.speculative.sampling import Sampler
 from homespec.speculative.tree import ancestor_mask, path_to
-from homespec.speculative.types import DraftTree
+from homespec.speculative.tree import DraftTree
 from homespec.speculative.verify import verify_greedy, verify_sampled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -271,20 +271,20 @@ class _SecondChildOracle:
 def test_greedy_speculation_through_triton_equals_plain_greedy(tmp_path, monkeypatch):
     # the torch backend's tree mask, its KV compaction and greedy acceptance all in Triton
     from homespec.backends.torch.backend import TorchBackend
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
     from tiny_models import make_tiny_hf_dir, write_word_tokenizer
 
     vocab, n = 256, 24
     model_dir = make_tiny_hf_dir(tmp_path / "m", n_vocab=vocab, n_layer=3, seed=9)
-    write_word_tokenizer(model_dir, vocab)  # the loop asks the backend for its tokenizer
+    write_word_tokenizer(model_dir, vocab)
     backend = TorchBackend.load(str(model_dir), device="cpu", max_context=96)
     prompt = torch.randint(0, vocab, (9,), generator=torch.Generator().manual_seed(9)).tolist()
     limits = Limits(max_tokens=n, stop_at_eos=False)
     monkeypatch.setenv("HOMESPEC_KERNELS", "torch")
-    plain = [t for s in generate(backend, None, prompt, limits=limits) for t in s.tokens]
+    plain = [t for s in decode(backend, None, prompt, limits=limits) for t in s.tokens]
     backend.reset()
     monkeypatch.setenv("HOMESPEC_KERNELS", "triton")
-    steps = list(generate(backend, _SecondChildOracle(plain, len(prompt), vocab), prompt, limits=limits))
+    steps = list(decode(backend, _SecondChildOracle(plain, len(prompt), vocab), prompt, limits=limits))
     assert [t for s in steps for t in s.tokens] == plain
     assert sum(s.accepted for s in steps) >= n - 8  # the drafts were accepted, through moved rows
 

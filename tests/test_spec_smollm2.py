@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homespec.speculative.loop import Limits, generate
+from homespec.speculative.loop import Limits, decode
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def _run(backend, drafter, prompt, n):
     backend.reset()
     if drafter is not None:
         drafter.reset()
-    return [t for s in generate(backend, drafter, prompt, limits=Limits(max_tokens=n)) for t in s.tokens]
+    return [t for s in decode(backend, drafter, prompt, limits=Limits(max_tokens=n)) for t in s.tokens]
 
 
 def _random_head(backend, seed=0):
@@ -80,7 +80,7 @@ def test_a_draft_model_identical_to_the_target_is_always_accepted(smol, smollm2_
         prompt = _chat_ids(smol, PROMPTS[0])
         plain = _run(smol, None, prompt, 16)
         smol.reset()
-        steps = list(generate(smol, drafter, prompt, limits=Limits(max_tokens=16)))
+        steps = list(decode(smol, drafter, prompt, limits=Limits(max_tokens=16)))
         assert [t for s in steps for t in s.tokens] == plain
         full = [s for s in steps[1:] if s.draft_size == 3 and not s.finish]
         assert full and all(s.accepted == 3 for s in full)

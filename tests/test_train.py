@@ -400,7 +400,7 @@ def test_train_head_end_to_end_records_its_training_length(tiny, tmp_path):
     import json
 
     from homespec.errors import UsageError
-    from homespec.runner import RunOptions, open_session
+    from homespec.session import RunOptions, Session
     from homespec.train.api import read_target_config, train_head
 
     out = tmp_path / "head"
@@ -417,7 +417,7 @@ def test_train_head_end_to_end_records_its_training_length(tiny, tmp_path):
     assert load_head(out, cfg.n_layer, cfg.n_embd, cfg.n_vocab).config.draft_window == window
 
     def drafter_window(w):
-        s = open_session(RunOptions(model=str(tiny), draft=str(out), method="eagle3", backend="torch", ctx=256,
+        s = Session.open(RunOptions(model=str(tiny), draft=str(out), method="eagle3", backend="torch", ctx=256,
                                     draft_depth=2, draft_topk=2, draft_tokens=5, window=w), with_plan=False)
         try:
             return s.drafter.window

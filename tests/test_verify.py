@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from homespec.errors import UsageError
 from homespec.speculative.sampling import Sampler, sample_from
 from homespec.speculative.tree import check_parents
-from homespec.speculative.types import DraftTree, Verdict
+from homespec.speculative.tree import DraftTree
+from homespec.speculative.verify import Verdict
 from homespec.speculative.verify import verify_greedy, verify_sampled
 
 

@@ -6,7 +6,7 @@ hits all methods alike. Speedups are ratios measured in the same run, never agai
 from another run. With `repeat` > 1 each prompt runs that many rounds, the methods' order
 reversed every other round, and its per-prompt record is the round with the median tokens/s: a
 per-prompt ratio then survives one noisy round. With `lockstep` the methods run one prompt
-together, a step of each in turn (generation.run_lockstep), so a machine whose speed drifts over
+together, a step of each in turn (homespec.session.lockstep), so a machine whose speed drifts over
 seconds slows every method alike.
 """
 
@@ -17,11 +17,12 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from homespec.errors import UsageError
 from homespec.bench.sessions import MethodSessions, open_methods
-from homespec.runner import METHODS, RunOptions, Session, check_options
+from homespec.session import Finish, RunOptions, Session, final
+from homespec.session.options import METHODS, check_options
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -188,7 +189,6 @@ def run_bench(
     temperature: float = 0.0,
     seed: int = 0,
     progress: Callable[[str, int, int], None] | None = None,
-    controller_factory=None,
     by_context: bool = False,
     bin_size: int = POSITION_BIN,
     repeat: int = 1,
@@ -218,17 +218,15 @@ def run_bench(
         total = len(token_prompts) * len(methods) * repeat
         done = 0
 
-        def control(m: str):  # the method's guard, made (and its costs measured) on the method's target
-            return controller_factory(opened.use(m)) if controller_factory and m != "none" else None
-
         for i, ids in enumerate(token_prompts):
             for r in range(repeat):
                 order = methods if r % 2 == 0 else list(reversed(methods))
                 run_kw = dict(sampler=sampler, limits=limits, seed=seed + i)
-                for m, res, ctrl in _answers(opened, order, ids, control, lockstep, run_kw):
+                for m, res in _answers(opened, order, ids, lockstep, run_kw):
                     stats[m].add(res)
-                    if ctrl is not None and hasattr(ctrl, "as_json"):
-                        stats[m].guard = ctrl.as_json()
+                    guard = sessions[m].guard  # the guard the session answered under (opts.guard)
+                    if guard is not None:
+                        stats[m].guard = guard.as_json()
                     done += 1
                     if progress:
                         progress(m, done, total)
@@ -249,19 +247,18 @@ def run_bench(
         opened.close()
 
 
-def _answers(opened: MethodSessions, order: Sequence[str], ids: list[int], control, lockstep: bool,
-             run_kw: dict) -> Iterator[tuple[str, Any, Any]]:
-    """Each method's answer to one prompt, in `order`, with the controller it ran under."""
-    from homespec.generation import run, run_lockstep
-
+def _answers(opened: MethodSessions, order: Sequence[str], ids: list[int], lockstep: bool,
+             run_kw: dict) -> Iterator[tuple[str, Finish]]:
+    """Each method's answer to one prompt, in `order`. A method's guard is made (and its costs
+    measured) on the method's target, before its first answer (Session.stream)."""
     if lockstep:  # every method on its own target, a step of each in turn
-        ctrls = [control(m) for m in order]
-        results = run_lockstep([(opened.sessions[m], c) for m, c in zip(order, ctrls)], list(ids), **run_kw)
-        yield from zip(order, results, ctrls)
+        from homespec.session.lockstep import lockstep as in_lockstep
+
+        streams = [opened.sessions[m].stream(list(ids), **run_kw) for m in order]
+        yield from zip(order, in_lockstep(streams))
         return
     for m in order:  # one after another on the shared target, each as the caller asks for it
-        c = control(m)
-        yield m, run(opened.use(m), list(ids), controller=c, **run_kw), c
+        yield m, final(opened.use(m).stream(list(ids), **run_kw))
 
 
 def _draft_shape(session: Session) -> dict | None:

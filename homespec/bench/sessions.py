@@ -2,7 +2,7 @@
 
 A bench compares methods on the same target, so it loads that target once: every method gets its
 own drafter (and guard, made by the bench), and the methods take turns on the one backend, each
-answer starting from an empty cache (generation.run resets it). Switching methods also switches
+answer starting from an empty cache (Session.stream resets it). Switching methods also switches
 the backend's feature capture to what the method's drafter reads (an EAGLE head: its three
 layers; the others: none), so plain decoding is not timed with a capture it does not use.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
-from homespec.runner import RunOptions, Session, open_session
+from homespec.session import RunOptions, Session
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
@@ -54,15 +54,15 @@ def open_methods(opts: RunOptions, methods: Sequence[str], *, shared: bool = Tru
     try:
         if not shared:
             for m in methods:
-                opened.sessions[m] = open_session(replace(opts, method=m))
+                opened.sessions[m] = Session.open(replace(opts, method=m))
             return opened
         owner = next((m for m in methods if m in DRAFTING), methods[0])
-        first = opened.sessions[owner] = open_session(replace(opts, method=owner))
+        first = opened.sessions[owner] = Session.open(replace(opts, method=owner))
         first.owns_backend = False
         opened.shared.append(first.backend)
         for m in methods:
             if m != owner:
-                opened.sessions[m] = open_session(replace(opts, method=m), target=first.backend)
+                opened.sessions[m] = Session.open(replace(opts, method=m), target=first.backend)
         opened.sessions = {m: opened.sessions[m] for m in methods}
         return opened
     except BaseException:

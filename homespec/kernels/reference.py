@@ -25,7 +25,7 @@ class PathChoice:
     next_token: torch.Tensor  # [] int64: the target's token after the path (bonus / correction)
 
     def to_verdict(self):
-        from homespec.speculative.types import Verdict
+        from homespec.speculative.verify import Verdict
 
         n = int(self.length)
         return Verdict(path=tuple(int(i) for i in self.path[:n].tolist()), next_token=int(self.next_token))

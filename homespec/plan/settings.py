@@ -61,7 +61,7 @@ class Settings:
     flash_attn: bool = True
     n_ubatch: int = DEFAULT_BATCH
     # Logical batch (the most tokens per decode call): what a run starts llama.cpp with,
-    # max(512, n_ubatch) (homespec.runner); the buffers scale with n_ubatch only.
+    # max(512, n_ubatch) (homespec.session.load); the buffers scale with n_ubatch only.
     n_batch: int = DEFAULT_BATCH
     # Speculation: the draft tree verified per step (nodes incl. the root) and its shape.
     tree_tokens: int = GPU_DRAFT[2]

@@ -72,7 +72,7 @@ class _Alternate:
 
 def measure_costs(backend: "Backend", drafter: "Drafter", *, repeats: int = 4) -> StepCosts:
     """Time plain and speculative steps on a scratch prompt (see the module docstring)."""
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
 
     tok = backend.tokenizer
     limits = Limits(max_tokens=4 * repeats + 4, stop_at_eos=False)
@@ -84,7 +84,7 @@ def measure_costs(backend: "Backend", drafter: "Drafter", *, repeats: int = 4) -
     plain, verify, draft, nodes = [], [], [], 0
     try:
         backend.reset()
-        steps = generate(backend, drafter, prompt, limits=limits, controller=_Alternate())
+        steps = decode(backend, drafter, prompt, limits=limits, controller=_Alternate())
         first_spec = True
         for i, st in enumerate(steps):
             if i == 0:  # the prefill

@@ -1,9 +1,11 @@
-"""The generate loop: one backend-agnostic generator of Step events.
+"""The decode loop: one backend-agnostic generator of Step events, the one place that steps the
+target and the drafter.
 
 Each step drafts a tree from the pending root token, verifies it in one target pass, keeps the
 accepted path in the target's KV cache, and emits the accepted draft tokens plus the target's
 own next token. With no drafter every step is a one-node tree: plain decoding on the same path.
-chat, generate and bench all consume these events.
+The loop knows token ids only: text, and the stop strings found in it, belong to the session
+that consumes these events (homespec.session).
 """
 
 from __future__ import annotations
@@ -39,8 +41,7 @@ class Step:
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_tokens: int = 256
-    stop: tuple[str, ...] = ()  # stop strings: generation ends before the first occurrence
-    stop_at_eos: bool = True
+    stop_at_eos: bool = True  # False: the tokenizer is never read (a backend may have none)
 
 
 class Controller:
@@ -69,7 +70,7 @@ def _pick(logits, sampler: "Sampler | None", generator) -> int:
     return int(sampler.sample(logits, generator))
 
 
-def generate(
+def decode(
     backend: "Backend",
     drafter: "Drafter | None",
     prompt: Sequence[int],
@@ -79,6 +80,9 @@ def generate(
     generator=None,
     controller: Controller | None = None,
 ) -> Iterator[Step]:
+    """Decode from `prompt` (token ids): the prefill's step, then one step per verification, until
+    EOS, `limits.max_tokens` or the context ends (the last step's `finish`). The consumer ends it
+    early by closing the generator (chat's Ctrl-C, a stop string)."""
     from homespec.speculative.verify import verify_greedy, verify_sampled
 
     if not prompt:
@@ -104,9 +108,6 @@ def generate(
     finish = _finish([root], n_out, eos, limits, backend.n_past, backend.max_context)
     yield Step((root,), 0, 0, backend.n_past, t2 - t1, t1 - t0, t2 - t0, False, finish)
     if finish:
-        return
-    text_tail = _Stopper(backend, limits.stop)
-    if text_tail.hit([root]):
         return
 
     while True:
@@ -138,8 +139,7 @@ def generate(
         new = _cut_at_eos(new, eos)
         new = new[: max(0, limits.max_tokens - n_out)]
         n_out += len(new)
-        stopped = text_tail.hit(new)
-        finish = "stop" if stopped else _finish(new, n_out, eos, limits, backend.n_past, backend.max_context)
+        finish = _finish(new, n_out, eos, limits, backend.n_past, backend.max_context)
         step = Step(tuple(new), verdict.accepted, tree.size - 1, backend.n_past, (t1 - t0) + (t3 - t2), t2 - t1,
                     t3 - t0, speculate, finish)
         if controller is not None:
@@ -172,24 +172,3 @@ def _truncate(tree: "DraftTree", size: int) -> "DraftTree":
     from homespec.speculative.tree import DraftTree
 
     return DraftTree(tree.tokens[:size], tree.parents[:size], tree.probs[:size])
-
-
-class _Stopper:
-    """Watches the decoded tail for stop strings without re-decoding the whole answer."""
-
-    def __init__(self, backend: "Backend", stops: tuple[str, ...]):
-        self.tok = backend.tokenizer
-        self.stops = tuple(s for s in stops if s)
-        self.ids: list[int] = []
-        self.keep = max((len(s) for s in self.stops), default=0) + 16
-
-    def hit(self, new: list[int]) -> bool:
-        if not self.stops:
-            return False
-        self.ids.extend(new)
-        tail = self.tok.decode(self.ids[-self.keep:])
-        return any(s in tail for s in self.stops)
-
-
-def run_to_end(steps: Iterator[Step]) -> list[Step]:
-    return list(steps)

@@ -47,7 +47,7 @@ class AcceptanceMeter:
     def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
         """shape: (depth, topk, total) instead of the meter's tree."""
         from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-        from homespec.speculative.loop import Limits, generate
+        from homespec.speculative.loop import Limits, decode
 
         head = copy.deepcopy(head).float().cpu().eval()
         tree = dict(zip(("depth", "topk", "total"), shape)) if shape else self._tree
@@ -57,7 +57,7 @@ class AcceptanceMeter:
         with torch.no_grad():
             for ids in self._prompts:
                 self._backend.reset()
-                for st in generate(self._backend, drafter, ids, limits=Limits(max_tokens=self._max_new)):
+                for st in decode(self._backend, drafter, ids, limits=Limits(max_tokens=self._max_new)):
                     emitted += len(st.tokens)
                     if st.speculative:
                         steps += 1

@@ -113,7 +113,7 @@ def test_greedy_eagle3_equals_exllamav2_plain_greedy(exl2_model):
     from homespec.backends.exl2.backend import Exl2Backend
     from homespec.models.eagle3 import Eagle3Config, Eagle3Head
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-    from homespec.speculative.loop import Limits, generate
+    from homespec.speculative.loop import Limits, decode
 
     n = 48
     plain, plain_tps = _plain_greedy(exl2_model, PROMPT, n)
@@ -127,7 +127,7 @@ def test_greedy_eagle3_equals_exllamav2_plain_greedy(exl2_model):
         be.reset()
         drafter = Eagle3Drafter(head, be, depth=4, topk=4, total=16) if method == "eagle3" else None
         t0 = time.perf_counter()
-        steps = list(generate(be, drafter, PROMPT, limits=Limits(max_tokens=n, stop_at_eos=False)))
+        steps = list(decode(be, drafter, PROMPT, limits=Limits(max_tokens=n, stop_at_eos=False)))
         dt = time.perf_counter() - t0
         runs[method] = ([t for s in steps for t in s.tokens][:n], n / dt)
     print(f"exllamav2 plain {plain_tps:.1f} tok/s; homespec none {runs['none'][1]:.1f} tok/s, eagle3 {runs['eagle3'][1]:.1f} tok/s")

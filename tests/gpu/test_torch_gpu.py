@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tiny_models import make_tiny_hf_dir, write_word_tokenizer  # noqa: E402
 
 from homespec.errors import HomespecError  # noqa: E402
-from homespec.speculative.loop import Limits, generate  # noqa: E402
+from homespec.speculative.loop import Limits, decode# noqa: E402
 
 pytestmark = pytest.mark.gpu
 VOCAB = 512
@@ -46,7 +46,7 @@ def _tokens(backend, drafter, prompt: list[int], n: int) -> list[int]:
     backend.reset()
     if drafter is not None:
         drafter.reset()
-    steps = list(generate(backend, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False)))
+    steps = list(decode(backend, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False)))
     return [t for s in steps for t in s.tokens][:n]
 
 
@@ -138,7 +138,7 @@ def smollm2_cuda():
 @pytest.mark.slow
 def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
     from homespec.models.eagle3 import load_head
-    from homespec.runner import DEFAULT_HEAD
+    from homespec.session.options import DEFAULT_HEAD
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     be = smollm2_cuda
@@ -152,7 +152,7 @@ def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
         plain = _tokens(be, None, prompt, 64)
         be.reset()
         drafter.reset()
-        steps = list(generate(be, drafter, prompt, limits=Limits(max_tokens=64, stop_at_eos=False)))
+        steps = list(decode(be, drafter, prompt, limits=Limits(max_tokens=64, stop_at_eos=False)))
         assert [t for s in steps for t in s.tokens][:64] == plain
         spec = [s for s in steps[1:] if s.speculative and s.draft_size > 0]
         emitted += sum(len(s.tokens) for s in spec)

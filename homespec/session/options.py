@@ -1,0 +1,162 @@
+"""What a run is asked for (RunOptions) and every check on it that needs no model weights.
+
+The plan that `homespec plan` prints for the same arguments is the one that starts the backend
+(homespec.session.load); everything here runs before anything loads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# DEFAULT_HEAD, HEADS_DIR and CPU_DRAFT are also imported from here (cli, train, tests)
+from homespec.embedded import DEFAULT_HEAD, HEADS_DIR, shipped_head  # noqa: F401
+from homespec.errors import UsageError
+from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape  # noqa: F401
+
+METHODS = ("none", "ngram", "draft", "eagle3")
+RUN_BACKENDS = ("torch", "llamacpp", "exl2")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    model: str | None = None  # a GGUF file or HF directory; None = the embedded SmolLM2
+    draft: str | None = None  # head dir (eagle3) or GGUF/HF model (draft); None = the default pairing
+    method: str = "eagle3"
+    backend: str = "llamacpp"
+    device: str | None = None  # torch backend: cpu / cuda / mps (auto)
+    ctx: int = DEFAULT_CTX
+    draft_depth: int = GPU_DRAFT[0]
+    draft_topk: int = GPU_DRAFT[1]
+    draft_tokens: int = GPU_DRAFT[2]
+    threads: int | None = None
+    exact: bool = False  # llama.cpp: verify with the one-token kernels (bit-exact, slower)
+    # EAGLE head attends to the newest N entries only; None: the head's recorded training length
+    # (full attention when it records none); 0: full attention
+    window: int | None = None
+    # the stability guard (homespec.speculative.guard) over a drafter: the CLI's --guard is on by
+    # default; a library caller asks for it. adapt: size the draft depth from measured costs
+    guard: bool = False
+    adapt: bool = False
+
+
+def draft_shape(backend: str, device: str | None, depth: int | None, topk: int | None,
+                nodes: int | None) -> tuple[int, int, int]:
+    """Fill the draft shape the user left open from what the target runs on (the planner's rule,
+    homespec.plan.settings.draft_shape). The torch backend left on auto runs on a GPU when there is one."""
+    on_gpu = False
+    if None in (depth, topk, nodes):  # probe the machine only for what the user left open
+        on_gpu = device != "cpu" if backend == "torch" and device is not None else _has_gpu()
+    return _shape(on_gpu, depth, topk, nodes)
+
+
+def _has_gpu() -> bool:
+    """A GPU llama.cpp could use: probed without importing torch or llama_cpp."""
+    from homespec.hardware.probe import probe
+
+    try:
+        return bool(probe().gpus)
+    except Exception:  # a broken driver is a CPU machine for this purpose
+        return False
+
+
+def resolve_model_path(model: str | None) -> str:
+    if model is None:
+        from homespec.embedded import smollm2_path
+
+        return str(smollm2_path())
+    p = Path(model).expanduser()
+    if p.exists():
+        return str(p)
+    if "://" in model:
+        raise UsageError(f"cannot run a model from a URL: {model}", hint="download the file, then pass its path")
+    raise UsageError(
+        f"no model file or directory at '{model}'",
+        hint="pass a local GGUF file or Hugging Face directory (catalogue names are for `homespec plan`)",
+    )
+
+
+def default_head(model_path: str) -> Path | None:
+    """The shipped head when the target is the embedded model (the one its plan describes)."""
+    return shipped_head(model_path)
+
+
+def threads_of(opt: RunOptions) -> int | None:
+    """--threads, else HOMESPEC_THREADS, else None (the engine's own choice: every physical core)."""
+    if opt.threads is not None:
+        if opt.threads < 1:
+            raise UsageError(f"--threads {opt.threads} is not positive",
+                             hint="pass --threads 1 or more, or leave it out to use every physical core")
+        return opt.threads
+    env = os.environ.get("HOMESPEC_THREADS", "").strip()
+    if not env:
+        return None
+    if not env.isdigit() or int(env) < 1:
+        raise UsageError(f"HOMESPEC_THREADS={env} is not a positive number of threads",
+                         hint="set HOMESPEC_THREADS=4 (say), or unset it to use every physical core")
+    return int(env)
+
+
+def tree_nodes(opt: RunOptions) -> int:
+    """Nodes of the largest tree one verification holds, the root included: eagle3 drafts a tree
+    of --draft-tokens nodes, ngram and draft models a chain of --draft-depth tokens."""
+    if opt.method == "none":
+        return 1
+    return opt.draft_tokens if opt.method == "eagle3" else opt.draft_depth + 1
+
+
+def check_options(opt: RunOptions) -> str:
+    """Every check that needs no model weights, run before anything loads. -> the model's path."""
+    if opt.backend not in RUN_BACKENDS:
+        raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+    if opt.method not in METHODS:
+        raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
+    if opt.window is not None and opt.window < 0:
+        raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
+    if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
+        raise UsageError(f"unknown device '{opt.device}'", hint="use --device cpu, cuda, cuda:N or mps")
+    threads_of(opt)
+    _check_tree(opt)
+    path = resolve_model_path(opt.model)
+    models = [path]
+    if opt.method == "draft":
+        if not opt.draft:
+            raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
+        models.append(resolve_model_path(opt.draft))
+    if opt.backend == "llamacpp" and any(Path(m).is_dir() for m in models):
+        raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
+    if opt.method == "eagle3":
+        head_dir(opt, path)
+    return path
+
+
+def _check_tree(opt: RunOptions) -> None:
+    """The context must hold the prompt and a whole draft tree; llama.cpp verifies one leaf per
+    sequence, and holds at most MAX_SEQ of them."""
+    from homespec.backends.llamacpp.tree import MAX_SEQ
+    from homespec.plan.settings import MAX_CTX
+
+    if not 16 <= opt.ctx <= MAX_CTX:  # the planner's range, for every backend
+        raise UsageError(f"--ctx {opt.ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
+    nodes = tree_nodes(opt)
+    flag = "--draft-tokens" if opt.method == "eagle3" else "--draft-depth"
+    if nodes >= opt.ctx:
+        raise UsageError(f"--ctx {opt.ctx} cannot hold a prompt and a draft tree of {nodes} nodes",
+                         hint=f"raise --ctx (e.g. --ctx {max(256, 2 * nodes)}) or lower {flag}")
+    if opt.backend == "llamacpp" and opt.method == "eagle3" and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
+        raise UsageError(f"--draft-tokens {nodes} allows a tree of {nodes - 1} leaves; llama.cpp verifies at most "
+                         f"{MAX_SEQ} (one sequence each)", hint=f"use --draft-tokens {MAX_SEQ + 1} or fewer")
+
+
+def head_dir(opt: RunOptions, model_path: str) -> Path:
+    """The EAGLE-3 head to draft with: --draft, else the shipped head of the embedded model."""
+    head_dir = Path(opt.draft).expanduser() if opt.draft else default_head(model_path)
+    if head_dir is None:
+        raise UsageError(
+            "no EAGLE-3 head for this model",
+            hint="pass --draft DIR (a head in the EAGLE-3 layout), train one with `homespec draft train`, or use --method ngram",
+        )
+    if not head_dir.exists():
+        raise UsageError(f"no draft head at '{head_dir}'", hint="pass the directory holding config.json and model.safetensors")
+    return head_dir

@@ -1,0 +1,62 @@
+"""A prompt's token ids: plain text or the model's chat template, measured before the weights load."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from homespec.errors import UsageError
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Tokenizer
+    from homespec.session.core import Session
+    from homespec.session.options import RunOptions
+
+
+def prompt_tokens(session: "Session", turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
+                  system: str | None = None) -> list[int]:
+    return encode_prompt(session.backend.tokenizer, turns, chat, system)
+
+
+def encode_prompt(tok: "Tokenizer", turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
+                  system: str | None = None) -> list[int]:
+    """The prompt's token ids: the last turn as plain text, or every turn in the chat template.
+    Needs only the tokenizer, so a prompt can be measured before the model loads."""
+    if not chat:
+        text = turns[-1] if isinstance(turns[-1], str) else turns[-1]["content"]
+        return tok.encode(text, add_bos=True)
+    messages = [m if isinstance(m, dict) else {"role": "user", "content": m} for m in turns]
+    if system:
+        messages = [{"role": "system", "content": system}, *messages]
+    return tok.encode(tok.chat_prompt(messages, add_generation_prompt=True), add_bos=False, special=True)
+
+
+def encode_prompts(model_path: str, prompts: Sequence[Sequence[str]], chat: bool,
+                   system: str | None = None) -> list[list[int]]:
+    """Every prompt's token ids from the model's tokenizer alone: measured before the weights load."""
+    from homespec.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(model_path)
+    try:
+        return [encode_prompt(tok, turns, chat, system) for turns in prompts]
+    finally:
+        tok.close()
+
+
+def check_fits(ids: Sequence[int], ctx: int, max_tokens: int, what: str = "the prompt") -> None:
+    """A prompt must leave the context room for at least one generated token (homespec.speculative.loop.decode)."""
+    if len(ids) >= ctx:
+        suggest = -(-(len(ids) + max_tokens) // 256) * 256
+        raise UsageError(f"{what} has {len(ids)} tokens; --ctx {ctx} must hold it and the answer",
+                         hint=f"raise --ctx (e.g. --ctx {suggest}) or shorten the prompt")
+
+
+def checked_prompts(opt: "RunOptions", prompts: Sequence[Sequence[str]], chat: bool, system: str | None,
+                    max_tokens: int, source: str | None = None) -> list[list[int]]:
+    """Everything that needs no weights, checked before they load: the options, then each
+    prompt's length in tokens (the tokenizer alone). `source`: the prompts file, for the message."""
+    from homespec.session.options import check_options
+
+    token_items = encode_prompts(check_options(opt), prompts, chat, system)
+    for n, ids in enumerate(token_items, 1):
+        check_fits(ids, opt.ctx, max_tokens, what="the prompt" if source is None else f"prompt {n} of {source}")
+    return token_items
