@@ -1,0 +1,103 @@
+"""`homespec chat`: an interactive chat with live figures, saved and resumable."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from homespec.cli.app import app
+from homespec.cli.options import (
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, TopkOpt, WindowOpt,
+    _run_options,
+)
+from homespec.plan.settings import DEFAULT_CTX
+
+
+class _ResumeCommand(typer.core.TyperCommand):
+    """`chat --resume` takes an optional value: alone (or before another option) it means the latest."""
+
+    def parse_args(self, ctx, args):
+        args = list(args)
+        for i, arg in enumerate(args):
+            if arg == "--":
+                break
+            if arg == "--resume" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+                args.insert(i + 1, "latest")
+        return super().parse_args(ctx, args)
+
+
+@app.command(cls=_ResumeCommand)
+def chat(
+    model: ModelOpt = None,
+    draft: DraftOpt = None,
+    method: MethodOpt = "eagle3",
+    backend: BackendOpt = "llamacpp",
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    ctx: CtxOpt = DEFAULT_CTX,
+    system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens per answer.")] = 512,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    draft_tokens: NodesOpt = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    guard: GuardOpt = True,
+    adapt: AdaptOpt = False,
+    window: WindowOpt = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", metavar="[ID|FILE]", help="Continue a saved chat: alone, the latest; or its id (the file name in the chats folder) or a file.")] = None,
+) -> None:
+    """Chat with live tokens/s and acceptance. With no arguments: the embedded SmolLM2 with its shipped head.
+
+    Commands at the prompt:
+      /stats       the conversation's figures, memory and method
+      /reset       start a new conversation (the last one stays saved)
+      /save FILE   also write the conversation to FILE
+      /help        list these commands
+      /quit        save and leave (also /exit, Ctrl-D, Ctrl-C at the prompt)
+    Ctrl-C during an answer stops it and keeps the chat.
+
+    Each conversation is saved after every answer, in $HOMESPEC_CHATS_DIR if set,
+    else $XDG_DATA_HOME/homespec/chats (default ~/.local/share/homespec/chats;
+    macOS: ~/Library/Application Support/homespec/chats). Leaving prints the
+    file; --resume continues the latest, --resume ID|FILE that one.
+    """
+    from rich.console import Console
+
+    from homespec.chat import Chat, repl
+    from homespec.chat_store import ChatFile, find, load
+    from homespec.plan.render import render as render_plan
+    from homespec.session import Session
+    from homespec.session.options import DEFAULT_HEAD, check_options
+    from homespec.speculative.sampling import Sampler
+    from homespec.termline import stage
+
+    saved = load(find(None if resume == "latest" else resume)) if resume is not None else None  # before loading
+    if saved is not None and model is None and saved.model and os.path.exists(saved.model):
+        model = saved.model  # continue with the model it was saved with
+    if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
+        method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
+        print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
+                        threads=threads, window=window, guard=guard, adapt=adapt)
+    check_options(opts)  # bad arguments are refused before the loading line
+    with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
+                           f"({method} on {backend})"):
+        session = Session.open(opts)
+    try:
+        if session.plan is not None:
+            render_plan(session.plan, Console(stderr=True))
+        c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
+                 max_tokens=max_tokens, system=system, seed=seed, file=ChatFile.new())
+        c.prepare()
+        if saved is not None:
+            c.resume(saved)
+        code = repl(c)
+    finally:
+        session.close()
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,83 @@
+"""main(): known exceptions become `error:` + `hint:` on stderr and an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from homespec.cli.app import app
+from homespec.errors import EXIT_RUNTIME, EXIT_USAGE, HomespecError
+
+
+def _click_exceptions():
+    """The parser's exception classes (typer 0.29 carries its own copy of click)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # older typer: click itself
+        from click import exceptions
+    return exceptions
+
+
+def _command_path(e, argv: list[str] | None) -> str:
+    """The command a parser error is about. An option missing its value at the end of the line is
+    raised in the root's context, so the subcommand names on the line are followed instead."""
+    if e.ctx is not None and not hasattr(e.ctx.command, "commands"):
+        return e.ctx.command_path
+    words, command = [app.info.name], typer.main.get_command(app)
+    for arg in sys.argv[1:] if argv is None else argv:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        words.append(arg)
+        command = sub
+    return " ".join(words)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: turn known errors into two lines on stderr and an exit code."""
+    click = _click_exceptions()
+    try:
+        code = app(args=argv, prog_name=app.info.name, standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except SystemExit as e:  # a command that exits with its own code
+        return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except click.NoArgsIsHelpError as e:  # `homespec` or `homespec draft` alone: the help
+        if e.format_message().strip():  # rich help has printed itself already
+            print(e.format_message(), file=sys.stderr)
+        return EXIT_USAGE
+    except click.UsageError as e:  # a bad flag or value, caught by the parser
+        print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
+        print(f"hint: see `{_command_path(e, argv)} --help`", file=sys.stderr)
+        return EXIT_USAGE
+    except typer.Abort:  # Ctrl-C or end of input inside a prompt
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except click.ClickException as e:
+        print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
+        return e.exit_code
+    except HomespecError as e:
+        if os.environ.get("HOMESPEC_DEBUG"):
+            raise
+        print(f"error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("HOMESPEC_DEBUG"):
+            raise
+        print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print("hint: rerun with HOMESPEC_DEBUG=1 for a traceback, and report it", file=sys.stderr)
+        return EXIT_RUNTIME
+
+
+def _entry() -> None:  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""`homespec generate`: text with speculative decoding, and its figures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from homespec.cli.app import app
+from homespec.cli.options import (
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, JsonOpt, MethodOpt, ModelOpt, NodesOpt, TopkOpt,
+    WindowOpt, _run_options,
+)
+from homespec.errors import UsageError
+from homespec.plan.settings import DEFAULT_CTX
+
+
+@app.command()
+def generate(
+    model: ModelOpt = None,
+    draft: DraftOpt = None,
+    method: MethodOpt = "eagle3",
+    backend: BackendOpt = "llamacpp",
+    prompt: Annotated[Optional[str], typer.Option("--prompt", "-p", help="The prompt text.")] = None,
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL file: one object per line with 'prompt' or 'turns'.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")] = 256,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k", help="Sample from the k most likely tokens (0 = all).")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampling.")] = 0,
+    chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Wrap the prompt in the model's chat template.")] = True,
+    system: Annotated[Optional[str], typer.Option("--system", help="System prompt (chat only).")] = None,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop string (repeatable).")] = None,
+    ctx: CtxOpt = DEFAULT_CTX,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    draft_tokens: NodesOpt = None,
+    device: Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
+    guard: GuardOpt = True,
+    adapt: AdaptOpt = False,
+    window: WindowOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Generate text with speculative decoding, showing tokens/s and acceptance."""
+    from homespec.session import Session, final
+    from homespec.session.prompts import checked_prompts
+    from homespec.speculative.loop import Limits
+    from homespec.speculative.sampling import Sampler
+
+    if (prompt is None) == (prompts is None):
+        raise UsageError("give exactly one of --prompt and --prompts", hint='e.g. --prompt "Why is the sky blue?"')
+    if max_tokens < 1:
+        raise UsageError(f"--max-tokens {max_tokens} is not positive", hint="use --max-tokens 256")
+    if prompts is not None:
+        from homespec.prompts import read_prompts_file
+
+        items = [list(i.turns[:1]) for i in read_prompts_file(prompts)]
+    else:
+        items = [[prompt]]
+    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
+                        exact, window=window, guard=guard, adapt=adapt)
+    token_items = checked_prompts(opts, items, chat, system, max_tokens, source=prompts)  # before any weights load
+    sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    session = Session.open(opts)
+    try:
+        for ids in token_items:
+            stream = session.stream(ids, sampler=sampler, limits=Limits(max_tokens=max_tokens), stop=tuple(stop or ()),
+                                    seed=seed)
+            if json_out:
+                print(json.dumps(_result_json(session, final(stream))), flush=True)
+            else:
+                _print_answer(session, stream)
+    finally:
+        session.close()
+
+
+def _print_answer(session, stream) -> None:
+    """generate without --json: the text as it comes on stdout, its figures on stderr."""
+    from homespec.session import Finish, TextDelta
+
+    for r in stream:
+        if isinstance(r, TextDelta) and r.text:
+            sys.stdout.write(r.text)
+            sys.stdout.flush()
+        elif isinstance(r, Finish):
+            res = r
+    print()
+    guard, o = session.guard, session.options
+    print(f"[{len(res.token_ids)} tokens, {res.tokens_per_s:.1f} tok/s, "
+          f"{res.mean_accepted:.2f} tokens per target pass, {res.target_passes} target passes, "
+          f"{o.method} on {o.backend}" + (f"; {guard.summary()}" if guard else "") + "]", file=sys.stderr)
+
+
+def _result_json(session, res) -> dict:
+    """generate --json: one answer's row (its keys are an interface: tests/test_cli_generate.py)."""
+    o = session.options
+    row = {
+        "text": res.text,
+        "token_ids": list(res.token_ids),
+        "prompt_token_ids": list(res.prompt_token_ids),
+        "tokens_per_s": round(res.tokens_per_s, 3),
+        "mean_accepted": round(res.mean_accepted, 4),
+        "target_passes": res.target_passes,
+        "acceptance_by_depth": [round(x, 4) for x in res.acceptance_by_depth()],
+        "prefill_ms": round(res.prefill_s * 1e3, 2),
+        "finish": res.finish,
+        "method": o.method,
+        "backend": o.backend,
+        "model": session.model_path,
+        "memory": session.memory(),
+    }
+    if session.guard is not None:
+        row["guard"] = session.guard.as_json()
+    return row

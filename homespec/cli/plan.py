@@ -1,0 +1,57 @@
+"""`homespec plan`: does the target with its draft head fit, and how fast will it run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from homespec.cli.app import _stdout, app
+from homespec.cli.options import CtxOpt, DepthOpt, JsonOpt, NodesOpt, TopkOpt
+from homespec.errors import EXIT_NO_FIT
+from homespec.plan.settings import DEFAULT_CTX
+
+
+@app.command()
+def plan(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Catalogue name (llama-3.1-70b-q4), GGUF path or URL, config.json, or EXL2 dir. Default: the embedded SmolLM2-135M.")] = None,
+    gpu: Annotated[str, typer.Option("--gpu", help="auto (probe), none, or catalogue names: 4090 / 4090,3090 / m3-ultra-512.")] = "auto",
+    draft: Annotated[Optional[str], typer.Option("--draft", help="Draft head or model: catalogue name, checkpoint dir, GGUF, or 'none'. Default: the model's default pairing.")] = None,
+    quant: Annotated[Optional[str], typer.Option("--quant", help="Quantisation for a config.json model (Q4_K_M, Q8_0, exl2-4.65, ...).")] = None,
+    ctx: CtxOpt = DEFAULT_CTX,
+    kv_type: Annotated[str, typer.Option("--kv-type", help="KV cache type: f16, q8_0, q4_0 (exl2: f16, q8, q6, q4).")] = "f16",
+    flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="Flash attention (needed for a quantised V cache).")] = True,
+    ubatch: Annotated[int, typer.Option("--ubatch", help="Physical batch size (llama.cpp -ub).")] = 512,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp, exl2 or torch. Default: from the model's format.")] = None,
+    draft_tokens: NodesOpt = None,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    ram: Annotated[Optional[float], typer.Option("--ram", help="Host RAM in GiB (default: this machine's).")] = None,
+    emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan (with --json: as the 'emit' field).")] = None,
+    calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
+    from homespec.plan.api import make_plan
+    from homespec.plan.render import render, to_json
+
+    p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
+                  ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
+                  draft_topk=draft_topk, ram=ram, calibrate=calibrate)
+    emitted = None
+    if emit:
+        from homespec.plan.emit import emit as emit_command
+
+        emitted = emit_command(p, emit, model, draft)
+        for note in emitted.notes:  # what the command still needs before it runs as printed
+            print(f"warning: {note}", file=sys.stderr)
+    if json_out:
+        print(json.dumps(to_json(p) | ({"emit": emitted.as_json()} if emitted else {}), indent=2))
+    elif emitted:
+        print(emitted.text())
+    else:
+        render(p, _stdout())
+    if not p.fits:
+        raise typer.Exit(EXIT_NO_FIT)

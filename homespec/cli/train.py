@@ -1,0 +1,53 @@
+"""`homespec draft train`: an EAGLE-3.1 head for a target, by self-distillation."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from homespec.cli.app import draft_app
+from homespec.train.config import TrainConfig  # light (no torch): the defaults of `draft train`
+
+_TRAIN = TrainConfig()  # the option defaults below: one source for the CLI and the library
+
+
+@draft_app.command("train")
+def draft_train(
+    target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = _TRAIN.target,
+    out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints): a new or empty directory, or an earlier run's to resume it.")] = _TRAIN.out,
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = _TRAIN.prompts,
+    tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = _TRAIN.tokens,
+    epochs: Annotated[int, typer.Option("--epochs")] = _TRAIN.epochs,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or mps.")] = _TRAIN.device,
+    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary size.")] = _TRAIN.draft_vocab,
+    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test unroll steps.")] = _TRAIN.ttt_steps,
+    seed: Annotated[int, typer.Option("--seed")] = _TRAIN.seed,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Longest self-distilled reply.")] = _TRAIN.max_new_tokens,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp (GGUF) or torch. Default: from the target.")] = _TRAIN.backend,
+    eagle3: Annotated[bool, typer.Option("--eagle3", help="Plain EAGLE-3: fc_norm and norm_output off.")] = _TRAIN.eagle3,
+    freeze_lm_head: Annotated[bool, typer.Option("--freeze-lm-head", help="Keep the draft read-out at the target's output rows.")] = _TRAIN.freeze_lm_head,
+    hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = _TRAIN.hidden_weight,
+    init: Annotated[Optional[str], typer.Option("--init", help="Start from this head's weights (a directory in the EAGLE-3 layout) instead of a fresh head.")] = _TRAIN.init,
+    skip_shards: Annotated[int, typer.Option("--skip-shards", help="Begin data at this shard of the prompt order (64 prompts each), e.g. past the ones an --init head was trained on.")] = _TRAIN.skip_shards,
+    keep_vocab: Annotated[bool, typer.Option("--keep-vocab", help="Keep the --init head's draft vocabulary instead of counting one on this run's data.")] = _TRAIN.keep_vocab,
+    data_from: Annotated[Optional[list[str]], typer.Option("--data-from", help="Also train on the data in this directory (another run's OUT/data, same target); repeatable.")] = None,
+) -> None:
+    """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
+    from homespec.train import train_head
+    from homespec.train.progress import RichProgress
+
+    # the config checks its settings as it is made; train_head checks --target, --out, --init and
+    # --data-from on disk, all before any data is generated or any model loaded
+    config = TrainConfig(target=target, out=out, prompts=prompts, tokens=tokens, epochs=epochs, device=device,
+                         draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed, max_new_tokens=max_new_tokens,
+                         backend=backend, eagle3=eagle3, freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight,
+                         init=init, skip_shards=skip_shards, keep_vocab=keep_vocab, data_from=tuple(data_from or ()))
+    with RichProgress() as progress:
+        result = train_head(config, progress=progress)
+    print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
+                      "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,
+                      "init": None if result.warm is None else {"from": str(result.warm.source),
+                                                                "rows_kept": result.warm.rows_kept,
+                                                                "rows_new": result.warm.rows_new}}, indent=2))
