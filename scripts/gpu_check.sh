@@ -248,7 +248,7 @@ bench_torch() {  # $1: --guard or --no-guard, $2: json name
   local n=20 tokens=128
   ((DRY)) && n=1 tokens=8
   "$PY" -m homespec bench --backend torch --methods none,ngram,eagle3 --limit "$n" --max-tokens "$tokens" \
-    --draft-depth 6 --draft-topk 8 --draft-tokens 48 "$1" --json "$OUT/$2"
+    --draft-depth 6 --draft-topk 8 --draft-tokens 48 "$1" --json-out "$OUT/$2"
 }
 
 bench_gguf() {
@@ -256,7 +256,7 @@ bench_gguf() {
   ((DRY)) && n=1 tokens=8
   "$PY" -c 'import llama_cpp, sys; print("llama_cpp", llama_cpp.__version__, "GPU offload:", llama_cpp.llama_supports_gpu_offload())'
   "$PY" -m homespec bench --backend llamacpp --methods none,eagle3 --limit "$n" --max-tokens "$tokens" \
-    --draft-depth 6 --draft-topk 8 --draft-tokens 48 --no-guard --json "$OUT/bench-gguf.json"
+    --draft-depth 6 --draft-topk 8 --draft-tokens 48 --no-guard --json-out "$OUT/bench-gguf.json"
 }
 
 llama_start() {  # unpack the trimmed source; on the GPU start the CUDA wheel build in its own session

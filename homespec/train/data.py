@@ -131,13 +131,7 @@ def generate_data(
     }
     if skip_shards:  # (absent, not 0, when unused: data made before the option still resumes)
         settings["skip_shards"] = skip_shards
-    manifest = read_manifest(data_dir) or {**settings, "shards": []}
-    changed = [k for k in dict.fromkeys([*settings, "skip_shards"]) if manifest.get(k) != settings.get(k)]
-    if changed:
-        raise HomespecError(
-            f"{data_dir} holds data made with other settings ({', '.join(changed)})",
-            hint="rerun with the original settings to resume, or choose a new --out directory",
-        )
+    manifest = _resumable_manifest(data_dir, settings)
     done_gen = sum(s["generated"] for s in manifest["shards"])
     first = skip_shards + len(manifest["shards"])
     t_start, gen_now = time.perf_counter(), 0
@@ -147,36 +141,73 @@ def generate_data(
         try:
             from homespec.tokenizer import load_tokenizer
 
-            tok = load_tokenizer(target)
-            for k in range(first, n_shards):
-                if done_gen >= tokens:
-                    break
-                lo = k * shard_prompts
-                items = order[lo : lo + shard_prompts]
-
-                def report(n_new: int) -> None:
-                    if progress is not None:
-                        dt = time.perf_counter() - t_start
-                        # done_gen already counts this run's finished shards (gen_now is only for the rate)
-                        progress(Progress("data", min(done_gen + n_new, tokens), tokens,
-                                          {"shard": k, "tok/s": (gen_now + n_new) / dt if dt > 0 else 0.0}))
-
-                records = _run_shard(model, tok, items, lo, max_new_tokens=max_new_tokens,
-                                     seq_budget=seq_budget, report=report)
-                write_shard(data_dir, k, records)
-                gen = int(sum(r.generated.sum() for r in records))
-                manifest["shards"].append({
-                    "name": shard_name(k), "prompts": [lo, lo + len(items)], "sequences": len(records),
-                    "tokens": int(sum(len(r.tokens) for r in records)), "generated": gen,
-                })
-                write_manifest(data_dir, manifest)
-                done_gen += gen
-                gen_now += gen
+            run = _ShardRun(model, load_tokenizer(target), data_dir, manifest, order, shard_prompts,
+                            max_new_tokens, seq_budget, tokens, done_gen, progress)
+            run.shards(range(first, n_shards))
+            done_gen, gen_now = run.done_gen, run.gen_now
         finally:
             model.close()
     seconds = time.perf_counter() - t_start
     return DataSummary(data_dir, len(manifest["shards"]), sum(s["sequences"] for s in manifest["shards"]),
                        sum(s["tokens"] for s in manifest["shards"]), done_gen, seconds, gen_now)
+
+
+def _resumable_manifest(data_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The directory's manifest, or a new one; data made with other settings is never mixed in."""
+    manifest = read_manifest(data_dir) or {**settings, "shards": []}
+    changed = [k for k in dict.fromkeys([*settings, "skip_shards"]) if manifest.get(k) != settings.get(k)]
+    if changed:
+        raise HomespecError(
+            f"{data_dir} holds data made with other settings ({', '.join(changed)})",
+            hint="rerun with the original settings to resume, or choose a new --out directory",
+        )
+    return manifest
+
+
+@dataclass
+class _ShardRun:
+    """Shards generated one after another, each written (and the manifest after it) before the next."""
+
+    model: Any
+    tok: Any
+    data_dir: Path
+    manifest: dict[str, Any]
+    order: list[PromptItem]
+    shard_prompts: int
+    max_new_tokens: int
+    seq_budget: int
+    tokens: int  # stop once this many reply tokens are stored
+    done_gen: int  # reply tokens stored, this run's finished shards included
+    progress: ProgressFn | None
+    gen_now: int = 0  # reply tokens this run generated (for the rate)
+    t_start: float = field(default_factory=time.perf_counter)
+
+    def shards(self, ks: range) -> None:
+        for k in ks:
+            if self.done_gen >= self.tokens:
+                break
+            self.shard(k)
+
+    def shard(self, k: int) -> None:
+        lo = k * self.shard_prompts
+        items = self.order[lo : lo + self.shard_prompts]
+        records = _run_shard(self.model, self.tok, items, lo, max_new_tokens=self.max_new_tokens,
+                             seq_budget=self.seq_budget, report=lambda n_new: self.report(k, n_new))
+        write_shard(self.data_dir, k, records)
+        gen = int(sum(r.generated.sum() for r in records))
+        self.manifest["shards"].append({
+            "name": shard_name(k), "prompts": [lo, lo + len(items)], "sequences": len(records),
+            "tokens": int(sum(len(r.tokens) for r in records)), "generated": gen,
+        })
+        write_manifest(self.data_dir, self.manifest)
+        self.done_gen += gen
+        self.gen_now += gen
+
+    def report(self, k: int, n_new: int) -> None:
+        if self.progress is not None:
+            dt = time.perf_counter() - self.t_start
+            self.progress(Progress("data", min(self.done_gen + n_new, self.tokens), self.tokens,
+                                   {"shard": k, "tok/s": (self.gen_now + n_new) / dt if dt > 0 else 0.0}))
 
 
 def target_settings(target: str, feature_layers: Sequence[int]) -> dict[str, Any]:
