@@ -29,6 +29,14 @@ def write_with(path: str | os.PathLike[str], write: Callable[[str], None]) -> No
         raise
 
 
+def nearest_existing(path: str | os.PathLike[str]) -> Path:
+    """The nearest ancestor of `path` that exists (what decides whether it can be created)."""
+    parent = Path(path).parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     write_with(path, lambda tmp: Path(tmp).write_bytes(data))
 

@@ -206,7 +206,9 @@ def test_legacy_json_file_reads_a_word_after_json_as_the_file(args, out):
 @pytest.mark.parametrize("flag", ["--json-out", "--markdown", "--plot"])
 def test_bench_refuses_an_unwritable_results_path_before_running(capsys, tmp_path, flag):
     (tmp_path / "a-file").write_text("mine\n")
-    for path, message in ((tmp_path, "is a directory"), (tmp_path / "a-file" / "r", "is a file, not a directory")):
+    cases = ((tmp_path, "is a directory"), (f"{tmp_path / 'not-yet'}/", "is a directory"),
+             (tmp_path / "a-file" / "r", "is a file, not a directory"))
+    for path, message in cases:
         code = main(["bench", flag, str(path), "--methods", "none", "--limit", "1"])
         stdout, err = capsys.readouterr()
         lines = err.strip().splitlines()

@@ -50,14 +50,15 @@ def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
     """A results file that cannot be written is refused before the bench runs, not after."""
     if path is None:
         return
+    import os
     from pathlib import Path
 
+    from homespec.atomic import nearest_existing
+
     p = Path(path)
-    if p.is_dir():
+    if p.is_dir() or path.endswith((os.sep, "/")):  # "x/" names a directory even before it exists
         raise UsageError(f"{flag} {path} is a directory", hint=f"name a file, e.g. {flag} {p / example}")
-    parent = p.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
+    parent = nearest_existing(p)
     if not parent.is_dir():
         raise UsageError(f"{flag} {path}: {parent} is a file, not a directory",
                          hint=f"name a file in a directory, e.g. {flag} {example}")

@@ -96,9 +96,9 @@ def _check_entries(out: Path) -> None:
 
 def _check_creatable(out: Path) -> None:
     """The nearest existing ancestor of a new --out is a directory homespec can write in."""
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
+    from homespec.atomic import nearest_existing
+
+    parent = nearest_existing(out)
     if not parent.is_dir():
         raise UsageError(f"--out {out}: {parent} is a file, not a directory",
                          hint=f"{_NEW} for the run, e.g. --out {_free(parent.parent)}")
