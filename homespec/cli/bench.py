@@ -10,7 +10,8 @@ import typer
 
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
-    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, TopkOpt, WindowOpt, _run_options,
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, ThreadsOpt, TopkOpt, WindowOpt,
+    _run_options,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -79,7 +80,7 @@ def bench(
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     draft_tokens: NodesOpt = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    threads: ThreadsOpt = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,

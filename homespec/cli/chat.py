@@ -10,8 +10,8 @@ import typer
 
 from homespec.cli.app import app
 from homespec.cli.options import (
-    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, TopkOpt, WindowOpt,
-    _run_options,
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, ThreadsOpt, TopkOpt,
+    WindowOpt, _run_options,
 )
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -45,7 +45,7 @@ def chat(
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     draft_tokens: NodesOpt = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")] = None,
+    threads: ThreadsOpt = None,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,

@@ -9,6 +9,7 @@ import typer
 from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
 AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Size the draft depth from measured cost and acceptance.")]
 # The run's and the plan's shared options: one default each (homespec.plan.settings).
