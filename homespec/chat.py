@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from homespec.chat_readout import Answer, Totals, figures
-from homespec.chat_store import ChatFile, SavedChat
+from homespec.chat_store import ChatFile, SavedChat, is_chat_file
 from homespec.errors import HomespecError
 from homespec.session import Session, StepFigures, TextDelta
 from homespec.speculative.loop import Limits
@@ -203,11 +203,14 @@ class Chat:
         if not path:
             self._note("usage: /save FILE")
             return
+        target = Path(path).expanduser()
+        if target.exists() and not is_chat_file(target):  # never replace a file that is not a saved chat
+            self._note(f"error: {path} exists and is not a saved homespec chat\nhint: /save a new file name")
+            return
         try:
-            ChatFile(Path(path).expanduser()).write(self.messages(), model=self.session.model_path,
-                                                    method=self.session.options.method)
+            ChatFile(target).write(self.messages(), model=self.session.model_path, method=self.session.options.method)
         except OSError as e:
-            self._note(f"could not save to {path}: {e.strerror}")
+            self._note(f"could not save to {path}: {e.strerror or e}")
             return
         self._note(f"saved {len(self.history)} messages to {path}")
 

@@ -101,6 +101,15 @@ def find(ref: str | None) -> Path:
                      hint="`homespec chat --resume` continues the latest; ids are the file names in that folder")
 
 
+def is_chat_file(path: Path) -> bool:
+    """Whether `path` holds a chat homespec wrote (its JSON says `"format": "homespec-chat"`)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
 def load(path: Path) -> SavedChat:
     """Read a chat written by homespec (autosaved or /save); a damaged one is a one-line error."""
     try:

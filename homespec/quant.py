@@ -68,14 +68,6 @@ EXL2_CACHE_BYTES_PER_ELEMENT: dict[str, tuple[float, float]] = {
 }
 
 
-def ftype_name(ftype_id: int) -> str:
-    """GGUF `general.file_type` id -> name ("Q4_K_M"); "UNKNOWN-<id>" when llama.cpp has none."""
-    for name, i in FTYPE_IDS.items():
-        if i == ftype_id:
-            return name
-    return f"UNKNOWN-{ftype_id}"
-
-
 def tensor_bytes(ggml_type: str, n_elements: int) -> int:
     """Bytes of `n_elements` stored as `ggml_type` (whole blocks only, as ggml stores them)."""
     try:

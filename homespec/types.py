@@ -6,7 +6,7 @@ a spec read from a file or the catalogue is a value, never mutated downstream.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +134,3 @@ class DraftSpec:
     @property
     def kv_dim(self) -> int:
         return self.n_head_kv * self.head_dim * 2
-
-
-@dataclass(frozen=True, slots=True)
-class Resolved:
-    """A --model / --draft argument after resolution."""
-
-    spec: ModelSpec | DraftSpec | None
-    path: str | None = None  # a local file/dir when the argument was one
-    notes: tuple[str, ...] = field(default_factory=tuple)

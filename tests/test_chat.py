@@ -54,6 +54,19 @@ def test_multi_turn_commands_and_save(session, tmp_path):
     assert chat.history == []
 
 
+def test_save_never_replaces_a_file_that_is_not_a_chat(session, tmp_path):
+    """/save onto a user's own file is refused and the file kept; onto a saved chat it rewrites it."""
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, max_tokens=4, out=out, err=err)
+    notes, chat_file = tmp_path / "notes.txt", tmp_path / "c.json"
+    notes.write_text("mine\n")
+    lines = iter(["Hi.", f"/save {notes}", f"/save {chat_file}", f"/save {chat_file}", "/quit"])
+    repl(chat, read=lambda _: next(lines))
+    assert notes.read_text() == "mine\n"
+    assert f"error: {notes} exists and is not a saved homespec chat" in err.getvalue()
+    assert err.getvalue().count(f"saved 2 messages to {chat_file}") == 2  # a chat file is rewritten
+
+
 def test_each_answer_is_saved_and_reset_starts_a_new_file(session, chats_dir):
     from homespec.chat_store import ChatFile
 

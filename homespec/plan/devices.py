@@ -108,7 +108,3 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
         )
     )
     return tuple(out)
-
-
-def is_unified(machine: Machine) -> bool:
-    return any(g.vendor == "apple" for g in machine.gpus)

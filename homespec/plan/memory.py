@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from homespec.errors import UsageError
 from homespec.plan.settings import Settings
-from homespec.types import DraftSpec, ModelSpec, TensorInfo
+from homespec.types import DraftSpec, ModelSpec
 
 MIB = 1 << 20
 
@@ -280,7 +280,3 @@ def draft_weight_bytes(draft: DraftSpec, on_gpu: bool) -> int:
 
 def sum_bytes(items: list[LineItem] | tuple[LineItem, ...], device: str | None = None) -> int:
     return sum(i.bytes for i in items if device is None or i.device == device)
-
-
-def tensors_bytes(tensors: tuple[TensorInfo, ...]) -> int:
-    return sum(t.n_bytes for t in tensors)

@@ -76,8 +76,3 @@ def save_vocab(vocab: DraftVocab, path: str | os.PathLike[str]) -> None:
     tmp = path.with_name(f".{path.name}.tmp.npz")
     np.savez(tmp, ids=vocab.ids, n_target=np.int64(vocab.n_target), coverage=np.float64(vocab.coverage))
     os.replace(tmp, path)
-
-
-def load_vocab(path: str | os.PathLike[str]) -> DraftVocab:
-    with np.load(path) as z:
-        return DraftVocab(ids=z["ids"].astype(np.int64), n_target=int(z["n_target"]), coverage=float(z["coverage"]))
