@@ -73,8 +73,9 @@ class Session:
     @property
     def guard_needs_timing(self) -> bool:
         """Making the guard will first time plain and speculative steps (a wait worth naming)."""
-        return (not self._guard_made and self.options.guard and self.drafter is not None
-                and bool(getattr(self.drafter, "expected_acceptance", None)))
+        from homespec.session.load import guard_prior
+
+        return not self._guard_made and guard_prior(self.drafter, self.options) is not None
 
     def stream(self, prompt: Sequence[int], *, sampler: "Sampler | None" = None, limits: Limits = Limits(),
                stop: Sequence[str] = (), seed: int = 0) -> Iterator[Response]:

@@ -107,6 +107,14 @@ def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None) -> "Plan
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
 
 
+def guard_prior(drafter: "Drafter | None", opt: RunOptions) -> Any:
+    """The drafter's recorded acceptance when a guard will be made over it (None otherwise): the
+    guard then times this machine's steps first, to predict whether speculation can pay."""
+    if not opt.guard or drafter is None:
+        return None
+    return getattr(drafter, "expected_acceptance", None) or None
+
+
 def make_guard(backend: "Backend", drafter: "Drafter | None", opt: RunOptions) -> "Guard | None":
     """The guard over the drafter (None: --no-guard, or nothing to guard). A drafter with a
     recorded acceptance lets the guard predict whether speculation can pay on this machine, from
@@ -115,7 +123,7 @@ def make_guard(backend: "Backend", drafter: "Drafter | None", opt: RunOptions) -
         return None
     from homespec.speculative.guard import Guard
 
-    prior = getattr(drafter, "expected_acceptance", None)
+    prior = guard_prior(drafter, opt)
     costs = None
     if prior:
         from homespec.speculative.costs import measure_costs
