@@ -15,14 +15,13 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
+from homespec.embedded import HEADS_DIR  # heads shipped with homespec (docs/training.md)
 from homespec.errors import UsageError
 from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
 from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
-HEADS_DIR = Path(__file__).parent / "data" / "heads"  # heads shipped with homespec (docs/training.md)
 _GIB = 1 << 30
 
 

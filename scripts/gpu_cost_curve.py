@@ -339,7 +339,7 @@ def _device(requested: str | None) -> str:
 def measure(args: argparse.Namespace) -> dict:
     from homespec import kernels
     from homespec.backends.torch.backend import TorchBackend
-    from homespec.session.options import DEFAULT_HEAD
+    from homespec.embedded import DEFAULT_HEAD
 
     device, dtype = _device(args.device), _DTYPES[args.dtype]
     try:

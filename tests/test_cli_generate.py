@@ -149,7 +149,7 @@ def test_draft_train_refuses_a_bad_init_before_any_data(capsys, tmp_path):
     """--init is read and checked before data generation starts: a directory with no head, a head
     of the other kind, or the output directory itself is a one-line error, and nothing is written
     under --out."""
-    from homespec.session.options import DEFAULT_HEAD
+    from homespec.embedded import DEFAULT_HEAD
 
     out = tmp_path / "run"
     code = main(["draft", "train", "--out", str(out), "--init", str(tmp_path / "nohead")])

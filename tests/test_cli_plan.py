@@ -320,7 +320,8 @@ def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, comm
     from homespec.cli import _run_options
     from homespec.plan.render import to_json
     from homespec.session.load import plan_for_run
-    from homespec.session.options import DEFAULT_HEAD, resolve_model_path
+    from homespec.embedded import DEFAULT_HEAD
+    from homespec.session.options import resolve_model_path
 
     code, out, _ = run(capsys, "plan", "--json", *args)
     assert code == 0
@@ -346,7 +347,7 @@ def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, comm
 
 
 def test_default_plan_describes_the_shipped_head(capsys, smollm2_path):
-    from homespec.session.options import DEFAULT_HEAD
+    from homespec.embedded import DEFAULT_HEAD
 
     if not (DEFAULT_HEAD / "config.json").is_file():
         pytest.skip("no shipped head in this install")

@@ -105,7 +105,7 @@ def test_no_command_points_silently_at_a_file_that_does_not_exist(capsys, target
 
 
 def test_shipped_head_is_marked_as_needing_a_gguf_export(capsys):
-    from homespec.session.options import DEFAULT_HEAD
+    from homespec.embedded import DEFAULT_HEAD
 
     if not (DEFAULT_HEAD / "config.json").is_file():
         pytest.skip("no shipped head in this install")

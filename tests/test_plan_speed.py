@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from homespec.catalog import HEADS_DIR
+from homespec.embedded import HEADS_DIR
 from homespec.plan.acceptance import acceptance_model, geometric
 from homespec.plan.devices import devices_for
 from homespec.plan.fit import solve

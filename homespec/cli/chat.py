@@ -72,7 +72,8 @@ def chat(
     from homespec.chat_store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
     from homespec.session import Session
-    from homespec.session.options import DEFAULT_HEAD, check_options
+    from homespec.embedded import DEFAULT_HEAD
+    from homespec.session.options import check_options
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 

@@ -10,10 +10,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# DEFAULT_HEAD, HEADS_DIR and CPU_DRAFT are also imported from here (cli, train, tests)
-from homespec.embedded import DEFAULT_HEAD, HEADS_DIR, shipped_head  # noqa: F401
+from homespec.embedded import shipped_head
 from homespec.errors import UsageError
-from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape  # noqa: F401
+from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
 
 METHODS = ("none", "ngram", "draft", "eagle3")
 RUN_BACKENDS = ("torch", "llamacpp", "exl2")

@@ -262,7 +262,7 @@ def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, s
         write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
         head_bytes = export_head(head, out)
         if meter is not None:
-            from homespec.session.options import CPU_DRAFT, GPU_DRAFT
+            from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
 
             meter.record(head, out, [GPU_DRAFT, CPU_DRAFT], split="dev", backend=inputs.backend)
     finally:

@@ -138,7 +138,7 @@ def smollm2_cuda():
 @pytest.mark.slow
 def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
     from homespec.models.eagle3 import load_head
-    from homespec.session.options import DEFAULT_HEAD
+    from homespec.embedded import DEFAULT_HEAD
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     be = smollm2_cuda
