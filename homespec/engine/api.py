@@ -1,0 +1,130 @@
+"""What an engine takes and gives back: the seam between the scheduler and its consumers.
+
+A consumer (the HTTP server, a benchmark) builds an EngineRequest from token ids, submits it,
+and reads the request's Handle: the same Response records Session.stream yields (StepFigures,
+TextDelta, ..., then one Finish), produced on the engine's own thread. `cancel()` (a client that
+went away) frees the request's sequence at the engine's next step; the stream then ends with a
+Finish whose reason is "cancelled".
+
+    handle = engine.submit(EngineRequest(prompt_ids=ids, max_tokens=64))
+    for r in handle:            # blocks between responses
+        ...
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Protocol
+
+from homespec.errors import HomespecError
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Tokenizer
+    from homespec.session.responses import Response
+    from homespec.speculative.sampling import Sampler
+
+
+class QueueFull(HomespecError):
+    """Every slot is busy and the waiting queue is full: answer 503 with Retry-After."""
+
+    def __init__(self, retry_after_s: float, hint: str = "retry later, or start the server with more --parallel slots"):
+        super().__init__(f"the server is busy (retry in {retry_after_s:.0f} s)", hint=hint)
+        self.retry_after_s = retry_after_s
+
+
+class EngineClosed(HomespecError):
+    """The engine is shutting down and takes no new request."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    prompt_ids: tuple[int, ...]
+    max_tokens: int
+    sampler: "Sampler | None" = None  # None = greedy
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+    speculate: bool = True  # False: this request decodes plainly whatever the guard says
+
+
+@dataclass
+class EngineStats:
+    """Counters since the engine started (Prometheus counters) and gauges (now)."""
+
+    active: int = 0  # sequences being decoded
+    queued: int = 0  # requests waiting for a slot
+    slots: int = 1
+    requests_total: int = 0
+    requests_finished: int = 0
+    requests_cancelled: int = 0
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+    target_passes_total: int = 0  # batched target passes (one per engine step)
+    spec_num_drafts: int = 0  # sequence-steps that verified a draft
+    spec_num_draft_tokens: int = 0  # draft tokens proposed
+    spec_num_accepted_tokens: int = 0  # draft tokens accepted
+    spec_accepted_per_pos: list[int] = field(default_factory=list)  # accepted at draft position 0, 1, ...
+    tokens_per_s: float = 0.0  # total generation speed over the last steps
+    live_sequences: int = 0  # sequence ids holding cache cells (0 when idle: nothing leaked)
+
+
+class Handle:
+    """One request's stream: the engine puts responses in, the consumer iterates them out."""
+
+    _END = object()
+
+    def __init__(self, request: EngineRequest, request_id: int) -> None:
+        self.request = request
+        self.id = request_id
+        self._q: "queue.Queue[object]" = queue.Queue()
+        self._cancelled = threading.Event()
+
+    # engine side
+    def put(self, response: "Response") -> None:
+        self._q.put(response)
+
+    def end(self) -> None:
+        self._q.put(self._END)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    # consumer side
+    def cancel(self) -> None:
+        """Ask the engine to drop this request at its next step (safe from any thread)."""
+        self._cancelled.set()
+
+    def get(self, timeout: float | None = None) -> "Response | None":
+        """The next response, or None once the stream has ended. queue.Empty after `timeout`."""
+        item = self._q.get(timeout=timeout)
+        if item is self._END:
+            self._q.put(self._END)  # later calls see the end too
+            return None
+        return item  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator["Response"]:
+        while (item := self.get()) is not None:
+            yield item
+
+
+class Engine(Protocol):
+    """A scheduler over one loaded target. Thread-safe: submit/stats/close from any thread."""
+
+    model_path: str
+    n_ctx: int  # tokens one sequence may hold (prompt + answer)
+    slots: int  # sequences decoded at once (--parallel)
+
+    @property
+    def tokenizer(self) -> "Tokenizer": ...
+
+    def submit(self, request: EngineRequest) -> Handle:
+        """Queue a request (raises QueueFull when the bounded queue is full, EngineClosed after close)."""
+        ...
+
+    def stats(self) -> EngineStats: ...
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop taking requests; finish running ones within timeout_s, cancel the rest; free the target."""
+        ...
