@@ -52,8 +52,10 @@ class SerialEngine:
         self.session = session
         self.model_path = session.model_path
         self.n_ctx = session.backend.max_context
+        self.n_vocab = session.backend.n_vocab  # the server checks prompts of token ids against it
         self.slots = 1
-        self._queue: "queue.Queue[object]" = queue.Queue(maxsize=queue_size)
+        self.queue_size = queue_size
+        self._queue: "queue.Queue[object]" = queue.Queue()  # bounded by submit (close must always get in)
         self._lock = threading.Lock()
         self._stats = EngineStats(slots=1)
         self._speed = SpeedWindow()
@@ -90,10 +92,9 @@ class SerialEngine:
             raise EngineClosed("the server is shutting down", hint="retry once it is back")
         handle = Handle(request, next(self._ids))
         with self._lock:
-            try:
-                self._queue.put_nowait(handle)
-            except queue.Full:
-                raise QueueFull(self._retry_after()) from None
+            if self._queue.qsize() >= self.queue_size:
+                raise QueueFull(self._retry_after())
+            self._queue.put(handle)
             self._stats.requests_total += 1
         return handle
 
@@ -106,7 +107,9 @@ class SerialEngine:
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Take no more requests, cancel the waiting ones, let the running one finish within
-        timeout_s (then cancel it), and free the target once the worker has left."""
+        timeout_s (then cancel it), and free the target once the worker has left. Idempotent."""
+        if self._closed.is_set() and not self._thread.is_alive():
+            return
         self._closed.set()
         self._cancel_waiting()
         self._queue.put(_STOP)
