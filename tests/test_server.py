@@ -126,8 +126,8 @@ def reference(smollm2_path):
 
 
 def _ask(client, **kw):
-    return client.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": QUESTION}],
-                                          temperature=0, **kw)
+    kw.setdefault("temperature", 0)
+    return client.chat.completions.create(model=ALIAS, messages=[{"role": "user", "content": QUESTION}], **kw)
 
 
 def test_chat_completion_is_the_greedy_answer(client, reference):
@@ -176,6 +176,12 @@ def test_a_stop_string_ends_the_answer_before_it(client, reference):
     word = ref.split()[1]  # the answer's second word
     r = _ask(client, max_tokens=16, stop=[word])
     assert r.choices[0].message.content == ref[:ref.index(word)] and r.choices[0].finish_reason == "stop"
+
+
+def test_a_sampled_answer_is_reproduced_by_its_seed(client):
+    a, b = (_ask(client, max_tokens=8, temperature=0.9, top_p=0.95, seed=7).choices[0].message.content
+            for _ in range(2))
+    assert a == b and a
 
 
 def test_models_lists_the_alias(client):
@@ -279,6 +285,22 @@ def test_clients_that_leave_mid_stream_leak_no_sequence(server, client):
     assert after["homespec:request_cancelled_total"] == before["homespec:request_cancelled_total"] + 3
     assert after["homespec:num_requests_running"] == 0 and after["homespec:live_sequences"] == 0
     assert after["homespec:generation_tokens_total"] - before["homespec:generation_tokens_total"] < 3 * 300
+
+
+def test_a_client_that_leaves_before_a_whole_answer_cancels_it(server):
+    import socket
+
+    before = _idle(server)
+    body = _chat_body(max_tokens=300, temperature=0).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        deadline = time.monotonic() + 60
+        while server.metrics()["homespec:num_requests_running"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    after = _idle(server)  # closed before the answer came: cancelled at the engine's next step
+    assert after["homespec:request_cancelled_total"] == before["homespec:request_cancelled_total"] + 1
+    assert after["homespec:live_sequences"] == 0
 
 
 def test_a_bounded_load_from_four_threads_all_answered(server, client, reference):
