@@ -9,5 +9,7 @@
     app.py       create_app: the routes
     run.py       bind, serve with uvicorn, shut down on SIGINT / SIGTERM
 
+The API, its fields, errors and metrics: docs/server.md.
+
 FastAPI, uvicorn and prometheus-client are imported here only: `homespec plan` never loads them.
 """
