@@ -107,6 +107,12 @@ def test_beyond_the_queue_a_request_is_refused_with_a_retry_time(engine):
     assert [r for r in running][-1].finish == "cancelled"
 
 
+def test_a_request_the_target_fails_ends_with_its_error_and_the_next_is_served(engine):
+    failed = engine.submit(EngineRequest(prompt_ids=(1, 10**9), max_tokens=4))  # no such token
+    assert list(failed)[-1].finish == "error" and "invalid token" in str(failed.error)
+    assert list(engine.submit(EngineRequest(prompt_ids=_ids(engine, "Hello"), max_tokens=3)))[-1].finish == "length"
+
+
 def test_close_cancels_what_waits_and_refuses_what_comes(engine):
     long = EngineRequest(prompt_ids=_ids(engine, "Once upon a time"), max_tokens=40)
     running = engine.submit(long)

@@ -169,6 +169,10 @@ def test_text_completion_is_the_greedy_answer(client, reference):
     r = client.completions.create(model=ALIAS, prompt=TEXT_PROMPT, max_tokens=8, temperature=0)
     assert r.object == "text_completion" and r.choices[0].text == reference["text"].text
     assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 8
+    chunks = list(client.completions.create(model=ALIAS, prompt=TEXT_PROMPT, max_tokens=8, temperature=0,
+                                            stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == reference["text"].text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["length"]
 
 
 def test_a_stop_string_ends_the_answer_before_it(client, reference):
@@ -235,6 +239,8 @@ def test_the_client_sees_a_bad_request_as_such(client):
         _ask(client, max_tokens=4, n=2)
     with pytest.raises(openai.BadRequestError, match="context"):
         client.completions.create(model=ALIAS, prompt="word " * CTX, max_tokens=4)
+    with pytest.raises(openai.BadRequestError, match="vocabulary"):
+        client.completions.create(model=ALIAS, prompt=[1, 10**9], max_tokens=4)
 
 
 def test_an_oversized_body_is_413_and_the_server_keeps_serving(server, client):

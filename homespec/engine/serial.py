@@ -4,7 +4,8 @@ A worker thread takes requests from a bounded queue in arrival order and answers
 Session.stream, putting every Response on the request's Handle. It checks `handle.cancelled`
 after every response (between two steps of the decode loop) and then ends the answer with a
 Finish whose reason is "cancelled". This is the engine of the torch and EXL2 targets, and of
-llama.cpp until a batching engine takes over there (homespec.engine.factory).
+llama.cpp until a batching engine takes over there (homespec.engine.factory). It decodes
+every request with the session's own drafter and guard: `EngineRequest.speculate` is not read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import itertools
 import logging
 import math
+import os
 import queue
 import threading
 import time
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, Handle, QueueFull
 from homespec.engine.tally import SpeedWindow, add_finish
-from homespec.errors import UsageError
+from homespec.errors import HomespecError, UsageError
 
 if TYPE_CHECKING:
     from homespec.backends.base import Tokenizer
@@ -183,8 +185,10 @@ class SerialEngine:
                 if handle.cancelled:
                     stream.close()  # the loop ends between two steps
                     break
-        except Exception:  # noqa: BLE001 - one request's failure must not stop the server
-            log.exception("request %d failed", handle.id)
+        except Exception as e:  # noqa: BLE001 - one request's failure must not stop the server
+            log.error("request %d failed: %s", handle.id, e, exc_info=bool(os.environ.get("HOMESPEC_DEBUG")))
+            handle.error = e if isinstance(e, HomespecError) else HomespecError(  # type: ignore[attr-defined]
+                f"{type(e).__name__}: {e}", hint="HOMESPEC_DEBUG=1 shows the traceback")
             return _cut_short(req, steps, ids, parts, reason="error")
         return _cut_short(req, steps, ids, parts)
 

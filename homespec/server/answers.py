@@ -17,6 +17,7 @@ import anyio
 from starlette.requests import Request
 
 from homespec.engine.api import EngineClosed, EngineRequest, QueueFull
+from homespec.errors import HomespecError
 from homespec.server.errors import ApiError
 from homespec.server.schemas import ChatRequest, CompletionRequest, Sampling
 from homespec.server.shapes import Answer, chunk, completion
@@ -84,6 +85,8 @@ def submit(engine: "Engine", request: EngineRequest) -> "Handle":
                        headers={"Retry-After": str(max(1, round(e.retry_after_s)))}) from None
     except EngineClosed as e:
         raise ApiError(503, e.message, code="shutting_down", headers={"Retry-After": "5"}) from None
+    except HomespecError as e:  # a request the engine itself refuses
+        raise ApiError(400, e.message) from None
 
 
 async def follow(handle: "Handle", request: Request) -> AsyncIterator["Response"]:
@@ -106,9 +109,13 @@ async def follow(handle: "Handle", request: Request) -> AsyncIterator["Response"
             handle.cancel()
 
 
-def _failure(fin: Finish) -> ApiError | None:
-    if fin.finish == "error":
-        return ApiError(500, "the engine failed on this request; the server's log has the traceback")
+def _failure(handle: "Handle", fin: Finish) -> ApiError | None:
+    """An answer that did not end well: the engine failed it (`handle.error`, or the reason
+    "error"), or it was cancelled while the client still waited (the server shutting down)."""
+    error = getattr(handle, "error", None)
+    if error is not None or fin.finish == "error":
+        why = f": {error}" if error is not None else ""
+        return ApiError(500, f"the engine failed on this request{why}; the server's log has the details")
     if fin.finish == "cancelled":
         return ApiError(503, "the server is shutting down", code="shutting_down")
     return None
@@ -122,7 +129,7 @@ async def whole(handle: "Handle", request: Request, answer: Answer) -> dict[str,
             fin = r
     if fin is None:
         return None
-    if (err := _failure(fin)) is not None:
+    if (err := _failure(handle, fin)) is not None:
         raise err
     _log_answer(request, fin)
     return completion(answer, fin)
@@ -136,7 +143,7 @@ async def sse(handle: "Handle", request: Request, answer: Answer, include_usage:
         if isinstance(r, TextDelta) and r.text:
             yield _event(chunk(answer, r.text))
         elif isinstance(r, Finish):
-            if (err := _failure(r)) is not None:
+            if (err := _failure(handle, r)) is not None:
                 yield _event({"error": {"message": err.message, "type": "server_error", "param": None,
                                         "code": err.code}})
                 break
