@@ -38,9 +38,40 @@ def _line(request: Request) -> str:
     return f"{request.method} {request.url.path}"
 
 
+# pydantic names the member of a union it tried after the field: what each member means to a user
+_KINDS = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
+          "list[str]": "a list of strings", "list[int]": "a list of token ids", "list[TextPart]": "a list of text parts"}
+
+
+def _split(loc: tuple) -> tuple[list[str], str | None]:
+    """(the field's path, the union member tried) from an error's location."""
+    parts = [str(p) for p in loc if p != "body"]
+    for i, p in enumerate(parts):
+        if p in _KINDS or "[" in p:
+            return parts[:i], p
+    return parts, None
+
+
+def _union_error(errs: list[dict]) -> ApiError | None:
+    """A value that fits no member of a union: one line naming what it may be."""
+    loc, member = _split(errs[0].get("loc", ()))
+    if member is None:
+        return None
+    kinds = []
+    for e in errs:
+        at, m = _split(e.get("loc", ()))
+        if at == loc and m is not None and _KINDS.get(m, m) not in kinds:
+            kinds.append(_KINDS.get(m, m))
+    kinds = ["a number"] if set(kinds) == {"a number", "an integer"} else kinds
+    param = ".".join(loc)
+    return ApiError(400, f"{param}: should be {' or '.join(kinds)}", param=param, code="invalid_value")
+
+
 def validation_error(exc: RequestValidationError) -> ApiError:
     """pydantic's first complaint as one sentence naming the field."""
     first = exc.errors()[0] if exc.errors() else {"msg": "invalid body", "loc": ()}
+    if (union := _union_error(list(exc.errors()))) is not None and first.get("type") != "json_invalid":
+        return union
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     if first.get("type") == "json_invalid":
         return ApiError(400, f"the body is not valid JSON ({first.get('ctx', {}).get('error', first['msg'])})",
