@@ -45,12 +45,16 @@ class Server:
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.err: list[str] = []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self.base, self.port = "", 0
+
+    def wait_ready(self) -> "Server":
         line = self.proc.stdout.readline()  # blocks until the model is loaded (or the process fails)
         m = re.search(r"(http://127\.0\.0\.1:(\d+))/v1", line)
         if m is None:
             self.proc.wait(30)
             raise RuntimeError(f"serve did not start: {line!r} {''.join(self.err)[-2000:]}")
         self.base, self.port = m.group(1), int(m.group(2))
+        return self
 
     def _drain_stderr(self) -> None:
         for line in self.proc.stderr:
@@ -92,11 +96,17 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server():
+def launched():
     s = Server("--no-guard", "--api-key", KEY, "--alias", ALIAS, "--ctx", str(CTX), "--threads", str(THREADS),
                "--queue", "8")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def server(launched, reference):
+    """The main server, ready (the reference answers are computed while it loads)."""
+    return launched.wait_ready()
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +115,7 @@ def client(server):
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_path):
+def reference(smollm2_path, launched):
     """The greedy answers of a Session opened with the server's options: what the server must say."""
     from homespec.cli.options import _run_options
     from homespec.session import Session, final
@@ -330,12 +340,13 @@ def test_a_second_server_on_a_port_in_use_fails_in_one_line(server):
 @pytest.fixture(scope="module")
 def small():
     """A plain server with one waiting place: easy to fill."""
-    s = Server("--method", "none", "--no-guard", "--queue", "1", "--ctx", "256", "--threads", "1")
+    s = Server("--method", "none", "--no-guard", "--queue", "1", "--ctx", "256", "--threads", "1").wait_ready()
     yield s
     s.stop()
 
 
-def _stream_in_background(s: Server, started: threading.Event) -> threading.Thread:
+def _stream_in_background(s: Server, started: threading.Event, leave: threading.Event | None = None):
+    """A long streamed answer read on a thread; `started` once text flows; it leaves when `leave` is set."""
     def run():
         c = openai.OpenAI(base_url=s.base + "/v1", api_key="any", max_retries=0, timeout=120)
         try:
@@ -343,6 +354,8 @@ def _stream_in_background(s: Server, started: threading.Event) -> threading.Thre
                                            max_tokens=200, temperature=0, stream=True) as stream:
                 for _ in stream:
                     started.set()
+                    if leave is not None and leave.is_set():
+                        break
         except openai.APIError:  # the server going away under test_sigterm
             pass
         finally:
@@ -354,20 +367,24 @@ def _stream_in_background(s: Server, started: threading.Event) -> threading.Thre
 
 
 def test_a_full_queue_answers_503_with_retry_after(small):
-    running, waiting = threading.Event(), threading.Event()
-    first = _stream_in_background(small, running)
+    running, waiting, leave = threading.Event(), threading.Event(), threading.Event()
+    first = _stream_in_background(small, running, leave)
     assert running.wait(60)
-    second = _stream_in_background(small, waiting)  # takes the one waiting place
+    second = _stream_in_background(small, waiting, leave)  # takes the one waiting place
     deadline = time.monotonic() + 30
     while small.metrics(key=None)["homespec:num_requests_waiting"] < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     status, headers, raw = small.request("POST", "/v1/chat/completions", _chat_body(max_tokens=4))
     assert status == 503 and int(headers["retry-after"]) >= 1
     assert json.loads(raw)["error"]["code"] == "server_busy"
+    leave.set()  # both clients go away: the running answer is cancelled, then the waiting one
     first.join(120)
     second.join(120)
-    m = small.metrics(key=None)
-    assert m["homespec:request_success_total"] == 2 and m["homespec:live_sequences"] == 0
+    deadline = time.monotonic() + 60
+    while (m := small.metrics(key=None))["homespec:request_cancelled_total"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert m["homespec:request_cancelled_total"] == 2 and m["homespec:live_sequences"] == 0
+    assert m["homespec:http_requests_total[/v1/chat/completions 503]"] == 1
 
 
 def test_sigterm_stops_the_server_with_exit_0(small):

@@ -81,3 +81,28 @@ def test_chunks_carry_the_role_then_text_then_the_finish():
     assert "timings" in last and len({first["id"], text["id"], last["id"]}) == 1
     usage = chunk(a, fin=_finish(), usage_only=True)
     assert usage["choices"] == [] and usage["usage"]["total_tokens"] == 8
+
+
+def test_metrics_render_the_engines_figures_in_prometheus_text():
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from homespec.engine.api import EngineStats
+    from homespec.server.metrics import registry
+
+    class Figures:  # an engine's stats() as the collector reads them
+        def stats(self):
+            return EngineStats(active=1, queued=2, requests_total=3, spec_num_drafts=4, spec_num_draft_tokens=16,
+                               spec_num_accepted_tokens=5, spec_accepted_per_pos=[3, 2])
+
+    reg, http = registry(Figures(), "m")
+    http.add("/health", 200)
+    http.add("/health", 200)
+    samples = {(s.name, s.labels.get("position", s.labels.get("status"))): s.value
+               for f in text_string_to_metric_families(generate_latest(reg).decode()) for s in f.samples}
+    assert samples[("homespec:num_requests_running", None)] == 1
+    assert samples[("homespec:num_requests_waiting", None)] == 2
+    assert samples[("homespec:spec_decode_num_drafts_total", None)] == 4
+    assert samples[("homespec:spec_decode_num_accepted_tokens_per_pos_total", "1")] == 2
+    assert samples[("homespec:http_requests_total", "200")] == 2
+    assert not any(name.endswith("_created") for name, _ in samples)

@@ -76,7 +76,4 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
 
         return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
 
-    def count(route: str, status: int) -> None:
-        http_count.labels(route=route, status=str(status)).inc()
-
-    return Guard(app, api_key=api_key, max_body=max_body, count=count)
+    return Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)

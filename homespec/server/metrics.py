@@ -7,9 +7,11 @@ Prometheus adds `_total` to counters), so dashboards built for vLLM read them wi
 
 from __future__ import annotations
 
+import collections
+import threading
 from typing import TYPE_CHECKING, Iterator
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
@@ -60,10 +62,30 @@ class EngineCollector:
         return family
 
 
-def registry(engine: "Engine", model_name: str) -> tuple[CollectorRegistry, Counter]:
+class HttpCounts:
+    """HTTP answers by route and status (a plain counter family: no `_created` series beside it)."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def add(self, route: str, status: int) -> None:
+        with self._lock:
+            self._counts[route, str(status)] += 1
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(P + "http_requests", "HTTP requests answered, by route and status.",
+                                     labels=["route", "status"])
+        with self._lock:
+            for (route, status), n in sorted(self._counts.items()):
+                family.add_metric([route, status], n)
+        yield family
+
+
+def registry(engine: "Engine", model_name: str) -> tuple[CollectorRegistry, HttpCounts]:
     """The server's registry: the engine's figures and the HTTP answers by route and status."""
     reg = CollectorRegistry()
     reg.register(EngineCollector(engine, model_name))  # type: ignore[arg-type]
-    http = Counter(P + "http_requests", "HTTP requests answered, by route and status.", ["route", "status"],
-                   registry=reg)
+    http = HttpCounts()
+    reg.register(http)  # type: ignore[arg-type]
     return reg, http
