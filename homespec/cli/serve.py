@@ -46,6 +46,7 @@ def serve(
     Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics.
     Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
     """
+    from homespec.embedded import DEFAULT_HEAD
     from homespec.engine.factory import open_engine
     from homespec.engine.serial import check_slots
     from homespec.server.run import bind
@@ -57,6 +58,9 @@ def serve(
     if max_body_mib < 1:
         raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
     check_slots(parallel, queue)
+    if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
+        method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
+        print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
     opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
                         exact, window=window, guard=guard, adapt=adapt)
     path = check_options(opts)  # bad arguments are refused before anything binds or loads
