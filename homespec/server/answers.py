@@ -39,7 +39,8 @@ def chat_ids(engine: "Engine", body: ChatRequest) -> list[int]:
     try:
         return encode_prompt(engine.tokenizer, messages, chat=True)
     except Exception as e:  # noqa: BLE001 - a template that raises on these roles or their order
-        raise ApiError(400, f"the model's chat template refused these messages: {e}", param="messages") from None
+        raise ApiError(400, f"the model's chat template refused these messages: {' '.join(str(e).split())}",
+                       param="messages") from None
 
 
 def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
