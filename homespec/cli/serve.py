@@ -1,0 +1,92 @@
+"""`homespec serve`: an OpenAI-compatible HTTP server for the model, with speculative decoding."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from homespec.cli.app import app
+from homespec.cli.options import (
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, ThreadsOpt, TopkOpt,
+    WindowOpt, _run_options,
+)
+from homespec.errors import UsageError
+from homespec.plan.settings import DEFAULT_CTX
+
+
+@app.command()
+def serve(
+    model: ModelOpt = None,
+    draft: DraftOpt = None,
+    method: MethodOpt = "eagle3",
+    backend: BackendOpt = "llamacpp",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback needs --api-key to be safe.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8080,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="HOMESPEC_API_KEY", show_envvar=True, help="Require `Authorization: Bearer KEY` on every route but /health.")] = None,
+    alias: Annotated[Optional[str], typer.Option("--alias", "--model-name", help="The model's id in /v1/models and in answers. Default: the model file's name.")] = None,
+    parallel: Annotated[int, typer.Option("--parallel", "-np", help="Sequences decoded at once.")] = 1,
+    queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
+    max_body_mib: Annotated[int, typer.Option("--max-body-mib", help="Largest request body in MiB (413 beyond).")] = 8,
+    ctx: CtxOpt = DEFAULT_CTX,
+    draft_depth: DepthOpt = None,
+    draft_topk: TopkOpt = None,
+    draft_tokens: NodesOpt = None,
+    device: Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")] = None,
+    threads: ThreadsOpt = None,
+    exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
+    guard: GuardOpt = True,
+    adapt: AdaptOpt = False,
+    window: WindowOpt = None,
+) -> None:
+    """Serve the model over an OpenAI-compatible API: point any OpenAI client at the printed URL.
+
+    Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics.
+    Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
+    """
+    from homespec.embedded import DEFAULT_HEAD
+    from homespec.engine.factory import open_engine
+    from homespec.engine.serial import check_slots
+    from homespec.server.run import bind
+    from homespec.session.options import check_options
+    from homespec.termline import stage
+
+    if api_key is not None and not api_key.strip():
+        raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
+    if max_body_mib < 1:
+        raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
+    check_slots(parallel, queue)
+    if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
+        method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
+        print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
+                        exact, window=window, guard=guard, adapt=adapt)
+    path = check_options(opts)  # bad arguments are refused before anything binds or loads
+    sock = bind(host, port)  # a port in use fails here, before the model loads
+    try:
+        with stage(sys.stderr, f"loading {os.path.basename(path)} ({method} on {backend})"):
+            engine = open_engine(opts, parallel=parallel, queue_size=queue)
+    except BaseException:
+        sock.close()
+        raise
+    _serve(engine, sock, host=host, api_key=api_key, name=alias or os.path.basename(path), max_body=max_body_mib << 20)
+
+
+def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int) -> None:
+    from homespec.server.app import create_app
+    from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
+
+    log_to_stderr()
+    try:
+        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body)
+        if (warning := exposure_warning(host, api_key)) is not None:
+            print(warning, file=sys.stderr)
+        print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
+              f"api_key={'--api-key' if api_key else 'any'}); Ctrl-C stops", flush=True)
+        caught = serve_app(web, sock)
+        if caught:
+            print(f"homespec serve: {caught}: stopped taking requests; closing", file=sys.stderr)
+    finally:
+        engine.close(timeout_s=5.0)

@@ -1,0 +1,165 @@
+"""From a checked request body to an answer: the prompt's ids, the EngineRequest, and the
+handle's responses rendered as one JSON body or as SSE chunks ending in `data: [DONE]`.
+
+A client that goes away (a closed stream, a dropped connection) cancels its handle: the engine
+frees its sequence at its next step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import secrets
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+import anyio
+from starlette.requests import Request
+
+from homespec.engine.api import EngineClosed, EngineRequest, QueueFull
+from homespec.errors import HomespecError
+from homespec.server.errors import ApiError
+from homespec.server.schemas import ChatRequest, CompletionRequest, Sampling
+from homespec.server.shapes import Answer, chunk, completion
+from homespec.session.responses import Finish, TextDelta
+
+if TYPE_CHECKING:
+    from homespec.engine.api import Engine, Handle
+    from homespec.session.responses import Response
+
+log = logging.getLogger("homespec.server")
+POLL_S = 0.25  # how often a waiting answer looks whether its client is still there
+
+
+def chat_ids(engine: "Engine", body: ChatRequest) -> list[int]:
+    """The messages through the model's own chat template (developer is the system role)."""
+    from homespec.session.prompts import encode_prompt
+
+    messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in body.messages]
+    try:
+        return encode_prompt(engine.tokenizer, messages, chat=True)
+    except Exception as e:  # noqa: BLE001 - a template that raises on these roles or their order
+        raise ApiError(400, f"the model's chat template refused these messages: {' '.join(str(e).split())}",
+                       param="messages") from None
+
+
+def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
+    prompt = body.prompt[0] if isinstance(body.prompt, list) and isinstance(body.prompt[0], str) else body.prompt
+    if isinstance(prompt, str):
+        return engine.tokenizer.encode(prompt, add_bos=True)
+    n_vocab = getattr(engine, "n_vocab", None)
+    bad = [t for t in prompt if t < 0 or (n_vocab is not None and t >= n_vocab)]
+    if bad:
+        raise ApiError(400, f"prompt: token id {bad[0]} is not in the model's vocabulary", param="prompt")
+    return list(prompt)
+
+
+def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int | None, param: str) -> EngineRequest:
+    """The checks that need the prompt's length, then the request the engine takes. `param`:
+    the field the prompt came from (messages or prompt)."""
+    from homespec.speculative.sampling import Sampler
+
+    if body.n != 1:
+        raise ApiError(400, f"n={body.n}: this server answers one choice per request", param="n")
+    if not ids:
+        raise ApiError(400, f"{param}: the prompt is empty", param=param)
+    if len(ids) >= engine.n_ctx:
+        raise ApiError(400, f"the prompt has {len(ids)} tokens; this server's context holds {engine.n_ctx} "
+                       "(prompt and answer): shorten it, or start the server with a larger --ctx", param=param,
+                       code="context_length_exceeded")
+    if wanted is not None and len(ids) + wanted > engine.n_ctx:
+        raise ApiError(400, f"max_tokens {wanted} and the prompt's {len(ids)} tokens exceed this server's context "
+                       f"of {engine.n_ctx}; ask for at most {engine.n_ctx - len(ids)}", param="max_tokens",
+                       code="context_length_exceeded")
+    seed = body.seed if body.seed is not None else secrets.randbits(31)
+    sampler = None if body.temperature == 0 else Sampler(temperature=float(body.temperature), top_k=body.top_k,
+                                                          top_p=float(body.top_p), seed=seed)
+    return EngineRequest(prompt_ids=tuple(ids), max_tokens=wanted or engine.n_ctx - len(ids), sampler=sampler,
+                         stop=body.stops(), seed=seed)
+
+
+def submit(engine: "Engine", request: EngineRequest) -> "Handle":
+    try:
+        return engine.submit(request)
+    except QueueFull as e:
+        raise ApiError(503, e.message, code="server_busy",
+                       headers={"Retry-After": str(max(1, round(e.retry_after_s)))}) from None
+    except EngineClosed as e:
+        raise ApiError(503, e.message, code="shutting_down", headers={"Retry-After": "5"}) from None
+    except HomespecError as e:  # a request the engine itself refuses
+        raise ApiError(400, e.message) from None
+
+
+async def follow(handle: "Handle", request: Request) -> AsyncIterator["Response"]:
+    """The handle's responses as they come; cancels the handle if the stream is left before its end."""
+    ended = False
+    try:
+        while True:
+            try:
+                r = await anyio.to_thread.run_sync(handle.get, POLL_S)
+            except queue.Empty:
+                if await request.is_disconnected():
+                    return
+                continue
+            if r is None:
+                ended = True
+                return
+            yield r
+    finally:
+        if not ended:
+            handle.cancel()
+
+
+def _failure(handle: "Handle", fin: Finish) -> ApiError | None:
+    """An answer that did not end well: the engine failed it (`handle.error`, or the reason
+    "error"), or it was cancelled while the client still waited (the server shutting down)."""
+    error = getattr(handle, "error", None)
+    if error is not None or fin.finish == "error":
+        why = f": {error}" if error is not None else ""
+        return ApiError(500, f"the engine failed on this request{why}; the server's log has the details")
+    if fin.finish == "cancelled":
+        return ApiError(503, "the server is shutting down", code="shutting_down")
+    return None
+
+
+async def whole(handle: "Handle", request: Request, answer: Answer) -> dict[str, Any] | None:
+    """The answer as one body (None when the client left before it was ready)."""
+    fin = None
+    async for r in follow(handle, request):
+        if isinstance(r, Finish):
+            fin = r
+    if fin is None:
+        return None
+    if (err := _failure(handle, fin)) is not None:
+        raise err
+    _log_answer(request, fin)
+    return completion(answer, fin)
+
+
+async def sse(handle: "Handle", request: Request, answer: Answer, include_usage: bool) -> AsyncIterator[str]:
+    """The answer as server-sent events: a chunk per piece of text, the finish, `[DONE]`."""
+    if answer.kind == "chat":
+        yield _event(chunk(answer, first=True))
+    async for r in follow(handle, request):
+        if isinstance(r, TextDelta) and r.text:
+            yield _event(chunk(answer, r.text))
+        elif isinstance(r, Finish):
+            if (err := _failure(handle, r)) is not None:
+                yield _event({"error": {"message": err.message, "type": "server_error", "param": None,
+                                        "code": err.code}})
+                break
+            _log_answer(request, r)
+            yield _event(chunk(answer, fin=r))
+            if include_usage:
+                yield _event(chunk(answer, fin=r, usage_only=True))
+    yield "data: [DONE]\n\n"
+
+
+def _event(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+def _log_answer(request: Request, fin: Finish) -> None:
+    log.info("%s %s: %d prompt + %d answer tokens, %.2f s, %.2f tokens per target pass, finish %s",
+             request.method, request.url.path, len(fin.prompt_token_ids), len(fin.token_ids),
+             fin.prefill_s + fin.decode_s, fin.mean_accepted, fin.finish)

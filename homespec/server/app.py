@@ -1,0 +1,79 @@
+"""create_app: the OpenAI-compatible routes over one engine.
+
+    POST /v1/chat/completions   messages through the model's chat template; stream: SSE
+    POST /v1/completions        a plain-text prompt (or token ids)
+    GET  /v1/models             the one model served, under --alias
+    GET  /health                {"status": "ok"} (no key needed)
+    GET  /metrics               Prometheus text
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from homespec.server import answers, errors, shapes
+from homespec.server.guard import Guard
+from homespec.server.metrics import registry
+from homespec.server.schemas import ChatRequest, CompletionRequest
+
+if TYPE_CHECKING:
+    from homespec.engine.api import Engine
+
+MAX_BODY = 8 << 20  # bytes; --max-body-mib
+
+
+def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None, max_body: int = MAX_BODY):
+    """The ASGI app: the routes behind the guard (key, body limit, counts)."""
+    app = FastAPI(title="homespec", docs_url=None, redoc_url=None, openapi_url=None)
+    errors.install(app)
+    created = int(time.time())
+    reg, http_count = registry(engine, model_name)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatRequest, request: Request):
+        ids = await anyio.to_thread.run_sync(answers.chat_ids, engine, body)
+        req = answers.engine_request(engine, body, ids, body.wanted_tokens(), "messages")
+        return await _answer(request, body, shapes.Answer("chat", model_name), req)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request):
+        ids = await anyio.to_thread.run_sync(answers.text_ids, engine, body)
+        req = answers.engine_request(engine, body, ids, body.wanted_tokens(), "prompt")
+        return await _answer(request, body, shapes.Answer("text", model_name), req)
+
+    async def _answer(request: Request, body, answer: shapes.Answer, req):
+        handle = answers.submit(engine, req)
+        if body.stream:
+            usage = body.stream_options is not None and body.stream_options.include_usage
+            return StreamingResponse(answers.sse(handle, request, answer, usage), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        out = await answers.whole(handle, request, answer)
+        return JSONResponse(out) if out is not None else Response(status_code=499)  # nobody left to read it
+
+    @app.get("/v1/models")
+    async def list_models():
+        return shapes.models(model_name, created)
+
+    @app.get("/v1/models/{name:path}")
+    async def one_model(name: str):
+        if name != model_name:
+            raise errors.ApiError(404, f"no model '{name}' here; this server serves '{model_name}'",
+                                  param="model", code="model_not_found")
+        return shapes.model(model_name, created)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/metrics")
+    async def metrics():
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
+
+    return Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)

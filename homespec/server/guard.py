@@ -1,0 +1,94 @@
+"""ASGI middleware in front of every route: the API key (constant-time compare), the body size
+limit (read before any route parses it), and a count of answers per route and status."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Awaitable, Callable
+
+from homespec.server.errors import ApiError, error_response
+
+OPEN_PATHS = frozenset({"/health"})  # answered without a key (a load balancer's probe)
+ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+
+Scope = dict
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+
+def key_matches(header: bytes | None, api_key: str) -> bool:
+    """`Authorization: Bearer KEY` against the key, in constant time."""
+    if not header or not header[:7].lower() == b"bearer ":
+        return False
+    return hmac.compare_digest(header[7:].strip(), api_key.encode())
+
+
+class Guard:
+    def __init__(self, app, *, api_key: str | None, max_body: int, count: Callable[[str, int], None]) -> None:
+        self.app, self.api_key, self.max_body, self.count = app, api_key, max_body, count
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        route = path if path in ROUTES or path.startswith("/v1/models/") else "other"
+        status = [0]
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            refusal = self._refusal(scope)
+            if refusal is None:
+                body, refusal = await self._read_body(scope, receive)
+            if refusal is not None:
+                return await error_response(f"{scope['method']} {path}", refusal)(scope, receive, counted)
+            await self.app(scope, _replay(body, receive), counted)
+        finally:
+            self.count(route, status[0])
+
+    def _refusal(self, scope: Scope) -> ApiError | None:
+        headers = dict(scope["headers"])
+        if self.api_key and scope["path"] not in OPEN_PATHS and not key_matches(headers.get(b"authorization"),
+                                                                                 self.api_key):
+            return ApiError(401, "incorrect or missing API key: send `Authorization: Bearer KEY`",
+                            code="invalid_api_key")
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            return _too_large(self.max_body)
+        return None
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes, ApiError | None]:
+        """The whole body, up to the limit (a chunked body has no length to check up front)."""
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks), None  # the client left; the route sees its disconnect
+            size += len(message.get("body", b""))
+            if size > self.max_body:
+                return b"", _too_large(self.max_body)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return b"".join(chunks), None
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the body is larger than the server's limit of {limit / 2**20:g} MiB",
+                    code="body_too_large")
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the buffered body once, then the client's own messages (its disconnect)."""
+    sent = False
+
+    async def again() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again

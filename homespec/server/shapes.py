@@ -1,0 +1,101 @@
+"""The response bodies, in OpenAI's shapes, built from an answer's Finish.
+
+Beyond OpenAI's fields, every answer carries llama-server's `timings` (prompt_n, prompt_ms,
+predicted_n, predicted_ms, predicted_per_second, draft_n, draft_n_accepted) and homespec's own
+figures under `homespec` (tokens per target pass, target passes, speculative steps).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from homespec.session.responses import Finish
+
+# homespec's reasons -> OpenAI's: the context's end is a length limit too
+FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", None: "stop"}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What every body of one request shares: its id, when it was made, the served model name."""
+
+    kind: str  # "chat" | "text"
+    model: str
+    id: str = field(default_factory=lambda: secrets.token_hex(12))
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def head(self, object_: str) -> dict[str, Any]:
+        prefix = "chatcmpl-" if self.kind == "chat" else "cmpl-"
+        return {"id": prefix + self.id, "object": object_, "created": self.created, "model": self.model,
+                "system_fingerprint": None}
+
+
+def usage(fin: "Finish") -> dict[str, int]:
+    prompt, completion = len(fin.prompt_token_ids), len(fin.token_ids)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def timings(fin: "Finish") -> dict[str, float | int]:
+    """llama-server's figures: prompt_ms covers the prompt's pass and the first token,
+    predicted_per_second the tokens after it over the time after it (Finish.tokens_per_s)."""
+    spec = [s for s in fin.steps if s.speculative and s.draft_size > 0]
+    return {"prompt_n": len(fin.prompt_token_ids), "prompt_ms": round(fin.prefill_s * 1e3, 3),
+            "predicted_n": len(fin.token_ids), "predicted_ms": round(fin.decode_s * 1e3, 3),
+            "predicted_per_second": round(fin.tokens_per_s, 3),
+            "draft_n": sum(s.draft_size for s in spec), "draft_n_accepted": sum(s.accepted for s in spec)}
+
+
+def figures(fin: "Finish") -> dict[str, float | int]:
+    """homespec's own: tokens emitted per target pass after the prefill (EAGLE's tau)."""
+    return {"tokens_per_target_pass": round(fin.mean_accepted, 4), "target_passes": fin.target_passes,
+            "speculative_steps": sum(1 for s in fin.steps if s.speculative and s.draft_size > 0)}
+
+
+def _tail(fin: "Finish") -> dict[str, Any]:
+    return {"usage": usage(fin), "timings": timings(fin), "homespec": figures(fin)}
+
+
+def completion(a: Answer, fin: "Finish") -> dict[str, Any]:
+    """The whole answer: chat.completion or text_completion."""
+    reason = FINISH_REASONS.get(fin.finish, "stop")
+    if a.kind == "chat":
+        choice = {"index": 0, "message": {"role": "assistant", "content": fin.text, "refusal": None},
+                  "logprobs": None, "finish_reason": reason}
+        return {**a.head("chat.completion"), "choices": [choice], **_tail(fin)}
+    choice = {"index": 0, "text": fin.text, "logprobs": None, "finish_reason": reason}
+    return {**a.head("text_completion"), "choices": [choice], **_tail(fin)}
+
+
+def chunk(a: Answer, text: str | None = None, *, first: bool = False, fin: "Finish | None" = None,
+          usage_only: bool = False) -> dict[str, Any]:
+    """One SSE chunk: the role first (chat), then text, then the finish reason with the timings;
+    with stream_options.include_usage, a last chunk of no choices and the usage."""
+    if usage_only:
+        assert fin is not None
+        return {**a.head("chat.completion.chunk" if a.kind == "chat" else "text_completion"), "choices": [],
+                "usage": usage(fin)}
+    reason = FINISH_REASONS.get(fin.finish, "stop") if fin is not None else None
+    if a.kind == "chat":
+        delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
+        if text:
+            delta["content"] = text
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        body = {**a.head("chat.completion.chunk"), "choices": [choice]}
+    else:
+        body = {**a.head("text_completion"), "choices": [{"index": 0, "text": text or "", "logprobs": None,
+                                                          "finish_reason": reason}]}
+    if fin is not None:
+        body.update(timings=timings(fin), homespec=figures(fin))
+    return body
+
+
+def models(name: str, created: int) -> dict[str, Any]:
+    return {"object": "list", "data": [model(name, created)]}
+
+
+def model(name: str, created: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": created, "owned_by": "homespec"}

@@ -1,0 +1,64 @@
+"""`homespec serve`'s flags and start-up rules, without a model: bad flags are one-line usage
+errors (exit 2) before anything binds or loads; the exposure warning; the key check."""
+
+from __future__ import annotations
+
+import pytest
+
+from homespec.cli import main
+from homespec.server.guard import key_matches
+from homespec.server.run import bind, exposure_warning, is_loopback, url_of
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--parallel", "0"], "--parallel 0"),
+    (["--queue", "0"], "--queue 0"),
+    (["--port", "70000"], "--port 70000"),
+    (["--api-key", " "], "--api-key is empty"),
+    (["--max-body-mib", "0"], "--max-body-mib 0"),
+    (["--method", "magic"], "unknown method"),
+    (["--ctx", "8"], "--ctx 8"),
+    # the torch backend's engine decodes one sequence at a time: refused before the weights load
+    (["--port", "0", "--backend", "torch", "--method", "none", "--parallel", "2"], "--parallel 2"),
+])
+def test_bad_flags_are_one_line_usage_errors(capsys, args, words):
+    assert main(["serve", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    error = [line for line in err if line.startswith("error: ")]
+    assert len(error) == 1 and words in error[0] and err[-1].startswith("hint: ")
+
+
+def test_serve_lists_its_flags(capsys):
+    assert main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    for flag in ("--host", "--port", "--api-key", "--alias", "--parallel", "--queue", "--max-body-mib", "--ctx",
+                 "--method", "--draft", "--backend", "--threads", "HOMESPEC_API_KEY"):
+        assert flag in out, flag
+
+
+def test_only_a_server_open_beyond_loopback_without_a_key_warns():
+    assert exposure_warning("127.0.0.1", None) is None and exposure_warning("::1", None) is None
+    assert exposure_warning("localhost", None) is None and exposure_warning("0.0.0.0", "k") is None
+    warning = exposure_warning("0.0.0.0", None)
+    assert warning.startswith("warning: ") and "--api-key" in warning
+    assert is_loopback("127.0.0.2") and not is_loopback("192.168.1.4")
+
+
+def test_the_key_is_a_bearer_token_compared_whole():
+    assert key_matches(b"Bearer s3cret", "s3cret") and key_matches(b"bearer s3cret", "s3cret")
+    for header in (None, b"", b"s3cret", b"Bearer s3cre", b"Bearer s3cret2", b"Basic s3cret"):
+        assert not key_matches(header, "s3cret"), header
+
+
+def test_a_port_in_use_is_a_runtime_error_naming_another_port():
+    from homespec.errors import HomespecError
+
+    first = bind("127.0.0.1", 0)
+    try:
+        port = first.getsockname()[1]
+        assert url_of(first) == f"http://127.0.0.1:{port}/v1"
+        with pytest.raises(HomespecError, match="in use") as e:
+            bind("127.0.0.1", port)
+        assert e.value.exit_code == 1 and f"--port {port + 1}" in e.value.hint
+    finally:
+        first.close()
