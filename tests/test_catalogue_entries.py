@@ -167,12 +167,24 @@ ROUNDING = 0.01
 
 
 @pytest.mark.parametrize("mid,quant", [(m["id"], f["quant"]) for _, m in ALL for f in m.get("file", [])])
-def test_published_file_sizes_match_the_parameter_count(mid, quant):
+def test_published_file_sizes_match_the_parameter_count(cat, mid, quant):
     m = BY_ID[mid]
     f = next(f for f in m["file"] if f["quant"] == quant)
-    bpw = f["bytes"] * 8 / m["n_params"]
+    n_params = m.get("n_params") or cat.entry(mid).spec.n_params  # loaded dense entries: summed shapes
+    bpw = f["bytes"] * 8 / n_params
     lo, hi = _bounds(quant, m["arch"])
     assert lo * (1 - ROUNDING) <= bpw <= hi * (1 + ROUNDING), (mid, quant, bpw, lo, hi)
+
+
+# the listing's rounding (3 significant figures, or 2 per shard) plus the GGUF's metadata
+PREDICTION_SLACK = 0.02
+
+
+@pytest.mark.parametrize("mid,quant", [(m["id"], f["quant"]) for _, m in LOADED for f in m.get("file", [])])
+def test_published_files_match_the_predicted_tensors(cat, mid, quant):
+    f = next(f for f in BY_ID[mid]["file"] if f["quant"] == quant)
+    predicted = sum(t.n_bytes for t in cat.model(f"{mid}-{quant}").tensors)
+    assert abs(predicted - f["bytes"]) <= PREDICTION_SLACK * f["bytes"], (mid, quant, predicted, f["bytes"])
 
 
 def test_the_size_bound_comes_from_the_quant_tables():
