@@ -153,7 +153,8 @@ def _bounds(quant: str, arch: str) -> tuple[float, float]:
     The quantiser starts every 2-D weight at the file type's default type and only raises types
     (Q6_K/Q8_0 heads and more-bits layers, 32-block fallbacks), never above Q8_0 for a quantised
     type; F16/BF16 files keep the default. Unsloth's "UD-<type>_XL" mixes start from <type>_M's default.
-    gpt-oss files keep the experts in MXFP4 whatever the file type (conversion/gpt_oss.py)."""
+    gpt-oss files keep the experts in MXFP4 whatever the file type: the converter writes them so
+    (conversion/gpt_oss.py) and llama-quantize does not requantize them (src/llama-quant.cpp)."""
     ftype = re.sub(r"_XL$", "_M", quant.removeprefix("UD-"))
     default = _bits(QUANTS["ftypes"][ftype]["default"])
     lo = min(default, _bits("MXFP4")) if arch == "gpt-oss" else default
