@@ -31,7 +31,7 @@ def test_every_entry_names_its_source():
 def test_gpus_are_sane(cat):
     assert len(cat.gpus) >= 35
     for g in cat.gpus:
-        assert g.vendor in ("nvidia", "apple")
+        assert g.vendor in ("nvidia", "apple", "intel")
         assert 8 * GIB <= g.total_bytes <= 512 * GIB, g
         assert 200 <= g.bandwidth_gbs <= 5000, g
         assert g.unified == (g.vendor == "apple")
