@@ -244,16 +244,23 @@ def _replace(spec: ModelSpec, **changes) -> ModelSpec:
 
 
 def _model_spec(m: dict) -> ModelSpec:
+    """A catalogue entry's shape; the MoE / MLA / hybrid / MTP keys (docs/catalogue.md) are optional."""
+    from homespec.formats.families import CATALOGUE_KEYS, complete
+
     p = m.get("swa_pattern")
     swa = tuple(i for i in range(m["n_layer"]) if i % p < p - 1) if p else ()
+    if m.get("sliding_window") and not p:
+        swa = tuple(range(m["n_layer"]))  # a window without a pattern: every layer (Mistral v0.1)
+    family = {k: m[k] for k in CATALOGUE_KEYS if m.get(k) is not None}
     spec = ModelSpec(
         name=m["id"], arch=m["arch"], n_layer=m["n_layer"], n_embd=m["n_embd"], n_head=m["n_head"],
         n_head_kv=m["n_head_kv"], head_dim=m["head_dim"], n_ff=m["n_ff"], n_vocab=m["n_vocab"],
         n_ctx_train=m["n_ctx_train"], tied_embeddings=m["tied"], rope_theta=m.get("rope_theta"),
         sliding_window=m.get("sliding_window"), swa_layers=swa, source=m["source"], family=m["id"],
-        format="catalogue",
+        format="catalogue", **family,
     )
-    return _replace(spec, n_params=n_params(spec))
+    spec = complete(spec)
+    return _replace(spec, n_params=m.get("n_params") or n_params(spec))
 
 
 def _apple_gpus(a: dict) -> list[tuple[GPU, list[str]]]:

@@ -55,6 +55,9 @@ def make_plan(
     draft_topk: int | None = None,
     ram: float | None = None,
     calibrate: str | None = None,
+    n_cpu_moe: int | None = None,
+    parallel: int = 1,
+    swa_full: bool = False,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU)."""
@@ -81,6 +84,7 @@ def make_plan(
     settings = Settings(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
+        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe,
     )
     plan = _solve(target, head, machine, settings, calibrate)
     return plan if assumed is None or head is None else replace(plan, notes=(*plan.notes, assumed))

@@ -118,31 +118,73 @@ def assign_layers(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str
     return placement
 
 
+def cpu_moe_layers(model: ModelSpec, s: Settings) -> int:
+    """How many leading layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N)."""
+    return 0 if not model.is_moe else max(0, min(s.n_cpu_moe or 0, model.n_layer))
+
+
 def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str]) -> str:
-    """Weights and target KV per device for a layer placement; returns the output layer's device."""
+    """Weights, target KV and recurrent state per device for a layer placement; returns the output
+    layer's device. With --n-cpu-moe N the routed experts of layers 0..N-1 stay on the host whatever
+    device holds the rest of their layer (llama.cpp's tensor buffer override)."""
     groups = mem.group_weights(model)
+    n_cpu_moe = cpu_moe_layers(model, s)
+    frac = mem.active_fraction(model)
     per_dev_w: dict[str, int] = {}
+    per_dev_read: dict[str, float] = {}
     per_dev_kv: dict[str, int] = {}
+    per_dev_rs: dict[str, int] = {}
+    exps_host = 0
+
+    def put(dev: str, n_bytes: int, read: float) -> None:
+        per_dev_w[dev] = per_dev_w.get(dev, 0) + n_bytes
+        per_dev_read[dev] = per_dev_read.get(dev, 0.0) + read
+
     for layer in range(model.n_layer):
         d = placement[layer]
-        per_dev_w[d] = per_dev_w.get(d, 0) + groups.per_layer[layer]
+        exps = groups.per_layer_exps[layer] if groups.per_layer_exps else 0
+        dense = groups.per_layer[layer] - exps
+        put(d, dense, dense)
+        exp_dev = "host" if layer < n_cpu_moe else d
+        put(exp_dev, exps, exps * frac)  # a token reads only its chosen experts
+        if exp_dev == "host" and d != "host":
+            exps_host += exps
         per_dev_kv[d] = per_dev_kv.get(d, 0) + mem.target_kv_layer_bytes(model, s, layer)
+        per_dev_rs[d] = per_dev_rs.get(d, 0) + mem.recurrent_layer_bytes(model, s, layer)
     out_dev = placement[model.n_layer]
     # Tied models on the host read the one mmapped token_embd for both roles.
     out_bytes = groups.output if (out_dev != "host" or not groups.tied) else groups.output - groups.embd
-    per_dev_w[out_dev] = per_dev_w.get(out_dev, 0) + out_bytes
-    per_dev_w["host"] = per_dev_w.get("host", 0) + groups.embd + groups.other
+    put(out_dev, out_bytes, out_bytes)
+    put("host", groups.embd + groups.other, groups.other)  # one embedding row per token
+    bpp = max(1e-9, bytes_per_param(model))
     for d in [*[g.id for g in led.gpus], "host"]:
         if per_dev_w.get(d):
             n_l = sum(1 for p in placement[: model.n_layer] if p == d)
             label = f"{n_l} layers" + (" + output" if out_dev == d else "") + (" + embeddings" if d == "host" else "")
+            if d == "host" and exps_host:
+                label += f" + experts of {n_cpu_moe} GPU layers (--n-cpu-moe {n_cpu_moe})"
             led.add("weights", d, per_dev_w[d], label)
-            led.read[d] += per_dev_w[d] - (groups.embd if d == "host" else 0)  # one embedding row per token
-            led.params[d] += (per_dev_w[d] - (groups.embd if d == "host" else 0)) / max(1e-9, bytes_per_param(model))
+            led.read[d] += per_dev_read[d]
+            led.params[d] += per_dev_read[d] / bpp
         if per_dev_kv.get(d):
-            led.add("target KV", d, per_dev_kv[d], f"{s.n_ctx} tokens, K {s.type_k} / V {s.type_v}")
-            led.read[d] += per_dev_kv[d] / 2  # the average position reads half the cache
+            seqs = f" x {s.n_seq} sequences" if s.n_seq > 1 else ""
+            led.add("target KV", d, per_dev_kv[d], f"{s.n_ctx} tokens{seqs}, K {s.type_k} / V {s.type_v}" + _kv_note(model, s))
+            led.read[d] += per_dev_kv[d] / 2 / max(1, s.n_seq)  # the average position reads half of one sequence's cache
+        if per_dev_rs.get(d):
+            led.add("recurrent state", d, per_dev_rs[d],
+                    f"{len(model.recurrent_layers)} recurrent layers x {s.n_seq} sequence(s), f32")
+            led.read[d] += per_dev_rs[d] / max(1, s.n_seq)
     return out_dev
+
+
+def _kv_note(model: ModelSpec, s: Settings) -> str:
+    if model.is_mla:
+        return f"; MLA latent {model.kv_lora_rank}+{model.qk_rope_head_dim} per token"
+    if model.recurrent_layers:
+        return f"; {model.n_layer - len(model.recurrent_layers)} attention layers"
+    if model.sliding_window and model.swa_layers:
+        return "; SWA layers full (--swa-full)" if s.swa_full else f"; {len(model.swa_layers)} SWA layers keep {model.sliding_window} + ubatch"
+    return ""
 
 
 def bytes_per_param(model: ModelSpec) -> float:
