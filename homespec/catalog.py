@@ -211,6 +211,8 @@ class Catalog:
         paired = self.paired_draft(model)
         if paired is not None:
             return paired
+        if model.n_nextn_layer:  # the model ships its own draft: its MTP layers
+            return mtp_draft(model)
         if model.n_layer < 4:  # features come from layers 2, N/2 and N-3: too shallow to draft
             return None
         return derived_draft(model)
@@ -235,6 +237,35 @@ def derived_draft(model: ModelSpec) -> DraftSpec:
                   "(no published head; train it with `homespec draft train`)",
     }
     return _draft_spec(d, model.family)
+
+
+def mtp_draft(model: ModelSpec) -> DraftSpec:
+    """The target's next-token-prediction layers as a draft (llama.cpp --spec-type draft-mtp loads them
+    with load_mtp and gives them their own KV cache of those layers, llama-model.cpp create_memory).
+
+    Their bytes come from the file's blk.n_layer.. tensors; a catalogue or config.json model (whose
+    predicted tensors stop at n_layer) is costed as n_nextn_layer of its own average layers plus the
+    2H x H eh_proj that joins the embedding and the hidden state."""
+    from homespec.plan.memory import active_fraction, group_weights
+
+    if not model.n_nextn_layer:
+        raise UsageError(f"{model.name} has no MTP layers", hint="use --draft none, or an EAGLE-3 head")
+    g = group_weights(model)
+    if g.mtp:
+        weights, source = g.mtp, f"the {model.n_nextn_layer} MTP layer(s) in {model.source}"
+    else:
+        per_param = (sum(g.per_layer) / max(1, g.n_params)) if g.n_params else 2.0
+        layer = sum(g.per_layer) // max(1, model.n_layer)
+        weights = model.n_nextn_layer * (layer + int(2 * model.n_embd * model.n_embd * per_param))
+        source = f"{model.n_nextn_layer} MTP layer(s) of {model.name}, costed as its average layer + eh_proj"
+    exps = sum(g.per_layer_exps) // max(1, model.n_layer) * model.n_nextn_layer if model.is_moe else 0
+    read = int(weights - exps * (1.0 - active_fraction(model)))
+    return DraftSpec(
+        name=f"{model.family or model.name}-mtp", kind="mtp", target=model.family, n_layer=model.n_nextn_layer,
+        n_embd=model.n_embd, n_head=model.n_head, n_head_kv=model.n_head_kv, head_dim=model.head_dim,
+        n_ff=model.n_ff, draft_vocab=model.n_vocab, target_vocab=model.n_vocab, target_hidden=model.n_embd,
+        weight_bytes=weights, dtype=(model.quant or "").lower(), source=source, model=model, read_bytes=read,
+    )
 
 
 def _replace(spec: ModelSpec, **changes) -> ModelSpec:

@@ -153,7 +153,7 @@ class DraftSpec:
     """A speculative draft: an EAGLE-3 head (one decoder layer) or a small draft model."""
 
     name: str
-    kind: str  # "eagle3" | "eagle3.1" | "model"
+    kind: str  # "eagle3" | "eagle3.1" | "model" | "mtp" (the target's own next-token-prediction layers)
     target: str  # the catalogue family it was trained for ("" = any of its vocabulary)
     n_layer: int
     n_embd: int
@@ -176,6 +176,8 @@ class DraftSpec:
     expected_tau: float | None = None
     # The head's recorded acceptance per tree shape (its acceptance.json), when it has one.
     acceptance: tuple[AcceptanceRecord, ...] = ()
+    # Bytes one drafting step reads, when less than weight_bytes (an MoE MTP layer reads its chosen experts).
+    read_bytes: int | None = None
 
     @property
     def kv_dim(self) -> int:

@@ -125,3 +125,29 @@ def test_bad_family_flags_are_usage_errors(capsys, qwen3_moe_config, args):
     code = main(["plan", "--model", qwen3_moe_config, "--quant", "Q4_K_M", "--gpu", "none", "--draft", "none", *args])
     _, err = capsys.readouterr()
     assert code == 2 and "error:" in err and "hint:" in err
+
+
+def test_llama_server_flags_for_experts_in_ram_and_slots(capsys, qwen3_moe_config):
+    from test_plan_emit import flags_of, server_flags
+
+    accepted, removed = server_flags()
+    cases = {("--gpu", "rtx-3060-12g", "--ctx", "32768"): "--n-cpu-moe",
+             ("--gpu", "3090", "--n-cpu-moe", "48"): "--cpu-moe",
+             ("--gpu", "3090", "--parallel", "4", "--ctx", "8192"): "-np"}
+    for args, expected in cases.items():
+        code = main(["plan", "--model", qwen3_moe_config, "--quant", "Q4_K_M", "--ram", "64", "--draft", "none",
+                     "--emit", "llama-server", "--json", *args])
+        command = json.loads(capsys.readouterr()[0])["emit"]["command"]
+        assert code == 0
+        flags = dict(flags_of(command))
+        assert expected in flags, command
+        for flag in flags:
+            assert flag in accepted and flag not in removed, (flag, command)
+    assert flags["-c"] == str(4 * 8192) and flags["-np"] == "4"  # -c is every slot's context together
+
+
+def test_vllm_expert_parallel_on_two_gpus(capsys, qwen3_moe_config):
+    code = main(["plan", "--model", qwen3_moe_config, "--quant", "F16", "--gpu", "4090,4090", "--ram", "128",
+                 "--draft", "none", "--emit", "vllm", "--json"])
+    command = json.loads(capsys.readouterr()[0])["emit"]["command"]
+    assert code in (0, 3) and "--enable-expert-parallel" in command and "--tensor-parallel-size 2" in command

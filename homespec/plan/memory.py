@@ -266,6 +266,9 @@ def draft_kv_bytes(draft: DraftSpec, s: Settings, on_gpu: bool) -> int:
     """The draft's own KV: one decoder layer for an EAGLE head, a whole model for a draft model."""
     if draft.kind == "model" and draft.model is not None:
         return sum(target_kv_layer_bytes(draft.model, s, i) for i in range(draft.model.n_layer))
+    if draft.kind == "mtp" and draft.model is not None:
+        # the MTP context's own cache of the nextn layers: full attention, the target's KV types
+        return draft.n_layer * max(1, s.n_seq) * _kv_stream_bytes(draft.model, s, -1)
     elt = 2 if on_gpu else 4  # the head runs in fp16 on a GPU, fp32 on the CPU
     return max(1, s.n_seq) * s.n_ctx * draft.n_layer * draft.kv_dim * elt
 
@@ -357,6 +360,8 @@ def tree_scratch_bytes(model: ModelSpec, draft: DraftSpec, s: Settings) -> int:
 def draft_weight_bytes(draft: DraftSpec, on_gpu: bool) -> int:
     if draft.kind == "model" and draft.model is not None and draft.model.tensors:
         return sum(t.n_bytes for t in draft.model.tensors)
+    if draft.kind == "mtp":
+        return draft.weight_bytes  # the target file's own (quantised) tensors
     # Heads are stored in bf16/fp16; the CPU path upcasts them to fp32.
     return draft.weight_bytes if on_gpu else draft.weight_bytes * 2
 

@@ -202,7 +202,8 @@ def used_gpus(placement: list[str]) -> list[str]:
 
 def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Settings, draft_dev: Device, *,
               scratch_device: str, embeddings_copy: bool) -> int:
-    """The draft's weights, KV and scratch; returns the draft's weight bytes.
+    """The draft's weights, KV and scratch; returns the bytes one drafting step reads (its weights, or
+    an MoE MTP layer's chosen experts) for the speed estimate.
 
     `scratch_device`: where the verified tree's logits and features land (llama.cpp copies them to
     the host); `embeddings_copy`: whether homespec keeps an fp16 copy of the target's token
@@ -213,7 +214,7 @@ def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Setting
     draft_bytes = mem.draft_weight_bytes(draft, on_gpu)
     led.add("draft weights", draft_dev.id, draft_bytes, _draft_detail(draft))
     led.add("draft KV", draft_dev.id, mem.draft_kv_bytes(draft, s, on_gpu), f"{s.n_ctx} tokens x {draft.n_layer} layer(s)")
-    if draft.kind != "model":
+    if draft.kind not in ("model", "mtp"):
         led.add("tree scratch", scratch_device, mem.tree_scratch_bytes(model, draft, s),
                 f"{s.tree_tokens}-node tree: logits + features")
         if embeddings_copy:
@@ -221,12 +222,14 @@ def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Setting
             led.add("draft embeddings", "host", model.n_vocab * model.n_embd * 2, "fp16 copy of token_embd")
     else:
         led.add("tree scratch", "host", (s.draft_depth + 1) * model.n_vocab * 4, "logits of the verified chain")
-    return draft_bytes
+    return draft.read_bytes if draft.read_bytes is not None else draft_bytes
 
 
 def _draft_detail(d: DraftSpec) -> str:
     if d.kind == "model":
         return f"draft model {d.name}"
+    if d.kind == "mtp":
+        return f"{d.n_layer} MTP layer(s) of the target (llama.cpp --spec-type draft-mtp)"
     return f"{d.kind} head, draft vocab {d.draft_vocab:,}"
 
 
