@@ -151,3 +151,18 @@ def test_vllm_expert_parallel_on_two_gpus(capsys, qwen3_moe_config):
                  "--draft", "none", "--emit", "vllm", "--json"])
     command = json.loads(capsys.readouterr()[0])["emit"]["command"]
     assert code in (0, 3) and "--enable-expert-parallel" in command and "--tensor-parallel-size 2" in command
+
+
+def test_estimate_meets_the_published_n_cpu_moe_measurement(qwen3_moe_config):
+    """Qwen3-30B-A3B Q4_K_M on an RTX 2080 (8 GB, 448 GB/s) with an i9-10900X (quad-channel DDR4, 102 GB/s
+    measured), -ngl 99 --n-cpu-moe 36: 36.7 tok/s generation (github.com/AlexsJones/llmfit pull 755)."""
+    from homespec.formats.hf import model_spec_from_hf_config
+    from homespec.plan.fit import solve
+    from homespec.plan.settings import Settings
+    from homespec.types import GPU, Machine
+
+    m = model_spec_from_hf_config(qwen3_moe_config, "Q4_K_M")
+    rtx2080 = GPU(name="RTX 2080", vendor="nvidia", total_bytes=8 << 30, bandwidth_gbs=448, source="catalogue")
+    machine = Machine(gpus=(rtx2080,), ram_bytes=64 << 30, cpu_cores=10, ram_bandwidth_gbs=102, source="catalogue")
+    p = solve(m, None, machine, Settings(n_ctx=4096, n_cpu_moe=36))
+    assert p.estimate.plain_tokens_per_s == pytest.approx(36.7, rel=0.10)

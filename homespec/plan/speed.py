@@ -31,6 +31,12 @@ HEAD_OVERHEAD_S = {"gpu": 0.0004, "host": 0.0003}
 # Fixed cost of one forward (graph build, launches, sampling): llama.cpp with CUDA graphs ~0.3 ms;
 # on the CPU ~1 ms (SmolLM2-135M: 6.7 ms per token of which ~1 ms does not scale with the model).
 FORWARD_OVERHEAD_S = {"gpu": 0.0003, "host": 0.001}
+# Each switch between a GPU and the CPU inside one forward (an MoE layer on the GPU whose experts stay
+# in RAM: hidden state to the CPU and back) costs a synchronisation and a small PCIe copy. 0.15 ms per
+# switch is what makes the roofline meet the one published --n-cpu-moe measurement homespec has: Qwen3-30B-A3B
+# Q4_K_M, RTX 2080 + i9-10900X (102 GB/s measured), -ngl 99 --n-cpu-moe 36, 36.7 tok/s generation
+# (github.com/AlexsJones/llmfit pull 755); the roofline alone says 57 (docs/planner.md, "MoE speed").
+SWITCH_OVERHEAD_S = 0.00015
 # Tree sizes tried besides the budgeted one, to say when a smaller tree would be faster.
 SMALLER_TREES = (2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048)
 # A smaller tree is worth a note only when it is clearly faster (the estimate is coarse).
@@ -42,6 +48,7 @@ class DeviceLoad:
     device: Device
     read_bytes: int  # bytes read per decoded token (weights + average KV)
     flops_per_token: float  # 2 x parameters resident on the device
+    switches: int = 0  # GPU <-> CPU hand-offs per forward that this device's work adds
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,7 @@ def forward_seconds(loads: list[DeviceLoad], tokens: int, cpu_cores: int) -> flo
             total += max(t_mem, t_tok * tokens)  # roofline: memory-bound until the ridge point
         else:
             total += max(t_mem, t_tok) + t_tok * (tokens - 1)  # CPUs pay each extra token's dot products
+        total += ld.switches * SWITCH_OVERHEAD_S
     return total + FORWARD_OVERHEAD_S["gpu" if any(ld.device.is_gpu for ld in loads) else "host"]
 
 

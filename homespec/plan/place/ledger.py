@@ -82,6 +82,7 @@ class Ledger:
         self.items: list[mem.LineItem] = []
         self.read: dict[str, float] = {d.id: 0.0 for d in self.devs}
         self.params: dict[str, float] = {d.id: 0.0 for d in self.devs}
+        self.switches: dict[str, int] = {d.id: 0 for d in self.devs}
 
     def add(self, name: str, device: str, n_bytes: int, detail: str = "") -> None:
         self.items.append(mem.LineItem(name, device, n_bytes, detail))
@@ -92,7 +93,8 @@ class Ledger:
         add_calibration(self, s)
         uses = device_uses(self.devs, self.items)
         over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
-        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id]) for d in self.devs if self.read[d.id] > 0]
+        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id])
+                 for d in self.devs if self.read[d.id] > 0]
         return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
 
 
@@ -149,6 +151,7 @@ def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str])
         put(exp_dev, exps, exps * frac)  # a token reads only its chosen experts
         if exp_dev == "host" and d != "host":
             exps_host += exps
+            led.switches["host"] += 2  # to the CPU for the experts and back
         per_dev_kv[d] = per_dev_kv.get(d, 0) + mem.target_kv_layer_bytes(model, s, layer)
         per_dev_rs[d] = per_dev_rs.get(d, 0) + mem.recurrent_layer_bytes(model, s, layer)
     out_dev = placement[model.n_layer]
