@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from homespec.embedded import HEADS_DIR  # heads shipped with homespec (docs/training.md)
-from homespec.errors import UsageError
+from homespec.errors import HomespecError, UsageError
 from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
 from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
@@ -291,7 +291,12 @@ def _model_spec(m: dict) -> ModelSpec:
         format="catalogue", **family,
     )
     spec = complete(spec)
-    return _replace(spec, n_params=m.get("n_params") or n_params(spec))
+    if m.get("n_params"):
+        return _replace(spec, n_params=m["n_params"])
+    try:
+        return _replace(spec, n_params=n_params(spec))
+    except HomespecError:  # an architecture whose tensors homespec cannot predict: say so when it is planned
+        return spec
 
 
 def _apple_gpus(a: dict) -> list[tuple[GPU, list[str]]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from homespec.types import ModelSpec
 
 Shape = tuple[int, ...]
-FAMILY_ARCHS = ("qwen3moe", "gpt-oss", "deepseek2", "qwen3next")
+FAMILY_ARCHS = ("qwen3moe", "gpt-oss", "deepseek2", "qwen3next", "glm4moe", "llama4", "command-r", "cohere2")
 
 
 def _moe(b: str, m: ModelSpec) -> list[tuple[str, Shape]]:
@@ -92,8 +92,50 @@ def qwen3next_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
     return out + _moe(b, m) + [(b + "ffn_gate_inp_shexp.weight", (d,))] + _shexp(b, m)
 
 
+def _dense_ffn(b: str, m: ModelSpec) -> list[tuple[str, Shape]]:
+    d, f = m.n_embd, m.n_ff
+    return [(b + "ffn_gate.weight", (d, f)), (b + "ffn_up.weight", (d, f)), (b + "ffn_down.weight", (f, d))]
+
+
+def glm4moe_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
+    """glm4-moe.cpp (GLM-4.5 / 4.5-Air): q/k/v biases, post_attention_norm as the FFN norm, dense
+    leading layers, then router + expert-score bias + experts + shared expert."""
+    b, d, hd = f"blk.{i}.", m.n_embd, m.head_dim
+    out = [(b + "attn_norm.weight", (d,)), (b + "post_attention_norm.weight", (d,)),
+           (b + "attn_q.bias", (m.n_head * hd,)), (b + "attn_k.bias", (m.n_head_kv * hd,)),
+           (b + "attn_v.bias", (m.n_head_kv * hd,))] + _qkv(b, m, m.n_head * hd)
+    if i < m.n_layer_dense_lead:
+        return out + _dense_ffn(b, m)
+    out += _moe(b, m) + [(b + "exp_probs_b.bias", (m.n_expert,))]
+    return out + (_shexp(b, m) if m.n_expert_shared or m.n_ff_shexp else [])
+
+
+def llama4_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
+    """llama4.cpp: every moe_every-th layer routed experts + a shared expert, the others dense."""
+    b, d = f"blk.{i}.", m.n_embd
+    out = [(b + "attn_norm.weight", (d,)), (b + "ffn_norm.weight", (d,))] + _qkv(b, m, m.n_head * m.head_dim)
+    if not m.is_moe_layer(i):
+        return out + _dense_ffn(b, m)
+    shexp = m.n_ff_exp  # llama4.cpp: n_ff_shexp = n_ff_exp
+    return out + _moe(b, m) + [(b + "ffn_gate_shexp.weight", (d, shexp)), (b + "ffn_up_shexp.weight", (d, shexp)),
+                               (b + "ffn_down_shexp.weight", (shexp, d))]
+
+
+def command_r_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
+    """command-r.cpp / cohere2.cpp: attention and FFN in parallel off one attn_norm; Command R+ (64+
+    layers) adds per-head q/k norms."""
+    b, d, hd = f"blk.{i}.", m.n_embd, m.head_dim
+    out = [(b + "attn_norm.weight", (d,))] + _qkv(b, m, m.n_head * hd) + _dense_ffn(b, m)
+    if m.arch == "command-r" and m.n_layer >= 64:
+        out += [(b + "attn_q_norm.weight", (hd, m.n_head)), (b + "attn_k_norm.weight", (hd, m.n_head_kv))]
+    return out
+
+
 LAYER_SHAPES = {"qwen3moe": qwen3moe_layer, "gpt-oss": gpt_oss_layer, "deepseek2": deepseek2_layer,
-                "qwen3next": qwen3next_layer}
+                "qwen3next": qwen3next_layer, "glm4moe": glm4moe_layer, "llama4": llama4_layer,
+                "command-r": command_r_layer, "cohere2": command_r_layer}
+# Architectures whose output matrix is always the token embedding (command-r.cpp, cohere2.cpp)
+ALWAYS_TIED = frozenset({"command-r", "cohere2"})
 
 
 def deltanet_state(m: ModelSpec) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from homespec.errors import HomespecError, UsageError
-from homespec.family_shapes import FAMILY_ARCHS, LAYER_SHAPES
+from homespec.family_shapes import ALWAYS_TIED, FAMILY_ARCHS, LAYER_SHAPES
 from homespec.types import ModelSpec, TensorInfo
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -117,7 +117,9 @@ def normalize_quant(text: str) -> str:
 # Tensor shapes, as llama.cpp's converter (convert_hf_to_gguf.py) writes them and src/models/<arch>.cpp
 # loads them. Shapes are ggml order: ne[0] is the input (row) width.
 
-_ARCH_ALIASES = {"mistral": "llama"}  # Mistral 7B / Nemo / Small convert to the llama architecture
+# Mistral 7B / Nemo / Small convert to the llama architecture; Mistral Small 3.x to mistral3, whose
+# dense layers are llama's (src/models/mistral3.cpp)
+_ARCH_ALIASES = {"mistral": "llama", "mistral3": "llama"}
 _ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3")
 
 
@@ -168,7 +170,7 @@ def model_tensor_shapes(model: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
 def _family_shapes(model: ModelSpec, arch: str) -> list[tuple[str, tuple[int, ...]]]:
     d = model.n_embd
     out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (d, model.n_vocab)), ("output_norm.weight", (d,))]
-    if not model.tied_embeddings:
+    if not model.tied_embeddings and arch not in ALWAYS_TIED:
         out.append(("output.weight", (d, model.n_vocab)))
     layer = LAYER_SHAPES[arch]
     for i in range(model.n_layer):

@@ -166,3 +166,26 @@ def test_estimate_meets_the_published_n_cpu_moe_measurement(qwen3_moe_config):
     machine = Machine(gpus=(rtx2080,), ram_bytes=64 << 30, cpu_cores=10, ram_bandwidth_gbs=102, source="catalogue")
     p = solve(m, None, machine, Settings(n_ctx=4096, n_cpu_moe=36))
     assert p.estimate.plain_tokens_per_s == pytest.approx(36.7, rel=0.10)
+
+
+QWEN3_NEXT_80B = {  # https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct/blob/main/config.json
+    "architectures": ["Qwen3NextForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 48, "vocab_size": 151936,
+    "head_dim": 256, "num_attention_heads": 16, "num_key_value_heads": 2, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "linear_num_key_heads": 16,
+    "linear_key_head_dim": 128, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4, "full_attention_interval": 4, "tie_word_embeddings": False,
+    "intermediate_size": 5120, "max_position_embeddings": 262144,
+}
+
+
+def test_hybrid_moe_from_config(tmp_path):
+    """Qwen3-Next-80B-A3B: 80B parameters, 3B active; 36 Gated DeltaNet layers hold 75.4 MiB of state per
+    sequence and only the 12 attention layers a KV cache."""
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_NEXT_80B))
+    p = make_plan(model=str(tmp_path / "config.json"), quant="Q4_K_M", gpu="none", ram=256, ctx=32768, draft="none")
+    m = p.model
+    assert len(m.recurrent_layers) == 36 and (m.rs_r, m.rs_s) == (24576, 524288)
+    assert mem.group_weights(m).n_params == pytest.approx(79.67e9, rel=0.005)
+    assert mem.active_params(m) == pytest.approx(3.87e9, rel=0.01)
+    assert _on(p, "recurrent state", "host") == 36 * (24576 + 524288) * 4
+    assert _on(p, "target KV", "host") == 12 * 32768 * 2 * (256 + 256) * 2

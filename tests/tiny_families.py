@@ -38,6 +38,11 @@ FAMILIES: dict[str, ModelSpec] = {
     "deepseek2": _base("deepseek2", n_layer=3, n_expert=4, n_expert_used=2, n_ff_exp=32, n_expert_shared=1,
                        n_layer_dense_lead=1, kv_lora_rank=32, q_lora_rank=24, qk_rope_head_dim=16,
                        qk_nope_head_dim=16, v_head_dim=16),
+    "glm4moe": _base("glm4moe", n_layer=3, n_expert=4, n_expert_used=2, n_ff_exp=32, n_expert_shared=1,
+                     n_layer_dense_lead=1),
+    "llama4": _base("llama4", n_expert=4, n_expert_used=1, n_ff_exp=32, moe_every=2, sliding_window=8192,
+                    swa_layers=(0, 1, 2)),
+    "command-r": _base("command-r", n_layer=2, tied_embeddings=True),
 }
 
 
@@ -59,6 +64,10 @@ def _metadata(m: ModelSpec) -> dict[str, int | float]:
         md["expert_shared_feed_forward_length"] = m.n_ff_shexp
     if m.n_layer_dense_lead:
         md["leading_dense_block_count"] = m.n_layer_dense_lead
+    if m.moe_every > 1:
+        md["interleave_moe_layer_step"] = m.moe_every
+    if m.arch == "command-r":
+        md["attention.layer_norm_epsilon"] = 1e-5  # LayerNorm, not RMSNorm
     if m.sliding_window:
         md["attention.sliding_window"] = m.sliding_window
     if m.is_mla:

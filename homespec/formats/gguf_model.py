@@ -113,6 +113,8 @@ def model_spec_from_gguf(header: GGUFHeader, name: str | None = None) -> ModelSp
         emb = names.get("output.weight") or names.get("token_embd.weight")
         vocab = emb.shape[1] if emb is not None and len(emb.shape) == 2 else 0
     window = _count(header, f"{arch}.attention.sliding_window", required=False)
+    if arch == "llama4":  # llama4.cpp: chunked attention over 8192 tokens unless the key says 0
+        window = None if window == 0 else 8192
     file_type = md.get("general.file_type")
     quant = file_type_name(file_type) if isinstance(file_type, int) else None
     theta = md.get(f"{arch}.rope.freq_base")
