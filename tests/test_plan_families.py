@@ -121,6 +121,27 @@ def test_family_buffers_match_llamacpp(family_files, family):
     assert failures == []
 
 
+# Experts wide enough that the FFN phase, not the logits, sets the compute buffer: 8 experts of 4096
+# all chosen per token.
+WIDE_EXPERTS = [("qwen3moe", dict(n_layer=2, n_expert=8, n_expert_used=8, n_ff_exp=4096)),
+                ("qwen3next", dict(n_expert=8, n_expert_used=8, n_ff_exp=4096, n_ff_shexp=2048)),
+                ("deepseek2", dict(n_layer=2, n_expert=8, n_expert_used=8, n_ff_exp=4096, n_ff=8192))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family,shape", WIDE_EXPERTS, ids=[f for f, _ in WIDE_EXPERTS])
+def test_moe_compute_buffer_matches_llamacpp(tmp_path, family, shape):
+    from tiny_families import make_family_gguf
+
+    path = make_family_gguf(tmp_path / f"{family}.gguf", family, **shape)
+    spec = model_spec_from_gguf(read_gguf_header(path))
+    configs = [_config(), _config(n_ctx=2048, n_ubatch=256, fa=False), _config(n_ctx=16384)]
+    _, reported = llamacpp_buffers(path, configs)
+    for c, rep in zip(configs, reported):
+        got = _planned(spec, c)["compute"]
+        assert _close(got, rep["compute"], 0.10), (c, got / MIB, rep["compute"] / MIB)
+
+
 def test_family_specs_read_from_their_headers(family_files):
     """What the GGUF reader takes from each family's hparams."""
     spec = {f: model_spec_from_gguf(read_gguf_header(p)) for f, p in family_files.items()}

@@ -305,7 +305,7 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
     hd_v = model.head_dim_v or model.head_dim
     hidden = 2 * u * model.n_embd * 4
     logits = model.n_vocab * u * 4 if holds_output else 0
-    ffn = 2 * u * ffn_width(model) * 4
+    ffn = _ffn_phase(model, s, u, n_ctx)
     result = u * model.n_head * hd_v * 4
     if s.flash_attn:
         attn = n_ctx * u * 2 + result
@@ -316,14 +316,18 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
     return max(logits, ffn, attn) + hidden
 
 
-def ffn_width(model: ModelSpec) -> int:
-    """The widest FFN activation one token makes: a dense layer's n_ff, or an MoE layer's chosen
-    experts (n_expert_used x n_ff_exp) beside its shared expert."""
-    if not model.is_moe:
-        return model.n_ff
-    shexp = model.n_ff_shexp or model.n_ff_exp * model.n_expert_shared
-    dense = model.n_ff if model.n_layer_dense_lead or model.moe_every > 1 else 0
-    return max(dense, model.n_expert_used * model.n_ff_exp + shexp)
+def _ffn_phase(model: ModelSpec, s: Settings, u: int, n_ctx: int) -> int:
+    """The FFN phase of one ubatch. A dense layer keeps its gate and up activations (2 x u x n_ff f32).
+    An MoE layer keeps the chosen experts' gate, up and gated product at once (3 x u x n_expert_used x
+    n_ff_exp f32, build_moe_ffn) beside the attention mask, which stays alive from the attention
+    phase (f16 with flash attention, else f32): llama.cpp's compute buffer for tiny qwen3moe,
+    qwen3next and deepseek2 files with 8 x 4096-wide experts (tests/test_plan_families.py)."""
+    dense = model.n_ff if not model.is_moe or model.n_layer_dense_lead or model.moe_every > 1 else 0
+    ffn = 2 * u * dense * 4
+    if model.is_moe:
+        mask = n_ctx * u * (2 if s.flash_attn else 4)
+        ffn = max(ffn, 3 * u * model.n_expert_used * model.n_ff_exp * 4 + mask)
+    return ffn
 
 
 def exl2_input_len(s: Settings) -> int:
