@@ -110,6 +110,8 @@ def _family_notes(model: ModelSpec, asked: Settings, solved: Settings, gpus: boo
         else:
             notes.append(f"MoE: the routed experts of the first {k} of {model.n_layer} layers stay in RAM "
                          f"(--n-cpu-moe {k}, {how}); attention, shared experts and KV of every GPU layer stay on the GPU")
+    if asked.n_cpu_moe and not model.is_moe:
+        notes.append(f"--n-cpu-moe {asked.n_cpu_moe} has no effect: {model.name} has no routed experts")
     if model.kv_rule_note:
         notes.append(model.kv_rule_note)
     return notes

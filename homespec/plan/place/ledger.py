@@ -83,6 +83,7 @@ class Ledger:
         self.read: dict[str, float] = {d.id: 0.0 for d in self.devs}
         self.params: dict[str, float] = {d.id: 0.0 for d in self.devs}
         self.switches: dict[str, int] = {d.id: 0 for d in self.devs}
+        self.moe_layers: dict[str, int] = {d.id: 0 for d in self.devs}
 
     def add(self, name: str, device: str, n_bytes: int, detail: str = "") -> None:
         self.items.append(mem.LineItem(name, device, n_bytes, detail))
@@ -93,7 +94,7 @@ class Ledger:
         add_calibration(self, s)
         uses = device_uses(self.devs, self.items)
         over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
-        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id])
+        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id], self.moe_layers[d.id])
                  for d in self.devs if self.read[d.id] > 0]
         return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
 
@@ -148,6 +149,7 @@ def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str])
         dense = groups.per_layer[layer] - exps
         put(d, dense, dense)
         exp_dev = "host" if layer < n_cpu_moe else d
+        led.moe_layers[d] += 1 if exps else 0  # the router runs with the layer
         put(exp_dev, exps, exps * frac)  # a token reads only its chosen experts
         if exp_dev == "host" and d != "host":
             exps_host += exps
