@@ -18,11 +18,21 @@ from functools import cache
 
 from homespec.embedded import HEADS_DIR  # heads shipped with homespec (docs/training.md)
 from homespec.errors import HomespecError, UsageError
-from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
+from homespec.quant import FILE_TYPES, exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
 from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
 _GIB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedFile:
+    """A GGUF someone published for the model ([[model.file]]): its exact size beats a prediction."""
+
+    quant: str  # as published: "Q4_K_M", "UD-Q4_K_XL", "MXFP4"
+    bytes: int  # all shards together
+    repo: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,7 @@ class ModelEntry:
     id: str
     spec: ModelSpec  # quant None, tensors None
     keys: tuple[str, ...]  # normalised names that resolve to it
+    files: tuple[PublishedFile, ...] = ()
 
 
 def _norm_model(text: str) -> str:
@@ -174,8 +185,24 @@ class Catalog:
             raise UsageError(f"unknown model '{name}'", hint=_nearest(key, self._model_spellings()))
         entry, k = best
         rest = key[len(k) + 1:].removeprefix("instruct-").removeprefix("it-")
+        published = _published_file(entry, rest)
+        if published is not None:
+            return self.published(entry, published)
         quant = normalize_quant(rest) if rest else DEFAULT_QUANT
         return self.quantised(entry, quant)
+
+    def published(self, entry: ModelEntry, f: PublishedFile) -> ModelSpec:
+        """A published file: the tensors of the nearest llama.cpp file type, scaled to the file's exact size
+        (a dynamic mix such as UD-Q4_K_XL spends its bits differently per tensor; the total is what counts)."""
+        base = _base_ftype(f.quant)
+        spec = self.quantised(entry, base)
+        predicted = sum(t.n_bytes for t in spec.tensors or ())
+        scale = f.bytes / predicted if predicted else 1.0
+        tensors = tuple(_replace(t, n_bytes=int(t.n_bytes * scale)) for t in spec.tensors or ())
+        where = f" — {f.repo}" if f.repo else ""
+        return _replace(spec, name=f"{entry.id}-{f.quant.lower()}", quant=f.quant, tensors=tensors, file_bytes=f.bytes,
+                        source=f"{spec.source}; {f.quant} file size {f.bytes:,} bytes{where} ({f.source or 'published'}), "
+                               f"tensors shaped as {base}")
 
     def quantised(self, entry: ModelEntry, quant: str) -> ModelSpec:
         quant = normalize_quant(quant)
@@ -268,6 +295,32 @@ def mtp_draft(model: ModelSpec) -> DraftSpec:
     )
 
 
+def _published_file(entry: ModelEntry, rest: str) -> PublishedFile | None:
+    """The entry's published file whose quant name is `rest` ("ud-q4-k-xl" -> UD-Q4_K_XL); a plain llama.cpp
+    file type is predicted instead unless no prediction exists for it (MXFP4 is the gpt-oss file type)."""
+    if not rest:
+        return None
+    want = re.sub(r"[-_]", "", rest.lower())
+    for f in entry.files:
+        if re.sub(r"[-_]", "", f.quant.lower()) == want:
+            try:
+                normalize_quant(f.quant)
+                return None if f.quant.upper() in FILE_TYPES else f
+            except UsageError:
+                return f
+    return None
+
+
+def _base_ftype(quant: str) -> str:
+    """The llama.cpp file type a published mix is closest to: UD-Q4_K_XL -> Q4_K_M, UD-IQ2_XXS -> IQ2_XXS."""
+    q = quant.upper().removeprefix("UD-")
+    q = re.sub(r"_XL$", "_M", q)
+    try:
+        return normalize_quant(q)
+    except UsageError:
+        return DEFAULT_QUANT
+
+
 def _replace(spec: ModelSpec, **changes) -> ModelSpec:
     import dataclasses
 
@@ -336,7 +389,9 @@ def load_catalog() -> Catalog:
     for path in sorted((root / "models").glob("*.toml")):
         with open(path, "rb") as f:
             for m in tomllib.load(f).get("model", []):
-                models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m)))
+                files = tuple(PublishedFile(f["quant"], int(f["bytes"]), f.get("repo", ""), f.get("source", ""))
+                              for f in m.get("file", []))
+                models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m), files))
     with open(root / "drafts.toml", "rb") as f:
         drafts = tuple(tomllib.load(f).get("draft", []))
     return Catalog(tuple(p[0] for p in pairs), gpu_keys, tuple(models), drafts, gpu_ids)
