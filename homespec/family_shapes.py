@@ -13,7 +13,7 @@ from __future__ import annotations
 from homespec.types import ModelSpec
 
 Shape = tuple[int, ...]
-FAMILY_ARCHS = ("qwen3moe", "gpt-oss", "deepseek2", "qwen3next", "glm4moe", "llama4", "command-r", "cohere2")
+FAMILY_ARCHS = ("qwen3moe", "gpt-oss", "deepseek2", "qwen3next", "qwen35moe", "glm4moe", "llama4", "command-r", "cohere2")
 
 
 def _moe(b: str, m: ModelSpec) -> list[tuple[str, Shape]]:
@@ -74,8 +74,8 @@ def deepseek2_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
 
 
 def qwen3next_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
-    """qwen3next.cpp: full attention (gated q: twice the width) every full_attn_interval-th layer, a
-    Gated DeltaNet layer otherwise; every layer's FFN is routed experts plus a gated shared expert."""
+    """qwen3next.cpp / qwen35moe.cpp: full attention (gated q: twice the width) every full_attn_interval-th
+    layer, a Gated DeltaNet layer otherwise; every layer's FFN is routed experts plus a gated shared expert."""
     b, d = f"blk.{i}.", m.n_embd
     out = [(b + "attn_norm.weight", (d,)), (b + "post_attention_norm.weight", (d,))]
     if i not in m.recurrent_layers:
@@ -87,8 +87,12 @@ def qwen3next_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
         nv = m.linear_num_value_heads
         out += [(b + "attn_qkv.weight", (d, 2 * key_dim + value_dim)), (b + "attn_gate.weight", (d, value_dim)),
                 (b + "ssm_conv1d.weight", (m.linear_conv_kernel_dim, 2 * key_dim + value_dim)),
-                (b + "ssm_dt.bias", (nv,)), (b + "ssm_a", (nv,)), (b + "ssm_ba.weight", (d, 2 * nv)),
+                (b + "ssm_dt.bias", (nv,)), (b + "ssm_a", (nv,)),
                 (b + "ssm_norm.weight", (m.linear_value_head_dim,)), (b + "ssm_out.weight", (value_dim, d))]
+        if m.arch == "qwen35moe":  # qwen35moe.cpp: beta and alpha projections apart
+            out += [(b + "ssm_beta.weight", (d, nv)), (b + "ssm_alpha.weight", (d, nv))]
+        else:
+            out.append((b + "ssm_ba.weight", (d, 2 * nv)))
     return out + _moe(b, m) + [(b + "ffn_gate_inp_shexp.weight", (d,))] + _shexp(b, m)
 
 
@@ -132,7 +136,7 @@ def command_r_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
 
 
 LAYER_SHAPES = {"qwen3moe": qwen3moe_layer, "gpt-oss": gpt_oss_layer, "deepseek2": deepseek2_layer,
-                "qwen3next": qwen3next_layer, "glm4moe": glm4moe_layer, "llama4": llama4_layer,
+                "qwen3next": qwen3next_layer, "qwen35moe": qwen3next_layer, "glm4moe": glm4moe_layer, "llama4": llama4_layer,
                 "command-r": command_r_layer, "cohere2": command_r_layer}
 # Architectures whose output matrix is always the token embedding (command-r.cpp, cohere2.cpp)
 ALWAYS_TIED = frozenset({"command-r", "cohere2"})

@@ -205,3 +205,13 @@ def test_hybrid_moe_from_config(tmp_path):
 def test_n_cpu_moe_on_a_dense_model_says_it_does_nothing():
     p = make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, draft="none", n_cpu_moe=8)
     assert p.verdict == FITS and any("has no effect" in n for n in p.notes)
+
+
+def test_verifying_a_tree_reads_more_experts(qwen3_moe_config):
+    """Each drafted token routes to its own 8 of 128 experts: T tokens touch 1 - (15/16)^T of them."""
+    p = _plan(qwen3_moe_config, gpu="3090", ram=64, ctx=4096)
+    gpu = next(ld for ld in _loads(p) if ld.device.id == "gpu0")
+    exps = sum(mem.group_weights(p.model).per_layer_exps)
+    assert gpu.bytes_for(1) == gpu.read_bytes
+    assert gpu.bytes_for(4) == pytest.approx(gpu.read_bytes + exps * ((1 - (15 / 16) ** 4) - 1 / 16))
+    assert gpu.bytes_for(1000) == pytest.approx(gpu.read_bytes + exps * (15 / 16), rel=1e-3)  # every expert once

@@ -35,6 +35,9 @@ FAMILIES: dict[str, ModelSpec] = {
     "qwen3next": _base("qwen3next", n_expert=4, n_expert_used=2, n_ff_exp=32, n_ff_shexp=48, full_attn_interval=4,
                        linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=4,
                        linear_value_head_dim=16, linear_conv_kernel_dim=4),
+    "qwen35moe": _base("qwen35moe", n_expert=4, n_expert_used=2, n_ff_exp=32, n_ff_shexp=48, full_attn_interval=4,
+                       linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=4,
+                       linear_value_head_dim=16, linear_conv_kernel_dim=4),
     "deepseek2": _base("deepseek2", n_layer=3, n_expert=4, n_expert_used=2, n_ff_exp=32, n_expert_shared=1,
                        n_layer_dense_lead=1, kv_lora_rank=32, q_lora_rank=24, qk_rope_head_dim=16,
                        qk_nope_head_dim=16, v_head_dim=16),
@@ -104,6 +107,8 @@ def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, **c
     for key, value in _metadata(spec).items():
         vtype = GGUFValueType.FLOAT32 if isinstance(value, float) else GGUFValueType.UINT32
         writer.add_key_value(f"{spec.arch}.{key}", value, vtype)
+    if spec.arch == "qwen35moe":  # multimodal rope sections, required by qwen35moe.cpp
+        writer.add_array(f"{spec.arch}.rope.dimension_sections", [4, 2, 2, 0])
     for key, value, vtype, sub in _tokenizer_fields(str(_default_vocab_source())):
         writer.add_key_value(key, value, vtype, sub)
     for name, shape in model_tensor_shapes(spec):

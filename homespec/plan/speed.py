@@ -54,6 +54,18 @@ class DeviceLoad:
     flops_per_token: float  # 2 x parameters resident on the device
     switches: int = 0  # GPU <-> CPU hand-offs per forward that this device's work adds
     moe_layers: int = 0  # MoE layers whose routing runs on this device
+    expert_bytes: int = 0  # routed-expert bytes resident on this device
+    expert_share: float = 1.0  # n_expert_used / n_expert: the share one token reads
+
+    def bytes_for(self, tokens: int) -> float:
+        """Bytes one forward over `tokens` tokens reads. Each token picks its own experts: under
+        independent routing the share of a layer's experts read is 1 - (1 - k/E)^T (the expected number of
+        distinct experts among T draws of k of E), so verifying a draft tree reads more experts than
+        decoding one token. Real routing repeats experts across nearby tokens, so this is an upper bound."""
+        if not self.expert_bytes or tokens <= 1:
+            return float(self.read_bytes)
+        touched = 1.0 - (1.0 - self.expert_share) ** tokens
+        return self.read_bytes + self.expert_bytes * (touched - self.expert_share)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +95,7 @@ def forward_seconds(loads: list[DeviceLoad], tokens: int, cpu_cores: int) -> flo
     total = 0.0
     for ld in loads:
         eff = BANDWIDTH_EFFICIENCY.get(ld.device.vendor, 0.6)
-        t_mem = ld.read_bytes / (ld.device.bandwidth_gbs * 1e9 * eff)
+        t_mem = ld.bytes_for(tokens) / (ld.device.bandwidth_gbs * 1e9 * eff)
         t_tok = ld.flops_per_token / _device_flops(ld.device, cpu_cores)
         if ld.device.is_gpu:
             total += max(t_mem, t_tok * tokens)  # roofline: memory-bound until the ridge point

@@ -84,6 +84,8 @@ class Ledger:
         self.params: dict[str, float] = {d.id: 0.0 for d in self.devs}
         self.switches: dict[str, int] = {d.id: 0 for d in self.devs}
         self.moe_layers: dict[str, int] = {d.id: 0 for d in self.devs}
+        self.experts: dict[str, int] = {d.id: 0 for d in self.devs}
+        self.expert_share = 1.0
 
     def add(self, name: str, device: str, n_bytes: int, detail: str = "") -> None:
         self.items.append(mem.LineItem(name, device, n_bytes, detail))
@@ -94,7 +96,8 @@ class Ledger:
         add_calibration(self, s)
         uses = device_uses(self.devs, self.items)
         over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
-        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id], self.moe_layers[d.id])
+        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id], self.moe_layers[d.id],
+                            self.experts[d.id], self.expert_share)
                  for d in self.devs if self.read[d.id] > 0]
         return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
 
@@ -133,6 +136,7 @@ def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str])
     groups = mem.group_weights(model)
     n_cpu_moe = cpu_moe_layers(model, s)
     frac = mem.active_fraction(model)
+    led.expert_share = frac
     per_dev_w: dict[str, int] = {}
     per_dev_read: dict[str, float] = {}
     per_dev_kv: dict[str, int] = {}
@@ -151,6 +155,7 @@ def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str])
         exp_dev = "host" if layer < n_cpu_moe else d
         led.moe_layers[d] += 1 if exps else 0  # the router runs with the layer
         put(exp_dev, exps, exps * frac)  # a token reads only its chosen experts
+        led.experts[exp_dev] += exps
         if exp_dev == "host" and d != "host":
             exps_host += exps
             led.switches["host"] += 2  # to the CPU for the experts and back
