@@ -17,12 +17,22 @@ from dataclasses import dataclass
 from functools import cache
 
 from homespec.embedded import HEADS_DIR  # heads shipped with homespec (docs/training.md)
-from homespec.errors import UsageError
-from homespec.quant import exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
+from homespec.errors import HomespecError, UsageError
+from homespec.quant import FILE_TYPES, exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
 from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
 _GIB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedFile:
+    """A GGUF someone published for the model ([[model.file]]): its exact size beats a prediction."""
+
+    quant: str  # as published: "Q4_K_M", "UD-Q4_K_XL", "MXFP4"
+    bytes: int  # all shards together
+    repo: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,7 @@ class ModelEntry:
     id: str
     spec: ModelSpec  # quant None, tensors None
     keys: tuple[str, ...]  # normalised names that resolve to it
+    files: tuple[PublishedFile, ...] = ()
 
 
 def _norm_model(text: str) -> str:
@@ -174,8 +185,24 @@ class Catalog:
             raise UsageError(f"unknown model '{name}'", hint=_nearest(key, self._model_spellings()))
         entry, k = best
         rest = key[len(k) + 1:].removeprefix("instruct-").removeprefix("it-")
+        published = _published_file(entry, rest)
+        if published is not None:
+            return self.published(entry, published)
         quant = normalize_quant(rest) if rest else DEFAULT_QUANT
         return self.quantised(entry, quant)
+
+    def published(self, entry: ModelEntry, f: PublishedFile) -> ModelSpec:
+        """A published file: the tensors of the nearest llama.cpp file type, scaled to the file's exact size
+        (a dynamic mix such as UD-Q4_K_XL spends its bits differently per tensor; the total is what counts)."""
+        base = _base_ftype(f.quant)
+        spec = self.quantised(entry, base)
+        predicted = sum(t.n_bytes for t in spec.tensors or ())
+        scale = f.bytes / predicted if predicted else 1.0
+        tensors = tuple(_replace(t, n_bytes=int(t.n_bytes * scale)) for t in spec.tensors or ())
+        where = f" — {f.repo}" if f.repo else ""
+        return _replace(spec, name=f"{entry.id}-{f.quant.lower()}", quant=f.quant, tensors=tensors, file_bytes=f.bytes,
+                        source=f"{spec.source}; {f.quant} file size {f.bytes:,} bytes{where} ({f.source or 'published'}), "
+                               f"tensors shaped as {base}")
 
     def quantised(self, entry: ModelEntry, quant: str) -> ModelSpec:
         quant = normalize_quant(quant)
@@ -211,6 +238,8 @@ class Catalog:
         paired = self.paired_draft(model)
         if paired is not None:
             return paired
+        if model.n_nextn_layer:  # the model ships its own draft: its MTP layers
+            return mtp_draft(model)
         if model.n_layer < 4:  # features come from layers 2, N/2 and N-3: too shallow to draft
             return None
         return derived_draft(model)
@@ -237,6 +266,61 @@ def derived_draft(model: ModelSpec) -> DraftSpec:
     return _draft_spec(d, model.family)
 
 
+def mtp_draft(model: ModelSpec) -> DraftSpec:
+    """The target's next-token-prediction layers as a draft (llama.cpp --spec-type draft-mtp loads them
+    with load_mtp and gives them their own KV cache of those layers, llama-model.cpp create_memory).
+
+    Their bytes come from the file's blk.n_layer.. tensors; a catalogue or config.json model (whose
+    predicted tensors stop at n_layer) is costed as n_nextn_layer of its own average layers plus the
+    2H x H eh_proj that joins the embedding and the hidden state."""
+    from homespec.plan.memory import active_fraction, group_weights
+
+    if not model.n_nextn_layer:
+        raise UsageError(f"{model.name} has no MTP layers", hint="use --draft none, or an EAGLE-3 head")
+    g = group_weights(model)
+    if g.mtp:
+        weights, source = g.mtp, f"the {model.n_nextn_layer} MTP layer(s) in {model.source}"
+    else:
+        per_param = (sum(g.per_layer) / max(1, g.n_params)) if g.n_params else 2.0
+        layer = sum(g.per_layer) // max(1, model.n_layer)
+        weights = model.n_nextn_layer * (layer + int(2 * model.n_embd * model.n_embd * per_param))
+        source = f"{model.n_nextn_layer} MTP layer(s) of {model.name}, costed as its average layer + eh_proj"
+    exps = sum(g.per_layer_exps) // max(1, model.n_layer) * model.n_nextn_layer if model.is_moe else 0
+    read = int(weights - exps * (1.0 - active_fraction(model)))
+    return DraftSpec(
+        name=f"{model.family or model.name}-mtp", kind="mtp", target=model.family, n_layer=model.n_nextn_layer,
+        n_embd=model.n_embd, n_head=model.n_head, n_head_kv=model.n_head_kv, head_dim=model.head_dim,
+        n_ff=model.n_ff, draft_vocab=model.n_vocab, target_vocab=model.n_vocab, target_hidden=model.n_embd,
+        weight_bytes=weights, dtype=(model.quant or "").lower(), source=source, model=model, read_bytes=read,
+    )
+
+
+def _published_file(entry: ModelEntry, rest: str) -> PublishedFile | None:
+    """The entry's published file whose quant name is `rest` ("ud-q4-k-xl" -> UD-Q4_K_XL); a plain llama.cpp
+    file type is predicted instead unless no prediction exists for it (MXFP4 is the gpt-oss file type)."""
+    if not rest:
+        return None
+    want = re.sub(r"[-_]", "", rest.lower())
+    for f in entry.files:
+        if re.sub(r"[-_]", "", f.quant.lower()) == want:
+            try:
+                normalize_quant(f.quant)
+                return None if f.quant.upper() in FILE_TYPES else f
+            except UsageError:
+                return f
+    return None
+
+
+def _base_ftype(quant: str) -> str:
+    """The llama.cpp file type a published mix is closest to: UD-Q4_K_XL -> Q4_K_M, UD-IQ2_XXS -> IQ2_XXS."""
+    q = quant.upper().removeprefix("UD-")
+    q = re.sub(r"_XL$", "_M", q)
+    try:
+        return normalize_quant(q)
+    except UsageError:
+        return DEFAULT_QUANT
+
+
 def _replace(spec: ModelSpec, **changes) -> ModelSpec:
     import dataclasses
 
@@ -244,16 +328,28 @@ def _replace(spec: ModelSpec, **changes) -> ModelSpec:
 
 
 def _model_spec(m: dict) -> ModelSpec:
+    """A catalogue entry's shape; the MoE / MLA / hybrid / MTP keys (docs/catalogue.md) are optional."""
+    from homespec.formats.families import CATALOGUE_KEYS, complete
+
     p = m.get("swa_pattern")
     swa = tuple(i for i in range(m["n_layer"]) if i % p < p - 1) if p else ()
+    if m.get("sliding_window") and not p:
+        swa = tuple(range(m["n_layer"]))  # a window without a pattern: every layer (Mistral v0.1)
+    family = {k: m[k] for k in CATALOGUE_KEYS if m.get(k) is not None}
     spec = ModelSpec(
         name=m["id"], arch=m["arch"], n_layer=m["n_layer"], n_embd=m["n_embd"], n_head=m["n_head"],
         n_head_kv=m["n_head_kv"], head_dim=m["head_dim"], n_ff=m["n_ff"], n_vocab=m["n_vocab"],
         n_ctx_train=m["n_ctx_train"], tied_embeddings=m["tied"], rope_theta=m.get("rope_theta"),
         sliding_window=m.get("sliding_window"), swa_layers=swa, source=m["source"], family=m["id"],
-        format="catalogue",
+        format="catalogue", **family,
     )
-    return _replace(spec, n_params=n_params(spec))
+    spec = complete(spec)
+    if m.get("n_params"):
+        return _replace(spec, n_params=m["n_params"])
+    try:
+        return _replace(spec, n_params=n_params(spec))
+    except HomespecError:  # an architecture whose tensors homespec cannot predict: say so when it is planned
+        return spec
 
 
 def _apple_gpus(a: dict) -> list[tuple[GPU, list[str]]]:
@@ -293,7 +389,9 @@ def load_catalog() -> Catalog:
     for path in sorted((root / "models").glob("*.toml")):
         with open(path, "rb") as f:
             for m in tomllib.load(f).get("model", []):
-                models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m)))
+                files = tuple(PublishedFile(f["quant"], int(f["bytes"]), f.get("repo", ""), f.get("source", ""))
+                              for f in m.get("file", []))
+                models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m), files))
     with open(root / "drafts.toml", "rb") as f:
         drafts = tuple(tomllib.load(f).get("draft", []))
     return Catalog(tuple(p[0] for p in pairs), gpu_keys, tuple(models), drafts, gpu_ids)

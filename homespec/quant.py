@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from homespec.errors import HomespecError, UsageError
+from homespec.family_shapes import ALWAYS_TIED, FAMILY_ARCHS, LAYER_SHAPES
 from homespec.types import ModelSpec, TensorInfo
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -116,7 +117,9 @@ def normalize_quant(text: str) -> str:
 # Tensor shapes, as llama.cpp's converter (convert_hf_to_gguf.py) writes them and src/models/<arch>.cpp
 # loads them. Shapes are ggml order: ne[0] is the input (row) width.
 
-_ARCH_ALIASES = {"mistral": "llama"}  # Mistral 7B / Nemo / Small convert to the llama architecture
+# Mistral 7B / Nemo / Small convert to the llama architecture; Mistral Small 3.x to mistral3, whose
+# dense layers are llama's (src/models/mistral3.cpp)
+_ARCH_ALIASES = {"mistral": "llama", "mistral3": "llama"}
 _ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3")
 
 
@@ -130,10 +133,13 @@ def _has_llama3_rope_freqs(model: ModelSpec) -> bool:
 def model_tensor_shapes(model: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
     """GGUF tensor names and shapes for the model, in llama.cpp's loader order."""
     arch = _ARCH_ALIASES.get(model.arch, model.arch)
+    if arch in LAYER_SHAPES:
+        return _family_shapes(model, arch)
     if arch not in _ARCHS:
         raise HomespecError(
             f"homespec cannot predict the tensors of a '{model.arch}' model",
-            hint="point --model at the GGUF file (its header lists the real tensors); known: " + ", ".join(_ARCHS),
+            hint="point --model at the GGUF file (its header lists the real tensors); known: "
+                 + ", ".join(_ARCHS + FAMILY_ARCHS),
         )
     d, hd, hdv = model.n_embd, model.head_dim, model.head_dim_v or model.head_dim
     q, k, v = model.n_head * hd, model.n_head_kv * hd, model.n_head_kv * hdv
@@ -158,6 +164,17 @@ def model_tensor_shapes(model: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         if arch in ("gemma2", "gemma3"):
             layer += [(b + "post_attention_norm.weight", (d,)), (b + "post_ffw_norm.weight", (d,))]
         out += layer
+    return sorted(out, key=_loader_order)
+
+
+def _family_shapes(model: ModelSpec, arch: str) -> list[tuple[str, tuple[int, ...]]]:
+    d = model.n_embd
+    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (d, model.n_vocab)), ("output_norm.weight", (d,))]
+    if not model.tied_embeddings and arch not in ALWAYS_TIED:
+        out.append(("output.weight", (d, model.n_vocab)))
+    layer = LAYER_SHAPES[arch]
+    for i in range(model.n_layer):
+        out += layer(model, i)
     return sorted(out, key=_loader_order)
 
 
@@ -202,9 +219,9 @@ def _category(name: str) -> str:
 
 
 def _allows_quantization(name: str, shape: tuple[int, ...]) -> bool:
-    # tensor_allows_quantization: only 2-D/3-D weights, never norms or MoE routers.
+    # tensor_allows_quantization: only 2-D/3-D weights, never norms, MoE routers or SSM conv kernels.
     return (len(shape) >= 2 and name.endswith("weight") and "_norm.weight" not in name
-            and "ffn_gate_inp.weight" not in name)
+            and "ffn_gate_inp.weight" not in name and "ssm_conv1d" not in name)
 
 
 def _use_more_bits(i: int, n: int) -> bool:
@@ -225,6 +242,15 @@ class _State:
         self.is_70b = model.n_layer == 80 and (arch == "qwen2" or (arch == "llama" and model.n_head != model.n_head_kv))
         self.imatrix = imatrix
         self.i_wv = self.i_down = self.i_gate = self.i_up = 0
+        self.n_expert = model.n_expert
+
+    def layer(self, counter: int, name: str) -> int:
+        """layer_info: an MoE model's FFN tensors take their layer from the name (experts are not
+        stored in layer order), a dense model's from the category's running counter."""
+        if self.n_expert > 1:
+            found = _layer_of(name)
+            return counter if found is None else found
+        return counter
 
 
 def _mix_type(st: _State, name: str, shape: tuple[int, ...], ftype: str, new: str) -> str:
@@ -242,15 +268,23 @@ def _mix_type(st: _State, name: str, shape: tuple[int, ...], ftype: str, new: st
         return _low_iq_type(st, cat, v_like, ftype, new)
     if v_like:
         return _attn_v_type(st, ftype, new)
+    if cat == "attn_k" and st.n_expert == 8:
+        return "Q8_0"  # "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
     if cat in ("attn_k", "attn_q"):
         return {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
     if cat == "ffn_down":
-        return _ffn_down_type(st, ftype, new)
+        return _ffn_down_type(st, name, ftype, new)
     if cat == "attn_output":
+        if st.n_expert == 8:
+            return "Q5_K" if ftype in _EIGHT_EXPERT_O else new
         return {"Q2_K": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K", "IQ3_M": "Q4_K"}.get(ftype, new)
     if cat in ("ffn_gate", "ffn_up"):
-        return _ffn_gate_up_type(st, cat, ftype, new)
+        return _ffn_gate_up_type(st, cat, name, ftype, new)
     return new
+
+
+# attn_output of an 8-expert model gets Q5_K for these file types (llama_tensor_get_type_impl)
+_EIGHT_EXPERT_O = {"Q2_K", "IQ3_XS", "IQ3_XXS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S", "IQ3_M", "IQ4_XS"}
 
 
 def _output_type(shape: tuple[int, ...], ftype: str, new: str) -> str:
@@ -278,11 +312,15 @@ def _low_iq_type(st: _State, cat: str, v_like: bool, ftype: str, new: str) -> st
     iq2s = ftype in ("IQ2_S", "IQ2_M")
     if v_like:
         st.i_wv += 1
-        return "Q4_K" if st.gqa >= 4 else ("IQ3_S" if iq2s else "Q2_K")
+        return "Q4_K" if st.gqa >= 4 or st.n_expert >= 4 else ("IQ3_S" if iq2s else "Q2_K")
+    if st.n_expert == 8 and cat == "attn_k":
+        return "Q4_K"
     if cat == "ffn_down":
         st.i_down += 1
         return ("IQ3_S" if iq2s else "Q2_K") if st.i_down - 1 < st.n_layer // 8 else new
     if cat == "attn_output":
+        if st.n_expert == 8:
+            return "Q5_K"
         return "IQ2_XXS" if ftype in ("IQ1_S", "IQ1_M") else ("IQ3_S" if iq2s else new)
     return new
 
@@ -313,11 +351,13 @@ def _attn_v_type(st: _State, ftype: str, new: str) -> str:
     if st.is_70b and new in ("Q3_K", "Q4_K"):
         # 8 query heads share each attn_v: the tensor is small, more bits cost little.
         new = "Q5_K"
+    if st.n_expert == 8:
+        new = "Q8_0"  # Mixtral-style 8-expert models: attn_v is small beside the experts
     return new
 
 
-def _ffn_down_type(st: _State, ftype: str, new: str) -> str:
-    i, n = st.i_down, st.n_layer
+def _ffn_down_type(st: _State, name: str, ftype: str, new: str) -> str:
+    i, n = st.layer(st.i_down, name), st.n_layer
     st.i_down += 1
     if ftype == "Q2_K":
         return "Q3_K"
@@ -329,7 +369,7 @@ def _ffn_down_type(st: _State, ftype: str, new: str) -> str:
         # the C++ reads `arch != FALCON || use_more_bits`: true for every non-Falcon model
         return "Q5_K" if i < n // 16 else "Q4_K"
     if ftype == "IQ3_M":
-        return "Q4_K" if i < n // 8 else new
+        return "Q4_K" if i < n // 8 or (st.n_expert == 8 and _use_more_bits(i, n)) else new
     if ftype == "Q3_K_L":
         return "Q5_K"
     if ftype == "Q4_K_M":
@@ -345,8 +385,8 @@ def _ffn_down_type(st: _State, ftype: str, new: str) -> str:
     return new
 
 
-def _ffn_gate_up_type(st: _State, cat: str, ftype: str, new: str) -> str:
-    i = st.i_gate if cat == "ffn_gate" else st.i_up
+def _ffn_gate_up_type(st: _State, cat: str, name: str, ftype: str, new: str) -> str:
+    i = st.layer(st.i_gate if cat == "ffn_gate" else st.i_up, name)
     if cat == "ffn_gate":
         st.i_gate += 1
     else:

@@ -80,11 +80,57 @@ class ModelSpec:
     source: str = ""  # where the numbers came from (path, URL, catalogue entry)
     family: str = ""  # catalogue family, for draft pairing ("llama-3.1-8b")
     file_bytes: int | None = None  # the file's size, when known
+    # --- mixture of experts (0 = dense). Names follow llama.cpp's GGUF hparams (docs/planner.md, "MoE").
+    n_params_active: int | None = None  # parameters used per token
+    n_expert: int = 0  # routed experts per MoE layer
+    n_expert_used: int = 0  # experts chosen per token
+    n_ff_exp: int = 0  # one routed expert's FFN width
+    n_expert_shared: int = 0  # shared experts per MoE layer
+    n_ff_shexp: int = 0  # the shared expert's FFN width (0: n_ff_exp x n_expert_shared)
+    n_layer_dense_lead: int = 0  # leading dense layers before the MoE ones
+    moe_every: int = 1  # every n-th layer is MoE (Llama 4 interleaves)
+    # --- multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): 0 = none
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    # --- recurrent layers (Mamba, Gated DeltaNet): per-sequence state instead of KV
+    recurrent_layers: tuple[int, ...] = ()
+    rs_r: int = 0  # llama.cpp n_embd_r(): conv/shift state elements per sequence per layer (f32)
+    rs_s: int = 0  # llama.cpp n_embd_s(): recurrent state elements per sequence per layer (f32)
+    # Gated DeltaNet shape (Qwen3-Next / Qwen3.5), for predicting its tensors; attention every n-th layer
+    full_attn_interval: int = 0
+    linear_num_key_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_num_value_heads: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    # --- next-token-prediction layers shipped with the model (blk.n_layer .. n_layer + n_nextn_layer - 1)
+    n_nextn_layer: int = 0
+    # How the KV cache is sized: "" = a rule homespec knows for this architecture, else a note on
+    # why the generic rule (every layer, n_head_kv x (head_dim + head_dim_v)) is an assumption.
+    kv_rule_note: str = ""
 
     @property
     def kv_dim(self) -> int:
         """K+V elements per token per layer."""
         return self.n_head_kv * (self.head_dim + (self.head_dim_v or self.head_dim))
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_expert > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether a layer's FFN is routed experts (leading dense layers and Llama 4's interleave aside)."""
+        if not self.is_moe or layer < self.n_layer_dense_lead:
+            return False
+        step = max(1, self.moe_every)
+        return (layer + 1) % step == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +153,7 @@ class DraftSpec:
     """A speculative draft: an EAGLE-3 head (one decoder layer) or a small draft model."""
 
     name: str
-    kind: str  # "eagle3" | "eagle3.1" | "model"
+    kind: str  # "eagle3" | "eagle3.1" | "model" | "mtp" (the target's own next-token-prediction layers)
     target: str  # the catalogue family it was trained for ("" = any of its vocabulary)
     n_layer: int
     n_embd: int
@@ -130,6 +176,8 @@ class DraftSpec:
     expected_tau: float | None = None
     # The head's recorded acceptance per tree shape (its acceptance.json), when it has one.
     acceptance: tuple[AcceptanceRecord, ...] = ()
+    # Bytes one drafting step reads, when less than weight_bytes (an MoE MTP layer reads its chosen experts).
+    read_bytes: int | None = None
 
     @property
     def kv_dim(self) -> int:

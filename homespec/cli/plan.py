@@ -31,6 +31,9 @@ def plan(
     ram: Annotated[Optional[float], typer.Option("--ram", help="Host RAM in GiB (default: this machine's).")] = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan (with --json: as the 'emit' field).")] = None,
     calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
+    n_cpu_moe: Annotated[Optional[int], typer.Option("--n-cpu-moe", help="MoE: keep the routed experts of the first N layers in RAM (llama.cpp --n-cpu-moe). Default: the solver chooses.")] = None,
+    parallel: Annotated[int, typer.Option("--parallel", "-np", help="Sequences served at once, each with --ctx tokens of KV (llama-server -np).")] = 1,
+    swa_full: Annotated[bool, typer.Option("--swa-full", help="Sliding-window layers keep the whole context (llama.cpp --swa-full).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
@@ -39,7 +42,11 @@ def plan(
 
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
-                  draft_topk=draft_topk, ram=ram, calibrate=calibrate)
+                  draft_topk=draft_topk, ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel,
+                  swa_full=swa_full)
+    for note in p.notes:
+        if note.startswith("warning: "):  # an assumption the user should know of, also with --json
+            print(note, file=sys.stderr)
     emitted = None
     if emit:
         from homespec.plan.emit import emit as emit_command

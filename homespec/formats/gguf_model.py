@@ -13,6 +13,7 @@ import urllib.parse
 from collections import Counter
 
 from homespec.errors import FormatError
+from homespec.formats.families import RECURRENT_ARCHS, family_fields
 from homespec.formats.gguf import ArrayInfo, GGUFHeader, file_type_name
 from homespec.types import DraftSpec, ModelSpec
 
@@ -78,23 +79,33 @@ def model_spec_from_gguf(header: GGUFHeader, name: str | None = None) -> ModelSp
     if not arch:
         raise FormatError(f"{header.source}: general.architecture is missing", hint="the file is not a llama.cpp model")
     md = header.metadata
-    n_layer = int(_count(header, f"{arch}.block_count"))
+    n_layer_all = int(_count(header, f"{arch}.block_count"))
     n_embd = int(_count(header, f"{arch}.embedding_length"))
-    heads = _per_layer(_count(header, f"{arch}.attention.head_count"), n_layer, "head_count")
+    # A header of any architecture is planned from its tensors: a recurrent model (Mamba, RWKV) may
+    # have no attention heads at all.
+    recurrent = arch in RECURRENT_ARCHS
+    heads_raw = _count(header, f"{arch}.attention.head_count", required=not recurrent)
+    heads = _per_layer(heads_raw if heads_raw is not None else 0, n_layer_all, "head_count")
     kv_raw = _count(header, f"{arch}.attention.head_count_kv", required=False)
-    heads_kv = _per_layer(kv_raw, n_layer, "head_count_kv") if kv_raw is not None else heads
+    heads_kv = _per_layer(kv_raw, n_layer_all, "head_count_kv") if kv_raw is not None else heads
     # Per-layer counts (OpenELM, hybrid SSM models with 0 KV heads in recurrent layers): take the
     # largest, which never under-budgets memory.
     n_head, n_head_kv = max(heads, default=0), max(heads_kv, default=0)
-    if n_layer <= 0 or n_embd <= 0 or n_head <= 0:
-        raise FormatError(f"{header.source}: block_count {n_layer}, embedding_length {n_embd}, head_count {n_head}",
+    if recurrent and n_head <= 0:
+        n_head = n_head_kv = 1  # no attention: the head figures only size an (absent) KV cache
+    if n_layer_all <= 0 or n_embd <= 0 or n_head <= 0:
+        raise FormatError(f"{header.source}: block_count {n_layer_all}, embedding_length {n_embd}, head_count {n_head}",
                           hint="the file's metadata is damaged")
+    family = family_fields(md, arch, n_layer_all, n_embd, heads_kv)
+    n_layer = family.pop("n_layer")
     head_dim = int(_count(header, f"{arch}.attention.key_length", required=False) or n_embd // n_head)
     head_dim_v = _count(header, f"{arch}.attention.value_length", required=False)
     ff = _count(header, f"{arch}.feed_forward_length", required=False)
     if ff is None:
         ff = _count(header, f"{arch}.expert_feed_forward_length", required=False) or 0
     n_ff = max(ff) if isinstance(ff, list) else int(ff)
+    if family.get("n_expert") and not family.get("n_ff_exp"):
+        family["n_ff_exp"] = n_ff // max(1, family.get("n_expert_used") or 1)  # llama.cpp: n_ff / n_expert_used
 
     names = {t.name: t for t in header.tensors}
     vocab = _count(header, f"{arch}.vocab_size", required=False) or header.array_length("tokenizer.ggml.tokens")
@@ -102,6 +113,8 @@ def model_spec_from_gguf(header: GGUFHeader, name: str | None = None) -> ModelSp
         emb = names.get("output.weight") or names.get("token_embd.weight")
         vocab = emb.shape[1] if emb is not None and len(emb.shape) == 2 else 0
     window = _count(header, f"{arch}.attention.sliding_window", required=False)
+    if arch == "llama4":  # llama4.cpp: chunked attention over 8192 tokens unless the key says 0
+        window = None if window == 0 else 8192
     file_type = md.get("general.file_type")
     quant = file_type_name(file_type) if isinstance(file_type, int) else None
     theta = md.get(f"{arch}.rope.freq_base")
@@ -117,7 +130,7 @@ def model_spec_from_gguf(header: GGUFHeader, name: str | None = None) -> ModelSp
         n_vocab=int(vocab),
         n_ctx_train=int(_count(header, f"{arch}.context_length", required=False) or 0),
         tied_embeddings="output.weight" not in names,
-        n_params=sum(t.n_elements for t in header.tensors),
+        n_params=sum(t.n_elements for t in header.tensors if t.layer is None or t.layer < n_layer),
         quant=quant or _main_type(header),
         format="gguf",
         tensors=header.tensors,
@@ -127,6 +140,7 @@ def model_spec_from_gguf(header: GGUFHeader, name: str | None = None) -> ModelSp
         rope_theta=float(theta) if isinstance(theta, (int, float)) else None,
         source=header.source,
         file_bytes=header.file_size,
+        **family,
     )
 
 

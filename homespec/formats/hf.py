@@ -27,6 +27,10 @@ ARCHS = {
     "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3", "GraniteForCausalLM": "granite",
     "Mistral3ForConditionalGeneration": "llama", "SmolLM3ForCausalLM": "smollm3", "OlmoForCausalLM": "olmo",
     "Olmo2ForCausalLM": "olmo2", "Cohere2ForCausalLM": "cohere2", "Exaone4ForCausalLM": "exaone4",
+    "Qwen3NextForCausalLM": "qwen3next", "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
+    "GptOssForCausalLM": "gpt-oss", "Glm4MoeForCausalLM": "glm4moe", "CohereForCausalLM": "command-r",
+    "Llama4ForConditionalGeneration": "llama4", "Llama4ForCausalLM": "llama4",
+    "Qwen3_5MoeForConditionalGeneration": "qwen35moe", "Qwen3_5ForConditionalGeneration": "qwen35",
 }
 _DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 _ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
@@ -172,7 +176,7 @@ def _swa_layers(c: dict, arch: str, n_layer: int) -> tuple[int, ...]:
     types = c.get("layer_types")
     if isinstance(types, list):
         return tuple(i for i, t in enumerate(types[:n_layer]) if t == "sliding_attention")
-    n = int(c.get("sliding_window_pattern") or {"gemma2": 2, "gemma3": 6, "cohere2": 4}.get(arch, 0))
+    n = int(c.get("sliding_window_pattern") or {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}.get(arch, 0))
     if n == 0:
         return tuple(range(n_layer))
     return tuple(i for i in range(n_layer) if i % n < n - 1)
@@ -193,7 +197,9 @@ def model_shape_from_config(cfg: dict, name: str, source: str, fmt: str = "hf") 
         window = None  # Qwen2 configs carry a window they do not use
     rope = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else {}
     theta = c.get("rope_theta", rope.get("rope_theta"))
-    return ModelSpec(
+    from homespec.formats.families import complete, hf_family_fields
+
+    return complete(ModelSpec(
         name=name,
         arch=arch,
         n_layer=n_layer,
@@ -210,7 +216,8 @@ def model_shape_from_config(cfg: dict, name: str, source: str, fmt: str = "hf") 
         swa_layers=_swa_layers(c, arch, n_layer) if window else (),
         rope_theta=float(theta) if theta else None,
         source=source,
-    )
+        **hf_family_fields(c, arch),
+    ))
 
 
 def gguf_names(arch: str, n_layer: int):

@@ -173,6 +173,8 @@ def _catalogue_draft(name: str) -> DraftSpec:
 
 def check_pairing(draft: DraftSpec, target: ModelSpec) -> None:
     """A head reads the target's features and emits its token ids: the widths must agree."""
+    if draft.kind == "mtp":
+        return  # the target's own layers
     if draft.kind == "model":
         if abs(draft.target_vocab - target.n_vocab) > VOCAB_SLACK:
             raise UsageError(
@@ -202,6 +204,10 @@ def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
         draft = load_catalog().draft_for(target)
     elif arg.strip().lower() in ("none", ""):
         return None
+    elif arg.strip().lower() == "mtp":
+        from homespec.catalog import mtp_draft
+
+        return mtp_draft(target)
     elif is_url(arg):
         draft = _draft_from_gguf(arg)
     else:

@@ -36,6 +36,9 @@ from homespec.types import AcceptanceRecord, DraftSpec
 # reports 5-6.5 for trained 8B heads with such trees; homespec assumes less); a draft model's
 # chain 2.5 (Leviathan et al. 2023 measure 2-3.5 tokens per pass for T5/LaMDA draft models).
 DEFAULT_TAU = {"eagle3": 3.5, "eagle3.1": 3.5, "model": 2.5}
+# An MTP layer's next-but-one token is accepted 85-90 % of the time (DeepSeek-V3 technical report,
+# arXiv 2412.19437, section 5.4.3); homespec takes 0.85 per drafted token along the chain.
+MTP_ACCEPT = 0.85
 DEFAULT_TREE_NODES = 60
 DEFAULT_TREE_DEPTH = 7
 
@@ -122,7 +125,10 @@ def _from_records(records: tuple[AcceptanceRecord, ...]) -> AcceptanceModel:
 def acceptance_model(draft: DraftSpec, tree_tokens: int, depth: int) -> AcceptanceModel:
     """What τ(T, D) is built from for this draft: a measured τ (--calibrate, or a published figure)
     taken at the plan's own tree, else the head's recorded acceptance, else homespec's assumption."""
-    chain = draft.kind == "model"
+    chain = draft.kind in ("model", "mtp")
+    if draft.kind == "mtp" and not draft.expected_tau:
+        anchor = Anchor(depth + 1, tuple(MTP_ACCEPT ** d for d in range(1, depth + 1)), True)
+        return AcceptanceModel((anchor,), f"assumed {MTP_ACCEPT:.0%} acceptance per MTP token, chained")
     if draft.expected_tau:
         nodes = depth + 1 if chain else max(2, tree_tokens)
         anchor = Anchor(nodes, geometric(draft.expected_tau, depth), chain)

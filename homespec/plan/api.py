@@ -10,6 +10,10 @@ from homespec.plan.fit import Plan, solve
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
 from homespec.types import ModelSpec
 
+# The chain an MTP draft proposes per step when --draft-depth is not given (homespec's default): the
+# layers are trained to predict one token ahead, so a long chain of them loses acceptance fast.
+MTP_DEPTH = 3
+
 
 def default_backend(model: ModelSpec) -> str:
     if model.format == "exl2" or (model.quant or "").upper().startswith("EXL2"):
@@ -31,7 +35,7 @@ def default_draft(model: str, target: ModelSpec) -> tuple[str | None, str | None
     head = shipped_head(model)
     if head is not None:
         return str(head), None
-    if load_catalog().paired_draft(target) is not None or target.n_layer < 4:
+    if load_catalog().paired_draft(target) is not None or target.n_layer < 4 or target.n_nextn_layer:
         return None, None
     d = derived_draft(target)
     return None, (f"draft: no trained head is known for {target.name}; planned with an assumed {d.kind} head "
@@ -55,6 +59,9 @@ def make_plan(
     draft_topk: int | None = None,
     ram: float | None = None,
     calibrate: str | None = None,
+    n_cpu_moe: int | None = None,
+    parallel: int = 1,
+    swa_full: bool = False,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU)."""
@@ -77,10 +84,14 @@ def make_plan(
     if be == "exl2" and target.format not in ("exl2", "catalogue", "hf"):
         raise UsageError(f"the exl2 backend cannot run a {target.format} file", hint="use --backend llamacpp for GGUF files")
     machine = machine_from_args(gpu, ram)
+    if head is not None and head.kind == "mtp":
+        # MTP layers draft a chain (llama.cpp draft-mtp): top-k 1, MTP_DEPTH tokens unless asked
+        draft_topk, draft_depth = 1, MTP_DEPTH if draft_depth is None else draft_depth
     depth, topk, nodes = draft_shape(bool(machine.gpus), draft_depth, draft_topk, draft_tokens)
     settings = Settings(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
+        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe,
     )
     plan = _solve(target, head, machine, settings, calibrate)
     return plan if assumed is None or head is None else replace(plan, notes=(*plan.notes, assumed))

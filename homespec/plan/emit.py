@@ -23,8 +23,10 @@ TARGETS = ("llama-server", "vllm")
 # tests/data/llama_server_flags.txt, the flags of llama.cpp's common/arg.cpp as vendored in
 # llama-cpp-python 0.3.36 (where --draft-max is removed in favour of --spec-draft-n-max).
 LLAMA_SERVER_FLAGS = ("-m", "--model-url", "-c", "-ngl", "-ub", "-fa", "--cache-type-k", "--cache-type-v",
-                      "--tensor-split", "--spec-draft-model", "--spec-draft-ngl", "--spec-draft-n-max", "--spec-type")
-VLLM_FLAGS = ("--tokenizer", "--max-model-len", "--tensor-parallel-size", "--kv-cache-dtype", "--speculative-config")
+                      "--tensor-split", "--n-cpu-moe", "--cpu-moe", "--swa-full", "-np", "--spec-draft-model",
+                      "--spec-draft-ngl", "--spec-draft-n-max", "--spec-type")
+VLLM_FLAGS = ("--tokenizer", "--max-model-len", "--tensor-parallel-size", "--enable-expert-parallel", "--max-num-seqs",
+              "--kv-cache-dtype", "--speculative-config")
 
 UNQUANTISED = ("F32", "F16", "BF16")
 GGUF_PLUGIN = ("vLLM reads GGUF weights only through the vllm-gguf-plugin (`pip install vllm-gguf-plugin`; "
@@ -65,18 +67,38 @@ def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str |
 def _llama_server(plan: Plan, model_arg: str | None, draft_arg: str | None) -> tuple[list[str], list[str]]:
     s = plan.settings
     flag, model, notes = _gguf_target(plan.model, model_arg)
-    cmd = ["llama-server", flag, model, "-c", str(s.n_ctx), "-ngl", str(s.n_gpu_layers), "-ub", str(s.n_ubatch),
-           "-fa", "on" if s.flash_attn else "off", "--cache-type-k", s.type_k, "--cache-type-v", s.type_v]
+    # -c is the context of all slots together: -np N slots of n_ctx each (llama-context.cpp n_ctx_seq)
+    cmd = ["llama-server", flag, model, "-c", str(s.n_ctx * s.n_seq), "-ngl", str(s.n_gpu_layers),
+           "-ub", str(s.n_ubatch), "-fa", "on" if s.flash_attn else "off", "--cache-type-k", s.type_k,
+           "--cache-type-v", s.type_v]
     if len(s.layer_split) > 1:
         cmd += ["--tensor-split", ",".join(str(n) for n in s.layer_split)]
+    cmd += _family_flags(plan)
     d = plan.draft
-    if d is not None:
+    if d is not None and d.kind == "mtp":
+        # the target's own MTP layers: no draft file (common/common.cpp loads them with load_mtp)
+        cmd += ["--spec-draft-n-max", str(s.draft_depth), "--spec-type", "draft-mtp"]
+    elif d is not None:
         path, more = _gguf_draft(d, draft_arg, plan.model)
         notes += more
         cmd += ["--spec-draft-model", path, "--spec-draft-ngl", "99" if plan.machine.gpus else "0",
                 "--spec-draft-n-max", str(s.draft_depth),
                 "--spec-type", "draft-simple" if d.kind == "model" else "draft-eagle3"]
     return cmd, notes
+
+
+def _family_flags(plan: Plan) -> list[str]:
+    """--n-cpu-moe / --cpu-moe for experts kept in RAM, --swa-full, -np for several sequences."""
+    s, m = plan.settings, plan.model
+    out: list[str] = []
+    k = s.n_cpu_moe or 0
+    if m.is_moe and k and plan.machine.gpus:
+        out += ["--cpu-moe"] if k >= m.n_layer else ["--n-cpu-moe", str(k)]
+    if s.swa_full and m.swa_layers:
+        out.append("--swa-full")
+    if s.n_seq > 1:
+        out += ["-np", str(s.n_seq)]
+    return out
 
 
 def _is_exl2(m: ModelSpec) -> bool:
@@ -180,13 +202,23 @@ def _vllm(plan: Plan, model_arg: str | None, draft_arg: str | None) -> tuple[lis
     cmd = ["vllm", "serve", model, *extra, "--max-model-len", str(s.n_ctx)]
     if len(plan.machine.gpus) > 1:
         cmd += ["--tensor-parallel-size", str(len(plan.machine.gpus))]
+        if plan.model.is_moe:
+            cmd.append("--enable-expert-parallel")  # experts spread over the GPUs, attention tensor-parallel
+    if s.n_seq > 1:
+        cmd += ["--max-num-seqs", str(s.n_seq)]
+    if plan.model.is_moe and s.n_cpu_moe:
+        notes.append("vLLM keeps every expert on the GPUs: this plan's experts in RAM (--n-cpu-moe) have no "
+                     "vLLM equivalent, so it needs more GPU memory than planned")
     if s.type_k not in ("f16", "bf16", "f32"):
         # vLLM's KV cache is 16-bit or fp8: a 4/5-bit llama.cpp cache has no equal there
         cmd += ["--kv-cache-dtype", "fp8"]
         if s.type_k != "q8_0":
             notes.append(f"vLLM has no {s.type_k} KV cache; fp8 takes more memory than this plan's KV items")
     d = plan.draft
-    if d is not None:
+    if d is not None and d.kind == "mtp":
+        spec = {"method": "mtp", "num_speculative_tokens": s.draft_depth}
+        cmd += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    elif d is not None:
         head, more = _vllm_draft(d, draft_arg, plan.model)
         notes += more
         spec = {"method": "draft_model" if d.kind == "model" else "eagle3", "model": head,

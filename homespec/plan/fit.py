@@ -70,11 +70,13 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     if not machine.gpus:
         notes.append("no GPU: everything runs on the CPU from RAM")
     if lay.fits:
-        verdict = FITS if offloaded == 0 and not output_on_host else FITS_OFFLOADED
+        experts_in_ram = model.is_moe and bool(s2.n_cpu_moe) and bool(machine.gpus)
+        verdict = FITS if offloaded == 0 and not output_on_host and not experts_in_ram else FITS_OFFLOADED
     else:
         verdict = NO_FIT
     if output_on_host and offloaded == 0:
         notes.append("the output layer stays on the CPU (-ngl equal to the layer count); its matmul runs there")
+    notes += _family_notes(model, s, s2, bool(machine.gpus))
     if s.n_ctx > model.n_ctx_train > 0:
         notes.append(f"--ctx {s.n_ctx} exceeds the model's trained context {model.n_ctx_train}")
     draft_loads = None
@@ -95,3 +97,21 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded,
                     tuple(suggestions(plan)), tuple(notes))
     return plan
+
+
+def _family_notes(model: ModelSpec, asked: Settings, solved: Settings, gpus: bool) -> list[str]:
+    """What the plan chose or assumed for MoE, hybrid and unknown-architecture models."""
+    notes = []
+    if model.is_moe and gpus and solved.backend == "llamacpp":
+        k = solved.n_cpu_moe or 0
+        how = "as asked" if asked.n_cpu_moe is not None else "chosen by the solver"
+        if k == 0:
+            notes.append(f"MoE: every expert on the GPU(s) ({how})")
+        else:
+            notes.append(f"MoE: the routed experts of the first {k} of {model.n_layer} layers stay in RAM "
+                         f"(--n-cpu-moe {k}, {how}); attention, shared experts and KV of every GPU layer stay on the GPU")
+    if asked.n_cpu_moe and not model.is_moe:
+        notes.append(f"--n-cpu-moe {asked.n_cpu_moe} has no effect: {model.name} has no routed experts")
+    if model.kv_rule_note:
+        notes.append(model.kv_rule_note)
+    return notes

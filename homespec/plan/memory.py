@@ -7,6 +7,7 @@ formula with its source and a worked example. Device ids are "gpu0", "gpu1", ...
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from homespec.errors import UsageError
@@ -72,12 +73,26 @@ EXL2_CACHE_BYTES = {"fp16": 2.0, "q8": 1.0 + 2 / 32, "q6": 0.75 + 2 / 32, "q4": 
 
 @dataclass(frozen=True, slots=True)
 class WeightGroups:
-    per_layer: tuple[int, ...]  # bytes of blk.N.* for N in 0..n_layer-1
+    per_layer: tuple[int, ...]  # bytes of blk.N.* for N in 0..n_layer-1 (routed experts included)
     embd: int  # token_embd (the input lookup)
     output: int  # output.weight + output_norm; for tied models the duplicated token_embd
     other: int  # anything else (rope_freqs, ...)
     tied: bool
     n_params: int
+    # Routed-expert tensors of each layer (what --n-cpu-moe moves), and the next-token-prediction
+    # layers' bytes (blk.n_layer.. : not loaded for plain decoding, llama.cpp TENSOR_SKIP).
+    per_layer_exps: tuple[int, ...] = ()
+    mtp: int = 0
+    n_params_exps: int = 0  # parameters in routed experts (for active-parameter counts)
+
+
+# llama.cpp's expert tensors as --n-cpu-moe / --cpu-moe match them (common/common.h LLM_FFN_EXPS_REGEX:
+# "\.ffn_(up|down|gate|gate_up)_(ch|)exps"): routed experts, not the shared expert (shexp) or the router.
+EXPS_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+
+
+def is_expert_tensor(name: str) -> bool:
+    return EXPS_RE.search(name) is not None
 
 
 def _by_identity(fn):
@@ -103,13 +118,20 @@ def group_weights(model: ModelSpec) -> WeightGroups:
     if not model.tensors:
         raise UsageError(f"no tensor list for '{model.name}'", hint="pass a GGUF file, a catalogue name or --quant")
     per_layer = [0] * model.n_layer
-    embd = output = other = n_params = 0
+    per_layer_exps = [0] * model.n_layer
+    embd = output = other = n_params = mtp = n_params_exps = 0
     has_output = False
     embd_bytes = 0
     for t in model.tensors:
+        if t.layer is not None and t.layer >= model.n_layer and model.n_nextn_layer:
+            mtp += t.n_bytes  # an MTP layer: loaded only for an MTP draft
+            continue
         n_params += t.n_elements
         if t.layer is not None and 0 <= t.layer < model.n_layer:
             per_layer[t.layer] += t.n_bytes
+            if is_expert_tensor(t.name):
+                per_layer_exps[t.layer] += t.n_bytes
+                n_params_exps += t.n_elements
         elif t.name.startswith("token_embd"):
             embd += t.n_bytes
             embd_bytes = t.n_bytes if t.name == "token_embd.weight" else embd_bytes
@@ -122,7 +144,21 @@ def group_weights(model: ModelSpec) -> WeightGroups:
     if tied:
         # llama.cpp loads token_embd a second time as the output matrix (TENSOR_DUPLICATED).
         output += embd_bytes
-    return WeightGroups(tuple(per_layer), embd, output, other, tied, n_params)
+    return WeightGroups(tuple(per_layer), embd, output, other, tied, n_params, tuple(per_layer_exps), mtp, n_params_exps)
+
+
+def active_fraction(model: ModelSpec) -> float:
+    """The share of a layer's routed-expert bytes one token reads: n_expert_used of n_expert."""
+    if not model.is_moe or not model.n_expert_used:
+        return 1.0
+    return min(1.0, model.n_expert_used / model.n_expert)
+
+
+def active_params(model: ModelSpec) -> int:
+    """Parameters one token uses: everything but the routed experts it does not choose (the tied
+    output counted once, as model cards count)."""
+    g = group_weights(model)
+    return int(g.n_params - g.n_params_exps * (1.0 - active_fraction(model)))
 
 
 # llama.cpp's CPU backend keeps an interleaved copy of these layer weights for its AVX2/NEON
@@ -155,21 +191,57 @@ def torch_weight_bytes(model: ModelSpec, dtype_bytes: int) -> int:
 
 
 def ctx_padding(s: Settings) -> int:
-    """llama.cpp rounds the KV cell count up (llama_kv_cache::get_padding)."""
+    """llama.cpp rounds the context up to a multiple of 256 (llama-context.cpp: cparams.n_ctx =
+    GGML_PAD(n_ctx, 256), and n_ctx_seq likewise per sequence)."""
     return 256
 
 
 def kv_cells(model: ModelSpec, s: Settings, layer: int) -> int:
+    """Cells of one sequence's stream in a layer's KV cache.
+
+    Each of s.n_seq sequences has its own stream of n_ctx_seq cells (llama-server -np N without a
+    unified cache: n_ctx_seq = GGML_PAD(n_ctx / n_seq, 256), llama-context.cpp). Sliding-window
+    layers keep GGML_PAD(min(n_ctx_seq, n_swa + n_ubatch), 256) cells (llama-kv-cache-iswa.cpp), or
+    all of them with --swa-full."""
     pad = ctx_padding(s)
     n_ctx = -(-s.n_ctx // pad) * pad
-    if model.sliding_window and layer in model.swa_layers:
-        # SWA layers keep only window + one ubatch of cells (llama_kv_cache_iswa, swa_full=false)
-        swa = -(-(model.sliding_window + s.n_ubatch) // pad) * pad
+    if model.sliding_window and layer in model.swa_layers and not s.swa_full:
+        swa = -(-min(n_ctx, model.sliding_window + s.n_ubatch) // pad) * pad
         return min(n_ctx, swa)
     return n_ctx
 
 
+def has_kv(model: ModelSpec, layer: int) -> bool:
+    """Recurrent layers keep a state instead (llama_memory_hybrid filters them out of the KV cache)."""
+    return layer not in model.recurrent_layers
+
+
+def kv_row_dims(model: ModelSpec) -> tuple[int, int]:
+    """(K, V) elements per cell per layer. MLA (deepseek2 with key_length_mla in its header) stores
+    only the compressed latent kv_lora_rank + qk_rope_head_dim as K, and no V tensor: V is a view of K
+    (llama-kv-cache.cpp: has_v = !is_mla)."""
+    if model.is_mla:
+        return model.kv_lora_rank + model.qk_rope_head_dim, 0
+    return model.n_head_kv * model.head_dim, model.n_head_kv * (model.head_dim_v or model.head_dim)
+
+
+def recurrent_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
+    """A recurrent layer's R (conv / token-shift) and S (SSM / delta-rule) state: f32, one row per
+    sequence (llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max) rows of n_embd_r() and
+    n_embd_s() each)."""
+    if layer not in model.recurrent_layers:
+        return 0
+    return max(1, s.n_seq) * (model.rs_r + model.rs_s) * 4
+
+
 def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
+    """One layer's KV cache for all s.n_seq sequences."""
+    if not has_kv(model, layer):
+        return 0
+    return max(1, s.n_seq) * _kv_stream_bytes(model, s, layer)
+
+
+def _kv_stream_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
     cells = kv_cells(model, s, layer)
     head_dim_v = model.head_dim_v or model.head_dim
     if s.backend == "exl2":
@@ -177,15 +249,16 @@ def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
         return int(cells * model.n_head_kv * (model.head_dim + head_dim_v) * per_elt)
     if s.backend == "torch":
         return cells * model.n_head_kv * (model.head_dim + head_dim_v) * _torch_bytes(s)
-    for kv_type, dim in ((s.type_k, model.head_dim), (s.type_v, head_dim_v)):
+    k_dim, v_dim = kv_row_dims(model)
+    for kv_type, dim in ((s.type_k, model.head_dim), (s.type_v, 0 if model.is_mla else head_dim_v)):
         block = _kv_block(kv_type)[0]
         if dim % block:  # llama.cpp refuses a block that splits one head
             raise UsageError(
                 f"a {kv_type} KV cache needs a head size divisible by {block}; this model's is {dim}",
                 hint="use --kv-type f16",
             )
-    k = kv_row_bytes(s.type_k, model.n_head_kv * model.head_dim)
-    v = kv_row_bytes(s.type_v, model.n_head_kv * head_dim_v)
+    k = kv_row_bytes(s.type_k, k_dim)
+    v = kv_row_bytes(s.type_v, v_dim) if v_dim else 0
     return cells * (k + v)
 
 
@@ -193,8 +266,11 @@ def draft_kv_bytes(draft: DraftSpec, s: Settings, on_gpu: bool) -> int:
     """The draft's own KV: one decoder layer for an EAGLE head, a whole model for a draft model."""
     if draft.kind == "model" and draft.model is not None:
         return sum(target_kv_layer_bytes(draft.model, s, i) for i in range(draft.model.n_layer))
+    if draft.kind == "mtp" and draft.model is not None:
+        # the MTP context's own cache of the nextn layers: full attention, the target's KV types
+        return draft.n_layer * max(1, s.n_seq) * _kv_stream_bytes(draft.model, s, -1)
     elt = 2 if on_gpu else 4  # the head runs in fp16 on a GPU, fp32 on the CPU
-    return s.n_ctx * draft.n_layer * draft.kv_dim * elt
+    return max(1, s.n_seq) * s.n_ctx * draft.n_layer * draft.kv_dim * elt
 
 
 def _exl2_mode(kv_type: str) -> str:
@@ -229,7 +305,7 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
     hd_v = model.head_dim_v or model.head_dim
     hidden = 2 * u * model.n_embd * 4
     logits = model.n_vocab * u * 4 if holds_output else 0
-    ffn = 2 * u * model.n_ff * 4
+    ffn = _ffn_phase(model, s, u, n_ctx)
     result = u * model.n_head * hd_v * 4
     if s.flash_attn:
         attn = n_ctx * u * 2 + result
@@ -238,6 +314,20 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
     else:
         attn = model.n_head * u * n_ctx * 4 + n_ctx * u * 4 + n_ctx * model.n_head_kv * hd_v * 2 + result
     return max(logits, ffn, attn) + hidden
+
+
+def _ffn_phase(model: ModelSpec, s: Settings, u: int, n_ctx: int) -> int:
+    """The FFN phase of one ubatch. A dense layer keeps its gate and up activations (2 x u x n_ff f32).
+    An MoE layer keeps the chosen experts' gate, up and gated product at once (3 x u x n_expert_used x
+    n_ff_exp f32, build_moe_ffn) beside the attention mask, which stays alive from the attention
+    phase (f16 with flash attention, else f32): llama.cpp's compute buffer for tiny qwen3moe,
+    qwen3next and deepseek2 files with 8 x 4096-wide experts (tests/test_plan_families.py)."""
+    dense = model.n_ff if not model.is_moe or model.n_layer_dense_lead or model.moe_every > 1 else 0
+    ffn = 2 * u * dense * 4
+    if model.is_moe:
+        mask = n_ctx * u * (2 if s.flash_attn else 4)
+        ffn = max(ffn, 3 * u * model.n_expert_used * model.n_ff_exp * 4 + mask)
+    return ffn
 
 
 def exl2_input_len(s: Settings) -> int:
@@ -268,12 +358,14 @@ def tree_scratch_bytes(model: ModelSpec, draft: DraftSpec, s: Settings) -> int:
     t = s.tree_tokens
     feats = 3 * model.n_embd if draft.kind != "model" else 0
     head = s.draft_topk * s.draft_depth * draft.draft_vocab * 4
-    return t * (model.n_vocab + feats) * 4 + head
+    return max(1, s.n_seq) * (t * (model.n_vocab + feats) * 4 + head)
 
 
 def draft_weight_bytes(draft: DraftSpec, on_gpu: bool) -> int:
     if draft.kind == "model" and draft.model is not None and draft.model.tensors:
         return sum(t.n_bytes for t in draft.model.tensors)
+    if draft.kind == "mtp":
+        return draft.weight_bytes  # the target file's own (quantised) tensors
     # Heads are stored in bf16/fp16; the CPU path upcasts them to fp32.
     return draft.weight_bytes if on_gpu else draft.weight_bytes * 2
 

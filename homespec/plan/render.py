@@ -5,7 +5,7 @@ from __future__ import annotations
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 
-ITEM_ORDER = ("weights", "weights (CPU repack)", "calibration", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
+ITEM_ORDER = ("weights", "weights (CPU repack)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
 
 
 def gib(n: int) -> str:
@@ -26,6 +26,13 @@ def verdict_line(plan: Plan) -> str:
     if plan.verdict == FITS_OFFLOADED:
         host = next(d for d in plan.devices if d.device.id == "host")
         need = f"unified memory holds {_pool(plan)}" if plan.unified else f"needs {gib(host.used_bytes)} of RAM"
+        k = s.n_cpu_moe or 0
+        if plan.model.is_moe and k and plan.offloaded_layers == 0:
+            return (f"fits with the experts of {k} of {plan.model.n_layer} layers in RAM (--n-cpu-moe {k}), "
+                    f"everything else on the GPU(s); {need}")
+        if plan.model.is_moe and k:
+            return (f"fits with {plan.offloaded_layers} of {plan.model.n_layer} layers offloaded to the CPU "
+                    f"(-ngl {s.n_gpu_layers}) and the experts of {k} layers in RAM (--n-cpu-moe {k}); {need}")
         return (f"fits with {plan.offloaded_layers} of {plan.model.n_layer} layers offloaded to the CPU "
                 f"(-ngl {s.n_gpu_layers}); {need}")
     tight = plan.tightest
@@ -61,10 +68,12 @@ def to_json(plan: Plan) -> dict:
             "flash_attn": s.flash_attn, "n_ubatch": s.n_ubatch, "n_batch": s.n_batch,
             "n_gpu_layers": s.n_gpu_layers, "layer_split": list(s.layer_split),
             "tree_tokens": s.tree_tokens, "draft_depth": s.draft_depth, "draft_topk": s.draft_topk,
+            "parallel": s.n_seq, "swa_full": s.swa_full, "n_cpu_moe": s.n_cpu_moe or 0,
         },
+        "parallel": s.n_seq,
         "model": {"name": m.name, "arch": m.arch, "quant": m.quant, "format": m.format, "source": m.source,
                   "n_layer": m.n_layer, "n_ctx_train": m.n_ctx_train,
-                  "weights_bytes": sum(t.n_bytes for t in m.tensors or ())},
+                  "weights_bytes": sum(t.n_bytes for t in m.tensors or ()), **_family_json(m)},
         "draft": None if d is None else {"name": d.name, "kind": d.kind, "draft_vocab": d.draft_vocab,
                                          "fc_norm": d.fc_norm, "norm_output": d.norm_output, "source": d.source},
         "estimate": {
@@ -80,13 +89,36 @@ def to_json(plan: Plan) -> dict:
     }
 
 
+def _family_json(m) -> dict:
+    """The architecture-family facts the plan used (absent keys: a dense model)."""
+    from homespec.plan.memory import active_params, group_weights
+
+    out: dict = {}
+    if m.tensors:
+        out["n_params"] = group_weights(m).n_params
+    if m.is_moe:
+        out.update(n_expert=m.n_expert, n_expert_used=m.n_expert_used,
+                   n_params_active=m.n_params_active or (active_params(m) if m.tensors else None))
+    if m.is_mla:
+        out["kv_lora_rank"] = m.kv_lora_rank
+    if m.recurrent_layers:
+        out["recurrent_layers"] = len(m.recurrent_layers)
+    if m.sliding_window and m.swa_layers:
+        out.update(sliding_window=m.sliding_window, swa_layers=len(m.swa_layers))
+    if m.n_nextn_layer:
+        out["n_nextn_layer"] = m.n_nextn_layer
+    return out
+
+
 def render(plan: Plan, console) -> None:
     from rich.table import Table
 
     m, d, s = plan.model, plan.draft, plan.settings
-    console.print(f"[bold]{m.name}[/] ({m.quant or m.format}, {m.n_layer} layers)"
+    moe = f", MoE {m.n_expert_used} of {m.n_expert} experts" if m.is_moe else ""
+    seqs = f", {s.n_seq} sequences" if s.n_seq > 1 else ""
+    console.print(f"[bold]{m.name}[/] ({m.quant or m.format}, {m.n_layer} layers{moe})"
                   + (f" + [bold]{d.name}[/] ({d.kind})" if d else " (no draft)")
-                  + f" on {s.backend}, --ctx {s.n_ctx}, KV {s.type_k}/{s.type_v}, flash attention {'on' if s.flash_attn else 'off'}")
+                  + f" on {s.backend}, --ctx {s.n_ctx}{seqs}, KV {s.type_k}/{s.type_v}, flash attention {'on' if s.flash_attn else 'off'}")
     devices = [u for u in plan.devices if u.used_bytes > 0 or u.device.is_gpu]
     table = Table(show_footer=True)
     table.add_column("item", footer="total")

@@ -73,6 +73,13 @@ class Settings:
     layer_split: tuple[int, ...] = ()
     torch_dtype: str = "f16"  # torch backend on a GPU; on the CPU it runs fp32
     memory_scale: float = 1.0  # from --calibrate: measured / planned bytes on this machine
+    # Sequences served at once, each with its own n_ctx cells (llama-server -np N with -c n_ctx x N).
+    n_seq: int = 1
+    # Sliding-window layers keep the whole context (llama.cpp --swa-full) instead of the window.
+    swa_full: bool = False
+    # MoE: the first n_cpu_moe layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N);
+    # None = the solver chooses, and the solved settings carry its choice.
+    n_cpu_moe: int | None = None
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
@@ -86,6 +93,10 @@ def check_settings(s: Settings) -> None:
         raise UsageError(f"context {s.n_ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
     if s.n_ubatch < 1 or s.n_ubatch > 65536:
         raise UsageError(f"ubatch {s.n_ubatch} is out of range", hint="use --ubatch between 1 and 65536 (default 512)")
+    if s.n_seq < 1 or s.n_seq > 256:
+        raise UsageError(f"--parallel {s.n_seq} is out of range", hint="use --parallel between 1 and 256 (default 1)")
+    if s.n_cpu_moe is not None and s.n_cpu_moe < 0:
+        raise UsageError(f"--n-cpu-moe {s.n_cpu_moe} is negative", hint="use --n-cpu-moe 0 (all experts on the GPU) or more")
     if s.tree_tokens < 1 or s.tree_tokens > 4096:
         raise UsageError(f"draft tree of {s.tree_tokens} nodes is out of range", hint="use --draft-tokens between 1 and 4096")
     for name, t in (("--kv-type", s.type_k), ("--kv-type", s.type_v)):

@@ -82,6 +82,10 @@ class Ledger:
         self.items: list[mem.LineItem] = []
         self.read: dict[str, float] = {d.id: 0.0 for d in self.devs}
         self.params: dict[str, float] = {d.id: 0.0 for d in self.devs}
+        self.switches: dict[str, int] = {d.id: 0 for d in self.devs}
+        self.moe_layers: dict[str, int] = {d.id: 0 for d in self.devs}
+        self.experts: dict[str, int] = {d.id: 0 for d in self.devs}
+        self.expert_share = 1.0
 
     def add(self, name: str, device: str, n_bytes: int, detail: str = "") -> None:
         self.items.append(mem.LineItem(name, device, n_bytes, detail))
@@ -92,7 +96,9 @@ class Ledger:
         add_calibration(self, s)
         uses = device_uses(self.devs, self.items)
         over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
-        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id]) for d in self.devs if self.read[d.id] > 0]
+        loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id], self.moe_layers[d.id],
+                            self.experts[d.id], self.expert_share)
+                 for d in self.devs if self.read[d.id] > 0]
         return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
 
 
@@ -118,31 +124,77 @@ def assign_layers(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str
     return placement
 
 
+def cpu_moe_layers(model: ModelSpec, s: Settings) -> int:
+    """How many leading layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N)."""
+    return 0 if not model.is_moe else max(0, min(s.n_cpu_moe or 0, model.n_layer))
+
+
 def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str]) -> str:
-    """Weights and target KV per device for a layer placement; returns the output layer's device."""
+    """Weights, target KV and recurrent state per device for a layer placement; returns the output
+    layer's device. With --n-cpu-moe N the routed experts of layers 0..N-1 stay on the host whatever
+    device holds the rest of their layer (llama.cpp's tensor buffer override)."""
     groups = mem.group_weights(model)
+    n_cpu_moe = cpu_moe_layers(model, s)
+    frac = mem.active_fraction(model)
+    led.expert_share = frac
     per_dev_w: dict[str, int] = {}
+    per_dev_read: dict[str, float] = {}
     per_dev_kv: dict[str, int] = {}
+    per_dev_rs: dict[str, int] = {}
+    exps_host = 0
+
+    def put(dev: str, n_bytes: int, read: float) -> None:
+        per_dev_w[dev] = per_dev_w.get(dev, 0) + n_bytes
+        per_dev_read[dev] = per_dev_read.get(dev, 0.0) + read
+
     for layer in range(model.n_layer):
         d = placement[layer]
-        per_dev_w[d] = per_dev_w.get(d, 0) + groups.per_layer[layer]
+        exps = groups.per_layer_exps[layer] if groups.per_layer_exps else 0
+        dense = groups.per_layer[layer] - exps
+        put(d, dense, dense)
+        exp_dev = "host" if layer < n_cpu_moe else d
+        led.moe_layers[d] += 1 if exps else 0  # the router runs with the layer
+        put(exp_dev, exps, exps * frac)  # a token reads only its chosen experts
+        led.experts[exp_dev] += exps
+        if exp_dev == "host" and d != "host":
+            exps_host += exps
+            led.switches["host"] += 2  # to the CPU for the experts and back
         per_dev_kv[d] = per_dev_kv.get(d, 0) + mem.target_kv_layer_bytes(model, s, layer)
+        per_dev_rs[d] = per_dev_rs.get(d, 0) + mem.recurrent_layer_bytes(model, s, layer)
     out_dev = placement[model.n_layer]
     # Tied models on the host read the one mmapped token_embd for both roles.
     out_bytes = groups.output if (out_dev != "host" or not groups.tied) else groups.output - groups.embd
-    per_dev_w[out_dev] = per_dev_w.get(out_dev, 0) + out_bytes
-    per_dev_w["host"] = per_dev_w.get("host", 0) + groups.embd + groups.other
+    put(out_dev, out_bytes, out_bytes)
+    put("host", groups.embd + groups.other, groups.other)  # one embedding row per token
+    bpp = max(1e-9, bytes_per_param(model))
     for d in [*[g.id for g in led.gpus], "host"]:
         if per_dev_w.get(d):
             n_l = sum(1 for p in placement[: model.n_layer] if p == d)
             label = f"{n_l} layers" + (" + output" if out_dev == d else "") + (" + embeddings" if d == "host" else "")
+            if d == "host" and exps_host:
+                label += f" + experts of {n_cpu_moe} GPU layers (--n-cpu-moe {n_cpu_moe})"
             led.add("weights", d, per_dev_w[d], label)
-            led.read[d] += per_dev_w[d] - (groups.embd if d == "host" else 0)  # one embedding row per token
-            led.params[d] += (per_dev_w[d] - (groups.embd if d == "host" else 0)) / max(1e-9, bytes_per_param(model))
+            led.read[d] += per_dev_read[d]
+            led.params[d] += per_dev_read[d] / bpp
         if per_dev_kv.get(d):
-            led.add("target KV", d, per_dev_kv[d], f"{s.n_ctx} tokens, K {s.type_k} / V {s.type_v}")
-            led.read[d] += per_dev_kv[d] / 2  # the average position reads half the cache
+            seqs = f" x {s.n_seq} sequences" if s.n_seq > 1 else ""
+            led.add("target KV", d, per_dev_kv[d], f"{s.n_ctx} tokens{seqs}, K {s.type_k} / V {s.type_v}" + _kv_note(model, s))
+            led.read[d] += per_dev_kv[d] / 2 / max(1, s.n_seq)  # the average position reads half of one sequence's cache
+        if per_dev_rs.get(d):
+            led.add("recurrent state", d, per_dev_rs[d],
+                    f"{len(model.recurrent_layers)} recurrent layers x {s.n_seq} sequence(s), f32")
+            led.read[d] += per_dev_rs[d] / max(1, s.n_seq)
     return out_dev
+
+
+def _kv_note(model: ModelSpec, s: Settings) -> str:
+    if model.is_mla:
+        return f"; MLA latent {model.kv_lora_rank}+{model.qk_rope_head_dim} per token"
+    if model.recurrent_layers:
+        return f"; {model.n_layer - len(model.recurrent_layers)} attention layers"
+    if model.sliding_window and model.swa_layers:
+        return "; SWA layers full (--swa-full)" if s.swa_full else f"; {len(model.swa_layers)} SWA layers keep {model.sliding_window} + ubatch"
+    return ""
 
 
 def bytes_per_param(model: ModelSpec) -> float:
@@ -160,7 +212,8 @@ def used_gpus(placement: list[str]) -> list[str]:
 
 def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Settings, draft_dev: Device, *,
               scratch_device: str, embeddings_copy: bool) -> int:
-    """The draft's weights, KV and scratch; returns the draft's weight bytes.
+    """The draft's weights, KV and scratch; returns the bytes one drafting step reads (its weights, or
+    an MoE MTP layer's chosen experts) for the speed estimate.
 
     `scratch_device`: where the verified tree's logits and features land (llama.cpp copies them to
     the host); `embeddings_copy`: whether homespec keeps an fp16 copy of the target's token
@@ -171,7 +224,7 @@ def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Setting
     draft_bytes = mem.draft_weight_bytes(draft, on_gpu)
     led.add("draft weights", draft_dev.id, draft_bytes, _draft_detail(draft))
     led.add("draft KV", draft_dev.id, mem.draft_kv_bytes(draft, s, on_gpu), f"{s.n_ctx} tokens x {draft.n_layer} layer(s)")
-    if draft.kind != "model":
+    if draft.kind not in ("model", "mtp"):
         led.add("tree scratch", scratch_device, mem.tree_scratch_bytes(model, draft, s),
                 f"{s.tree_tokens}-node tree: logits + features")
         if embeddings_copy:
@@ -179,12 +232,14 @@ def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Setting
             led.add("draft embeddings", "host", model.n_vocab * model.n_embd * 2, "fp16 copy of token_embd")
     else:
         led.add("tree scratch", "host", (s.draft_depth + 1) * model.n_vocab * 4, "logits of the verified chain")
-    return draft_bytes
+    return draft.read_bytes if draft.read_bytes is not None else draft_bytes
 
 
 def _draft_detail(d: DraftSpec) -> str:
     if d.kind == "model":
         return f"draft model {d.name}"
+    if d.kind == "mtp":
+        return f"{d.n_layer} MTP layer(s) of the target (llama.cpp --spec-type draft-mtp)"
     return f"{d.kind} head, draft vocab {d.draft_vocab:,}"
 
 

@@ -69,25 +69,57 @@ def split_layers(model: ModelSpec, machine: Machine, s: Settings, ngl: int) -> S
 
 
 def place(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings) -> Placement:
-    """The most GPU layers whose GPU side fits (binary search over 0..n_layer + 1)."""
+    """The most GPU layers whose GPU side fits (binary search over 0..n_layer + 1).
+
+    An MoE model without a fixed --n-cpu-moe is searched the way home setups run it: everything on
+    the GPUs; else the fewest leading layers whose routed experts stay in RAM (--n-cpu-moe N, N =
+    1..n_layer) with every layer's attention, shared expert and KV on the GPUs; else whole layers
+    offloaded with every expert in RAM. A fixed --n-cpu-moe N keeps N and searches -ngl only."""
     n = model.n_layer
     if not machine.gpus:
-        s2 = s.with_(n_gpu_layers=0, layer_split=())
+        s2 = s.with_(n_gpu_layers=0, layer_split=(), n_cpu_moe=s.n_cpu_moe or 0)
         return Placement(s2, layout(model, draft, machine, s2), 0)
 
-    def gpu_ok(ngl: int) -> tuple[Settings, Layout, bool]:
-        s2 = split_layers(model, machine, s, ngl)
+    def gpu_ok(ngl: int, n_cpu_moe: int) -> tuple[Settings, Layout, bool]:
+        s2 = split_layers(model, machine, s.with_(n_cpu_moe=n_cpu_moe), ngl)
         lay = layout(model, draft, machine, s2)
         return s2, lay, not any(k != "host" for k in lay.over)
 
-    best = gpu_ok(0)
-    lo, hi = 1, n + 1
+    if model.is_moe and s.n_cpu_moe is None:
+        whole = gpu_ok(n + 1, 0)
+        if whole[2]:
+            return _placement(whole, n)
+        least = _search(lambda k: gpu_ok(n + 1, k), 1, n, want_largest=False)
+        if least is not None:
+            return _placement(least, n)
+        return _placement(_most_layers(lambda ngl: gpu_ok(ngl, n), n), n)
+    return _placement(_most_layers(lambda ngl: gpu_ok(ngl, s.n_cpu_moe or 0), n), n)
+
+
+def _most_layers(try_ngl, n: int):
+    """The largest -ngl in 0..n + 1 whose GPU side fits (0 when none does)."""
+    return _search(try_ngl, 1, n + 1, want_largest=True) or try_ngl(0)
+
+
+def _search(attempt, lo: int, hi: int, *, want_largest: bool):
+    """Binary search over a monotone fit: the largest (or smallest) k in lo..hi whose attempt fits."""
+    best = None
     while lo <= hi:
         mid = (lo + hi) // 2
-        cand = gpu_ok(mid)
+        cand = attempt(mid)
         if cand[2]:
-            best, lo = cand, mid + 1
-        else:
+            best = cand
+            if want_largest:
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        elif want_largest:
             hi = mid - 1
-    s2, lay, _ = best
+        else:
+            lo = mid + 1
+    return best
+
+
+def _placement(found, n: int) -> Placement:
+    s2, lay, _ = found
     return Placement(s2, lay, n - min(n, s2.n_gpu_layers), output_on_host=s2.n_gpu_layers <= n)
