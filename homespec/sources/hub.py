@@ -1,0 +1,215 @@
+"""Hugging Face repos through huggingface_hub: list a repo, pick its GGUF, read a header by range,
+download into the standard cache (resumable, with a progress bar), fetch a draft head's snapshot.
+
+Every call reads HF_ENDPOINT, HF_HUB_CACHE / HF_HOME and the token (HF_TOKEN, else `hf auth login`'s
+file) when it runs, not when huggingface_hub was imported, so a test or a wrapper may set them late.
+huggingface_hub is imported inside the functions: `homespec plan` on a local file never loads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from homespec.errors import HomespecError, UsageError
+from homespec.sources.names import HubRef, hub_endpoint
+from homespec.sources import pick
+
+
+def cache_dir() -> Path:
+    """The hub cache, by huggingface_hub's rule (constants.py): HF_HUB_CACHE, else HF_HOME/hub,
+    else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (on Windows too)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.path.expanduser(os.environ[var]))
+    if os.environ.get("HF_HOME"):
+        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "huggingface" / "hub"
+
+
+def _check_network() -> None:
+    from homespec.formats.http import check_network_allowed
+
+    check_network_allowed(hub_endpoint())
+
+
+@contextlib.contextmanager
+def hub_errors(what: str) -> Iterator[None]:
+    """huggingface_hub's and the network's exceptions -> one line and the fix."""
+    import httpx2
+    from huggingface_hub import errors as e
+
+    try:
+        yield
+    except e.GatedRepoError:
+        raise UsageError(f"{what} is gated: accept its terms on the model page, then authenticate",
+                         hint="log in with `hf auth login` or set HF_TOKEN to a token with access") from None
+    except e.RepositoryNotFoundError:
+        raise UsageError(f"no Hugging Face repo {what} (or it is private)",
+                         hint="check the name on huggingface.co; a private repo needs HF_TOKEN or `hf auth login`") from None
+    except e.RevisionNotFoundError:
+        raise UsageError(f"{what}: no such revision", hint="use a branch, tag or commit the repo has (default main)") from None
+    except (e.RemoteEntryNotFoundError, e.EntryNotFoundError):
+        raise UsageError(f"{what}: no such file in the repo", hint="list its files on huggingface.co, or pass org/repo:QUANT") from None
+    except e.OfflineModeIsEnabled:
+        raise HomespecError(f"{what} is not in the Hugging Face cache and HF_HUB_OFFLINE is set",
+                            hint="unset HF_HUB_OFFLINE to download it, or pass a local file") from None
+    except e.LocalEntryNotFoundError:
+        raise HomespecError(f"cannot reach {hub_endpoint()} for {what}, and it is not in the cache",
+                            hint="check the connection (or HF_ENDPOINT), then run the command again") from None
+    except e.HfHubHTTPError as err:
+        code = err.response.status_code if err.response is not None else "?"
+        raise HomespecError(f"the hub answered HTTP {code} for {what}",
+                            hint="try again later; HF_TOKEN or `hf auth login` if the repo is private") from None
+    except (httpx2.TransportError, ConnectionError) as err:
+        raise HomespecError(f"cannot reach {hub_endpoint()} for {what}: {type(err).__name__}",
+                            hint="check the connection (or HF_ENDPOINT); a partial download resumes on the next run") from None
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise HomespecError(f"the disk holding {cache_dir()} is full while downloading {what}",
+                                hint="free space there, or point HF_HUB_CACHE at a larger disk; the download resumes") from None
+        if "Not enough free disk space" in str(err):
+            raise HomespecError(f"not enough free space in {cache_dir()} for {what}",
+                                hint="free space there, or point HF_HUB_CACHE at a larger disk") from None
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class RepoFiles:
+    repo: str
+    commit: str
+    files: tuple[str, ...]
+    sizes: dict[str, int]
+
+
+def list_repo(repo: str, revision: str = "main") -> RepoFiles:
+    """The repo's files at `revision` (one GET /api/models/{repo}/revision/{rev}?blobs=true)."""
+    from huggingface_hub import HfApi
+
+    _check_network()
+    with hub_errors(repo):
+        info = HfApi(endpoint=hub_endpoint()).model_info(repo, revision=revision, files_metadata=True)
+    siblings = info.siblings or []
+    sizes = {s.rfilename: s.size for s in siblings if s.size is not None}
+    return RepoFiles(repo, info.sha or revision, tuple(s.rfilename for s in siblings), sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class HubFile:
+    """One GGUF of a repo at a commit, with every part a split model needs."""
+
+    repo: str
+    commit: str
+    parts: tuple[str, ...]
+    size: int | None = None
+
+    @property
+    def file(self) -> str:
+        return self.parts[0]
+
+    def url(self, part: str | None = None) -> str:
+        from huggingface_hub import hf_hub_url
+
+        return hf_hub_url(self.repo, part or self.file, revision=self.commit, endpoint=hub_endpoint())
+
+
+def _from_cache(ref: HubRef) -> HubFile | None:
+    """The file already in the hub cache at the ref's revision (no network), when it is there whole."""
+    from homespec.sources.stores import cached_hub_files
+
+    files = cached_hub_files(ref.repo, ref.revision)
+    if files is None:
+        return None
+    commit, present = files
+    try:
+        first = ref.file or pick.pick_file(ref.repo, sorted(present), ref.tag)
+    except UsageError:
+        return None
+    parts = tuple(pick.parts_of(first, sorted(present)))
+    if not all(p in present for p in parts):
+        return None
+    return HubFile(ref.repo, commit, parts, sum(present[p].stat().st_size for p in parts))
+
+
+def locate(ref: HubRef, *, offline_first: bool = True) -> HubFile:
+    """The GGUF a hub name means: from the cache when it holds it (no network), else by listing the repo."""
+    if offline_first and (hit := _from_cache(ref)) is not None:
+        return hit
+    listing = list_repo(ref.repo, ref.revision)
+    if ref.file:
+        if ref.file not in listing.files:
+            raise UsageError(f"{ref.repo} has no file {ref.file}",
+                             hint=f"pass {ref.repo}:QUANT to pick one, or check the file name on huggingface.co")
+        first = ref.file
+    else:
+        first = pick.pick_file(ref.repo, list(listing.files), ref.tag, listing.sizes)
+    parts = tuple(pick.parts_of(first, list(listing.files)))
+    missing = [p for p in parts if p not in listing.files]
+    if missing:
+        raise UsageError(f"{ref.repo}: split model {first} lacks {missing[0]}", hint="the repo is incomplete; pick another quant")
+    size = sum(listing.sizes.get(p, 0) for p in parts) or None
+    return HubFile(ref.repo, listing.commit, parts, size)
+
+
+def cached_path(hub: HubFile) -> Path | None:
+    """The first part's path in the cache when every part is there."""
+    snap = cache_dir() / f"models--{hub.repo.replace('/', '--')}" / "snapshots" / hub.commit
+    return snap / hub.file if all((snap / p).is_file() for p in hub.parts) else None
+
+
+def _progress_class():
+    """huggingface_hub shows its bars only on a terminal; homespec shows download progress on
+    stderr always (a vanilla tqdm class is used as given: huggingface_hub utils/tqdm.py)."""
+    import tqdm
+
+    class DownloadBar(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("mininterval", 0.5)
+            kwargs.setdefault("dynamic_ncols", True)
+            super().__init__(*args, **kwargs)
+
+    return DownloadBar
+
+
+def download(hub: HubFile) -> Path:
+    """Every part into the hub cache (models--org--repo/snapshots/COMMIT/...), resumed from a
+    `.incomplete` blob left by Ctrl-C or a dropped connection. -> the first part's path."""
+    from huggingface_hub import hf_hub_download
+
+    if (hit := cached_path(hub)) is not None:
+        return hit
+    _check_network()
+    paths = []
+    with hub_errors(f"{hub.repo}/{hub.file}"):
+        for part in hub.parts:
+            paths.append(hf_hub_download(hub.repo, part, revision=hub.commit, cache_dir=str(cache_dir()),
+                                         endpoint=hub_endpoint(), tqdm_class=_progress_class()))
+    return Path(paths[0])
+
+
+# the files an EAGLE-3 head needs (formats/eagle.py, models/eagle3.py): config, weights, d2t/t2d
+_HEAD_PATTERNS = ["*.json", "*.safetensors", "*.bin", "*.gguf", "*.pt", "*.npy"]
+
+
+def snapshot(repo: str, revision: str = "main") -> Path:
+    """A draft head's files (config and weights, not its README or pictures) in the hub cache."""
+    from huggingface_hub import snapshot_download
+
+    from homespec.sources.stores import cached_hub_files
+
+    cached = cached_hub_files(repo, revision)
+    if cached is not None and "config.json" in cached[1]:
+        return cache_dir() / f"models--{repo.replace('/', '--')}" / "snapshots" / cached[0]
+    _check_network()
+    with hub_errors(repo):
+        return Path(snapshot_download(repo, revision=revision, cache_dir=str(cache_dir()), endpoint=hub_endpoint(),
+                                      allow_patterns=_HEAD_PATTERNS))
+
+
+__all__ = ["HubFile", "RepoFiles", "cache_dir", "cached_path", "download", "hub_errors", "list_repo",
+           "locate", "snapshot"]
