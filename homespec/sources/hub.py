@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -107,6 +108,7 @@ class HubFile:
     commit: str
     parts: tuple[str, ...]
     size: int | None = None
+    revision: str = "main"  # the branch or tag named; the cache records it -> commit (refs/REV)
 
     @property
     def file(self) -> str:
@@ -133,7 +135,7 @@ def _from_cache(ref: HubRef) -> HubFile | None:
     parts = tuple(pick.parts_of(first, sorted(present)))
     if not all(p in present for p in parts):
         return None
-    return HubFile(ref.repo, commit, parts, sum(present[p].stat().st_size for p in parts))
+    return HubFile(ref.repo, commit, parts, sum(present[p].stat().st_size for p in parts), ref.revision)
 
 
 def locate(ref: HubRef, *, offline_first: bool = True) -> HubFile:
@@ -153,7 +155,7 @@ def locate(ref: HubRef, *, offline_first: bool = True) -> HubFile:
     if missing:
         raise UsageError(f"{ref.repo}: split model {first} lacks {missing[0]}", hint="the repo is incomplete; pick another quant")
     size = sum(listing.sizes.get(p, 0) for p in parts) or None
-    return HubFile(ref.repo, listing.commit, parts, size)
+    return HubFile(ref.repo, listing.commit, parts, size, ref.revision)
 
 
 def cached_path(hub: HubFile) -> Path | None:
@@ -176,9 +178,56 @@ def _progress_class():
     return DownloadBar
 
 
+def _check_space(folder: Path, need: int, what: str) -> None:
+    import shutil
+
+    free = shutil.disk_usage(folder).free
+    if need > free:
+        raise HomespecError(f"{what} needs {need / 2**30:.2f} GiB more and {folder} has {free / 2**30:.2f} GiB free",
+                            hint="free space there, or point HF_HUB_CACHE at a larger disk; the download resumes")
+
+
+def _fetch_blob(repo: str, part: str, revision: str) -> None:
+    """The part's blob into the cache, resumable across runs.
+
+    huggingface_hub 2.4.0 resumes a dropped connection within one call, but writes to a
+    process-unique temporary file that it deletes on failure (file_download.py
+    _download_to_tmp_and_move), so Ctrl-C loses everything. homespec keeps the partial blob as
+    blobs/ETAG.incomplete, appends to it with huggingface_hub's own http_get (Range from the
+    current size, retries, progress bar), and renames it to blobs/ETAG when whole; hf_hub_download
+    then only links it into the snapshot. Xet-backed files are fetched the same way, over the
+    HTTP redirect the hub gives them, so one resumable path serves every file."""
+    import filelock
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    from homespec.formats.http import check_network_allowed
+
+    meta = get_hf_file_metadata(hf_hub_url(repo, part, revision=revision, endpoint=hub_endpoint()),
+                                endpoint=hub_endpoint())
+    blobs = cache_dir() / f"models--{repo.replace('/', '--')}" / "blobs"
+    if meta.etag is None or (blobs / meta.etag).exists():
+        return
+    blobs.mkdir(parents=True, exist_ok=True)
+    partial = blobs / f"{meta.etag}.incomplete"
+    with filelock.FileLock(str(partial) + ".lock"):
+        have = partial.stat().st_size if partial.exists() else 0
+        if meta.size is not None:
+            _check_space(blobs, meta.size - have, f"{repo}/{part}")
+        headers = dict(build_hf_headers())
+        check_network_allowed(meta.location)
+        if urllib.parse.urlsplit(meta.location).netloc != urllib.parse.urlsplit(hub_endpoint()).netloc:
+            headers.pop("authorization", None)  # a CDN link is signed; the token stays with the hub
+        with open(partial, "ab") as f:
+            http_get(meta.location, f, resume_size=have, headers=headers, expected_size=meta.size,
+                     displayed_filename=part, tqdm_class=_progress_class())
+        os.replace(partial, blobs / meta.etag)
+
+
 def download(hub: HubFile) -> Path:
-    """Every part into the hub cache (models--org--repo/snapshots/COMMIT/...), resumed from a
-    `.incomplete` blob left by Ctrl-C or a dropped connection. -> the first part's path."""
+    """Every part into the hub cache (models--org--repo/snapshots/COMMIT/...), resumed from
+    blobs/ETAG.incomplete after Ctrl-C or a dropped connection. -> the first part's path."""
     from huggingface_hub import hf_hub_download
 
     if (hit := cached_path(hub)) is not None:
@@ -187,7 +236,9 @@ def download(hub: HubFile) -> Path:
     paths = []
     with hub_errors(f"{hub.repo}/{hub.file}"):
         for part in hub.parts:
-            paths.append(hf_hub_download(hub.repo, part, revision=hub.commit, cache_dir=str(cache_dir()),
+            _fetch_blob(hub.repo, part, hub.revision)
+            # by the revision named, so the cache records refs/REV -> commit for the next offline lookup
+            paths.append(hf_hub_download(hub.repo, part, revision=hub.revision, cache_dir=str(cache_dir()),
                                          endpoint=hub_endpoint(), tqdm_class=_progress_class()))
     return Path(paths[0])
 

@@ -1,0 +1,250 @@
+"""homespec.sources against a real hub-shaped HTTP server on 127.0.0.1 (tests/hub_server.py), with
+HF_ENDPOINT pointed at it so huggingface_hub's own code path runs, and generated Ollama / LM Studio
+stores in tmp dirs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hub_server import Hub, Repo, start
+from homespec.cli import main
+from homespec.embedded import DEFAULT_HEAD
+from homespec.errors import UsageError
+from homespec.sources import names, pick, resolve_for_plan, resolve_for_run
+from tiny_models import make_tiny_gguf
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return make_tiny_gguf(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
+@pytest.fixture(scope="module")
+def server(tiny):
+    head = {p.name: p for p in DEFAULT_HEAD.iterdir() if p.is_file()}
+    hub = Hub(repos={
+        "org/tiny-GGUF": Repo({"tiny-F16.gguf": tiny, "tiny-Q4_K_M.gguf": tiny, "tiny-Q8_0.gguf": tiny,
+                               "README.md": Path(__file__)}),
+        "org/two-GGUF": Repo({"a-Q4_K_M.gguf": tiny, "b-Q4_K_M.gguf": tiny}),
+        "org/gated-GGUF": Repo({"m-Q4_K_M.gguf": tiny}, gated=True),
+        "org/head": Repo(head, commit="fedcba9876543210fedcba9876543210fedcba98"),
+    })
+    httpd = start(hub)
+    yield hub
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def hub(server, tmp_path, monkeypatch) -> Hub:
+    """The server, a fresh hub cache, no token, and no stores but the ones a test builds."""
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
+    monkeypatch.setenv("HOMESPEC_LMSTUDIO_MODELS", str(tmp_path / "no-lmstudio"))
+    server.log.clear()
+    server.drop_once.clear()
+    return server
+
+
+def _plan_json(capsys, *args: str) -> tuple[int, dict | None, str]:
+    code = main(["plan", "--gpu", "none", "--draft", "none", "--json", *args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip().startswith("{") else None, err
+
+
+# --- names and the quant rule (pure) ------------------------------------------------------------
+
+def test_names_cover_every_spelling():
+    assert names.parse("bartowski/Llama-3.2-1B-Instruct-GGUF") == names.HubRef("bartowski/Llama-3.2-1B-Instruct-GGUF")
+    assert names.parse("org/repo:q8_0") == names.HubRef("org/repo", tag="q8_0")
+    assert names.parse("org/repo/sub/m-Q4_K_M.gguf") == names.HubRef("org/repo", file="sub/m-Q4_K_M.gguf")
+    assert names.parse("hf.co/org/repo:Q4_K_M") == names.HubRef("org/repo", tag="Q4_K_M")
+    assert names.parse("https://huggingface.co/org/repo/blob/v1/m.gguf") == names.HubRef("org/repo", file="m.gguf", revision="v1")
+    assert names.parse("https://huggingface.co/org/repo") == names.HubRef("org/repo")
+    assert names.parse("ollama:llama3.2") == names.OllamaRef("registry.ollama.ai", "library", "llama3.2", "latest")
+    assert names.parse("ollama:hf.co/org/repo:Q4_K_M") == names.OllamaRef("hf.co", "org", "repo", "Q4_K_M")
+    assert names.parse("lmstudio:pub/repo:Q8_0") == names.LMStudioRef("pub", "repo", tag="Q8_0")
+    for not_a_source in ("llama-3.1-8b-q4", "./org/repo", "models/x.gguf", "https://example.com/m.gguf", "a--b/c"):
+        assert names.parse(not_a_source) is None, not_a_source
+
+
+def test_quant_rule_follows_llama_cpp():
+    files = ["README.md", "m-F16.gguf", "m-Q8_0.gguf", "m-Q4_K_M.gguf", "mmproj-m-F16.gguf"]
+    assert pick.pick_file("o/r", files, None) == "m-Q4_K_M.gguf"  # the default tag
+    assert pick.pick_file("o/r", files[:3], None) == "m-Q8_0.gguf"  # then Q8_0
+    assert pick.pick_file("o/r", files, "f16") == "m-F16.gguf"  # case-insensitive, mmproj never a model
+    split = ["Q4_K_M/m-Q4_K_M-00002-of-00002.gguf", "Q4_K_M/m-Q4_K_M-00001-of-00002.gguf"]
+    first = pick.pick_file("o/r", split, None)
+    assert first == "Q4_K_M/m-Q4_K_M-00001-of-00002.gguf"
+    assert pick.parts_of(first, split) == sorted(split)
+    with pytest.raises(UsageError, match="has no Q2_K file; it has: F16, Q4_K_M, Q8_0"):
+        pick.pick_file("o/r", files, "Q2_K")
+    with pytest.raises(UsageError, match="matches 2 files: a-Q4_K_M.gguf, b-Q4_K_M.gguf"):
+        pick.pick_file("o/r", ["a-Q4_K_M.gguf", "b-Q4_K_M.gguf"], None)
+
+
+# --- the hub -------------------------------------------------------------------------------------
+
+def test_plan_reads_only_the_header_by_range(hub, tiny, capsys, tmp_path):
+    code, plan, err = _plan_json(capsys, "--model", "org/tiny-GGUF")
+    assert code == 0, err
+    assert plan["model"]["arch"] == "llama" and plan["model"]["source"].endswith("/tiny-Q4_K_M.gguf")
+    header = resolve_header_size(tiny)
+    body = hub.sent("/resolve/")
+    # the 1.77 MB header in growing range requests (256 KiB, 512 KiB, 1 MiB), never the 14.9 MB file
+    assert header <= body <= header + 1024 * 1024 and body < tiny.stat().st_size / 4
+    assert all(h.range for h in hub.log if h.method == "GET" and "/resolve/" in h.path)
+    assert not list((tmp_path / "hub").rglob("*.gguf"))  # nothing downloaded
+    code, plan, err = _plan_json(capsys, "--model", "org/tiny-GGUF:q8_0")
+    assert code == 0, err
+    assert plan["model"]["source"].endswith("/tiny-Q8_0.gguf")
+
+
+def resolve_header_size(path: Path) -> int:
+    from homespec.formats.gguf import read_gguf_header
+
+    return read_gguf_header(path).data_offset
+
+
+def test_quant_choices_are_listed_when_missing_or_ambiguous(hub, capsys):
+    code, _, err = _plan_json(capsys, "--model", "org/tiny-GGUF:Q2_K")
+    assert code == 2 and "org/tiny-GGUF has no Q2_K file; it has: F16, Q4_K_M, Q8_0" in err, err
+    code, _, err = _plan_json(capsys, "--model", "org/two-GGUF")
+    assert code == 2 and "a-Q4_K_M.gguf" in err and "b-Q4_K_M.gguf" in err and "hint: name one file" in err, err
+
+
+def test_download_shows_progress_and_resumes_a_dropped_connection(hub, tiny, capsys, tmp_path):
+    hub.drop_once.add("tiny-Q4_K_M.gguf")
+    path = Path(resolve_for_run("org/tiny-GGUF"))
+    assert path.read_bytes() == tiny.read_bytes()
+    assert str(path).startswith(str(tmp_path / "hub" / "models--org--tiny-GGUF" / "snapshots"))
+    gets = [h for h in hub.log if h.method == "GET" and "/resolve/" in h.path]
+    # huggingface_hub writes 10 MiB chunks: the retry asks from the end of the last one written
+    assert len(gets) == 2 and gets[0].range is None and gets[0].sent < tiny.stat().st_size
+    resumed_at = int(gets[1].range.removeprefix("bytes=").removesuffix("-"))
+    assert 0 < resumed_at <= gets[0].sent and gets[1].sent == tiny.stat().st_size - resumed_at
+    assert "tiny-Q4_K_M.gguf" in capsys.readouterr().err  # the progress bar on stderr
+    hub.log.clear()
+    assert resolve_for_run("org/tiny-GGUF") == str(path) and not hub.log  # cached: no request at all
+
+
+def test_an_interrupted_download_resumes_where_it_stopped(hub, tiny):
+    """Ctrl-C leaves blobs/ETAG.incomplete in the cache; the next run asks only for the rest."""
+    data = tiny.read_bytes()
+    blobs = Path(os.environ["HF_HUB_CACHE"]) / "models--org--tiny-GGUF" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{hashlib.sha256(data).hexdigest()}.incomplete").write_bytes(data[:1_000_000])
+    path = Path(resolve_for_run("org/tiny-GGUF:Q8_0"))
+    assert path.read_bytes() == data
+    gets = [h for h in hub.log if h.method == "GET" and "/resolve/" in h.path]
+    assert [h.range for h in gets] == ["bytes=1000000-"] and gets[0].sent == len(data) - 1_000_000
+
+
+def test_missing_and_gated_repos_are_one_line_errors(hub, capsys):
+    code, _, err = _plan_json(capsys, "--model", "org/nope-GGUF")
+    assert code == 2 and "error: no Hugging Face repo org/nope-GGUF" in err and "Traceback" not in err, err
+    code, _, err = _plan_json(capsys, "--model", "org/tiny-GGUF/nope.gguf")
+    assert code == 2 and "org/tiny-GGUF has no file nope.gguf" in err, err
+    code, _, err = _plan_json(capsys, "--model", "org/gated-GGUF")  # listed, but its file answers 401
+    assert code == 2 and "HTTP 401" in err and "HF_TOKEN" in err, err
+    code = main(["generate", "--model", "org/gated-GGUF", "--method", "none", "-n", "2", "-p", "hi"])
+    err = capsys.readouterr().err
+    assert code == 2 and "org/gated-GGUF/m-Q4_K_M.gguf is gated" in err and "hf auth login" in err, err
+
+
+def test_an_unreachable_hub_is_a_runtime_error(hub, capsys, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    code, _, err = _plan_json(capsys, "--model", "org/tiny-GGUF")
+    assert code == 1 and "error: cannot reach http://127.0.0.1:9" in err and "hint:" in err, err
+
+
+def test_a_draft_head_by_repo_id_is_fetched_into_the_cache(hub, capsys, smollm2_path):
+    code = main(["plan", "--gpu", "none", "--json", "--model", str(smollm2_path), "--draft", "org/head"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["draft"]["kind"].startswith("eagle3")
+    snap = Path(os.environ["HF_HUB_CACHE"]) / "models--org--head" / "snapshots" / "fedcba9876543210fedcba9876543210fedcba98"
+    assert (snap / "config.json").is_file()
+
+
+# --- stores on this machine ---------------------------------------------------------------------
+
+def _ollama_store(root: Path, model: Path, name: str = "smol", tag: str = "latest") -> Path:
+    """Ollama's layout (server/images.go, types/model/name.go): a manifest naming blobs by digest."""
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    (root / "blobs").mkdir(parents=True, exist_ok=True)
+    blob = root / "blobs" / f"sha256-{digest}"
+    if not blob.exists():
+        os.link(model, blob)
+    config = b'{"model_format":"gguf"}'
+    (root / "blobs" / f"sha256-{hashlib.sha256(config).hexdigest()}").write_bytes(config)
+    manifest = root / "manifests" / "registry.ollama.ai" / "library" / name / tag
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                   "digest": f"sha256:{hashlib.sha256(config).hexdigest()}", "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}",
+                    "size": model.stat().st_size},
+                   {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "0" * 64, "size": 1}],
+    }))
+    return blob
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture
+def stores(hub, tmp_path, monkeypatch, smollm2_path, tiny):
+    ollama, lms = tmp_path / "ollama", tmp_path / "lmstudio"
+    blob = _ollama_store(ollama, smollm2_path)
+    (lms / "pub" / "tiny-GGUF").mkdir(parents=True)
+    os.link(tiny, lms / "pub" / "tiny-GGUF" / "tiny-F32.gguf")
+    monkeypatch.setenv("OLLAMA_MODELS", str(ollama))
+    monkeypatch.setenv("HOMESPEC_LMSTUDIO_MODELS", str(lms))
+    return blob, ollama, lms
+
+
+def test_models_lists_every_store_with_its_header(stores, capsys):
+    blob, ollama, lms = stores
+    before = _snapshot(ollama)
+    resolve_for_run("org/tiny-GGUF:F16")  # one file in the hub cache
+    capsys.readouterr()
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"ollama:smol:latest", "lmstudio:pub/tiny-GGUF/tiny-F32.gguf", "org/tiny-GGUF/tiny-F16.gguf"}
+    smol = rows["ollama:smol:latest"]
+    assert (smol["source"], smol["path"], smol["arch"], smol["quant"]) == ("ollama", str(blob), "llama", "Q4_1")
+    assert rows["org/tiny-GGUF/tiny-F16.gguf"]["source"] == "hf-cache"
+    assert rows["lmstudio:pub/tiny-GGUF/tiny-F32.gguf"]["quant"] == "F32"
+    assert main(["models", "--json", "--gpu", "4090"]) == 0
+    assert {r["verdict"] for r in json.loads(capsys.readouterr().out)} == {"fits"}
+    assert main(["models", "--gpu", "none"]) == 0
+    table = capsys.readouterr().out
+    assert "ollama:smol:latest" in table and "fits" in table
+    assert _snapshot(ollama) == before  # read only
+
+
+def test_plan_and_generate_run_on_store_names(stores, capsys, smollm2_path):
+    blob, _, _ = stores
+    code, plan, err = _plan_json(capsys, "--model", "ollama:smol")
+    assert code == 0 and plan["model"]["source"] == str(blob), err
+    assert resolve_for_plan("lmstudio:pub/tiny-GGUF").endswith("tiny-F32.gguf")
+    code = main(["generate", "--model", "ollama:smol", "--method", "none", "-n", "4", "-p", "Hi", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    row = json.loads(out.splitlines()[-1])
+    assert row["model"] == str(blob) and row["token_ids"]
+    code = main(["plan", "--gpu", "none", "--model", "ollama:nothere:7b"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no Ollama model ollama:nothere:7b" in err and "ollama pull nothere:7b" in err, err
