@@ -2,6 +2,7 @@
 
   GET  /api/models/{repo}/revision/{rev}[?blobs=True]   model_info: {"id", "sha", "siblings": [...]}
   GET  /api/models/{repo}/tree/{rev}?recursive=True     list_repo_tree (snapshot_download)
+  GET  /api/models/{repo}, POST .../paths-info/{rev}    repo_info and paths_info (HfFileSystem)
   HEAD /{repo}/resolve/{rev}/{path}                     file metadata: X-Repo-Commit, ETag, Content-Length
   GET  /{repo}/resolve/{rev}/{path}  (Range honoured)   the bytes
 
@@ -83,10 +84,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if repo is None:
             return self._reply(401, b"{}", error="RepoNotFound")
         sizes = {p: f.stat().st_size for p, f in repo.files.items()}
-        if parts[2] == "revision":
+        if len(parts) == 2 or parts[2] == "revision":
             siblings = [{"rfilename": p, "size": s} for p, s in sizes.items()]
             return self._json({"id": name, "sha": repo.commit, "siblings": siblings, "gated": repo.gated})
-        if parts[2] == "tree":
+        if parts[2] in ("tree", "paths-info"):
             return self._json([{"type": "file", "path": p, "size": s, "oid": hashlib.sha1(p.encode()).hexdigest()}
                                for p, s in sizes.items()])
         self._reply(404, b"{}")
@@ -136,11 +137,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _route(self) -> None:
         path = urllib.parse.urlsplit(self.path).path
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
-        if parts[:2] == ["api", "models"] and len(parts) >= 5:
+        if parts[:2] == ["api", "models"] and len(parts) >= 4:
             return self._api(parts[2:])
         if len(parts) >= 5 and parts[2] == "resolve":
             return self._resolve(parts)
         self._reply(404, b"")
+
+    def do_POST(self):  # paths-info (HfFileSystem): the body names the paths; all files are answered
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._route()
 
     do_GET = _route
     do_HEAD = _route
