@@ -248,3 +248,9 @@ def test_plan_and_generate_run_on_store_names(stores, capsys, smollm2_path):
     code = main(["plan", "--gpu", "none", "--model", "ollama:nothere:7b"])
     err = capsys.readouterr().err
     assert code == 2 and "no Ollama model ollama:nothere:7b" in err and "ollama pull nothere:7b" in err, err
+
+
+def test_emit_names_the_repo_for_llama_server(hub, capsys):
+    assert main(["plan", "--gpu", "none", "--draft", "none", "--model", "org/tiny-GGUF", "--emit", "llama-server"]) == 0
+    out = capsys.readouterr().out
+    assert "llama-server -hf org/tiny-GGUF:Q4_K_M " in out, out

@@ -61,9 +61,13 @@ def _manifest_blob(root: Path, manifest: Path) -> Path | None:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    for layer in data.get("layers") or [] if isinstance(data, dict) else []:
-        digest = layer.get("digest", "") if isinstance(layer, dict) else ""
-        if layer.get("mediaType") == OLLAMA_MODEL_LAYER and re.match(r"^sha256[:-][0-9a-f]{64}$", digest):
+    layers = data.get("layers") if isinstance(data, dict) else None
+    for layer in layers if isinstance(layers, list) else []:
+        if not isinstance(layer, dict) or layer.get("mediaType") != OLLAMA_MODEL_LAYER:
+            continue
+        digest = str(layer.get("digest", ""))
+        # blobs are named sha256-HEX (server/images.go GetBlobsPath: ':' becomes '-')
+        if re.match(r"^sha256[:-][0-9a-f]{64}$", digest):
             return root / "blobs" / digest.replace(":", "-", 1)
     return None
 
