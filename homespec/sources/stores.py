@@ -2,12 +2,12 @@
 
 All three are read, never written. Where each is looked for (docs/formats.md "Where models are found"):
 
-* Ollama (envconfig/config.go ModelsDir, types/model/name.go, server/images.go): $OLLAMA_MODELS, else
+* Ollama (envconfig/config.go Models, types/model/name.go, server/modelpath.go, server/images.go): $OLLAMA_MODELS, else
   ~/.ollama/models (os.UserHomeDir: $HOME, %USERPROFILE% on Windows); the Linux service installed by
   install.sh runs as user `ollama` whose home is /usr/share/ollama, so /usr/share/ollama/.ollama/models
   too. A model is manifests/HOST/NAMESPACE/MODEL/TAG (JSON); its layer with mediaType
   application/vnd.ollama.image.model names the GGUF blob blobs/sha256-HEX (digest "sha256:HEX").
-* LM Studio (lmstudio.ai/docs/app/basics/import-model): ~/.lmstudio/models/PUBLISHER/REPO/*.gguf, and
+* LM Studio (lmstudio.ai/docs/basics/import-model): ~/.lmstudio/models/PUBLISHER/REPO/*.gguf, and
   the pre-0.3 folder ~/.cache/lm-studio/models; HOMESPEC_LMSTUDIO_MODELS names a folder chosen in the app.
 * The hub cache (hub.cache_dir()): models--ORG--REPO/refs/REV holds a commit,
   snapshots/COMMIT/PATH links to the blob.
@@ -66,8 +66,8 @@ def _manifest_blob(root: Path, manifest: Path) -> Path | None:
         if not isinstance(layer, dict) or layer.get("mediaType") != OLLAMA_MODEL_LAYER:
             continue
         digest = str(layer.get("digest", ""))
-        # blobs are named sha256-HEX (server/images.go GetBlobsPath: ':' becomes '-')
-        if re.match(r"^sha256[:-][0-9a-f]{64}$", digest):
+        # blobs are named sha256-HEX (server/modelpath.go GetBlobsPath: ":" becomes "-")
+        if re.match(r"^sha256[:-][0-9a-fA-F]{64}$", digest):
             return root / "blobs" / digest.replace(":", "-", 1)
     return None
 
