@@ -24,10 +24,39 @@ def tiny(tmp_path_factory) -> Path:
     return make_tiny_gguf(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
 
 
+def _write_llama(path: Path, split_max_tensors: int = 0) -> None:
+    """A 2-layer llama GGUF, whole or split by gguf's writer into PREFIX-0000i-of-0000N.gguf parts
+    (the layout of llama.cpp's gguf-split: split.no / split.count / split.tensors.count)."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
+    w.add_block_count(2), w.add_embedding_length(64), w.add_head_count(4), w.add_head_count_kv(2)
+    w.add_feed_forward_length(128), w.add_context_length(2048), w.add_vocab_size(256), w.add_file_type(0)
+    rng = np.random.default_rng(0)
+    w.add_tensor("token_embd.weight", rng.standard_normal((256, 64), dtype=np.float32))
+    shapes = {"attn_q": (64, 64), "attn_k": (32, 64), "attn_v": (32, 64), "attn_output": (64, 64),
+              "ffn_gate": (128, 64), "ffn_up": (128, 64), "ffn_down": (64, 128), "attn_norm": (64,), "ffn_norm": (64,)}
+    for i in range(2):
+        for name, shape in shapes.items():
+            w.add_tensor(f"blk.{i}.{name}.weight", rng.standard_normal(shape, dtype=np.float32))
+    w.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+
+
 @pytest.fixture(scope="module")
-def server(tiny):
+def split(tmp_path_factory) -> tuple[Path, list[Path]]:
+    folder = tmp_path_factory.mktemp("split")
+    _write_llama(folder / "whole.gguf")
+    _write_llama(folder / "m-Q4_K_M.gguf", split_max_tensors=8)
+    return folder / "whole.gguf", sorted(folder.glob("m-Q4_K_M-*.gguf"))
+
+
+@pytest.fixture(scope="module")
+def server(tiny, split):
     head = {p.name: p for p in DEFAULT_HEAD.iterdir() if p.is_file()}
     hub = Hub(repos={
+        "org/split-GGUF": Repo({f"Q4_K_M/{p.name}": p for p in split[1]}),
         "org/tiny-GGUF": Repo({"tiny-F16.gguf": tiny, "tiny-Q4_K_M.gguf": tiny, "tiny-Q8_0.gguf": tiny,
                                "README.md": Path(__file__)}),
         "org/two-GGUF": Repo({"a-Q4_K_M.gguf": tiny, "b-Q4_K_M.gguf": tiny}),
@@ -113,6 +142,20 @@ def resolve_header_size(path: Path) -> int:
     from homespec.formats.gguf import read_gguf_header
 
     return read_gguf_header(path).data_offset
+
+
+def test_a_split_model_is_planned_whole_and_downloaded_whole(hub, split, capsys):
+    from homespec.formats.gguf import read_gguf_header
+
+    whole, parts = split
+    assert len(parts) == 3
+    code, plan, err = _plan_json(capsys, "--model", "org/split-GGUF")
+    assert code == 0, err
+    assert plan["model"]["source"].endswith("/Q4_K_M/m-Q4_K_M-00001-of-00003.gguf")
+    assert plan["model"]["weights_bytes"] == read_gguf_header(whole).tensor_bytes  # all three parts' tensors
+    first = Path(resolve_for_run("org/split-GGUF"))
+    assert sorted(p.name for p in first.parent.iterdir()) == [p.name for p in parts]
+    assert all((first.parent / p.name).read_bytes() == p.read_bytes() for p in parts)
 
 
 def test_quant_choices_are_listed_when_missing_or_ambiguous(hub, capsys):
@@ -254,3 +297,17 @@ def test_emit_names_the_repo_for_llama_server(hub, capsys):
     assert main(["plan", "--gpu", "none", "--draft", "none", "--model", "org/tiny-GGUF", "--emit", "llama-server"]) == 0
     out = capsys.readouterr().out
     assert "llama-server -hf org/tiny-GGUF:Q4_K_M " in out, out
+
+
+def test_a_local_split_model_needs_its_first_part_and_every_part(split, tmp_path):
+    from homespec.errors import FormatError
+    from homespec.formats.gguf import read_gguf_header, read_model_header
+
+    whole, parts = split
+    assert read_model_header(parts[0]).tensor_bytes == read_gguf_header(whole).tensor_bytes
+    with pytest.raises(FormatError, match="is part 2 of a split model"):
+        read_model_header(parts[1])
+    lone = tmp_path / parts[0].name
+    lone.write_bytes(parts[0].read_bytes())
+    with pytest.raises(UsageError, match="no such file"):  # the other two parts are not beside it
+        read_model_header(lone)

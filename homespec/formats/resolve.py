@@ -35,9 +35,9 @@ def _is_gguf_file(path: Path) -> bool:
 
 
 def _gguf_header(arg: str):
-    from homespec.formats.gguf import read_gguf_header
+    from homespec.formats.gguf import read_model_header
 
-    return read_gguf_header(arg)
+    return read_model_header(arg)  # every part of a split model
 
 
 def _no_quant_for_files(quant: str | None, what: str, has: str | None) -> None:
