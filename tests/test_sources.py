@@ -61,6 +61,7 @@ def server(tiny, split):
                                "README.md": Path(__file__)}),
         "org/two-GGUF": Repo({"a-Q4_K_M.gguf": tiny, "b-Q4_K_M.gguf": tiny}),
         "org/gated-GGUF": Repo({"m-Q4_K_M.gguf": tiny}, gated=True),
+        "org/huge-GGUF": Repo({"m-Q4_K_M.gguf": tiny}, claimed={"m-Q4_K_M.gguf": 2**60}),
         "org/head": Repo(head, commit="fedcba9876543210fedcba9876543210fedcba98"),
     })
     httpd = start(hub)
@@ -202,6 +203,13 @@ def test_missing_and_gated_repos_are_one_line_errors(hub, capsys):
     code = main(["generate", "--model", "org/gated-GGUF", "--method", "none", "-n", "2", "-p", "hi"])
     err = capsys.readouterr().err
     assert code == 2 and "org/gated-GGUF/m-Q4_K_M.gguf is gated" in err and "hf auth login" in err, err
+
+
+def test_a_download_larger_than_the_free_space_is_refused_before_it_starts(hub, capsys):
+    code = main(["generate", "--model", "org/huge-GGUF", "--method", "none", "-n", "2", "-p", "hi"])
+    err = capsys.readouterr().err
+    assert code == 1 and "org/huge-GGUF/m-Q4_K_M.gguf needs 1073741824.00 GiB more" in err and "HF_HUB_CACHE" in err, err
+    assert not [h for h in hub.log if h.method == "GET" and "/resolve/" in h.path]
 
 
 def test_an_unreachable_hub_is_a_runtime_error(hub, capsys, monkeypatch):

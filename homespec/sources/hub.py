@@ -63,6 +63,9 @@ def hub_errors(what: str) -> Iterator[None]:
     except e.LocalEntryNotFoundError:
         raise HomespecError(f"cannot reach {hub_endpoint()} for {what}, and it is not in the cache",
                             hint="check the connection (or HF_ENDPOINT), then run the command again") from None
+    except e.FileMetadataError:
+        raise HomespecError(f"{hub_endpoint()} did not answer {what} as a Hugging Face hub does (no commit or ETag)",
+                            hint="check HF_ENDPOINT, the proxy and the firewall; a mirror must serve the hub's headers") from None
     except e.HfHubHTTPError as err:
         code = err.response.status_code if err.response is not None else "?"
         raise HomespecError(f"the hub answered HTTP {code} for {what}",
