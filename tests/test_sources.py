@@ -193,6 +193,15 @@ def test_an_interrupted_download_resumes_where_it_stopped(hub, tiny):
     assert [h.range for h in gets] == ["bytes=1000000-"] and gets[0].sent == len(data) - 1_000_000
 
 
+def test_a_bare_repo_asks_the_hub_unless_the_cache_has_its_default(hub, monkeypatch, capsys):
+    """A cache holding only Q8_0 says nothing of the repo's Q4_K_M; without a network it is what there is."""
+    q8 = resolve_for_run("org/tiny-GGUF:Q8_0")
+    assert resolve_for_plan("org/tiny-GGUF").endswith("/tiny-Q4_K_M.gguf")  # listed: the hub's URL
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert resolve_for_plan("org/tiny-GGUF") == q8
+    assert "warning: cannot reach http://127.0.0.1:9" in capsys.readouterr().err
+
+
 def test_missing_and_gated_repos_are_one_line_errors(hub, capsys):
     code, _, err = _plan_json(capsys, "--model", "org/nope-GGUF")
     assert code == 2 and "error: no Hugging Face repo org/nope-GGUF" in err and "Traceback" not in err, err

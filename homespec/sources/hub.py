@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from homespec.errors import HomespecError, UsageError
+from homespec.errors import EXIT_USAGE, HomespecError, UsageError
 from homespec.sources.names import HubRef, hub_endpoint
 from homespec.sources import pick
 
@@ -141,11 +141,30 @@ def _from_cache(ref: HubRef) -> HubFile | None:
     return HubFile(ref.repo, commit, parts, sum(present[p].stat().st_size for p in parts), ref.revision)
 
 
-def locate(ref: HubRef, *, offline_first: bool = True) -> HubFile:
-    """The GGUF a hub name means: from the cache when it holds it (no network), else by listing the repo."""
-    if offline_first and (hit := _from_cache(ref)) is not None:
-        return hit
-    listing = list_repo(ref.repo, ref.revision)
+def _listed(ref: HubRef, cached: HubFile | None) -> RepoFiles | None:
+    """The repo's listing; None when the hub cannot be reached but the cache holds a choice."""
+    import sys
+
+    try:
+        return list_repo(ref.repo, ref.revision)
+    except HomespecError as e:
+        if cached is None or e.exit_code == EXIT_USAGE:
+            raise
+        print(f"warning: {e.message}; using {cached.file} from the Hugging Face cache", file=sys.stderr)
+        return None
+
+
+def locate(ref: HubRef) -> HubFile:
+    """The GGUF a hub name means. A named file or quant found in the cache is used without a
+    request; a bare repo only when the cache holds its Q4_K_M (what the listing would pick: a
+    cache holding only Q8_0 says nothing about the Q4_K_M the repo may have), or when the hub
+    cannot be reached."""
+    cached = _from_cache(ref)
+    if cached is not None and (ref.file or ref.tag or pick.split_info(cached.file).tag == pick.DEFAULT_TAGS[0]):
+        return cached
+    listing = _listed(ref, cached)
+    if listing is None:
+        return cached
     if ref.file:
         if ref.file not in listing.files:
             raise UsageError(f"{ref.repo} has no file {ref.file}",
