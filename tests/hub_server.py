@@ -42,6 +42,7 @@ class Hit:
 class Hub:
     repos: dict[str, Repo] = field(default_factory=dict)
     log: list[Hit] = field(default_factory=list)
+    token: str = "hf_test_token"  # the one token that opens a gated repo
     drop_once: set[str] = field(default_factory=set)  # file paths whose next GET stops 1 MiB short
     url: str = ""
 
@@ -97,7 +98,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         _, repo = self._repo(parts)
         if repo is None:
             return self._reply(401, b"", error="RepoNotFound")
-        if repo.gated and "authorization" not in {k.lower() for k in self.headers}:
+        if repo.gated and self.headers.get("Authorization") != f"Bearer {self.hub.token}":
             return self._reply(401, b"", error="GatedRepo")
         path = "/".join(parts[4:])
         file = repo.files.get(path)

@@ -214,6 +214,13 @@ def test_missing_and_gated_repos_are_one_line_errors(hub, capsys):
     assert code == 2 and "org/gated-GGUF/m-Q4_K_M.gguf is gated" in err and "hf auth login" in err, err
 
 
+def test_the_token_opens_a_gated_repo(hub, monkeypatch, capsys, tiny):
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    code, plan, err = _plan_json(capsys, "--model", "org/gated-GGUF")  # the range reads carry it
+    assert code == 0 and plan["model"]["source"].endswith("/m-Q4_K_M.gguf"), err
+    assert Path(resolve_for_run("org/gated-GGUF")).read_bytes() == tiny.read_bytes()
+
+
 def test_a_download_larger_than_the_free_space_is_refused_before_it_starts(hub, capsys):
     code = main(["generate", "--model", "org/huge-GGUF", "--method", "none", "-n", "2", "-p", "hi"])
     err = capsys.readouterr().err
