@@ -43,6 +43,8 @@ class Hub:
     repos: dict[str, Repo] = field(default_factory=dict)
     log: list[Hit] = field(default_factory=list)
     token: str = "hf_test_token"  # the one token that opens a gated repo
+    stall_once: set[str] = field(default_factory=set)  # file paths whose next GET sends 11 MiB, then waits
+    release: threading.Event = field(default_factory=threading.Event)  # ends a stalled GET
     drop_once: set[str] = field(default_factory=set)  # file paths whose next GET stops 1 MiB short
     url: str = ""
 
@@ -124,6 +126,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if path in self.hub.stall_once:  # a connection that hangs mid-file until the client gives up
+            self.hub.stall_once.discard(path)
+            sent = 11 * 2**20
+            try:
+                self.wfile.write(body[:sent])
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.hub.release.wait(60)
+            self.close_connection = True
+            self.hub.log.append(Hit("GET", self.path, rng, sent))
+            return
         dropped = path in self.hub.drop_once
         if dropped:  # a dropped connection: all but the last MiB of the body, then the socket closes
             self.hub.drop_once.discard(path)

@@ -193,6 +193,38 @@ def test_an_interrupted_download_resumes_where_it_stopped(hub, tiny):
     assert [h.range for h in gets] == ["bytes=1000000-"] and gets[0].sent == len(data) - 1_000_000
 
 
+def test_ctrl_c_mid_download_keeps_the_part_and_the_next_run_resumes(hub, tiny):
+    """A real Ctrl-C (SIGINT) to `homespec generate` while the file arrives, then the same command again."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hub.stall_once.add("tiny-Q4_K_M.gguf")
+    hub.release.clear()
+    argv = [sys.executable, "-m", "homespec", "generate", "--model", "org/tiny-GGUF", "--method", "none",
+            "-n", "2", "-p", "hi", "--json"]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    blobs = Path(os.environ["HF_HUB_CACHE"]) / "models--org--tiny-GGUF" / "blobs"
+    partial = blobs / f"{hashlib.sha256(tiny.read_bytes()).hexdigest()}.incomplete"
+    for _ in range(600):  # until the first 10 MiB chunk is on disk (a wait, not a timed assertion)
+        if partial.exists() and partial.stat().st_size > 0 or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    hub.release.set()
+    assert proc.returncode == 130, err
+    kept = partial.stat().st_size
+    assert 0 < kept < tiny.stat().st_size
+    hub.log.clear()
+    rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    gets = [h for h in hub.log if h.method == "GET" and "/resolve/" in h.path]
+    assert [h.range for h in gets] == [f"bytes={kept}-"] and gets[0].sent == tiny.stat().st_size - kept
+
+
 def test_a_bare_repo_asks_the_hub_unless_the_cache_has_its_default(hub, monkeypatch, capsys):
     """A cache holding only Q8_0 says nothing of the repo's Q4_K_M; without a network it is what there is."""
     q8 = resolve_for_run("org/tiny-GGUF:Q8_0")
