@@ -273,6 +273,13 @@ def test_a_draft_head_by_repo_id_is_fetched_into_the_cache(hub, capsys, smollm2_
     assert json.loads(out)["draft"]["kind"].startswith("eagle3")
     snap = Path(os.environ["HF_HUB_CACHE"]) / "models--org--head" / "snapshots" / "fedcba9876543210fedcba9876543210fedcba98"
     assert (snap / "config.json").is_file()
+    hub.log.clear()  # a run drafts with the cached head, asking the hub nothing
+    code = main(["generate", "--model", str(smollm2_path), "--draft", "org/head", "--method", "eagle3", "-n", "4",
+                 "-p", "Name a colour.", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    row = json.loads(out.splitlines()[-1])
+    assert row["method"] == "eagle3" and row["token_ids"] and not hub.log
 
 
 # --- stores on this machine ---------------------------------------------------------------------
