@@ -16,7 +16,7 @@ from homespec.cli import main
 from homespec.embedded import DEFAULT_HEAD
 from homespec.errors import UsageError
 from homespec.sources import names, pick, resolve_for_plan, resolve_for_run
-from tiny_models import make_tiny_gguf
+from tiny_models import make_tiny_gguf, make_tiny_hf_dir
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +53,15 @@ def split(tmp_path_factory) -> tuple[Path, list[Path]]:
 
 
 @pytest.fixture(scope="module")
-def server(tiny, split):
+def hf_dir(tmp_path_factory) -> Path:
+    return make_tiny_hf_dir(tmp_path_factory.mktemp("hf") / "tiny-hf")
+
+
+@pytest.fixture(scope="module")
+def server(tiny, split, hf_dir):
     head = {p.name: p for p in DEFAULT_HEAD.iterdir() if p.is_file()}
     hub = Hub(repos={
+        "org/tiny-hf": Repo({p.name: p for p in hf_dir.iterdir() if p.is_file()} | {"README.md": Path(__file__)}),
         "org/split-GGUF": Repo({f"Q4_K_M/{p.name}": p for p in split[1]}),
         "org/tiny-GGUF": Repo({"tiny-F16.gguf": tiny, "tiny-Q4_K_M.gguf": tiny, "tiny-Q8_0.gguf": tiny,
                                "README.md": Path(__file__)}),
@@ -157,6 +163,17 @@ def test_a_split_model_is_planned_whole_and_downloaded_whole(hub, split, capsys)
     first = Path(resolve_for_run("org/split-GGUF"))
     assert sorted(p.name for p in first.parent.iterdir()) == [p.name for p in parts]
     assert all((first.parent / p.name).read_bytes() == p.read_bytes() for p in parts)
+
+
+def test_a_transformers_repo_is_planned_from_its_config_and_run_from_a_snapshot(hub, hf_dir, capsys):
+    code, plan, err = _plan_json(capsys, "--model", "org/tiny-hf", "--quant", "q8")
+    assert code == 0 and plan["model"]["format"] == "hf" and plan["model"]["quant"] == "Q8_0", err
+    fetched = {h.path.rsplit("/", 1)[-1] for h in hub.log if "/resolve/" in h.path}
+    assert fetched == {"config.json"}  # the plan reads nothing else of the repo
+    folder = Path(resolve_for_run("org/tiny-hf"))
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
+    assert "README.md" not in {p.name for p in folder.iterdir()}
+    assert (folder / "model.safetensors").read_bytes() == (hf_dir / "model.safetensors").read_bytes()
 
 
 def test_quant_choices_are_listed_when_missing_or_ambiguous(hub, capsys):

@@ -51,9 +51,11 @@ def resolve_for_plan(name: str) -> str:
     local = _local(ref)
     if local is not None:
         return str(local)
-    from homespec.sources.hub import cached_path, locate
+    from homespec.sources.hub import HubRepo, cached_path, config_dir, locate
 
     hub = locate(ref)
+    if isinstance(hub, HubRepo):  # a transformers repo: its config.json is what a plan reads
+        return str(config_dir(hub))
     cached = cached_path(hub)
     return str(cached) if cached is not None else hub.url()
 
@@ -87,9 +89,10 @@ def resolve_for_run(name: str | None) -> str:
     local = _local(ref)
     if local is not None:
         return str(local)
-    from homespec.sources.hub import download, locate
+    from homespec.sources.hub import HubRepo, download, locate, model_snapshot
 
-    return str(download(locate(ref)))
+    hub = locate(ref)
+    return str(model_snapshot(hub) if isinstance(hub, HubRepo) else download(hub))
 
 
 def resolve_head_for_run(name: str) -> Path:

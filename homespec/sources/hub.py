@@ -154,7 +154,22 @@ def _listed(ref: HubRef, cached: HubFile | None) -> RepoFiles | None:
         return None
 
 
-def locate(ref: HubRef) -> HubFile:
+@dataclass(frozen=True, slots=True)
+class HubRepo:
+    """A repo in the transformers layout (config.json, safetensors), not GGUF files."""
+
+    repo: str
+    commit: str
+    revision: str = "main"
+
+
+def _transformers_repo(ref: HubRef, listing: RepoFiles) -> HubRepo | None:
+    if ref.file is None and ref.tag is None and "config.json" in listing.files and not pick.choices(list(listing.files)):
+        return HubRepo(ref.repo, listing.commit, ref.revision)
+    return None
+
+
+def locate(ref: HubRef) -> HubFile | HubRepo:
     """The GGUF a hub name means. A named file or quant found in the cache is used without a
     request; a bare repo only when the cache holds its Q4_K_M (what the listing would pick: a
     cache holding only Q8_0 says nothing about the Q4_K_M the repo may have), or when the hub
@@ -165,6 +180,8 @@ def locate(ref: HubRef) -> HubFile:
     listing = _listed(ref, cached)
     if listing is None:
         return cached
+    if (whole := _transformers_repo(ref, listing)) is not None:
+        return whole
     if ref.file:
         if ref.file not in listing.files:
             raise UsageError(f"{ref.repo} has no file {ref.file}",
@@ -284,5 +301,30 @@ def snapshot(repo: str, revision: str = "main") -> Path:
                                       allow_patterns=_HEAD_PATTERNS))
 
 
-__all__ = ["HubFile", "RepoFiles", "cache_dir", "cached_path", "download", "hub_errors", "list_repo",
+def config_dir(repo: HubRepo) -> Path:
+    """A transformers repo's config.json alone in the hub cache: what the planner reads of it (the
+    tensors are then predicted from the config's dtype, or from --quant: docs/formats.md)."""
+    from huggingface_hub import hf_hub_download
+
+    _check_network()
+    with hub_errors(repo.repo):
+        return Path(hf_hub_download(repo.repo, "config.json", revision=repo.revision, cache_dir=str(cache_dir()),
+                                    endpoint=hub_endpoint())).parent
+
+
+# what the torch backend loads from a transformers repo: config, weights, tokenizer
+_MODEL_PATTERNS = ["*.json", "*.safetensors", "tokenizer.model"]
+
+
+def model_snapshot(repo: HubRepo) -> Path:
+    """A transformers repo's config, safetensors and tokenizer in the hub cache (for --backend torch)."""
+    from huggingface_hub import snapshot_download
+
+    _check_network()
+    with hub_errors(repo.repo):
+        return Path(snapshot_download(repo.repo, revision=repo.revision, cache_dir=str(cache_dir()),
+                                      endpoint=hub_endpoint(), allow_patterns=_MODEL_PATTERNS))
+
+
+__all__ = ["HubRepo", "config_dir", "model_snapshot", "HubFile", "RepoFiles", "cache_dir", "cached_path", "download", "hub_errors", "list_repo",
            "locate", "snapshot"]
