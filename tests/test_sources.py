@@ -257,7 +257,7 @@ def test_missing_and_gated_repos_are_one_line_errors(hub, capsys):
     code, _, err = _plan_json(capsys, "--model", "org/tiny-GGUF/nope.gguf")
     assert code == 2 and "org/tiny-GGUF has no file nope.gguf" in err, err
     code, _, err = _plan_json(capsys, "--model", "org/gated-GGUF")  # listed, but its file answers 401
-    assert code == 2 and "HTTP 401" in err and "HF_TOKEN" in err, err
+    assert code == 2 and "HTTP 401" in err and "gated repo: accept its terms" in err and "HF_TOKEN" in err, err
     code = main(["generate", "--model", "org/gated-GGUF", "--method", "none", "-n", "2", "-p", "hi"])
     err = capsys.readouterr().err
     assert code == 2 and "org/gated-GGUF/m-Q4_K_M.gguf is gated" in err and "hf auth login" in err, err

@@ -157,6 +157,10 @@ class URLSource:
             return
         if resp.status_code >= 400:
             resp.close()
+            if resp.headers.get("X-Error-Code") == "GatedRepo":  # the hub says why (huggingface_hub utils/_http.py)
+                raise UsageError(f"HTTP {resp.status_code}: {self.url} is in a gated repo: accept its terms on the "
+                                 "model page, then authenticate",
+                                 hint="log in with `hf auth login` or set HF_TOKEN to a token with access")
             hint = "gated or private models need HF_TOKEN set" if resp.status_code in (401, 403) else "check the URL"
             raise UsageError(f"HTTP {resp.status_code} {resp.reason_phrase} for {self.url}", hint=hint)
         if resp.status_code == 206:
