@@ -253,7 +253,7 @@ def test_a_bare_repo_asks_the_hub_unless_the_cache_has_its_default(hub, monkeypa
 
 def test_missing_and_gated_repos_are_one_line_errors(hub, capsys):
     code, _, err = _plan_json(capsys, "--model", "org/nope-GGUF")
-    assert code == 2 and "error: no Hugging Face repo org/nope-GGUF" in err and "Traceback" not in err, err
+    assert code == 2 and "error: no local path and no Hugging Face repo org/nope-GGUF" in err and "Traceback" not in err, err
     code, _, err = _plan_json(capsys, "--model", "org/tiny-GGUF/nope.gguf")
     assert code == 2 and "org/tiny-GGUF has no file nope.gguf" in err, err
     code, _, err = _plan_json(capsys, "--model", "org/gated-GGUF")  # listed, but its file answers 401

@@ -51,8 +51,10 @@ def hub_errors(what: str) -> Iterator[None]:
         raise UsageError(f"{what} is gated: accept its terms on the model page, then authenticate",
                          hint="log in with `hf auth login` or set HF_TOKEN to a token with access") from None
     except e.RepositoryNotFoundError:
-        raise UsageError(f"no Hugging Face repo {what} (or it is private)",
-                         hint="check the name on huggingface.co; a private repo needs HF_TOKEN or `hf auth login`") from None
+        # `org/repo` may also have been meant as a relative path: say that neither exists
+        raise UsageError(f"no local path and no Hugging Face repo {what} (or it is private)",
+                         hint="check the path, or the name on huggingface.co; a private repo needs HF_TOKEN or "
+                              "`hf auth login`") from None
     except e.RevisionNotFoundError:
         raise UsageError(f"{what}: no such revision", hint="use a branch, tag or commit the repo has (default main)") from None
     except (e.RemoteEntryNotFoundError, e.EntryNotFoundError):
