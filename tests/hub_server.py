@@ -134,9 +134,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            self.hub.log.append(Hit("GET", self.path, rng, sent))  # logged before the wait, not after
             self.hub.release.wait(60)
             self.close_connection = True
-            self.hub.log.append(Hit("GET", self.path, rng, sent))
             return
         dropped = path in self.hub.drop_once
         if dropped:  # a dropped connection: all but the last MiB of the body, then the socket closes

@@ -391,3 +391,12 @@ def test_a_local_split_model_needs_its_first_part_and_every_part(split, tmp_path
     lone.write_bytes(parts[0].read_bytes())
     with pytest.raises(UsageError, match="no such file"):  # the other two parts are not beside it
         read_model_header(lone)
+
+
+def test_a_gguf_repo_as_draft_is_a_draft_model_read_by_range(hub, capsys, smollm2_path, tmp_path):
+    code = main(["plan", "--gpu", "none", "--json", "--model", str(smollm2_path), "--draft", "org/tiny-GGUF"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    draft = json.loads(out)["draft"]
+    assert draft["kind"] == "model" and draft["source"].endswith("/tiny-Q4_K_M.gguf")
+    assert not list((tmp_path / "hub").rglob("*.gguf"))  # its header only, not a snapshot of every quant

@@ -203,9 +203,10 @@ def resolve_for_plan_draft(arg: str) -> str:
 
 def _hub_draft(arg: str) -> DraftSpec | None:
     """A draft named by source (org/repo, org/repo:QUANT, ollama:NAME, ...); None for other names.
-    A bare repo the catalogue knows is the catalogue's head (no network); another bare repo is an
-    EAGLE-3 head, fetched into the hub cache (heads are small) and read there."""
-    from homespec.sources import is_hub_repo, resolve_head_for_run, source_ref
+    A bare repo the catalogue knows is the catalogue's head (no network); another bare repo holding
+    an EAGLE-3 head is fetched into the hub cache (heads are small) and read there; a GGUF model repo
+    is a draft model, its header read by range."""
+    from homespec.sources import is_head_repo, is_hub_repo, resolve_head_for_run, source_ref
 
     if source_ref(arg) is None:
         return None
@@ -215,8 +216,9 @@ def _hub_draft(arg: str) -> DraftSpec | None:
         try:
             return load_catalog().draft(arg)
         except UsageError:
-            return _draft_from_path(resolve_head_for_run(arg))
-    return _draft_from_gguf(resolve_for_plan_draft(arg))
+            if is_head_repo(arg):
+                return _draft_from_path(resolve_head_for_run(arg))
+    return _draft_from_gguf(resolve_for_plan_draft(arg))  # a GGUF draft model: its header, by range
 
 
 def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:

@@ -66,6 +66,15 @@ def is_hub_repo(name: str) -> bool:
     return isinstance(ref, HubRef) and ref.file is None and ref.tag is None
 
 
+def is_head_repo(name: str) -> bool:
+    """`name` is a bare hub repo holding an EAGLE-3 head (fetched whole), not a GGUF model repo."""
+    if not is_hub_repo(name):
+        return False
+    from homespec.sources.hub import is_head_repo as hub_is_head_repo
+
+    return hub_is_head_repo(source_ref(name))
+
+
 def resolve_for_run(name: str | None) -> str:
     """A local model file or directory for `name`: None -> the embedded SmolLM2, an existing path
     as given, a store name -> its file, a hub name -> downloaded into the hub cache."""
@@ -101,14 +110,14 @@ def resolve_head_for_run(name: str) -> Path:
     if path.exists():
         return path
     ref = source_ref(name)
-    if isinstance(ref, HubRef) and ref.file is None and ref.tag is None:
+    if is_head_repo(name):
         from homespec.sources.hub import snapshot
 
         return snapshot(ref.repo, ref.revision)
-    if ref is not None:
+    if ref is not None:  # a GGUF draft model, by any spelling
         return Path(resolve_for_run(name))
     raise UsageError(f"no draft head at '{name}'",
                      hint="pass the directory holding config.json and model.safetensors, or the head's repo: org/repo")
 
 
-__all__ = ["is_hub_repo", "resolve_for_plan", "resolve_for_run", "resolve_head_for_run", "source_ref"]
+__all__ = ["is_head_repo", "is_hub_repo", "resolve_for_plan", "resolve_for_run", "resolve_head_for_run", "source_ref"]

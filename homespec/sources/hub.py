@@ -303,6 +303,18 @@ def snapshot(repo: str, revision: str = "main") -> Path:
                                       allow_patterns=_HEAD_PATTERNS))
 
 
+def is_head_repo(ref: HubRef) -> bool:
+    """A bare repo named as --draft: an EAGLE-3 head (config.json, or only head GGUFs such as
+    eagle3-*.gguf) to fetch whole, rather than a GGUF draft model to pick one file of."""
+    from homespec.sources.stores import cached_hub_files
+
+    cached = cached_hub_files(ref.repo, ref.revision)
+    if cached is not None and "config.json" in cached[1]:
+        return True
+    files = list(list_repo(ref.repo, ref.revision).files)
+    return "config.json" in files or not pick.choices(files)
+
+
 def config_dir(repo: HubRepo) -> Path:
     """A transformers repo's config.json alone in the hub cache: what the planner reads of it (the
     tensors are then predicted from the config's dtype, or from --quant: docs/formats.md)."""
@@ -328,5 +340,5 @@ def model_snapshot(repo: HubRepo) -> Path:
                                       endpoint=hub_endpoint(), allow_patterns=_MODEL_PATTERNS))
 
 
-__all__ = ["HubRepo", "config_dir", "model_snapshot", "HubFile", "RepoFiles", "cache_dir", "cached_path", "download", "hub_errors", "list_repo",
+__all__ = ["HubRepo", "is_head_repo", "config_dir", "model_snapshot", "HubFile", "RepoFiles", "cache_dir", "cached_path", "download", "hub_errors", "list_repo",
            "locate", "snapshot"]
