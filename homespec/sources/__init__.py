@@ -7,8 +7,8 @@ Two entry points, one per need:
   or the hub URL of the file (read by range, homespec.formats.http). Names that are no source
   (catalogue names, other URLs) come back unchanged.
 * resolve_for_run(name): a local file a backend can load; a hub model is downloaded into the hub
-  cache first (resumable, progress on stderr). Every `--model`/`--draft` of chat, generate, bench,
-  serve and `draft train --target` goes through it.
+  cache first (resumable, progress on stderr). Every `--model`/`--draft` of chat, generate, bench
+  and `draft train --target` goes through it, as should anything else that loads a model by name.
 
 The spellings are in homespec.sources.names; the GGUF choice inside a repo in homespec.sources.pick.
 """
