@@ -139,7 +139,7 @@ def test_plan_and_probe_import_neither_torch_nor_llama_cpp():
         "import sys; from homespec.cli import main; "
         "rc = main(['plan', '--gpu', '4090', '--model', 'llama-3.1-70b-q4', '--json']); "
         "rc2 = main(['probe', '--json']); "
-        "bad = [m for m in ('torch', 'llama_cpp', 'transformers') if m in sys.modules]; "
+        "bad = [m for m in ('torch', 'llama_cpp', 'transformers', 'huggingface_hub') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -149,7 +149,7 @@ def test_plan_and_probe_import_neither_torch_nor_llama_cpp():
 def test_importing_the_cli_loads_no_heavy_library():
     """Every command module is imported with the package; each keeps its heavy imports inside the command."""
     code = ("import sys, homespec.cli; "
-            "print([m for m in ('torch', 'llama_cpp', 'numpy', 'transformers', 'fastapi', 'uvicorn', 'prometheus_client') "
+            "print([m for m in ('torch', 'llama_cpp', 'numpy', 'transformers', 'fastapi', 'uvicorn', 'prometheus_client', 'huggingface_hub') "
             "if m in sys.modules])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout[-500:] + r.stderr[-500:]
@@ -162,7 +162,7 @@ def test_help_lists_the_commands_in_their_order():
     from homespec.cli import app
 
     root = typer.main.get_command(app)
-    assert list(root.list_commands(None)) == ["probe", "plan", "generate", "bench", "chat", "serve", "draft"]
+    assert list(root.list_commands(None)) == ["probe", "plan", "generate", "bench", "chat", "serve", "models", "draft"]
     assert list(root.commands["draft"].list_commands(None)) == ["train"]
 
 

@@ -15,7 +15,7 @@ _TRAIN = TrainConfig()  # the option defaults below: one source for the CLI and 
 
 @draft_app.command("train")
 def draft_train(
-    target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file or HF directory. Default: the embedded SmolLM2.")] = _TRAIN.target,
+    target: Annotated[Optional[str], typer.Option("--target", help="Target model: GGUF file, HF directory, org/repo[:QUANT], ollama:NAME or lmstudio:PUB/REPO. Default: the embedded SmolLM2.")] = _TRAIN.target,
     out: Annotated[str, typer.Option("--out", help="Output directory (head + data + checkpoints): a new or empty directory, or an earlier run's to resume it.")] = _TRAIN.out,
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL prompts ('prompt' or 'turns'); default: homespec's train split.")] = _TRAIN.prompts,
     tokens: Annotated[int, typer.Option("--tokens", help="Reply tokens of self-distilled data.")] = _TRAIN.tokens,

@@ -311,6 +311,43 @@ def read_gguf_header(source: str | os.PathLike, *, max_bytes: int = MAX_BYTES, t
         src.close()
 
 
+def split_parts(source: str, count: int) -> list[str]:
+    """The N part names of a split GGUF from its first part's name: llama.cpp's gguf-split writes
+    PREFIX-00001-of-0000N.gguf .. PREFIX-0000N-of-0000N.gguf side by side (a path or a URL)."""
+    import re
+
+    m = re.match(r"^(.*)-00001-of-(\d{5})\.gguf$", source, re.IGNORECASE)
+    if not m or int(m.group(2)) != count:
+        raise FormatError(f"{source}: split.count is {count} but the name is not PREFIX-00001-of-{count:05d}.gguf",
+                          hint="pass the first part of the split model under its gguf-split name")
+    return [f"{m.group(1)}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
+
+
+def read_model_header(source: str | os.PathLike, **kwargs) -> GGUFHeader:
+    """A model's header: one file's, or for a split model (split.count > 1, llama.cpp
+    gguf-split) the first part's metadata with every part's tensors, so the weights of a 70B model
+    split in five are counted whole. Each part is read within the same bounds as one file."""
+    from dataclasses import replace
+
+    first = read_gguf_header(source, **kwargs)
+    count = first.metadata.get("split.count", 1)
+    if not isinstance(count, int) or count <= 1:
+        return first
+    if first.metadata.get("split.no", 0) != 0:
+        raise FormatError(f"{source} is part {first.metadata.get('split.no', 0) + 1} of a split model",
+                          hint="pass its first part, NAME-00001-of-...gguf")
+    tensors, size = list(first.tensors), first.file_size
+    for part in split_parts(os.fspath(source), count)[1:]:
+        h = read_gguf_header(part, **kwargs)
+        tensors += h.tensors
+        size = None if size is None or h.file_size is None else size + h.file_size
+    claimed = first.metadata.get("split.tensors.count")
+    if isinstance(claimed, int) and claimed != len(tensors):
+        raise FormatError(f"{source}: the parts hold {len(tensors)} tensors, split.tensors.count says {claimed}",
+                          hint="a part is missing or from another model; download the parts again")
+    return replace(first, tensors=tuple(tensors), file_size=size)
+
+
 def __getattr__(name: str):
     """model_spec_from_gguf / draft_spec_from_gguf live in gguf_model (which imports this module);
     they are re-exported here lazily so either module can be imported first."""

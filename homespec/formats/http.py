@@ -1,4 +1,5 @@
-"""Byte sources for header readers: a local file, or an HTTP(S) URL read with Range requests.
+"""Byte sources for header readers: a local file, or an HTTP(S) URL read with Range requests
+through huggingface_hub's HTTP client.
 
 A header reader asks for "the next n bytes" and never seeks backwards, so both sources are
 sequential streams. The URL source fetches the header in growing Range chunks (256 KiB, then
@@ -13,9 +14,7 @@ import ipaddress
 import os
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from homespec.errors import FormatError, UsageError
 
 _FIRST_CHUNK = 256 * 1024
@@ -54,19 +53,28 @@ def normalize_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts)
 
 
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects (HF sends /resolve/ to a CDN) but re-check the network rule on every hop,
-    and never carry the Hugging Face token to another host."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        check_network_allowed(newurl)
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).hostname != urllib.parse.urlsplit(req.full_url).hostname:
-            new.remove_header("Authorization")
-        return new
+_MAX_HOPS = 10
 
 
-_OPENER = urllib.request.build_opener(_Redirects)
+def _is_hub_host(url: str) -> bool:
+    """huggingface.co, hf.co, or the host HF_ENDPOINT names: the hosts the hub token is sent to."""
+    from homespec.sources.names import hub_endpoint
+
+    host = urllib.parse.urlsplit(url).netloc
+    return host in ("huggingface.co", "hf.co") or host == urllib.parse.urlsplit(hub_endpoint()).netloc
+
+
+def _headers(url: str) -> dict[str, str]:
+    """The hub's own headers (user agent, the token from HF_TOKEN or `hf auth login`) for hub hosts;
+    a plain user agent elsewhere. No compression: byte offsets are file offsets."""
+    if _is_hub_host(url):
+        from huggingface_hub.utils import build_hf_headers
+
+        headers = dict(build_hf_headers())
+    else:
+        headers = {"User-Agent": "homespec"}
+    headers["Accept-Encoding"] = "identity"
+    return headers
 
 
 class FileSource:
@@ -85,7 +93,12 @@ class FileSource:
 
 
 class URLSource:
-    """Sequential reads from a URL: Range requests in growing chunks, within one overall deadline."""
+    """Sequential reads from a URL: Range requests in growing chunks, within one overall deadline.
+
+    Requests go through huggingface_hub's shared HTTP client (utils.get_session), so proxies, CA
+    certificates and the token are the ones the hub's own downloads use. Redirects are followed
+    here, one hop at a time, to re-check HOMESPEC_NO_NETWORK and to drop the token on the way to
+    another host (the hub sends /resolve/ to a CDN)."""
 
     def __init__(self, url: str, timeout_s: float = 30.0):
         self.url = normalize_url(url)
@@ -95,6 +108,8 @@ class URLSource:
         self._pos = 0
         self._chunk = _FIRST_CHUNK
         self._resp = None  # an open response we are still consuming
+        self._body = None  # its byte iterator
+        self._pending = b""  # bytes of the current response received but not handed out yet
         self._resp_left = 0  # bytes of the current ranged response not read yet (-1: unbounded 200)
         self._requests = 0
         self._eof = False
@@ -108,26 +123,47 @@ class URLSource:
             )
         return left
 
+    def _get(self, rng: str):
+        """GET with a Range header, following redirects; -> the streamed final response."""
+        import httpx2
+        from huggingface_hub.utils import get_session
+
+        url, headers = self.url, _headers(self.url) | {"Range": rng}
+        for _ in range(_MAX_HOPS):
+            self._requests += 1
+            try:
+                req = get_session().build_request("GET", url, headers=headers, timeout=self._remaining())
+                resp = get_session().send(req, stream=True, follow_redirects=False)
+            except httpx2.TransportError as e:
+                raise UsageError(f"cannot reach {url}: {type(e).__name__} {e}".strip(),
+                                 hint="check the URL and the connection") from None
+            if resp.status_code not in (301, 302, 303, 307, 308) or "location" not in resp.headers:
+                return resp
+            resp.close()
+            nxt = urllib.parse.urljoin(url, resp.headers["location"])
+            check_network_allowed(nxt)
+            if urllib.parse.urlsplit(nxt).netloc != urllib.parse.urlsplit(url).netloc and not _is_hub_host(nxt):
+                headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            url = nxt
+        raise UsageError(f"too many redirects for {self.url}", hint="check the URL")
+
     def _open(self, want: int) -> None:
         end = self._pos + max(want, self._chunk) - 1
         self._chunk *= 2
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self._pos}-{end}", "User-Agent": "homespec"})
-        token = os.environ.get("HF_TOKEN")
-        if token and urllib.parse.urlsplit(self.url).hostname in ("huggingface.co", "hf.co"):
-            req.add_header("Authorization", f"Bearer {token}")
-        self._requests += 1
-        try:
-            resp = _OPENER.open(req, timeout=self._remaining())
-        except urllib.error.HTTPError as e:
-            if e.code == 416:  # asked past the end: the file ended
-                self._resp, self._eof = None, True
-                return
-            hint = "gated or private models need HF_TOKEN set" if e.code in (401, 403) else "check the URL"
-            raise UsageError(f"HTTP {e.code} {e.reason} for {self.url}", hint=hint) from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise UsageError(f"cannot reach {self.url}: {reason}", hint="check the URL and the connection") from None
-        if resp.status == 206:
+        resp = self._get(f"bytes={self._pos}-{end}")
+        if resp.status_code == 416:  # asked past the end: the file ended
+            resp.close()
+            self._resp, self._eof = None, True
+            return
+        if resp.status_code >= 400:
+            resp.close()
+            if resp.headers.get("X-Error-Code") == "GatedRepo":  # the hub says why (huggingface_hub utils/_http.py)
+                raise UsageError(f"HTTP {resp.status_code}: {self.url} is in a gated repo: accept its terms on the "
+                                 "model page, then authenticate",
+                                 hint="log in with `hf auth login` or set HF_TOKEN to a token with access")
+            hint = "gated or private models need HF_TOKEN set" if resp.status_code in (401, 403) else "check the URL"
+            raise UsageError(f"HTTP {resp.status_code} {resp.reason_phrase} for {self.url}", hint=hint)
+        if resp.status_code == 206:
             m = re.match(r"bytes (\d+)-(\d+)/(\d+|\*)", resp.headers.get("Content-Range", ""))
             if not m or int(m.group(1)) != self._pos:
                 resp.close()
@@ -135,7 +171,7 @@ class URLSource:
                                   hint="download the file and pass its local path")
             if m.group(3) != "*":
                 self.file_size = int(m.group(3))
-            self._resp, self._resp_left = resp, int(m.group(2)) - int(m.group(1)) + 1
+            self._resp_left = int(m.group(2)) - int(m.group(1)) + 1
         else:
             # Range ignored: this one response is the whole file from byte 0. Only valid at the start.
             if self._pos != 0:
@@ -144,7 +180,26 @@ class URLSource:
                                   hint="download the file and pass its local path")
             length = resp.headers.get("Content-Length")
             self.file_size = int(length) if length and length.isdigit() else None
-            self._resp, self._resp_left = resp, -1
+            self._resp_left = -1
+        self._resp, self._body, self._pending = resp, resp.iter_raw(_READ_BLOCK), b""
+
+    def _block(self, want: int) -> bytes:
+        """Up to `want` bytes of the open response; b"" at its end."""
+        import httpx2
+
+        if not self._pending:
+            self._remaining()
+            try:
+                self._pending = next(self._body, b"")
+            except (httpx2.TransportError, OSError) as e:
+                raise FormatError(f"reading {self.url} failed: {type(e).__name__} {e}".strip(),
+                                  hint="try again, or download the file") from None
+        block, self._pending = self._pending[:want], self._pending[want:]
+        return block
+
+    def _finish_response(self) -> None:
+        self._resp.close()
+        self._resp, self._body, self._pending = None, None, b""
 
     def read(self, n: int) -> bytes:
         out = bytearray()
@@ -154,15 +209,10 @@ class URLSource:
                 if self._resp is None:
                     break
             want = n - len(out) if self._resp_left < 0 else min(n - len(out), self._resp_left)
-            self._remaining()
-            try:
-                block = self._resp.read(min(want, _READ_BLOCK))
-            except (TimeoutError, OSError) as e:
-                raise FormatError(f"reading {self.url} failed: {e}", hint="try again, or download the file") from None
+            block = self._block(want)
             if not block:  # end of this response
                 unbounded = self._resp_left < 0
-                self._resp.close()
-                self._resp = None
+                self._finish_response()
                 # a 200 response that ended is the end of the file; a 206 one ended early
                 self._eof = unbounded or self._resp_left > 0
                 continue
@@ -171,8 +221,7 @@ class URLSource:
             if self._resp_left > 0:
                 self._resp_left -= len(block)
                 if self._resp_left == 0:
-                    self._resp.close()
-                    self._resp = None
+                    self._finish_response()
                     self._eof = self.file_size is not None and self._pos >= self.file_size
         return bytes(out)
 
@@ -183,8 +232,7 @@ class URLSource:
 
     def close(self) -> None:
         if self._resp is not None:
-            self._resp.close()
-            self._resp = None
+            self._finish_response()
 
 
 def open_source(source: str | os.PathLike, timeout_s: float = 30.0) -> FileSource | URLSource:

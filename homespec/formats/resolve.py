@@ -35,9 +35,9 @@ def _is_gguf_file(path: Path) -> bool:
 
 
 def _gguf_header(arg: str):
-    from homespec.formats.gguf import read_gguf_header
+    from homespec.formats.gguf import read_model_header
 
-    return read_gguf_header(arg)
+    return read_model_header(arg)  # every part of a split model
 
 
 def _no_quant_for_files(quant: str | None, what: str, has: str | None) -> None:
@@ -105,8 +105,11 @@ def resolve_model(arg: str, quant: str | None = None) -> ModelSpec:
     """The target model named by --model (and --quant where the argument leaves it open)."""
     from homespec.formats.http import is_url
 
+    from homespec.sources import resolve_for_plan
+
     if not arg or not arg.strip():
         raise UsageError("--model is empty", hint="pass a catalogue name, a .gguf file, a directory or a URL")
+    arg = resolve_for_plan(arg)  # org/repo[:QUANT], ollama:NAME, ... -> a local path or the file's hub URL
     if is_url(arg):
         return _model_from_gguf(arg, quant)
     path = Path(os.path.expanduser(arg))
@@ -194,6 +197,32 @@ def check_pairing(draft: DraftSpec, target: ModelSpec) -> None:
             hint="use a head trained for this target (`homespec plan` lists the catalogue's pairings)")
 
 
+def resolve_for_plan_draft(arg: str) -> str:
+    from homespec.sources import resolve_for_plan
+
+    return resolve_for_plan(arg)
+
+
+def _hub_draft(arg: str) -> DraftSpec | None:
+    """A draft named by source (org/repo, org/repo:QUANT, ollama:NAME, ...); None for other names.
+    A bare repo the catalogue knows is the catalogue's head (no network); another bare repo holding
+    an EAGLE-3 head is fetched into the hub cache (heads are small) and read there; a GGUF model repo
+    is a draft model, its header read by range."""
+    from homespec.sources import is_head_repo, is_hub_repo, resolve_head_for_run, source_ref
+
+    if source_ref(arg) is None:
+        return None
+    if is_hub_repo(arg):
+        from homespec.catalog import load_catalog
+
+        try:
+            return load_catalog().draft(arg)
+        except UsageError:
+            if is_head_repo(arg):
+                return _draft_from_path(resolve_head_for_run(arg))
+    return _draft_from_gguf(resolve_for_plan_draft(arg))  # a GGUF draft model: its header, by range
+
+
 def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     """The draft named by --draft: None -> the catalogue's pairing for the target, 'none' -> no draft."""
     from homespec.formats.http import is_url
@@ -209,7 +238,9 @@ def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
 
         return mtp_draft(target)
     elif is_url(arg):
-        draft = _draft_from_gguf(arg)
+        draft = _draft_from_gguf(resolve_for_plan_draft(arg))
+    elif (hub := _hub_draft(arg)) is not None:
+        draft = hub
     else:
         path = Path(os.path.expanduser(arg))
         if path.exists():

@@ -113,10 +113,27 @@ def _gguf_target(m: ModelSpec, model_arg: str | None) -> tuple[str, str, list[st
         raise UsageError(f"llama-server cannot run {m.name}: it loads GGUF files, not EXL2 weights",
                          hint=f"plan a GGUF quant instead, e.g. {again}")
     if m.format == "gguf":
+        if (hf := _hub_repo_tag(model_arg, m.source)) is not None:
+            return "-hf", hf, []
         src = _as_given(model_arg, m.source)
         return ("--model-url" if "://" in src else "-m"), src, []
     file, note = _gguf_to_get(m)
     return "-m", file, [note]
+
+
+def _hub_repo_tag(arg: str | None, resolved: str) -> str | None:
+    """`org/repo:TAG` for llama-server's -hf when --model named a hub repo (not one file): homespec
+    picks the file by llama.cpp's own rule (homespec.sources.pick), so -hf fetches the file planned."""
+    from homespec.sources import source_ref
+    from homespec.sources.names import HubRef
+    from homespec.sources.pick import split_info
+
+    ref = source_ref(arg) if arg else None
+    if not isinstance(ref, HubRef) or ref.file is not None or ref.revision != "main":
+        return None
+    info = split_info(resolved.rsplit("/", 1)[-1])
+    tag = ref.tag or (info.tag if info is not None else "")
+    return f"{ref.repo}:{tag.upper()}" if tag else ref.repo
 
 
 def _as_given(arg: str | None, resolved: str) -> str:

@@ -61,19 +61,11 @@ def _has_gpu() -> bool:
 
 
 def resolve_model_path(model: str | None) -> str:
-    if model is None:
-        from homespec.embedded import smollm2_path
+    """A local file or directory for --model/--draft: a path, a store name (ollama:, lmstudio:) or a
+    hub name (org/repo[:QUANT], downloaded into the hub cache): homespec.sources.resolve_for_run."""
+    from homespec.sources import resolve_for_run
 
-        return str(smollm2_path())
-    p = Path(model).expanduser()
-    if p.exists():
-        return str(p)
-    if "://" in model:
-        raise UsageError(f"cannot run a model from a URL: {model}", hint="download the file, then pass its path")
-    raise UsageError(
-        f"no model file or directory at '{model}'",
-        hint="pass a local GGUF file or Hugging Face directory (catalogue names are for `homespec plan`)",
-    )
+    return resolve_for_run(model)
 
 
 def default_head(model_path: str) -> Path | None:
@@ -150,7 +142,12 @@ def _check_tree(opt: RunOptions) -> None:
 
 def head_dir(opt: RunOptions, model_path: str) -> Path:
     """The EAGLE-3 head to draft with: --draft, else the shipped head of the embedded model."""
-    head_dir = Path(opt.draft).expanduser() if opt.draft else default_head(model_path)
+    if opt.draft:
+        from homespec.sources import resolve_head_for_run
+
+        head_dir = resolve_head_for_run(opt.draft)  # a directory, or a hub repo fetched into the cache
+    else:
+        head_dir = default_head(model_path)
     if head_dir is None:
         raise UsageError(
             "no EAGLE-3 head for this model",

@@ -184,8 +184,8 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     from homespec.prompts import load_prompts, read_prompts_file
     from homespec.session.options import resolve_model_path
 
-    target = resolve_model_path(c.target)
     check_out(Path(c.out))
+    target = resolve_model_path(c.target)  # may download a hub model: after --out is known good
     if c.device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError("--device cuda but torch sees no CUDA GPU", hint="use --device cpu")
     cfg = read_target_config(target)

@@ -1,0 +1,45 @@
+"""`homespec models`: the models already on this machine (Ollama, LM Studio, the Hugging Face cache)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated, Optional
+
+import typer
+
+from homespec.cli.app import _stdout, app
+from homespec.cli.options import JsonOpt
+
+
+@app.command()
+def models(
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Also plan each model for this machine: auto (probe), none, or catalogue names (4090, 4090,3090).")] = None,
+    ctx: Annotated[Optional[int], typer.Option("--ctx", help="Context length the plans assume (with --gpu). Default: the plan's.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the GGUF models Ollama, LM Studio and the Hugging Face cache hold, with the name to pass to --model."""
+    from homespec.sources.listing import VERDICT_WORDS, list_models
+    from homespec.sources.stores import lmstudio_roots, ollama_roots
+
+    found = list_models(gpu, ctx)
+    if json_out:
+        print(json.dumps([asdict(m) for m in found], indent=2))
+        return
+    console = _stdout()
+    if not found:
+        from homespec.sources.hub import cache_dir
+
+        where = [*map(str, ollama_roots()), *map(str, lmstudio_roots()), str(cache_dir())]
+        console.print("no models found in " + ", ".join(where))
+        return
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("source", "--model", "quant", "size", "arch", *(("plan",) if gpu is not None else ())):
+        table.add_column(col, justify="right" if col == "size" else "left")
+    for m in found:
+        plan = VERDICT_WORDS.get(m.verdict or "", m.error or "-") if gpu is not None else None
+        row = [m.source, m.name, m.quant or "?", f"{m.size_bytes / 2**30:.2f} GiB", m.arch or (m.error or "?")]
+        table.add_row(*row, *((plan,) if plan is not None else ()))
+    console.print(table)

@@ -1,0 +1,57 @@
+"""`homespec models`: every model file found on this machine, described from its GGUF header, and
+optionally the plan's verdict for it on a given machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from homespec.errors import HomespecError
+from homespec.sources.stores import Found, find_all
+
+VERDICT_WORDS = {"fits": "fits", "fits_offloaded": "fits with offload", "does_not_fit": "does not fit"}
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModel:
+    source: str  # ollama | lmstudio | hf-cache
+    name: str  # pass it to --model
+    path: str
+    size_bytes: int
+    arch: str | None
+    quant: str | None
+    verdict: str | None = None  # fits | fits_offloaded | does_not_fit (with --gpu)
+    error: str | None = None  # why the header or the plan could not be read
+
+
+def _describe(found: Found) -> LocalModel:
+    from homespec.formats.gguf import file_type_name, read_gguf_header
+
+    try:
+        header = read_gguf_header(found.path)
+    except HomespecError as e:
+        return LocalModel(found.source, found.name, str(found.path), found.size, None, None, error=e.message)
+    ftype = header.metadata.get("general.file_type")
+    quant = file_type_name(ftype) if isinstance(ftype, int) else None
+    return LocalModel(found.source, found.name, str(found.path), found.size, header.arch or None, quant)
+
+
+def _verdict(model: LocalModel, gpu: str, ctx: int | None) -> LocalModel:
+    from dataclasses import replace
+
+    from homespec.plan.api import make_plan
+
+    if model.error or model.arch == "eagle3":
+        return model
+    try:  # planned from the file itself, as `homespec plan --model PATH` would
+        plan = make_plan(model=model.path, gpu=gpu, ctx=ctx)
+    except HomespecError as e:
+        return replace(model, error=e.message)
+    return replace(model, verdict=plan.verdict)
+
+
+def list_models(gpu: str | None = None, ctx: int | None = None) -> list[LocalModel]:
+    """What Ollama, LM Studio and the hub cache hold; with `gpu`, each one's plan verdict there."""
+    models = [_describe(f) for f in find_all()]
+    if gpu is not None:
+        models = [_verdict(m, gpu, ctx) for m in models]
+    return models
