@@ -1,8 +1,7 @@
 """profiles/: the 2025-26 entries carry sources, agree with themselves and plan without a traceback.
 
-Model entries live in profiles/models/ (loaded by homespec.catalog) or profiles/staged/ (same keys,
-not loaded: homespec.quant does not predict their architecture yet). Both are checked as data here;
-the loaded ones also go through load_catalog() and a real `homespec plan` subprocess.
+Model entries live in profiles/models/ (loaded by homespec.catalog). They are checked as data here,
+then go through load_catalog() and a real `homespec plan` subprocess.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ NEW_KEYS = {"n_params", "n_params_active", "n_expert", "n_expert_used", "n_ff_ex
             "linear_num_value_heads", "linear_value_head_dim", "linear_conv_kernel_dim", "n_nextn_layer", "file"}
 FILE_KEYS = {"quant", "bytes", "repo", "source"}
 
-# the entries of this catalogue round, wherever they live now (models/ once their arch is predicted)
+# the 2025-26 entries
 NEW_MODELS = ("gpt-oss-20b", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b",
               "glm-4.5-air", "llama-4-scout", "gemma-3-27b", "mistral-small-3.2-24b", "deepseek-v3",
               "deepseek-r1", "kimi-k2", "phi-4")
@@ -57,8 +56,7 @@ def _models(folder: str) -> list[tuple[str, dict]]:
 
 
 LOADED = _models("models")
-STAGED = _models("staged")
-ALL = LOADED + STAGED
+ALL = LOADED
 BY_ID = {m["id"]: m for _, m in ALL}
 GPUS = _toml(ROOT / "gpus.toml")
 DRAFTS = _toml(ROOT / "drafts.toml")["draft"]
