@@ -256,16 +256,20 @@ def test_every_new_gpu_resolves(cat, gid):
 
 
 @pytest.mark.parametrize("chip", [u["chip"] for u in GPUS.get("unified", [])])
-def test_unified_machines_resolve_as_unified_or_not_at_all(cat, chip):
+def test_unified_machines_resolve_as_unified(cat, chip):
     u = next(x for x in GPUS["unified"] if x["chip"] == chip)
     assert u["vendor"] in ("amd", "nvidia") and 100 <= u["bandwidth_gbs"] <= 1000
     for mem in u["memory_gib"]:
-        name = f"{chip.lower().replace(' ', '-')}-{mem}"
-        try:
+        gid = f"{chip.lower().replace(' ', '-')}-{mem}"
+        for name in (gid, *(f"{a}-{mem}" for a in u.get("aliases", []))):
             g = cat.gpu(name)
-        except UsageError:
-            continue  # the loader does not read [[unified]] yet
-        assert g.unified and g.total_bytes == mem << 30 and g.bandwidth_gbs == u["bandwidth_gbs"]
+            assert cat.gpu_id(g) == gid and g.unified and g.vendor == u["vendor"]
+            assert g.total_bytes == mem << 30 and g.bandwidth_gbs == u["bandwidth_gbs"]
+
+
+def test_a_unified_machine_with_one_memory_option_answers_to_its_bare_alias(cat):
+    assert cat.gpu_id(cat.gpu("strix-halo")) == "ryzen-ai-max+-395-128"
+    assert cat.gpu_id(cat.gpu("DGX Spark")) == "gb10-128"
 
 
 def test_every_draft_pairs_with_a_catalogue_target():
