@@ -18,9 +18,9 @@ APPLE_LARGE_SHARE = 3 / 4
 
 # Strix Halo on Linux: the GPU reaches system RAM through GTT, whose size amdgpu and TTM default to
 # half of the RAM the OS sees, at least 3 GiB (kernel commit f7ba887f606b, "drm/amdgpu: Adjust logic
-# around GTT size", 5.19; TTM's pages_limit defaults to half as well). The BIOS carve-out (UMA frame
-# buffer) is taken as its minimum, as AMD's ROCm Strix Halo guide sets it; `ttm.pages_limit=N` on the
-# kernel command line or `amd-ttm --set <GB>` raises the limit.
+# around GTT size", 2022; TTM's pages_limit defaults to half as well). The BIOS carve-out (UMA frame
+# buffer) is taken as its minimum, as Strix Halo LLM setups set it (docs/planner.md);
+# `ttm.pages_limit=N` on the kernel command line or `amd-ttm --set <GB>` raises the limit.
 AMD_GTT_SHARE = 1 / 2
 AMD_GTT_FLOOR = 3 * GIB
 AMD_GTT_HINT = "raise the GPU's GTT limit (ttm.pages_limit=N on the kernel command line, or amd-ttm --set <GB>)"
