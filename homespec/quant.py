@@ -422,11 +422,15 @@ def _converted_type(model: ModelSpec, name: str) -> str | None:
     return None
 
 
-def predict_tensors(model: ModelSpec, ftype: str, *, imatrix: bool | None = None) -> tuple[TensorInfo, ...]:
+def predict_tensors(model: ModelSpec, ftype: str, *, imatrix: bool | None = None,
+                    converted: bool = True) -> tuple[TensorInfo, ...]:
     """Each tensor's ggml type and exact bytes when llama.cpp quantises the model to `ftype`.
 
     `imatrix` says whether an importance matrix was used (it changes a few IQ3/IQ4 choices);
     by default it is assumed exactly for the file types that cannot be made without one.
+    `converted`: the source is llama.cpp's conversion of the published checkpoint, so tensors the
+    converter writes already quantised keep that type (gpt-oss's MXFP4 experts, _converted_type);
+    False for a source written in float throughout, which the quantiser types like any other.
     """
     name = normalize_quant(ftype)
     if name.startswith("EXL2-"):
@@ -437,7 +441,7 @@ def predict_tensors(model: ModelSpec, ftype: str, *, imatrix: bool | None = None
     quantized = GGML_TYPES[default][0] > 1  # F16/BF16/F32 files copy every 2-D weight to that type
     out = []
     for tname, shape in shapes:
-        kept = _converted_type(model, tname)
+        kept = _converted_type(model, tname) if converted else None
         if not _allows_quantization(tname, shape):
             ggml_type = "F32"  # 1-D norms, biases and rope factors stay as converted: F32
         elif kept is not None:
