@@ -363,9 +363,25 @@ def _apple_gpus(a: dict) -> list[tuple[GPU, list[str]]]:
     return out
 
 
+def _unified_gpus(u: dict) -> list[tuple[GPU, list[str]]]:
+    """A [[unified]] machine that is not a Mac (Strix Halo, DGX Spark): its GPU shares the machine's
+    RAM, one GPU per memory option, id "<chip>-<memory>"; with one option the bare aliases resolve too."""
+    out = []
+    for mem in u["memory_gib"]:
+        gid = f"{u['chip'].lower().replace(' ', '-')}-{mem}"
+        name = f"{u['name'][:-1]}, {mem} GB)" if u["name"].endswith(")") else f"{u['name']} ({mem} GB)"
+        gpu = GPU(name=name, vendor=u["vendor"], total_bytes=mem * _GIB,
+                  bandwidth_gbs=u["bandwidth_gbs"], unified=True, compute_capability=u.get("compute_capability"),
+                  fp16_tflops=u.get("fp16_tflops"), source="catalogue")
+        bare = u.get("aliases", []) if len(u["memory_gib"]) == 1 else []
+        out.append((gpu, [gid, *(f"{a}-{mem}" for a in u.get("aliases", [])), *bare]))
+    return out
+
+
 @cache
 def load_catalog() -> Catalog:
-    """Read profiles/gpus.toml, profiles/models/*.toml and profiles/drafts.toml (once per process)."""
+    """Read profiles/gpus.toml ([[gpu]], [[apple]], [[unified]]), profiles/models/*.toml and
+    profiles/drafts.toml (once per process)."""
     root = profiles_dir()
     with open(root / "gpus.toml", "rb") as f:
         g = tomllib.load(f)
@@ -377,6 +393,8 @@ def load_catalog() -> Catalog:
         pairs.append((gpu, [e["id"], e["name"], *e.get("aliases", [])]))
     for a in g.get("apple", []):
         pairs += _apple_gpus(a)
+    for u in g.get("unified", []):
+        pairs += _unified_gpus(u)
     gpu_keys: dict[str, GPU] = {}
     gpu_ids: dict[str, str] = {}
     for gpu, names in pairs:

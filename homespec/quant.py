@@ -408,11 +408,29 @@ def _fallback(new: str, ncols: int) -> str:
     return ret if ncols % GGML_TYPES[ret][0] == 0 else "F16"
 
 
-def predict_tensors(model: ModelSpec, ftype: str, *, imatrix: bool | None = None) -> tuple[TensorInfo, ...]:
+def _converted_type(model: ModelSpec, name: str) -> str | None:
+    """The quantised type a tensor already has in the converted GGUF, which every published file keeps.
+
+    gpt-oss ships its experts in MXFP4 and the converter writes them so (conversion/gpt_oss.py,
+    raw_dtype MXFP4). llama-quantize refuses to requantize a quantised tensor unless told to
+    (src/llama-quant.cpp, "requantizing from type %s is disabled"), and re-quantising MXFP4 to a
+    K-quant only loses precision, so the published F16 / Q4_K_M / Q8_0 files keep MXFP4 experts:
+    unsloth's gpt-oss-20b F16 is 13.8 GB and Q4_K_M 11.6 GB, not the 41.9 / 15.8 GB that
+    re-quantised experts would make (profiles/models/gpt-oss.toml)."""
+    if _ARCH_ALIASES.get(model.arch, model.arch) == "gpt-oss" and "_exps.weight" in name:
+        return "MXFP4"
+    return None
+
+
+def predict_tensors(model: ModelSpec, ftype: str, *, imatrix: bool | None = None,
+                    converted: bool = True) -> tuple[TensorInfo, ...]:
     """Each tensor's ggml type and exact bytes when llama.cpp quantises the model to `ftype`.
 
     `imatrix` says whether an importance matrix was used (it changes a few IQ3/IQ4 choices);
     by default it is assumed exactly for the file types that cannot be made without one.
+    `converted`: the source is llama.cpp's conversion of the published checkpoint, so tensors the
+    converter writes already quantised keep that type (gpt-oss's MXFP4 experts, _converted_type);
+    False for a source written in float throughout, which the quantiser types like any other.
     """
     name = normalize_quant(ftype)
     if name.startswith("EXL2-"):
@@ -423,8 +441,11 @@ def predict_tensors(model: ModelSpec, ftype: str, *, imatrix: bool | None = None
     quantized = GGML_TYPES[default][0] > 1  # F16/BF16/F32 files copy every 2-D weight to that type
     out = []
     for tname, shape in shapes:
+        kept = _converted_type(model, tname) if converted else None
         if not _allows_quantization(tname, shape):
             ggml_type = "F32"  # 1-D norms, biases and rope factors stay as converted: F32
+        elif kept is not None:
+            ggml_type = kept
         elif not quantized:
             ggml_type = default
         else:

@@ -8,7 +8,7 @@ import pytest
 
 from homespec.catalog import DEFAULT_QUANT, load_catalog
 from homespec.errors import UsageError
-from homespec.quant import profiles_dir
+from homespec.quant import GGML_TYPES, n_params, profiles_dir
 
 GIB = 1 << 30
 
@@ -30,14 +30,16 @@ def test_every_entry_names_its_source():
 
 def test_gpus_are_sane(cat):
     assert len(cat.gpus) >= 35
+    unified = {u["name"] for u in tomllib.loads((profiles_dir() / "gpus.toml").read_text()).get("unified", [])}
     for g in cat.gpus:
-        assert g.vendor in ("nvidia", "apple", "intel")
+        assert g.vendor in ("nvidia", "apple", "intel", "amd")
         assert 8 * GIB <= g.total_bytes <= 512 * GIB, g
         assert 200 <= g.bandwidth_gbs <= 5000, g
-        assert g.unified == (g.vendor == "apple")
+        # Macs and the [[unified]] machines (Strix Halo, DGX Spark) share their RAM with the GPU
+        assert g.unified == (g.vendor == "apple" or any(g.name.startswith(n[:-1]) for n in unified)), g
         assert g.fp16_tflops is None or 5 <= g.fp16_tflops <= 1000
         if g.vendor == "nvidia":
-            assert g.compute_capability and g.fp16_tflops
+            assert g.compute_capability and (g.fp16_tflops or g.unified)  # GB10: no dense fp16 figure published
     assert cat.gpu("h200").total_bytes > cat.gpu("h100").total_bytes > cat.gpu("a100-40g").total_bytes
 
 
@@ -65,17 +67,35 @@ def test_unknown_gpu_names_the_nearest(cat):
     assert "nearest" in e.value.hint and "4090" in e.value.hint
 
 
+def _bits(ggml_type: str) -> float:
+    block, nbytes = GGML_TYPES[ggml_type]
+    return nbytes * 8 / block
+
+
 def test_every_model_is_sane(cat):
-    assert len(cat.models) >= 38
+    assert len(cat.models) >= 50
     for mid in cat.models:
         m = cat.model(mid)
         assert m.quant == DEFAULT_QUANT and m.family == mid and m.format == "catalogue"
         assert m.n_embd % m.n_head == 0 or m.n_head * m.head_dim != m.n_embd  # Nemo/Gemma: explicit head_dim
-        assert m.n_head % m.n_head_kv == 0 and m.head_dim in (64, 128, 256)
-        assert 1e8 < m.n_params < 5e11
-        weights = sum(t.n_bytes for t in m.tensors)
-        bpw = weights * 8 / m.n_params
-        assert 4.5 < bpw < 6.5, (mid, bpw)  # Q4_K_M: 4.5 bpw blocks plus Q6_K/Q8_0 heads and layers
+        assert m.n_head % m.n_head_kv == 0
+        if m.kv_lora_rank:  # MLA: llama.cpp stores one shared latent "head" of kv_lora_rank + the RoPE part
+            assert (m.n_head_kv, m.head_dim, m.head_dim_v) == (1, m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank)
+        else:
+            assert m.head_dim in (64, 128, 256)
+        # the parameter count the entry states (a model card's "671B", "1T") is the summed tensor shapes
+        # to the card's rounding: Kimi-K2's "1T" is 1.026e12 summed, Llama-4-Scout's 109B counts its
+        # vision tower, which the text-only GGUF does not hold (-1.1%)
+        shapes = n_params(cat.entry(mid).spec)
+        assert 1e8 < shapes and abs(shapes - m.n_params) <= 0.03 * m.n_params, (mid, shapes, m.n_params)
+        # Q4_K_M: every quantisable weight starts at Q4_K and the quantiser only raises it, to at
+        # most Q8_0; a tensor the converter already wrote quantised keeps its type (gpt-oss's MXFP4
+        # experts); norms, biases and routers stay F32. Bounds per model from its own tensors:
+        q = sum(t.n_elements for t in m.tensors if t.ggml_type != "F32")
+        f32 = sum(t.n_elements for t in m.tensors if t.ggml_type == "F32")
+        lo = _bits("MXFP4") if m.arch == "gpt-oss" else _bits("Q4_K")
+        bits = sum(t.n_bytes for t in m.tensors) * 8
+        assert lo * q + 32 * f32 <= bits <= _bits("Q8_0") * q + 32 * f32, (mid, bits / (q + f32))
         assert m.source.startswith("https://huggingface.co/")
 
 

@@ -258,7 +258,37 @@ def test_a_mac_over_its_unified_memory_says_so(capsys):
     assert not any("more Apple" in s for s in p["suggestions"])  # a Mac takes no second chip
 
 
+@pytest.mark.parametrize("gpu,model,gpu_cap_gib", [
+    ("strix-halo", "qwen3-30b-a3b-q4", 64.0),  # amdgpu's GTT default: half of the 128 GiB
+    ("dgx-spark", "gpt-oss-120b", None),  # the pool: ggml-cuda gives an integrated GPU MemAvailable
+])
+def test_unified_machines_beyond_apple_plan_as_one_pool(capsys, gpu, model, gpu_cap_gib):
+    code, out, _ = run(capsys, "plan", "--gpu", gpu, "--model", model, "--json")
+    p = json.loads(out)
+    gpu0, host = p["devices"]
+    assert code == 0 and p["verdict"] == "fits" and p["unified_memory"]
+    assert host["capacity_bytes"] == 128 * 2**30 - int(128 * 2**30 * 0.10)  # RAM less the OS's, whatever this host has
+    assert gpu0["capacity_bytes"] == (host["capacity_bytes"] if gpu_cap_gib is None else int(gpu_cap_gib * 2**30))
+    assert host["shared_bytes"] == gpu0["used_bytes"]
+    assert not any("more " in s for s in p["suggestions"])  # one chip per machine
+
+
+def test_strix_halo_over_its_gtt_limit_names_the_setting(capsys):
+    code, out, _ = run(capsys, "plan", "--gpu", "strix-halo", "--model", "qwen3-235b-a22b-q2_k", "--draft", "none")
+    assert code in (0, 3) and "ttm.pages_limit" in out and "amdgpu GTT" in out
+    code, out, _ = run(capsys, "plan", "--gpu", "dgx-spark", "--model", "qwen3-235b-a22b-q2_k", "--draft", "none")
+    assert code in (0, 3) and "ttm.pages_limit" not in out
+
+
+def test_ram_beyond_a_unified_machine_is_a_usage_error(capsys):
+    code, out, err = run(capsys, "plan", "--gpu", "dgx-spark", "--model", "llama-3.1-8b-q4", "--ram", "256")
+    assert code == 2 and out == "" and err.startswith("error: --ram 256 GiB is more than")
+
+
 @pytest.mark.parametrize(("gpu", "words"), [
+    ("4090,strix-halo", "cannot be in one machine"),
+    ("dgx-spark,5090", "cannot be in one machine"),
+    ("dgx-spark,strix-halo", "one chip"),
     ("4090,m3-ultra-512", "cannot be in one machine"),
     ("m3-ultra-512,4090", "cannot be in one machine"),
     ("m3-ultra-96,m2-max-64", "one chip"),

@@ -146,7 +146,8 @@ def test_absurd_context_is_a_usage_error(ctx):
 
 
 def test_apple_unified_memory_counts_host_and_gpu_together():
-    mac = GPU(name="Apple M3 Max", vendor="apple", total_bytes=36 * 10**9, bandwidth_gbs=300.0, source="catalogue")
+    mac = GPU(name="Apple M3 Max", vendor="apple", total_bytes=36 * 10**9, bandwidth_gbs=300.0, unified=True,
+              source="catalogue")
     m = f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, bpw=0.5625)
     p = solve(m, head_for(m), Machine(gpus=(mac,), ram_bytes=36 * 10**9, cpu_cores=12), Settings(n_ctx=8192))
     g = next(u for u in p.devices if u.device.id == "gpu0")
@@ -224,6 +225,46 @@ def test_unified_pool_invariants(ram, n_layer, width, bpw, ctx, with_head):
     m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
     p = solve(m, head_for(m) if with_head else None, mac(ram), Settings(n_ctx=ctx), suggest=False)
     _check_pool_invariants(p)
+
+
+# --- unified memory beyond Apple: Strix Halo (amdgpu GTT) and DGX Spark (the pool) ---------------
+
+
+def unified_box(vendor: str, ram_gib: int = 128) -> Machine:
+    bw = 256.0 if vendor == "amd" else 273.0
+    chip = GPU(name=f"{vendor} unified ({ram_gib} GB)", vendor=vendor, total_bytes=ram_gib * GIB, bandwidth_gbs=bw,
+               unified=True, source="catalogue")
+    return Machine(gpus=(chip,), ram_bytes=ram_gib * GIB, cpu_cores=16, ram_bandwidth_gbs=bw, source="catalogue")
+
+
+def test_strix_halo_gpu_gets_the_gtt_default_and_dgx_spark_the_pool():
+    m = f16_model(n_layer=8, n_embd=1024, n_head=8, n_head_kv=8, n_ff=4096, n_vocab=32000, bpw=0.5625)
+    amd = solve(m, None, unified_box("amd"), Settings(n_ctx=2048), suggest=False)
+    nv = solve(m, None, unified_box("nvidia"), Settings(n_ctx=2048), suggest=False)
+    pool = 128 * GIB - int(128 * GIB * 0.10)  # RAM less the OS's 10 %
+    # amdgpu's default GTT is half of RAM; ggml-cuda gives an integrated GPU what the OS has available
+    assert [u.device.capacity_bytes for u in amd.devices] == [64 * GIB, pool]
+    assert [u.device.capacity_bytes for u in nv.devices] == [pool, pool]
+    assert amd.unified and nv.unified and amd.verdict == nv.verdict == FITS
+
+
+def test_a_model_over_the_gtt_limit_but_inside_the_pool_offloads_on_strix_halo():
+    # 69e9 weights at 1.2 bytes: ~77 GiB, more than the 64 GiB GTT default, less than the 115 GiB pool
+    m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672, n_vocab=32000, bpw=1.2)
+    amd = solve(m, None, unified_box("amd"), Settings(n_ctx=4096), suggest=False)
+    nv = solve(m, None, unified_box("nvidia"), Settings(n_ctx=4096), suggest=False)
+    _check_pool_invariants(amd)
+    _check_pool_invariants(nv)
+    assert amd.verdict == FITS_OFFLOADED and amd.offloaded_layers > 0
+    assert nv.verdict == FITS and nv.offloaded_layers == 0
+
+
+@hsettings(max_examples=30, deadline=None)
+@given(vendor=st.sampled_from(["amd", "nvidia"]), ram=st.sampled_from([32, 64, 128]), n_layer=st.integers(8, 96),
+       width=st.sampled_from([2048, 4096, 8192]), bpw=st.sampled_from([0.5625, 2.0]))
+def test_unified_pool_invariants_beyond_apple(vendor, ram, n_layer, width, bpw):
+    m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
+    _check_pool_invariants(solve(m, head_for(m), unified_box(vendor, ram), Settings(n_ctx=8192), suggest=False))
 
 
 @hsettings(max_examples=30, deadline=None)

@@ -37,5 +37,22 @@ def test_predicted_types_match_llamacpp_quantize(tmp_path, family, shape, ftype)
     _quantize(src, dst, ftype)
     real = {t.name: (t.ggml_type, t.n_bytes) for t in read_gguf_header(dst).tensors}
     spec = dataclasses.replace(model_spec_from_gguf(read_gguf_header(src)), tensors=None)
-    predicted = {t.name: (t.ggml_type, t.n_bytes) for t in predict_tensors(spec, ftype)}
+    # the tiny source is F32 throughout (a real gpt-oss conversion writes its experts in MXFP4)
+    predicted = {t.name: (t.ggml_type, t.n_bytes) for t in predict_tensors(spec, ftype, converted=False)}
     assert predicted == real
+
+
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q8_0", "F16", "MXFP4_MOE"])
+def test_gpt_oss_experts_keep_the_converters_mxfp4(ftype):
+    """The converter writes gpt-oss's experts in MXFP4 and llama-quantize does not requantize a
+    quantised tensor, so every file type keeps them; the other weights follow the file type."""
+    from homespec.catalog import load_catalog
+
+    spec = load_catalog().entry("gpt-oss-20b").spec
+    kept = predict_tensors(spec, ftype)
+    floats = predict_tensors(spec, ftype, converted=False)  # an all-float source re-quantises them
+    exps = [t for t in kept if t.name.endswith("_exps.weight")]
+    assert exps and all(t.ggml_type == "MXFP4" for t in exps)
+    assert [t for t in kept if "_exps." not in t.name] == [t for t in floats if "_exps." not in t.name]
+    if ftype != "MXFP4_MOE":
+        assert sum(t.n_bytes for t in floats) > sum(t.n_bytes for t in kept)

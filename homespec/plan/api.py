@@ -94,7 +94,23 @@ def make_plan(
         n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe,
     )
     plan = _solve(target, head, machine, settings, calibrate)
-    return plan if assumed is None or head is None else replace(plan, notes=(*plan.notes, assumed))
+    notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
+    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+
+
+def _unified_limit_note(plan: Plan) -> str | None:
+    """When a unified GPU's own limit (not the pool) keeps weights off it, name the setting that raises it."""
+    from homespec.plan.devices import AMD_GTT_HINT
+    from homespec.plan.fit import FITS
+    from homespec.plan.render import gib
+
+    gpu = next((u.device for u in plan.devices if u.device.is_gpu and u.device.unified), None)
+    host = next((u.device for u in plan.devices if not u.device.is_gpu), None)
+    if gpu is None or host is None or plan.verdict == FITS or gpu.capacity_bytes >= host.capacity_bytes:
+        return None
+    how = AMD_GTT_HINT if gpu.vendor == "amd" else "raise Metal's limit (sudo sysctl iogpu.wired_limit_mb=N)"
+    return (f"the GPU may use {gib(gpu.capacity_bytes)} of the {gib(host.capacity_bytes)} pool ({gpu.limit}); "
+            f"to keep more on it, {how}")
 
 
 def _solve(target: ModelSpec, head, machine, settings: Settings, calibrate: str | None) -> Plan:

@@ -16,6 +16,15 @@ APPLE_SMALL_MAC_BYTES = 36 * 10**9
 APPLE_SMALL_SHARE = 2 / 3
 APPLE_LARGE_SHARE = 3 / 4
 
+# Strix Halo on Linux: the GPU reaches system RAM through GTT, whose size amdgpu and TTM default to
+# half of the RAM the OS sees, at least 3 GiB (kernel commit f7ba887f606b, "drm/amdgpu: Adjust logic
+# around GTT size", 2022; TTM's pages_limit defaults to half as well). The BIOS carve-out (UMA frame
+# buffer) is taken as its minimum, as Strix Halo LLM setups set it (docs/planner.md);
+# `ttm.pages_limit=N` on the kernel command line or `amd-ttm --set <GB>` raises the limit.
+AMD_GTT_SHARE = 1 / 2
+AMD_GTT_FLOOR = 3 * GIB
+AMD_GTT_HINT = "raise the GPU's GTT limit (ttm.pages_limit=N on the kernel command line, or amd-ttm --set <GB>)"
+
 # What the OS and other programs keep of the host's RAM: 10 % with a 2 GiB floor (a desktop
 # session plus a browser; users with a headless box can pass --ram to say more is free).
 HOST_OS_SHARE = 0.10
@@ -46,6 +55,8 @@ class Device:
     bandwidth_gbs: float
     vendor: str  # "nvidia" | "apple" | "amd" | "host"
     fp16_tflops: float | None = None
+    unified: bool = False  # shares the machine's RAM (Apple Silicon, Strix Halo, DGX Spark); the host too
+    limit: str = ""  # what sets a unified GPU's capacity ("Metal working set", ...)
 
     @property
     def is_gpu(self) -> bool:
@@ -65,36 +76,57 @@ def gpu_capacity(gpu: GPU) -> int:
     """Bytes a plan may use on this GPU.
 
     A probed GPU reports what is free now (other programs' memory excluded); a catalogue GPU is
-    assumed empty. Apple GPUs are capped by Metal's working-set limit.
+    assumed empty. Apple GPUs are capped by Metal's working-set limit, Strix Halo by the GTT default;
+    a unified NVIDIA GPU (DGX Spark) by nothing but the pool (devices_for caps every unified GPU at it).
     """
     if gpu.vendor == "apple":
         if gpu.source == "sysctl":
             return gpu.total_bytes  # the probe already reports the wired limit in force
         return apple_working_set(gpu.total_bytes)
+    if gpu.unified and gpu.vendor == "amd" and gpu.source == "catalogue":
+        return amd_gtt_limit(gpu.total_bytes)
     if gpu.free_bytes is not None and gpu.source == "nvml":
         return gpu.free_bytes
     return gpu.total_bytes
 
 
+def amd_gtt_limit(ram_bytes: int) -> int:
+    return max(AMD_GTT_FLOOR, int(ram_bytes * AMD_GTT_SHARE))
+
+
+def unified_limit(gpu: GPU) -> str:
+    """What caps a unified GPU's share of the pool, as the plan's table says it."""
+    if gpu.vendor == "apple":
+        return "Metal working set"
+    if gpu.vendor == "amd":
+        return "amdgpu GTT, half of RAM by default"
+    # ggml-cuda reports /proc/meminfo's MemAvailable as the free memory of an integrated GPU
+    # (ggml_backend_cuda_get_available_uma_memory, llama.cpp PR #17368)
+    return "the pool: CUDA allocates from RAM"
+
+
 def devices_for(machine: Machine) -> tuple[Device, ...]:
     """GPUs first (gpu0..), then the host.
 
-    On Apple Silicon the two are one pool: the host's capacity is the RAM the OS leaves, and the
-    GPU's is its share of that same RAM, the Metal working set (never more than the pool). The
-    solver counts the GPU's use against the host's pool too (plan.place.ledger.device_uses)."""
+    On a unified-memory machine (Apple Silicon, Strix Halo, DGX Spark) the two are one pool: the
+    host's capacity is the RAM the OS leaves, and the GPU's is its share of that same RAM (the Metal
+    working set, the GTT limit, or the whole pool), never more than the pool. The solver counts the
+    GPU's use against the host's pool too (plan.place.ledger.device_uses)."""
     pool = host_usable(machine.ram_bytes)
     out = [
         Device(
             id=f"gpu{i}",
             name=g.name,
-            capacity_bytes=min(gpu_capacity(g), pool) if g.vendor == "apple" else gpu_capacity(g),
+            capacity_bytes=min(gpu_capacity(g), pool) if g.unified else gpu_capacity(g),
             bandwidth_gbs=g.bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS,
             vendor=g.vendor,
             fp16_tflops=g.fp16_tflops,
+            unified=g.unified,
+            limit=unified_limit(g) if g.unified else "",
         )
         for i, g in enumerate(machine.gpus)
     ]
-    unified = any(g.vendor == "apple" for g in machine.gpus)
+    unified = any(g.unified for g in machine.gpus)
     host_bw = machine.ram_bandwidth_gbs or (
         out[0].bandwidth_gbs if unified and out else min(DEFAULT_HOST_BANDWIDTH_GBS, PER_CORE_BANDWIDTH_GBS * host_cores(machine))
     )
@@ -105,6 +137,7 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
             capacity_bytes=pool,
             bandwidth_gbs=host_bw,
             vendor="host",
+            unified=unified,
         )
     )
     return tuple(out)

@@ -53,8 +53,8 @@ class Plan:
 
     @property
     def unified(self) -> bool:
-        """GPU and CPU share one pool of RAM (Apple Silicon)."""
-        return any(d.device.vendor == "apple" for d in self.devices)
+        """GPU and CPU share one pool of RAM (Apple Silicon, Strix Halo, DGX Spark)."""
+        return any(d.device.unified for d in self.devices)
 
     @property
     def fits(self) -> bool:

@@ -31,11 +31,12 @@ def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None) -> Mach
     if ram_gib is not None:
         if not 0.5 <= ram_gib <= 65536:
             raise UsageError(f"--ram {ram_gib} GiB is out of range", hint="give the machine's RAM in GiB, e.g. --ram 64")
-        mac = next((g for g in m.gpus if g.vendor == "apple" and g.source == "catalogue"), None)
-        if mac is not None and ram_gib * GIB > mac.total_bytes:
+        chip = next((g for g in m.gpus if g.unified and g.source == "catalogue"), None)
+        if chip is not None and ram_gib * GIB > chip.total_bytes:
+            more = "a Mac with more, e.g. --gpu m3-ultra-512" if chip.vendor == "apple" else "a machine with more memory"
             raise UsageError(
-                f"--ram {ram_gib:g} GiB is more than the {mac.name} has: its {mac.total_bytes / GIB:g} GiB is all the RAM there is",
-                hint="drop --ram (a named Mac brings its unified memory), or name a Mac with more, e.g. --gpu m3-ultra-512",
+                f"--ram {ram_gib:g} GiB is more than the {chip.name} has: its {chip.total_bytes / GIB:g} GiB is all the RAM there is",
+                hint=f"drop --ram (a named unified-memory machine brings its memory), or name {more}",
             )
         m = replace(m, ram_bytes=int(ram_gib * GIB), ram_free_bytes=None)
     return m
@@ -54,7 +55,7 @@ def _catalogue_machine(arg: str, host: Machine) -> Machine:
     gpus = tuple(replace(cat.gpu(n), index=i) for i, n in enumerate(names))
     check_one_machine(gpus, names)
     m = replace(host, gpus=gpus, ram_free_bytes=None, source="catalogue")
-    if gpus[0].vendor == "apple":  # a Mac's GPU memory is its RAM, and its memory bandwidth the CPU's too
+    if gpus[0].unified:  # a unified chip's GPU memory is its RAM, and its memory bandwidth the CPU's too
         m = replace(m, ram_bytes=gpus[0].total_bytes, ram_bandwidth_gbs=gpus[0].bandwidth_gbs)
     return m
 
@@ -62,23 +63,29 @@ def _catalogue_machine(arg: str, host: Machine) -> Machine:
 def check_one_machine(gpus: tuple[GPU, ...], labels: list[str] | None = None) -> None:
     """Refuse GPU lists no one machine can hold; `labels` are the names as the user typed them.
 
-    An Apple Silicon GPU is part of its chip: a Mac has exactly one, shares its RAM with it, and
-    takes no PCIe card llama.cpp can use (macOS has no CUDA driver). So an Apple GPU plans alone:
-    never beside an NVIDIA/AMD card, never beside a second Apple chip (two Macs are two machines)."""
+    A unified-memory GPU is part of its chip: an Apple Silicon Mac, a Strix Halo or a DGX Spark has
+    exactly one, shares its RAM with it, and is planned alone: never beside a discrete card (a Mac
+    takes none llama.cpp can use; on the others a card's memory would not be part of the one pool
+    the planner budgets), never beside a second chip (two machines)."""
     name = dict(zip(map(id, gpus), labels or [g.name for g in gpus]))
-    apple = [g for g in gpus if g.vendor == "apple"]
-    if not apple:
+    chips = [g for g in gpus if g.unified]
+    if not chips:
         return
-    mac = name[id(apple[0])]
-    others = [g for g in gpus if g.vendor != "apple"]
+    first = name[id(chips[0])]
+    kind = "a Mac" if chips[0].vendor == "apple" else "a unified-memory machine"
+    others = [g for g in gpus if not g.unified]
     if others:
         card = name[id(others[0])]
+        why = f"a Mac takes no {others[0].vendor.upper()} card" if chips[0].vendor == "apple" else \
+            f"{kind} is planned alone (its GPU shares the RAM; a card's memory is not in that pool)"
         raise UsageError(
-            f"{card} and {mac} cannot be in one machine: a Mac takes no {others[0].vendor.upper()} card",
-            hint=f"plan the Mac alone (--gpu {mac}) or the PC's cards alone (--gpu {card})",
+            f"{card} and {first} cannot be in one machine: {why}",
+            hint=f"plan {kind} alone (--gpu {first}) or the PC's cards alone (--gpu {card})",
         )
-    if len(apple) > 1:
+    if len(chips) > 1:
+        what = "Apple GPUs" if all(g.vendor == "apple" for g in chips) else "unified-memory chips"
         raise UsageError(
-            f"{len(apple)} Apple GPUs ({', '.join(name[id(g)] for g in apple)}) cannot be in one machine: a Mac has one chip",
-            hint=f"name one Mac, e.g. --gpu {mac}",
+            f"{len(chips)} {what} ({', '.join(name[id(g)] for g in chips)}) cannot be in one machine: "
+            f"{kind} has one chip",
+            hint=f"name one, e.g. --gpu {first}",
         )

@@ -18,6 +18,11 @@ def _pool(plan: Plan) -> str:
     return f"GPU + CPU {gib(host.used_bytes + host.shared_bytes)} of {gib(host.device.capacity_bytes)}"
 
 
+def _capacity_note(devices) -> str:
+    limits = "; ".join(dict.fromkeys(u.device.limit for u in devices if u.device.is_gpu and u.device.limit))
+    return f"gpu: {limits}; host: RAM less the OS's"
+
+
 def verdict_line(plan: Plan) -> str:
     s = plan.settings
     if plan.verdict == FITS:
@@ -139,7 +144,7 @@ def render(plan: Plan, console) -> None:
         table.add_row("GPU's share", *[gib(u.shared_bytes) if u.shared_bytes else "" for u in devices],
                       "gpu0's total again: it is the same RAM")
     table.add_row("capacity", *[gib(u.device.capacity_bytes) for u in devices],
-                  "gpu: Metal working set; host: RAM less the OS's" if plan.unified else "")
+                  _capacity_note(devices) if plan.unified else "")
     table.add_row("headroom", *[("[red]" if u.headroom_bytes < 0 else "[green]") + gib(u.headroom_bytes) for u in devices], "")
     console.print(table)
     color = "green" if plan.verdict == FITS else ("yellow" if plan.verdict == FITS_OFFLOADED else "red")

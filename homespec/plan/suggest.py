@@ -52,7 +52,7 @@ def suggestions(plan: Plan) -> list[str]:
         out.append(quant)
     g = plan.machine.gpus[0]
     for extra in range(1, 4):  # the fewest more GPUs of the same kind that hold everything
-        if len(plan.machine.gpus) + extra > 8 or g.vendor == "apple":  # a Mac has one GPU (plan/machine.py)
+        if len(plan.machine.gpus) + extra > 8 or g.unified:  # a unified chip is the machine's one GPU (plan/machine.py)
             break
         more = tuple(replace(g, index=len(plan.machine.gpus) + i) for i in range(extra))
         bigger = replace(plan.machine, gpus=(*plan.machine.gpus, *more))

@@ -22,7 +22,7 @@ from homespec.types import DraftSpec, Machine, ModelSpec
 class DeviceUse:
     device: Device
     used_bytes: int  # the items placed on this device
-    # Bytes other devices hold in this device's memory: on Apple Silicon the GPU's working set is
+    # Bytes other devices hold in this device's memory: on a unified-memory machine the GPU's share is
     # part of the RAM, so the host's pool also carries the GPU's use (docs/planner.md, "Apple Silicon").
     shared_bytes: int = 0
 
@@ -34,7 +34,7 @@ class DeviceUse:
 def device_uses(devs: tuple[Device, ...], items: tuple[mem.LineItem, ...] | list[mem.LineItem]) -> tuple[DeviceUse, ...]:
     """What each device holds; on a unified-memory machine the host's pool also holds the GPU's share."""
     used = {d.id: mem.sum_bytes(items, d.id) for d in devs}
-    unified = any(d.vendor == "apple" for d in devs)
+    unified = any(d.unified for d in devs)
     gpu_total = sum(used[d.id] for d in devs if d.is_gpu)
     return tuple(DeviceUse(d, used[d.id], gpu_total if unified and not d.is_gpu else 0) for d in devs)
 
