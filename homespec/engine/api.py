@@ -79,6 +79,7 @@ class Handle:
         self.id = request_id
         self._q: "queue.Queue[object]" = queue.Queue()
         self._cancelled = threading.Event()
+        self.error: HomespecError | None = None  # set before the end when the engine failed this request
 
     # engine side
     def put(self, response: "Response") -> None:
