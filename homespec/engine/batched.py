@@ -52,6 +52,8 @@ class BatchedEngine:
         self._running: list["Running"] = []
         self._free = list(range(self.slots))
         self._stats = EngineStats(slots=self.slots)
+        if parts.shape is not None:  # accepted at draft position 0 .. depth-1
+            self._stats.spec_accepted_per_pos = [0] * parts.shape.depth
         self._rates: collections.deque[tuple[float, int]] = collections.deque(maxlen=64)  # (time, tokens) per step
         self._request_s = 0.0  # EWMA seconds a request holds a slot (the Retry-After estimate)
         self._next_id = 0
@@ -89,8 +91,8 @@ class BatchedEngine:
         with self._cond:
             if self._closing:
                 raise EngineClosed("the engine is shutting down", hint="send the request to a running server")
-            busy = len(self._running) + len(self._waiting) >= self.slots
-            if busy and len(self._waiting) >= self.queue_size:
+            # requests not yet in a slot beyond the free slots are the ones that wait
+            if len(self._waiting) - len(self._free) >= self.queue_size:
                 raise QueueFull(max(1.0, self._request_s))
             handle = Handle(request, self._next_id)
             self._next_id += 1
@@ -245,7 +247,7 @@ class BatchedEngine:
                     st.spec_num_drafts += 1
                     st.spec_num_draft_tokens += s.draft_size
                     st.spec_num_accepted_tokens += s.accepted
-                    while len(st.spec_accepted_per_pos) < s.draft_size:
+                    while len(st.spec_accepted_per_pos) < s.accepted:
                         st.spec_accepted_per_pos.append(0)
                     for i in range(s.accepted):
                         st.spec_accepted_per_pos[i] += 1

@@ -57,13 +57,13 @@ class BatchGuard:
             self.chosen = 0
             return 0
         plain = n / self.cost(n + extra_rows)
-        best, best_rate = 0, plain
+        best, best_rate = 1, 0.0
         for d in range(1, self.depth + 1):
             rows = n * self.nodes(d) + extra_rows
             rate = n * self.tokens(d) / (self.cost(rows) + n * d * self.draft_level_s)
             if rate > best_rate:
                 best, best_rate = d, rate
-        self.predicted = best_rate / plain
+        self.predicted = best_rate / plain  # the best draft depth's tokens/s over plain decoding's
         self.chosen = best if best_rate >= plain * (1 + self.margin) else 0
         return self.chosen
 
