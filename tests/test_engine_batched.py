@@ -1,11 +1,15 @@
 """homespec.engine.batched on the real SmolLM2: batched answers equal answers sent alone, with and
 without speculation, and the engine's bookkeeping (cancel, queue, context, joining, chunked prefill).
 
-What "equal" means: the token ids of each answer. On the CPU the engine's llama.cpp context runs
-one KV stream per sequence and micro-batches under 64 rows, so a batch reproduces the one-sequence
-path bit for bit and answers are expected identical; the noise floor of docs/backends.md
-("Batch-vs-single noise floor") is measured here all the same: an answer may differ only from a
-position where the target's top two logits, scored alone, are within NEAR_TIE of each other.
+What "equal" means: the token ids of each answer, batched against the same request sent alone.
+The engine's llama.cpp context runs one KV stream per sequence (a chain draft), so a sequence's
+cells stay in position order whoever shares the batch; what may still differ is the flash-
+attention kernel: a micro-batch of 64 or more rows (eight prompts prefilled together) takes the
+tiled kernel, which rounds differently from the one a lone 24-48 token prompt takes (docs/backends.md,
+"Batch-vs-single noise floor", "the 64-row limit": max logit difference 1.51). So an answer may
+differ from its answer alone only from a position where the target, scored alone, has its top
+two logits within NEAR_TIE; the count of identical answers is asserted too (and printed).
+With `ubatch=BATCH_INVARIANT_UBATCH` every answer is identical (test_batch_invariant_ubatch...).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from homespec.session.options import RunOptions
 from homespec.session.responses import Finish, StepFigures, TextDelta, final
 
 MAX_TOKENS = 16
-NEAR_TIE = 0.5  # logits; docs/backends.md: the largest top-2 gap at a batch-vs-single flip is 0.29
+NEAR_TIE = 1.6  # logits: the tiled kernel's largest logit difference (1.51, docs/backends.md) and a margin
 CHAIN = dict(ctx=384, threads=1, draft_depth=4, draft_topk=1, draft_tokens=5, guard=False)
 
 
@@ -33,7 +37,7 @@ def _open(method: str, **kw):
 @pytest.fixture(scope="module")
 def eagle():
     """EAGLE-3.1 chains of 4, forced on (no guard); speculate=False requests decode plainly."""
-    eng = _open("eagle3", prefill_chunk=32)
+    eng = _open("eagle3")
     yield eng
     eng.close()
 
@@ -65,6 +69,7 @@ def _together(eng, prompts, speculate):
 def _check_within_floor(prompts, reference, answers, smollm2_path) -> int:
     """-> answers identical to the reference; any other must part from it at a near-tie."""
     same = sum(a == r for a, r in zip(answers, reference))
+    print(f"identical answers: {same} of {len(answers)}")
     if same == len(answers):
         return same
     from homespec.backends.llamacpp.backend import LlamaCppBackend
@@ -83,14 +88,25 @@ def _check_within_floor(prompts, reference, answers, smollm2_path) -> int:
 def test_eight_concurrent_greedy_answers_equal_answers_alone(eagle, prompts, alone, smollm2_path):
     answers = _together(eagle, prompts, speculate=False)
     assert all(a.finish in ("eos", "length") for a in answers)
-    assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) == 8
+    assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) >= 6
     assert eagle.stats().live_sequences == 0
+
+
+def test_batch_invariant_ubatch_makes_every_answer_identical(prompts, alone):
+    from homespec.engine.load import BATCH_INVARIANT_UBATCH
+
+    eng = _open("none", ubatch=BATCH_INVARIANT_UBATCH)
+    try:
+        answers = _together(eng, prompts, speculate=False)
+    finally:
+        eng.close()
+    assert [a.token_ids for a in answers] == alone
 
 
 def test_eagle3_speculation_forced_on_equals_plain_greedy(eagle, prompts, alone, smollm2_path):
     before = eagle.stats()
     answers = _together(eagle, prompts, speculate=True)
-    assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) == 8
+    assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) >= 6
     after = eagle.stats()
     assert after.spec_num_drafts > before.spec_num_drafts
     assert after.spec_num_draft_tokens - before.spec_num_draft_tokens >= after.spec_num_drafts - before.spec_num_drafts
@@ -106,7 +122,7 @@ def test_ngram_speculation_forced_on_equals_plain_greedy(prompts, alone, smollm2
         assert eng.stats().spec_num_drafts > 0
     finally:
         eng.close()
-    assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) == 8
+    assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) >= 6
 
 
 def test_cancel_mid_stream_frees_the_sequence(eagle, prompts, alone):
@@ -146,6 +162,14 @@ def test_prompt_longer_than_the_context_is_refused_before_a_slot(eagle):
 def test_requests_join_running_ones_and_long_prompts_prefill_in_chunks(eagle, prompts, alone):
     """A streams; a 200-token prompt B joins and prefills in chunks of 32 while A keeps getting a
     token every step; C joins later. Every answer equals its answer alone."""
+    eagle.prefill_chunk = 32
+    try:
+        _join_and_chunk(eagle, prompts, alone)
+    finally:
+        eagle.prefill_chunk = eagle.backend.batch_rows
+
+
+def _join_and_chunk(eagle, prompts, alone):
     long_prompt = tuple(list(prompts[2]) * 6)[:200]
     long_alone = final(eagle.submit(_req(long_prompt))).token_ids
     a = eagle.submit(_req(prompts[0], n=40))

@@ -63,14 +63,17 @@ class BatchedEngine:
         self._thread.start()
 
     @classmethod
-    def open(cls, opt: "RunOptions", *, parallel: int, queue_size: int, prefill_chunk: int | None = None) -> "BatchedEngine":
+    def open(cls, opt: "RunOptions", *, parallel: int, queue_size: int, prefill_chunk: int | None = None,
+             ubatch: int | None = None) -> "BatchedEngine":
         """Plan, load the target with KV for `parallel` sequences of opt.ctx tokens, a drafter per
-        sequence and the guard (opt.guard False: drafts always run at full depth)."""
+        sequence and the guard (opt.guard False: drafts always run at full depth). `prefill_chunk`:
+        prompt rows per step (default n_batch); `ubatch`: llama.cpp's micro-batch (default the
+        plan's; homespec.engine.load.BATCH_INVARIANT_UBATCH for batch-invariant answers)."""
         from homespec.engine.load import open_parts
 
         if queue_size < 0:
             raise UsageError(f"queue size {queue_size} is negative", hint="pass 0 (no waiting) or more")
-        parts = open_parts(opt, parallel)
+        parts = open_parts(opt, parallel, ubatch)
         return cls(parts, queue_size=queue_size, prefill_chunk=prefill_chunk)
 
     @property

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
     from homespec.plan.fit import Plan
     from homespec.speculative.drafters.base import Drafter, DraftShape
 
-# Micro-batch rows of the engine's context. Below 64 rows llama.cpp's CPU flash attention treats
-# each query row on its own, so a sequence's logits do not depend on what shares its batch
-# (docs/backends.md, "the 64-row limit"); prefill speed is unchanged on the CPU (docs/server.md).
-ENGINE_UBATCH = 32
+# Micro-batch rows below which a sequence's numbers do not depend on what shares its batch: under
+# 64 query rows llama.cpp's CPU flash attention treats each row on its own (docs/backends.md,
+# "the 64-row limit"). `ubatch=BATCH_INVARIANT_UBATCH` buys bit-identical answers at a prefill
+# ~3.5x slower on this CPU (docs/server.md, "Engine"); the default keeps the plan's 512.
+BATCH_INVARIANT_UBATCH = 32
 
 
 @dataclass
@@ -45,7 +46,8 @@ def lane_leaves(opt: RunOptions, parallel: int, n_batch: int) -> int:
     return max(1, min(tree_leaves(opt.draft_tokens), MAX_SEQ // parallel, n_batch // parallel))
 
 
-def open_parts(opt: RunOptions, parallel: int) -> EngineParts:
+def open_parts(opt: RunOptions, parallel: int, ubatch: int | None = None) -> EngineParts:
+    """`ubatch`: llama.cpp micro-batch rows (None: the plan's)."""
     from homespec.backends.llamacpp.multi import MultiSeqBackend
     from homespec.backends.settings import settings_from_plan
     from homespec.session.load import plan_for_run
@@ -62,7 +64,8 @@ def open_parts(opt: RunOptions, parallel: int) -> EngineParts:
     # one unified KV cache holds every sequence: planned as one context of parallel x ctx cells
     plan = plan_for_run(replace(opt, ctx=parallel * opt.ctx), path)
     settings = settings_from_plan(plan, n_threads=threads_of(opt))
-    settings = replace(settings, n_ubatch=min(settings.n_ubatch, ENGINE_UBATCH))
+    if ubatch is not None:
+        settings = replace(settings, n_ubatch=max(1, min(settings.n_ubatch, ubatch)))
     leaves = lane_leaves(opt, parallel, settings.n_batch)
     if opt.method == "eagle3" and opt.draft_topk > 1:
         opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
