@@ -49,3 +49,13 @@ def test_forced_and_unmeasured():
     assert BatchGuard(depth=3, forced=True).choose(8) == 3
     assert BatchGuard(depth=3, prior=PRIOR).choose(8) == 0  # nothing measured yet: a plain step first
     assert BatchGuard(depth=3).choose(0) == 0
+
+
+def test_a_speculative_step_that_loses_backs_off():
+    """Noise made 8 rows look as cheap as 4; the step run at that choice loses and plain steps follow."""
+    g = _fed(BatchGuard(depth=1, prior=PRIOR), lambda rows: 0.010 * rows)
+    g.costs[8] = 0.040  # a lucky measurement
+    assert g.choose(4) == 1
+    g.record_step(4, 0, tokens=6, seconds=0.080)  # what it really cost: 6 tokens in 80 ms, plain 4 in 40
+    assert [g.choose(4) for _ in range(g.backoff)] == [0] * g.backoff
+    assert g.losses == 1

@@ -214,6 +214,10 @@ class BatchedEngine:
             if self.guard is not None:
                 self.guard.record_pass(n_rows, t_verify)
             steps = self._finish_step(owners, outs, t_verify, time.perf_counter() - t0)
+            if self.guard is not None and depth > 0:
+                spec = [s for s in steps if s.speculative]
+                drafting = sum(s.t_draft for s in spec)
+                self.guard.record_step(len(spec), rows, sum(len(s.tokens) for s in spec), t_verify + drafting)
         except Exception as e:  # noqa: BLE001 - one failed step fails its requests, not the engine
             self._fail(owners or self._running, e)
             return

@@ -12,11 +12,14 @@ every choice pays alike) depth d is worth
 
     tokens(d) / seconds(d) = n (1 + sum_{j<=d} alpha_j) / (cost(n.nodes(d) + extra) + n.d.draft_level)
 
-and the guard picks the best d, d > 0 only when it beats plain (d = 0) by `margin`. alpha_j,
+and the guard picks the best d, d > 0 only when it beats plain (d = 0) by `margin`. A
+speculative step is then judged on what it emitted: one that loses to plain decoding starts a
+backoff of plain steps (16, doubling while losses repeat, up to 256), as the one-sequence guard
+does (homespec.speculative.guard), so timing noise in the table cannot keep speculation on. alpha_j,
 the chance a draft accepts at least j tokens, starts from the head's recorded acceptance
 (homespec.plan.acceptance: its acceptance.json, weighted as `prior_weight` steps) and follows
 what this engine's drafts accept; draft_level is the measured drafting time per level and
-sequence. Whatever it chooses is measured in turn, so a wrong prediction costs one step.
+sequence.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ class BatchGuard:
     draft_level_s: float = 0.0  # drafting time per level and sequence
     chosen: int = 0  # the depth chosen for the last step
     predicted: float | None = None  # the last predicted (best / plain) tokens-per-second ratio
+    backoff: int = 16  # plain steps after a speculative step that lost (doubles per loss in a row)
+    max_backoff: int = 256
+    losses: int = 0  # speculative steps that emitted fewer tokens per second than plain would have
+    wins: int = 0
+    _plain_left: int = 0
+    _backoff_now: int = 0
 
     # --- deciding ------------------------------------------------------------------------------
 
@@ -53,7 +62,8 @@ class BatchGuard:
         if self.forced:
             self.chosen = self.depth
             return self.depth
-        if len(self.costs) < 2:  # nothing to draw a line through yet: measure a plain step
+        if len(self.costs) < 2 or self._plain_left > 0:  # nothing to draw a line through yet, or backing off
+            self._plain_left = max(0, self._plain_left - 1)
             self.chosen = 0
             return 0
         plain = n / self.cost(n + extra_rows)
@@ -106,6 +116,22 @@ class BatchGuard:
         if len(self.costs) > 256:  # keep the table bounded: drop the row count furthest from this one
             del self.costs[max(self.costs, key=lambda r: abs(r - rows))]
 
+    def record_step(self, n: int, extra_rows: int, tokens: int, seconds: float) -> None:
+        """A speculative step of `n` decoding sequences emitted `tokens` in `seconds` (the pass and
+        the drafts). Worse than plain decoding (n tokens in cost(n + extra)) by the margin: the
+        next `backoff` steps run plain, and the backoff doubles while losses repeat, so a
+        prediction that timing noise made too hopeful costs a step now and then, not every step."""
+        if self.forced or n < 1 or seconds <= 0:
+            return
+        plain = n / self.cost(n + extra_rows)
+        if tokens / seconds < plain * (1 - self.margin):
+            self.losses += 1
+            self._backoff_now = min(self.max_backoff, self._backoff_now * 2 if self._backoff_now else self.backoff)
+            self._plain_left = self._backoff_now
+        else:
+            self.wins += 1
+            self._backoff_now = 0
+
     def record_draft(self, drafted: int, accepted: int, levels: int, seconds: float) -> None:
         """A sequence drafted `drafted` tokens over `levels` levels in `seconds`; `accepted` were kept."""
         if drafted < 1:
@@ -123,6 +149,7 @@ class BatchGuard:
 
     def as_json(self) -> dict:
         return {"forced": self.forced, "depth": self.depth, "chosen": self.chosen,
+                "speculative_steps_won": self.wins, "speculative_steps_lost": self.losses,
                 "predicted_speedup": None if self.predicted is None else round(self.predicted, 4),
                 "draft_level_ms": round(self.draft_level_s * 1e3, 3),
                 "alpha": [round(self.alpha(d), 3) for d in range(1, self.depth + 1)],
