@@ -142,9 +142,12 @@ class BatchedEngine:
                     for r in self._running:
                         r.handle.cancel()
                 self._admit()
-            self._reap()
-            if self._running:
-                self._step()
+            try:
+                self._reap()
+                if self._running:
+                    self._step()
+            except Exception as e:  # noqa: BLE001 - the thread must survive to serve the next request
+                self._fail(list(self._running), e)
 
     def _admit(self) -> None:
         """Waiting requests into free slots (called holding the lock)."""
