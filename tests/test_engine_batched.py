@@ -18,7 +18,7 @@ import queue
 
 import pytest
 
-from homespec.engine.api import EngineRequest, QueueFull
+from homespec.engine.api import EngineClosed, EngineRequest, QueueFull
 from homespec.errors import HomespecError
 from homespec.session.options import RunOptions
 from homespec.session.responses import Finish, StepFigures, TextDelta, final
@@ -120,6 +120,13 @@ def test_ngram_speculation_forced_on_equals_plain_greedy(prompts, alone, smollm2
     try:
         answers = _together(eng, prompts, speculate=True)
         assert eng.stats().spec_num_drafts > 0
+        # close() with a request running: it is cancelled past the bound, and no request is taken after
+        h = eng.submit(_req(prompts[0], n=300))
+        assert isinstance(h.get(), StepFigures)
+        eng.close(timeout_s=0.0)
+        assert final(h).finish == "cancelled"
+        with pytest.raises(EngineClosed):
+            eng.submit(_req(prompts[0]))
     finally:
         eng.close()
     assert _check_within_floor(prompts, alone, [a.token_ids for a in answers], smollm2_path) >= 6
