@@ -214,3 +214,20 @@ def test_sampled_answers_follow_their_own_seed_in_a_batch(eagle, prompts):
     alone_ids = [final(eagle.submit(r)).token_ids for r in reqs]
     together = [final(h).token_ids for h in [eagle.submit(r) for r in reqs]]
     assert together == alone_ids
+
+
+def test_eagle3_trees_share_one_cache_and_equal_plain_greedy(prompts, alone, smollm2_path):
+    """Top-2 trees: each sequence's paths take its own range of sequence ids in a unified cache;
+    accepted paths through a later child are committed by moving cells between those ids."""
+    from homespec.engine.batched import BatchedEngine
+
+    opt = RunOptions(method="eagle3", **{**CHAIN, "draft_depth": 3, "draft_topk": 2, "draft_tokens": 6})
+    eng = BatchedEngine.open(opt, parallel=4, queue_size=0)
+    try:
+        assert eng.backend.unified and eng.backend.leaves_per_lane == 5
+        answers = _together(eng, prompts[:4], speculate=True)
+        assert max(s.draft_size for a in answers for s in a.steps) == 5
+        assert eng.stats().live_sequences == 0
+    finally:
+        eng.close()
+    assert _check_within_floor(prompts[:4], alone[:4], [a.token_ids for a in answers], smollm2_path) >= 3
