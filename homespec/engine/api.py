@@ -4,7 +4,8 @@ A consumer (the HTTP server, a benchmark) builds an EngineRequest from token ids
 and reads the request's Handle: the same Response records Session.stream yields (StepFigures,
 TextDelta, ..., then one Finish), produced on the engine's own thread. `cancel()` (a client that
 went away) frees the request's sequence at the engine's next step; the stream then ends with a
-Finish whose reason is "cancelled".
+Finish whose reason is "cancelled". A request the engine could not finish ends with a Finish
+whose reason is None and `handle.error` set (a HomespecError: message and hint).
 
     handle = engine.submit(EngineRequest(prompt_ids=ids, max_tokens=64))
     for r in handle:            # blocks between responses
@@ -79,6 +80,7 @@ class Handle:
         self.id = request_id
         self._q: "queue.Queue[object]" = queue.Queue()
         self._cancelled = threading.Event()
+        self.error: HomespecError | None = None  # set before the end when the engine failed this request
 
     # engine side
     def put(self, response: "Response") -> None:

@@ -48,9 +48,10 @@ def choose_capture(ll: Any, which: str, n_layer: int, n_embd: int) -> LayerInput
 
 def new_context(
     ll: Any, model: Any, s: BackendSettings, max_leaves: int,
-    capture: LayerInputCapture | EvalCallbackCapture, log: LogCollector, path: str,
+    capture: LayerInputCapture | EvalCallbackCapture, log: LogCollector, path: str, *, unified: bool = True,
 ) -> Any:
-    """A context whose unified KV cache can hold `max_leaves` sequences (one per tree path)."""
+    """A context whose unified KV cache can hold `max_leaves` sequences (one per tree path);
+    `unified=False`: one KV stream of n_ctx / max_leaves cells per sequence instead."""
     cp = ll.llama_context_default_params()
     cp.n_ctx = s.n_ctx
     cp.n_batch = s.n_batch
@@ -58,7 +59,7 @@ def new_context(
     cp.n_seq_max = max_leaves
     # One KV buffer shared by all sequences: a cell can then carry several sequence ids,
     # which is what lets tree nodes shared by several paths be computed once.
-    cp.kv_unified = True
+    cp.kv_unified = unified
     cp.n_threads = cp.n_threads_batch = s.n_threads or physical_cores()
     cp.type_k = GGML_TYPES[s.type_k]
     cp.type_v = GGML_TYPES[s.type_v]

@@ -1,0 +1,315 @@
+"""Several sequences in one llama.cpp context: one llama_decode per step carries every lane's work.
+
+A *lane* is one request's sequence. Lane i owns the llama.cpp sequence ids
+[i * L, (i + 1) * L): its committed tokens live in the first id (the lane's base), and a draft
+tree verified for it uses the lane's other ids for its extra root-to-leaf paths, exactly as the
+single-sequence backend (backends/llamacpp/backend.py) uses ids 0 .. L-1 with the layout of
+backends/llamacpp/tree.py. Lanes never share an id, so llama.cpp's mask keeps them apart: a row
+sees only cells carrying one of its own ids. The KV cache is unified (one buffer for every id).
+
+Work for a step is a list of `PrefillWork` (prompt tokens appended to a lane; a long prompt
+arrives in chunks, the logits of the last row only when asked) and `TreeWork` (a draft tree or a
+lone root token, verified but not committed). `decode(work)` lays every item's rows into one
+batch, runs it (in slices of n_batch rows if it is larger) and hands back one `Forward` per item;
+`commit(lane, path)` then keeps a tree's accepted path as the lane's continuation and frees the
+rest, `free(lane)` drops everything the lane holds (a finished or cancelled request).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from homespec.backends.base import Forward, Tokenizer, nothing_verified
+from homespec.backends.llamacpp.features import LayerInputCapture
+from homespec.backends.llamacpp.lib import LogCollector, capture_log, free_handles, import_llama_cpp, reason
+from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
+from homespec.backends.settings import BackendSettings, check_settings
+from homespec.errors import HomespecError, UsageError
+from homespec.speculative.tree import check_path, check_tree
+
+Row = tuple[int, int, tuple[int, ...], bool]  # (token, position, sequence ids, want logits)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillWork:
+    lane: int
+    tokens: tuple[int, ...]
+    want_logits: bool  # the last chunk of a prompt: logits of its last row
+
+
+@dataclass(frozen=True, slots=True)
+class TreeWork:
+    lane: int
+    tokens: tuple[int, ...]  # the tree's nodes, root first (a lone root: plain decoding)
+    parents: tuple[int, ...]
+
+
+@dataclass
+class _Lane:
+    n_past: int = 0
+    pending: tuple[TreeLayout, list[int], list[int]] | None = None  # verified tree: layout, tokens, parents
+
+
+class MultiSeqBackend:
+    """`lanes` sequences of at most `lane_ctx` tokens each (prompt, answer and a draft tree)."""
+
+    name = "llamacpp"
+    device = "cpu"
+
+    def __init__(self, model_path: str | os.PathLike[str], settings: BackendSettings, *, lanes: int,
+                 lane_ctx: int, leaves_per_lane: int = 1) -> None:
+        check_settings(settings)
+        ids = lanes * leaves_per_lane
+        if lanes < 1 or leaves_per_lane < 1 or ids > min(MAX_SEQ, settings.n_batch, settings.n_ctx):
+            raise UsageError(
+                f"{lanes} sequences of {leaves_per_lane} tree paths each need {ids} llama.cpp sequence ids; "
+                f"this context holds at most {min(MAX_SEQ, settings.n_batch, settings.n_ctx)}",
+                hint="lower --parallel, or draft a chain (--draft-topk 1) instead of a tree")
+        path = os.fspath(model_path)
+        if not os.path.isfile(path):
+            raise HomespecError(f"model file not found: {path}", hint="check the path, or run `homespec plan` to pick a model")
+        self._ll = ll = import_llama_cpp()
+        self.model_path, self.settings = path, settings
+        self.lanes, self.leaves_per_lane, self.lane_ctx = lanes, leaves_per_lane, lane_ctx
+        self._log = LogCollector()
+        self._model = self._ctx = self._batch = None
+        self._tokenizer: Tokenizer | None = None
+        self._embd_table: torch.Tensor | None = None
+        self._lane = [_Lane() for _ in range(lanes)]
+        # Chains (one id per lane): a KV stream per lane, so a lane's cells stay in position order
+        # whoever comes and goes, and a row scans only its own lane's cells. Trees share cells
+        # between a lane's ids, which needs the one unified buffer.
+        self.unified = leaves_per_lane > 1
+        with capture_log(self._log):
+            self._model = load_model(ll, path, settings, self._log)
+            self._n_layer = ll.llama_model_n_layer(self._model)
+            self._n_embd = ll.llama_model_n_embd(self._model)
+            self.n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
+            self._capture = choose_capture(ll, "auto", self._n_layer, self._n_embd)
+            try:
+                self._ctx = new_context(ll, self._model, settings, ids, self._capture, self._log, path,
+                                        unified=self.unified)
+            except HomespecError:
+                ll.llama_model_free(self._model)
+                self._model = None
+                raise
+        if isinstance(self._capture, LayerInputCapture):
+            self._capture.ctx = self._ctx
+        self.flash_attn_active = flash_attn_active(settings, self._log.lines)
+        # Flash attention sums a row's cells in cell order: keep a lane's committed cells in
+        # position order (backends/llamacpp/tree.py, "cell order").
+        self._keep_cell_order = self.flash_attn_active
+        self.max_context = lane_ctx  # what one sequence may hold (the Backend protocol's name)
+        self._batch_cap = min(settings.n_batch, ll.llama_n_batch(self._ctx))
+        self._batch = ll.llama_batch_init(self._batch_cap, 0, leaves_per_lane)
+        self._mem = ll.llama_get_memory(self._ctx)
+        self.order_repairs = 0
+
+    # --- shape (what drafters read) ------------------------------------------------------------
+
+    @property
+    def n_layer(self) -> int:
+        return self._n_layer
+
+    @property
+    def hidden_size(self) -> int:
+        return self._n_embd
+
+    @property
+    def batch_rows(self) -> int:
+        """The most rows one llama_decode call takes (n_batch)."""
+        return self._batch_cap
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            from homespec.tokenizer import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.model_path)
+        return self._tokenizer
+
+    def set_feature_layers(self, layers: Sequence[int]) -> None:
+        self._capture.set_layers(layers)
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token embeddings [..., H] float32 (as LlamaCppBackend.embed: the fp16 host table)."""
+        if self._embd_table is None:
+            self._embd_table = token_embd(self.model_path)
+        return self._embd_table[tokens.long()].float()
+
+    def n_past(self, lane: int) -> int:
+        return self._lane[lane].n_past
+
+    # --- one step ------------------------------------------------------------------------------
+
+    def decode(self, work: Sequence[PrefillWork | TreeWork]) -> list[Forward]:
+        """Every item's rows in one batch. -> per item: logits [T, V] (a tree: one row per node in
+        node order; a prefill: its last row, or none) and features [rows, k*H] or None."""
+        rows: list[Row] = []
+        spans: list[tuple[int, int, np.ndarray | None]] = []  # (first row, rows, node -> row within)
+        for item in work:
+            first = len(rows)
+            if isinstance(item, PrefillWork):
+                rows.extend(self._prefill_rows(item))
+                spans.append((first, len(item.tokens), None))
+            else:
+                item_rows, back = self._tree_rows(item)
+                rows.extend(item_rows)
+                spans.append((first, len(item_rows), back))
+        logits, feats, out_index = self._decode_rows(rows)
+        out = []
+        for item, (first, n, back) in zip(work, spans):
+            f = None if feats is None else feats[first:first + n]
+            if back is None:  # a prefill chunk
+                lg = logits[out_index[first + n - 1]][None, :] if item.want_logits else logits[:0]
+                self._lane[item.lane].n_past += n
+            else:
+                lg = logits[[out_index[first + int(r)] for r in back]]
+                f = None if f is None else f[back]
+            out.append(Forward(logits=torch.from_numpy(np.ascontiguousarray(lg)), features=_tensor(f)))
+        return out
+
+    def _prefill_rows(self, item: PrefillWork) -> list[Row]:
+        lane = self._lane[item.lane]
+        if not item.tokens:
+            raise HomespecError("prefill needs at least one token", hint="the prompt is empty")
+        self._discard(item.lane)
+        self._check_room(item.lane, len(item.tokens), "the prompt")
+        base, n = self._base(item.lane), len(item.tokens)
+        return [(int(t), lane.n_past + i, (base,), item.want_logits and i == n - 1) for i, t in enumerate(item.tokens)]
+
+    def _tree_rows(self, item: TreeWork) -> tuple[list[Row], np.ndarray]:
+        tokens = [int(t) for t in item.tokens]
+        parents = check_tree(tokens, list(item.parents))
+        layout = tree_layout(parents)
+        if layout.n_seq > self.leaves_per_lane:
+            raise UsageError(f"the draft tree has {layout.n_seq} leaves; a sequence here verifies at most "
+                             f"{self.leaves_per_lane}", hint="draft a narrower tree (fewer --draft-tokens)")
+        self._discard(item.lane)
+        self._check_room(item.lane, len(tokens), "the draft tree")
+        lane, base = self._lane[item.lane], self._base(item.lane)
+        for j in range(1, layout.n_seq):  # every path of the tree sees the lane's committed context
+            self._ll.llama_memory_seq_cp(self._mem, base, base + j, -1, -1)
+        lane.pending = (layout, tokens, parents)
+        rows = [(tokens[i], lane.n_past + layout.depths[i], tuple(base + s for s in layout.seq_ids[i]), True)
+                for i in layout.order]  # depth first, so an accepted first-child path has adjacent cells
+        return rows, np.asarray(layout.slot)
+
+    def commit(self, lane_id: int, path: Sequence[int]) -> None:
+        """Keep `path` (root first) of the lane's verified tree as its continuation, free the rest."""
+        lane = self._lane[lane_id]
+        if lane.pending is None:
+            raise nothing_verified()
+        layout, tokens, parents = lane.pending
+        path = check_path(path, parents)
+        k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
+        ll, mem, base = self._ll, self._mem, self._base(lane_id)
+        seq = base + path_seq(path[:k], layout)
+        ll.llama_memory_seq_rm(mem, seq, lane.n_past + k, -1)  # the kept path ends here
+        if seq != base:  # the path's cells become the base id's
+            ll.llama_memory_seq_rm(mem, base, -1, -1)
+            ll.llama_memory_seq_cp(mem, seq, base, -1, -1)
+        for j in range(1, layout.n_seq):  # the lane's other ids: rejected branches
+            ll.llama_memory_seq_rm(mem, base + j, -1, -1)
+        lane.pending = None
+        lane.n_past += k
+        if k < len(path):  # nodes past a hole in cell order: decoded again behind the others
+            rest = [tokens[i] for i in path[k:]]
+            self._decode_rows([(t, lane.n_past + j, (base,), False) for j, t in enumerate(rest)])
+            lane.n_past += len(rest)
+            self.order_repairs += 1
+
+    def free(self, lane_id: int) -> None:
+        """Drop every cell the lane holds (its request finished or was cancelled)."""
+        base = self._base(lane_id)
+        for j in range(self.leaves_per_lane):
+            self._ll.llama_memory_seq_rm(self._mem, base + j, -1, -1)
+        self._lane[lane_id] = _Lane()
+
+    def live_sequences(self) -> int:
+        """Sequence ids holding at least one cell, asked of llama.cpp itself (0: nothing leaked)."""
+        ll, mem = self._ll, self._mem
+        return sum(ll.llama_memory_seq_pos_max(mem, s) >= 0 for s in range(self.lanes * self.leaves_per_lane))
+
+    # --- internals -----------------------------------------------------------------------------
+
+    def _base(self, lane: int) -> int:
+        if not 0 <= lane < self.lanes:
+            raise UsageError(f"lane {lane} is outside 0..{self.lanes - 1}")
+        return lane * self.leaves_per_lane
+
+    def _discard(self, lane_id: int) -> None:
+        """A verified tree never committed: drop its cells."""
+        lane = self._lane[lane_id]
+        if lane.pending is not None:
+            base = self._base(lane_id)
+            self._ll.llama_memory_seq_rm(self._mem, base, lane.n_past, -1)
+            for j in range(1, self.leaves_per_lane):
+                self._ll.llama_memory_seq_rm(self._mem, base + j, -1, -1)
+            lane.pending = None
+
+    def _check_room(self, lane_id: int, n_new: int, what: str) -> None:
+        n_past = self._lane[lane_id].n_past
+        if n_past + n_new > self.lane_ctx:
+            raise HomespecError(
+                f"context full: {n_past} tokens in the sequence + {n_new} for {what} > n_ctx {self.lane_ctx}",
+                hint="start with a larger --ctx (see `homespec plan`) or a shorter prompt")
+
+    def _decode_rows(self, rows: list[Row]) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
+        """Decode rows in slices of n_batch. -> logits [n_out, V], features [n_rows, k*H] or None,
+        and for each row the index of its logits row (-1 without)."""
+        ll, b, V = self._ll, self._batch, self.n_vocab
+        logit_parts: list[np.ndarray] = []
+        feat_parts: list[np.ndarray] = []
+        out_index: list[int] = []
+        n_seen = 0
+        for start in range(0, len(rows), self._batch_cap):
+            chunk = rows[start:start + self._batch_cap]
+            n_out = 0
+            for i, (tok, pos, seqs, want) in enumerate(chunk):
+                b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, len(seqs)
+                for j, s in enumerate(seqs):
+                    b.seq_id[i][j] = s
+                b.logits[i] = 1 if want else 0
+                out_index.append(n_seen + n_out if want else -1)
+                n_out += bool(want)
+            b.n_tokens = len(chunk)
+            self._capture.begin()
+            with capture_log(self._log):
+                rc = ll.llama_decode(self._ctx, b)
+            if rc != 0:
+                raise HomespecError(f"llama_decode failed (code {rc}): {reason(self._log, 'see HOMESPEC_LLAMA_LOG=1 output')}",
+                                    hint="code 1 means the KV cache is full: fewer --parallel slots or a larger --ctx")
+            if n_out:
+                ptr = ll.llama_get_logits(self._ctx)
+                logit_parts.append(np.ctypeslib.as_array(ptr, shape=(n_out, V)).copy())
+            n_seen += n_out
+            feats = self._capture.collect(len(chunk))
+            if feats is not None:
+                feat_parts.append(feats)
+        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
+        return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None), out_index
+
+    # --- teardown ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._tokenizer is not None and hasattr(self._tokenizer, "close"):
+            self._tokenizer.close()
+            self._tokenizer = None
+        free_handles(self)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
+    return None if a is None else torch.from_numpy(np.ascontiguousarray(a))

@@ -1,0 +1,171 @@
+"""The guard for a batch: each step, the draft depth every decoding sequence gets (0 = plain),
+from what the batches just run cost and what drafts were accepted.
+
+A draft token's price depends on the batch it joins. On a GPU a decode of 8 rows costs about
+what one row costs (memory-bound), so drafting is nearly free; on a CPU every row costs almost
+a whole forward (compute-bound), and 8 sequences each verifying a chain of 4 cost ~5x a plain
+step of the same 8. So the guard keeps a cost table by batch rows, measured online from every
+llama_decode the engine runs (prefill chunks included, which measure large batches for free),
+and predicts a row count it has not run from a least-squares line t = a + b.rows over the
+table. For a step of n decoding sequences (plus the rows of prefill chunks riding along, which
+every choice pays alike) depth d is worth
+
+    tokens(d) / seconds(d) = n (1 + sum_{j<=d} alpha_j) / (cost(n.nodes(d) + extra) + n.d.draft_level)
+
+and the guard picks the best d, d > 0 only when it beats plain (d = 0) by `margin`. A
+speculative step is then judged on what it emitted: one that loses to plain decoding starts a
+backoff of plain steps (16, doubling while losses repeat, up to 256), as the one-sequence guard
+does (homespec.speculative.guard), so timing noise in the table cannot keep speculation on. alpha_j,
+the chance a draft accepts at least j tokens, starts from the head's recorded acceptance
+(homespec.plan.acceptance: its acceptance.json, weighted as `prior_weight` steps) and follows
+what this engine's drafts accept; draft_level is the measured drafting time per level and
+sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it (speculative/guard.py)
+NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a drafter with no recorded acceptance (n-gram lookup)
+
+
+@dataclass
+class BatchGuard:
+    depth: int  # the deepest draft (the drafter's depth as loaded)
+    nodes_per_level: float = 1.0  # tree nodes a level adds (1 for a chain)
+    prior: Sequence[float] | None = None  # recorded P(accepted >= d), d = 1, 2, ...
+    forced: bool = False  # no guard: every sequence drafts at full depth
+    margin: float = 0.03
+    prior_weight: float = 8.0
+    alpha_ewma: float = 0.3
+    costs: dict[int, float] = field(default_factory=dict)  # batch rows -> seconds per llama_decode
+    tried: list[float] = field(default_factory=list)  # [d-1]: drafts that reached depth d
+    hits: list[float] = field(default_factory=list)  # [d-1]: ... and accepted at least d tokens
+    draft_level_s: float = 0.0  # drafting time per level and sequence
+    chosen: int = 0  # the depth chosen for the last step
+    predicted: float | None = None  # the last predicted (best / plain) tokens-per-second ratio
+    backoff: int = 16  # plain steps after a speculative step that lost (doubles per loss in a row)
+    max_backoff: int = 256
+    losses: int = 0  # speculative steps that emitted fewer tokens per second than plain would have
+    wins: int = 0
+    _plain_left: int = 0
+    _backoff_now: int = 0
+
+    # --- deciding ------------------------------------------------------------------------------
+
+    def choose(self, n: int, extra_rows: int = 0) -> int:
+        """The draft depth for each of `n` decoding sequences this step (0: plain)."""
+        if n == 0 or self.depth < 1:
+            return 0
+        if self.forced:
+            self.chosen = self.depth
+            return self.depth
+        if len(self.costs) < 2 or self._plain_left > 0:  # nothing to draw a line through yet, or backing off
+            self._plain_left = max(0, self._plain_left - 1)
+            self.chosen = 0
+            return 0
+        plain = n / self.cost(n + extra_rows)
+        best, best_rate = 1, 0.0
+        for d in range(1, self.depth + 1):
+            rows = n * self.nodes(d) + extra_rows
+            rate = n * self.tokens(d) / (self.cost(rows) + n * d * self.draft_level_s)
+            if rate > best_rate:
+                best, best_rate = d, rate
+        self.predicted = best_rate / plain  # the best draft depth's tokens/s over plain decoding's
+        self.chosen = best if best_rate >= plain * (1 + self.margin) else 0
+        return self.chosen
+
+    def nodes(self, d: int) -> int:
+        """Rows of a depth-d draft, the root included."""
+        return 1 + max(d, round(self.nodes_per_level * d))
+
+    def tokens(self, d: int) -> float:
+        """Expected tokens a depth-d step emits: the target's own plus the accepted drafts."""
+        return 1.0 + sum(self.alpha(j) for j in range(1, d + 1))
+
+    def alpha(self, d: int) -> float:
+        """P(accepted >= d): the recorded prior blended with this engine's own drafts."""
+        p = list(self.prior or ())
+        if d <= len(p):
+            prior = float(p[d - 1])
+        elif p:
+            prior = float(p[-1]) * UNSEEN_DECAY ** (d - len(p))
+        else:
+            prior = NO_PRIOR * UNSEEN_DECAY ** (d - 1)
+        tried = self.tried[d - 1] if d <= len(self.tried) else 0.0
+        hits = self.hits[d - 1] if d <= len(self.hits) else 0.0
+        return (hits + self.prior_weight * prior) / (tried + self.prior_weight)
+
+    def cost(self, rows: int) -> float:
+        """Seconds of a llama_decode of `rows` rows: measured, else the line through the table."""
+        if rows in self.costs:
+            return self.costs[rows]
+        a, b = _fit_line(self.costs.items())
+        return max(1e-6, a + b * rows)
+
+    # --- learning ------------------------------------------------------------------------------
+
+    def record_pass(self, rows: int, seconds: float) -> None:
+        """One llama_decode of `rows` rows took `seconds`."""
+        if rows < 1 or seconds <= 0:
+            return
+        old = self.costs.get(rows)
+        self.costs[rows] = seconds if old is None else (1 - self.alpha_ewma) * old + self.alpha_ewma * seconds
+        if len(self.costs) > 256:  # keep the table bounded: drop the row count furthest from this one
+            del self.costs[max(self.costs, key=lambda r: abs(r - rows))]
+
+    def record_step(self, n: int, extra_rows: int, tokens: int, seconds: float) -> None:
+        """A speculative step of `n` decoding sequences emitted `tokens` in `seconds` (the pass and
+        the drafts). Worse than plain decoding (n tokens in cost(n + extra)) by the margin: the
+        next `backoff` steps run plain, and the backoff doubles while losses repeat, so a
+        prediction that timing noise made too hopeful costs a step now and then, not every step."""
+        if self.forced or n < 1 or seconds <= 0:
+            return
+        plain = n / self.cost(n + extra_rows)
+        if tokens / seconds < plain * (1 - self.margin):
+            self.losses += 1
+            self._backoff_now = min(self.max_backoff, self._backoff_now * 2 if self._backoff_now else self.backoff)
+            self._plain_left = self._backoff_now
+        else:
+            self.wins += 1
+            self._backoff_now = 0
+
+    def record_draft(self, drafted: int, accepted: int, levels: int, seconds: float) -> None:
+        """A sequence drafted `drafted` tokens over `levels` levels in `seconds`; `accepted` were kept."""
+        if drafted < 1:
+            return
+        depth = max(1, levels)
+        while len(self.tried) < depth:
+            self.tried.append(0.0)
+            self.hits.append(0.0)
+        for d in range(1, depth + 1):
+            self.tried[d - 1] += 1
+            self.hits[d - 1] += accepted >= d
+        per_level = seconds / depth
+        self.draft_level_s = per_level if not self.draft_level_s else (
+            (1 - self.alpha_ewma) * self.draft_level_s + self.alpha_ewma * per_level)
+
+    def as_json(self) -> dict:
+        return {"forced": self.forced, "depth": self.depth, "chosen": self.chosen,
+                "speculative_steps_won": self.wins, "speculative_steps_lost": self.losses,
+                "predicted_speedup": None if self.predicted is None else round(self.predicted, 4),
+                "draft_level_ms": round(self.draft_level_s * 1e3, 3),
+                "alpha": [round(self.alpha(d), 3) for d in range(1, self.depth + 1)],
+                "costs_ms": {r: round(s * 1e3, 3) for r, s in sorted(self.costs.items())[:64]}}
+
+
+def _fit_line(points) -> tuple[float, float]:
+    """Least squares t = a + b.n over (n, t) with a, b >= 0 (one point: through the origin)."""
+    pts = list(points)
+    if len(pts) == 1:
+        n, t = pts[0]
+        return 0.0, t / n
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    var = sum((p[0] - mx) ** 2 for p in pts)
+    if var == 0:
+        return my, 0.0
+    b = max(0.0, sum((p[0] - mx) * (p[1] - my) for p in pts) / var)
+    return max(0.0, my - b * mx), b

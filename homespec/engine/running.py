@@ -1,0 +1,184 @@
+"""One request in a slot: its lane, drafter, sampling generator, text, and the responses it puts
+on its Handle (the records Session.stream yields, in the same order).
+
+The engine's step asks each running request for its share of the batch (`prefill_chunk`: the
+next piece of its prompt; `draft`: its tree for this step), runs the batch, and hands each its
+result (`prefilled`, `verified`). Verification, commit and the drafter's resync are those of the
+one-sequence loop (homespec.speculative.loop): greedy or rejection-sampled against the request's
+own Sampler and seeded generator, so a request's tokens do not depend on who shares its batch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from homespec.backends.base import Forward
+from homespec.backends.llamacpp.multi import PrefillWork, TreeWork
+from homespec.session.detok import Detokenizer
+from homespec.session.responses import Finish, StepFigures, TextDelta
+from homespec.speculative.loop import Limits, Step, _cut_at_eos, _finish, _pick, _root_only, _truncate
+from homespec.speculative.verify import verify_greedy, verify_sampled
+
+if TYPE_CHECKING:
+    from homespec.backends.llamacpp.multi import MultiSeqBackend
+    from homespec.engine.api import Handle
+    from homespec.speculative.drafters.base import Drafter, DraftShape
+    from homespec.speculative.tree import DraftTree
+
+
+@dataclass
+class Running:
+    handle: "Handle"
+    lane: int
+    drafter: "Drafter | None"
+    eos: frozenset[int]
+    max_context: int
+    detok: Detokenizer
+    shape0: "DraftShape | None" = None  # the drafter's shape as loaded: the proportions of a shorter draft
+    fed: int = 0  # prompt tokens in the cache so far
+    root: int = -1  # the pending token (emitted, not yet in the cache)
+    context: list[int] = field(default_factory=list)  # every committed token
+    n_out: int = 0
+    steps: list[Step] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+    done: bool = False
+    reason: str | None = None  # why the answer ended, once done
+    t0: float = field(default_factory=time.perf_counter)
+    prefill_s: float = 0.0
+    _feats: list[torch.Tensor] = field(default_factory=list)  # the prompt's features, chunk by chunk
+    tree: "DraftTree | None" = None  # this step's draft, verified and not yet committed
+    t_draft: float = 0.0
+    depth: int = 0  # the draft depth the guard gave this step
+
+    def __post_init__(self) -> None:
+        r = self.handle.request
+        self.prompt = list(r.prompt_ids)
+        self.sampler = None if r.sampler is None or r.sampler.greedy else r.sampler
+        self.generator = torch.Generator().manual_seed(r.seed)
+        self.limits = Limits(max_tokens=r.max_tokens)
+
+    @property
+    def prefilling(self) -> bool:
+        return self.fed < len(self.prompt)
+
+    # --- prefill -------------------------------------------------------------------------------
+
+    def prefill_chunk(self, budget: int) -> PrefillWork | None:
+        """The next `budget` tokens of the prompt (None when the budget is spent)."""
+        n = min(budget, len(self.prompt) - self.fed)
+        if n <= 0:
+            return None
+        chunk = tuple(self.prompt[self.fed:self.fed + n])
+        self.fed += n
+        return PrefillWork(self.lane, chunk, want_logits=not self.prefilling)
+
+    def prefilled(self, fwd: Forward, backend: "MultiSeqBackend", t_verify: float, t_step: float) -> None:
+        """A chunk is in the cache; after the last one, the first token (the prefill's Step)."""
+        if fwd.features is not None:
+            self._feats.append(fwd.features)
+        if self.prefilling:
+            return
+        t1 = time.perf_counter()
+        self.root = _pick(fwd.logits[-1], self.sampler, self.generator)
+        self.context = list(self.prompt)
+        if self.drafter is not None:
+            feats = torch.cat(self._feats) if self._feats else None
+            self.drafter.reset()
+            self.drafter.begin(self.prompt, Forward(logits=fwd.logits, features=feats))
+        self._feats = []
+        self.n_out = 1
+        n_past = backend.n_past(self.lane)
+        finish = _finish([self.root], 1, self.eos, self.limits, n_past, self.max_context)
+        t2 = time.perf_counter()
+        self._emit(Step((self.root,), 0, 0, n_past, t2 - t1, t_verify, t_step + (t2 - t1), False, finish))
+
+    # --- decode --------------------------------------------------------------------------------
+
+    def draft(self, depth: int, backend: "MultiSeqBackend") -> TreeWork:
+        """This step's tree: the drafter's proposal cut to `depth` levels, or the root alone."""
+        t0 = time.perf_counter()
+        room = self.max_context - backend.n_past(self.lane)
+        tree = _root_only(self.root)
+        if depth > 0 and self.drafter is not None and room > 1:
+            if self.drafter.shape.depth != depth:
+                nodes = _nodes_at(self.shape0 or self.drafter.shape, depth)
+                self.drafter.set_shape(*self.drafter.limits().clamp(depth, nodes))
+            tree = self.drafter.propose(self.root, self.context)
+        if tree.size > room:  # keep the tree inside the context: drop the deepest nodes
+            tree = _truncate(tree, room)
+        self.tree, self.depth, self.t_draft = tree, depth, time.perf_counter() - t0
+        return TreeWork(self.lane, tuple(tree.tokens.tolist()), tuple(tree.parents.tolist()))
+
+    def verified(self, fwd: Forward, backend: "MultiSeqBackend", t_verify: float, t_step: float) -> Step:
+        """Accept, commit and emit this step's tokens. -> the step (for the guard and the stats)."""
+        t0 = time.perf_counter()
+        tree = self.tree
+        if self.sampler is None:
+            verdict = verify_greedy(tree, fwd.logits)
+        else:
+            verdict = verify_sampled(tree, fwd.logits, self.sampler, self.generator)
+        backend.commit(self.lane, verdict.path)
+        path_tokens = [int(tree.tokens[i]) for i in verdict.path]
+        if self.drafter is not None:
+            feats = fwd.features[list(verdict.path)] if fwd.features is not None else None
+            self.drafter.accept(path_tokens, feats, verdict.next_token)
+        self.context.extend(path_tokens)
+        new = _cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
+        new = new[:max(0, self.limits.max_tokens - self.n_out)]
+        self.n_out += len(new)
+        n_past = backend.n_past(self.lane)
+        finish = _finish(new, self.n_out, self.eos, self.limits, n_past, self.max_context)
+        t_own = self.t_draft + time.perf_counter() - t0
+        step = Step(tuple(new), verdict.accepted, tree.size - 1, n_past, t_own, t_verify, t_step + t_own,
+                    self.depth > 0, finish)
+        self.root = verdict.next_token
+        self.tree = None
+        self._emit(step)
+        return step
+
+    # --- responses -----------------------------------------------------------------------------
+
+    def _emit(self, step: Step) -> None:
+        """StepFigures and TextDelta for a step, then the Finish when the answer ended."""
+        self.steps.append(step)
+        self.ids.extend(step.tokens)
+        first = len(self.steps) == 1
+        if first:
+            self.prefill_s = time.perf_counter() - self.t0
+        self.handle.put(StepFigures(step, prefill=first))
+        # the end-of-generation token has no text of its own
+        text = self.detok.push(step.tokens[:-1] if step.finish == "eos" else step.tokens)
+        self.parts.append(text)
+        self.handle.put(TextDelta(text, step.tokens))
+        if self.detok.stopped:
+            self.end("stop")
+        elif step.finish:
+            self.end(step.finish)
+
+    def end(self, reason: str | None) -> None:
+        """The answer is over (reason "eos" | "stop" | "length" | "context" | "cancelled"; None:
+        failed). The engine frees the lane first, then deliver()s the Finish."""
+        if not self.done:
+            self.done, self.reason = True, reason
+
+    def deliver(self) -> None:
+        """Put the text still held and the Finish, and close the stream."""
+        tail = self.detok.flush() if self.reason not in ("cancelled", None) else ""
+        if tail:
+            self.parts.append(tail)
+            self.handle.put(TextDelta(tail, ()))
+        decode_s = time.perf_counter() - self.t0 - self.prefill_s if self.steps else 0.0
+        self.handle.put(Finish(self.reason, "".join(self.parts), tuple(self.ids), tuple(self.prompt), tuple(self.steps),
+                               self.prefill_s, decode_s))
+        self.handle.end()
+
+
+def _nodes_at(shape: "DraftShape", depth: int) -> int:
+    """Tree nodes (root included) of a depth-`depth` draft in the drafter's own proportions."""
+    per_level = (shape.total - 1) / max(1, shape.depth)
+    return 1 + max(depth, round(per_level * depth))

@@ -1,0 +1,61 @@
+"""homespec.engine.guard: the batch guard's choice from measured costs (pure, no model)."""
+
+from __future__ import annotations
+
+from homespec.engine.guard import BatchGuard
+
+PRIOR = (0.7, 0.5, 0.35, 0.25)
+
+
+def _fed(guard: BatchGuard, cost) -> BatchGuard:
+    for rows in (1, 2, 4, 8, 40, 128):
+        guard.record_pass(rows, cost(rows))
+    return guard
+
+
+def test_compute_bound_costs_keep_speculation_off():
+    """A CPU: every row costs almost a whole forward, so no draft depth pays at any batch."""
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 * rows)
+    assert [g.choose(n) for n in (1, 2, 4, 8)] == [0, 0, 0, 0]
+    assert g.predicted is not None and g.predicted < 1
+
+
+def test_memory_bound_costs_turn_speculation_on():
+    """A GPU: a pass costs about the same for 1 or 40 rows, so drafting deep pays."""
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 + 0.00001 * rows)
+    assert g.choose(1) == 4
+    assert g.choose(8) >= 1
+
+
+def test_the_marginal_cost_at_the_batch_decides():
+    """Cheap rows up to 16, dear beyond: a deep draft for one sequence, one level for eight."""
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 if rows <= 16 else 0.010 * rows / 16 * 3)
+    for rows in (3, 5, 16, 24, 32):
+        g.record_pass(rows, 0.010 if rows <= 16 else 0.010 * rows / 16 * 3)
+    assert g.choose(1) == 4  # 5 rows: as cheap as 1
+    assert g.choose(8) == 1  # 16 rows are, 24 are not
+
+
+def test_measured_rejections_override_the_prior():
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 + 0.001 * rows)
+    assert g.choose(1) > 0
+    for _ in range(64):
+        g.record_draft(drafted=4, accepted=0, levels=4, seconds=0.004)
+    assert g.alpha(1) < 0.1
+    assert g.choose(1) == 0
+
+
+def test_forced_and_unmeasured():
+    assert BatchGuard(depth=3, forced=True).choose(8) == 3
+    assert BatchGuard(depth=3, prior=PRIOR).choose(8) == 0  # nothing measured yet: a plain step first
+    assert BatchGuard(depth=3).choose(0) == 0
+
+
+def test_a_speculative_step_that_loses_backs_off():
+    """Noise made 8 rows look as cheap as 4; the step run at that choice loses and plain steps follow."""
+    g = _fed(BatchGuard(depth=1, prior=PRIOR), lambda rows: 0.010 * rows)
+    g.costs[8] = 0.040  # a lucky measurement
+    assert g.choose(4) == 1
+    g.record_step(4, 0, tokens=6, seconds=0.080)  # what it really cost: 6 tokens in 80 ms, plain 4 in 40
+    assert [g.choose(4) for _ in range(g.backoff)] == [0] * g.backoff
+    assert g.losses == 1
