@@ -1,0 +1,80 @@
+"""The EAGLE-3 twin of an EAGLE-3.1 head: the nearest head llama.cpp's eagle3 graph can run.
+
+EAGLE-3.1 differs from EAGLE-3 in two places, and llama.cpp's graph (src/models/eagle3.cpp) has
+neither:
+
+* fc_norm: one RMSNorm per target feature, `w_i * x_i / rms(x_i)`, before fc. llama.cpp offers
+  `norm_before_fc` instead: one RMSNorm over the concatenation, `v_i * x_i / rms(x)`. The two
+  agree when `v_i = w_i * rms(x) / rms(x_i)`; the ratio changes from token to token, so the twin
+  takes, per feature, the constant c_i that fits it best in least squares over the target's own
+  features on calibration prompts: with q_t = rms(x_i)/rms(x) at token t, minimising
+  sum_t (c_i q_t - 1)^2 gives c_i = sum q_t / sum q_t^2, and v_i = c_i * w_i.
+* norm_output: 3.1 feeds the next draft step norm(output); llama.cpp feeds the pre-norm output
+  (common/speculative.cpp, `prenorm`). Nothing folds that: the twin feeds the raw output, so its
+  drafts from depth 2 on differ from the 3.1 head's.
+
+Depth-1 drafts differ only by the fc_norm fit. docs/interop.md has the measured acceptance of
+the twin beside the 3.1 head on homespec's prompts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from homespec.models.eagle3 import Eagle3Head
+
+
+def fc_norm_scales(features: np.ndarray, eps: float) -> np.ndarray:
+    """[N, 3*H] target features -> [3] least-squares c_i (module docstring)."""
+    x = features.astype(np.float64).reshape(features.shape[0], 3, -1)  # [N, 3, H]
+    part = np.sqrt((x ** 2).mean(-1) + eps)  # [N, 3] rms(x_i)
+    whole = np.sqrt((x ** 2).mean((1, 2)) + eps)[:, None]  # [N, 1] rms(x)
+    q = part / whole
+    return q.sum(0) / (q ** 2).sum(0)
+
+
+def eagle3_twin(head: "Eagle3Head", scales: Sequence[float]) -> "Eagle3Head":
+    """A new head: fc_norm folded into one norm_before_fc norm with per-feature scales, norm_output off."""
+    import torch
+
+    from homespec.models.eagle3 import Eagle3Head
+
+    c = head.config
+    cfg = dataclasses.replace(c, fc_norm=False, norm_output=False, norm_before_fc=True)
+    twin = Eagle3Head(cfg)
+    state = {k: v for k, v in head.state_dict().items() if not k.startswith("fc_norm.")}
+    if c.fc_norm:
+        parts = [head.fc_norm[i].weight.detach() * float(scales[i]) for i in range(3)]
+    else:  # a plain head: a unit joint norm would still change it; keep only what 3.1 adds
+        raise ValueError("eagle3_twin needs an EAGLE-3.1 head with fc_norm")
+    state["input_norm.weight"] = torch.cat(parts).to(head.fc.weight.dtype)
+    twin.load_state_dict(state)
+    twin.embed_tokens = head.embed_tokens
+    return twin.to(head.fc.weight.device).eval()
+
+
+def calibration_features(target_gguf: str, head: "Eagle3Head", prompts: int = 8, reply: int = 64) -> np.ndarray:
+    """The target's features at the head's layers on `prompts` dev prompts and their greedy replies."""
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.prompts import load_prompts
+    from homespec.session.prompts import encode_prompt
+
+    out = []
+    with LlamaCppBackend.load(target_gguf, n_ctx=2048) as backend:
+        backend.set_feature_layers(head.config.feature_layers(backend.n_layer))
+        for item in load_prompts("dev")[:prompts]:
+            backend.reset()
+            ids = encode_prompt(backend.tokenizer, list(item.turns[:1]), chat=True)
+            fwd = backend.prefill(ids)
+            out.append(fwd.features.numpy())
+            for _ in range(reply):
+                nxt = int(fwd.logits[-1].argmax())
+                if nxt in backend.tokenizer.eos_ids or backend.n_past + 1 >= backend.max_context:
+                    break
+                fwd = backend.prefill([nxt])
+                out.append(fwd.features.numpy())
+    return np.concatenate(out, 0)
