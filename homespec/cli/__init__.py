@@ -18,6 +18,7 @@ from homespec.cli import generate as _generate  # noqa: F401 - registers `genera
 from homespec.cli import bench as _bench  # noqa: F401 - registers `bench`
 from homespec.cli import chat as _chat  # noqa: F401 - registers `chat`
 from homespec.cli import train as _train  # noqa: F401 - registers `draft train`
+from homespec.cli import export as _export  # noqa: F401 - registers `draft export`
 from homespec.cli.bench import _BenchCommand, _check_output_file, _legacy_json_file, _long_token_prompts
 from homespec.cli.chat import _ResumeCommand
 from homespec.cli.errors import _click_exceptions, _command_path, _entry, _one_line, main

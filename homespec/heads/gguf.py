@@ -61,6 +61,7 @@ class TargetHeader:
     """What an eagle3 GGUF takes from its target: depth, width, vocabulary and tokenizer."""
 
     path: Path
+    arch: str
     n_layer: int
     n_embd: int
     n_vocab: int
@@ -94,22 +95,27 @@ def read_target(path: str | os.PathLike[str]) -> TargetHeader:
         if key.startswith("tokenizer."):
             vtype = f.types[0]
             tok.append((key, f.contents(), vtype, f.types[1] if vtype == GGUFValueType.ARRAY else None))
-    return TargetHeader(p, int(n_layer), int(n_embd), len(tokens), tuple(tok))
+    return TargetHeader(p, str(arch), int(n_layer), int(n_embd), len(tokens), tuple(tok))
 
 
 def unsupported(config: "Eagle3Config") -> list[str]:
     """What of this head llama.cpp's eagle3 graph cannot run, one reason each (empty: exportable)."""
+    return _reasons(config.fc_norm, config.norm_output)
+
+
+def _reasons(fc_norm: bool, norm_output: bool) -> list[str]:
     out = []
-    if config.fc_norm:
+    if fc_norm:
         out.append("fc_norm (one RMSNorm per target feature; llama.cpp's norm_before_fc normalises the "
                    "three together)")
-    if config.norm_output:
+    if norm_output:
         out.append("norm_output (llama.cpp feeds the next draft step the pre-norm output)")
     return out
 
 
-def refuse_31(config: "Eagle3Config", head_dir: str) -> None:
-    reasons = unsupported(config)
+def refuse_31(fc_norm: bool, norm_output: bool, head_dir: str) -> None:
+    """The one-line refusal of an EAGLE-3.1 head, from its config alone (before weights load)."""
+    reasons = _reasons(fc_norm, norm_output)
     if reasons:
         raise UsageError(f"{head_dir} is an EAGLE-3.1 head and llama.cpp's eagle3 graph lacks "
                          f"{' and '.join(reasons)}",

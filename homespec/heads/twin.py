@@ -57,24 +57,27 @@ def eagle3_twin(head: "Eagle3Head", scales: Sequence[float]) -> "Eagle3Head":
     return twin.to(head.fc.weight.device).eval()
 
 
-def calibration_features(target_gguf: str, head: "Eagle3Head", prompts: int = 8, reply: int = 64) -> np.ndarray:
-    """The target's features at the head's layers on `prompts` dev prompts and their greedy replies."""
-    from homespec.backends.llamacpp.backend import LlamaCppBackend
+def calibration_features(target_gguf: str, layers: Sequence[int], prompts: int = 8, reply: int = 48) -> np.ndarray:
+    """The target's features at the head's layers on `prompts` dev prompts (chat template) and
+    their greedy replies, all sequences decoded together (one llama_decode per reply step)."""
     from homespec.prompts import load_prompts
     from homespec.session.prompts import encode_prompt
+    from homespec.tokenizer import load_tokenizer
+    from homespec.train.target import BatchedLlamaTarget, Row
 
+    tok = load_tokenizer(target_gguf)
+    ids = [encode_prompt(tok, list(item.turns[:1]), chat=True) for item in load_prompts("dev")[:prompts]]
+    per_seq = max(len(i) for i in ids) + reply + 1
     out = []
-    with LlamaCppBackend.load(target_gguf, n_ctx=2048) as backend:
-        backend.set_feature_layers(head.config.feature_layers(backend.n_layer))
-        for item in load_prompts("dev")[:prompts]:
-            backend.reset()
-            ids = encode_prompt(backend.tokenizer, list(item.turns[:1]), chat=True)
-            fwd = backend.prefill(ids)
-            out.append(fwd.features.numpy())
-            for _ in range(reply):
-                nxt = int(fwd.logits[-1].argmax())
-                if nxt in backend.tokenizer.eos_ids or backend.n_past + 1 >= backend.max_context:
-                    break
-                fwd = backend.prefill([nxt])
-                out.append(fwd.features.numpy())
+    with BatchedLlamaTarget(target_gguf, feature_layers=layers, n_parallel=len(ids), n_ctx=len(ids) * per_seq) as t:
+        step = t.decode([Row(x, pos, seq) for seq, prompt in enumerate(ids) for pos, x in enumerate(prompt)])
+        out.append(step.features)
+        pos = {seq: len(prompt) for seq, prompt in enumerate(ids)}
+        for _ in range(reply):
+            live = {s: x for s, x in step.next_tokens.items() if x not in tok.eos_ids}
+            if not live:
+                break
+            step = t.decode([Row(x, pos[s], s) for s, x in live.items()])
+            out.append(step.features)
+            pos = {s: pos[s] + 1 for s in live}
     return np.concatenate(out, 0)

@@ -54,6 +54,8 @@ class Eagle3Config:
     def from_dict(cls, cfg: Mapping[str, Any], path: str = "") -> "Eagle3Config":
         """From a Llama-style config.json; unknown keys are ignored."""
         where = path or "config.json"
+        if isinstance(cfg.get("transformer_layer_config"), dict):  # the speculators layout nests the layer
+            cfg = {**cfg, **cfg["transformer_layer_config"]}
         eagle = cfg.get("eagle_config") or {}
         if int(cfg.get("num_hidden_layers", 1)) != 1:
             raise FormatError(

@@ -1,0 +1,196 @@
+"""homespec beside llama.cpp's own server: the same prompts, target and head, side by side in one run.
+
+    python scripts/bench_llamacpp.py --draft-gguf TWIN.gguf --draft HEAD_DIR [--limit 8] [--max-tokens 64]
+           [--server BIN] [--json-out FILE] [--markdown FILE]
+
+Methods, each over homespec's held-out test prompts (chat template, the same token ids for all):
+  llama-server plain                        the server binary of scripts/build_llamacpp_tools.sh
+  llama-server eagle3                       `--spec-type draft-eagle3 --spec-draft-model TWIN.gguf`
+  homespec none / eagle3 (guard) / eagle3 (forced, --no-guard)   homespec.bench.run.run_bench
+Per method: tokens/s (decode only: llama-server's timings `predicted_per_second`, homespec's decode
+seconds), tokens per target pass (llama-server: predicted_n / (predicted_n - draft_n_accepted), one
+target pass per verification step; homespec: tokens / target passes), and the fraction of greedy
+answers identical to llama-server plain's. Ratios are to llama-server plain. Every server request
+is greedy (temperature 0), without prompt caching, one slot, CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def default_server() -> Path:
+    """Where scripts/build_llamacpp_tools.sh leaves llama-server (its first line of output)."""
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llamacpp_tools.sh")], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"error: building llama-server failed:\n{out.stderr[-2000:]}")
+    return Path(out.stdout.strip().splitlines()[-1]) / "llama-server"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One llama-server on 127.0.0.1, started with `args`, stopped on exit."""
+
+    def __init__(self, binary: Path, model: str, args: list[str], ctx: int, threads: int, log: Path):
+        self.port = _free_port()
+        cmd = [str(binary), "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-c", str(ctx),
+               "-t", str(threads), "-tb", str(threads), "-np", "1", "--no-webui", *args]
+        self.log = log.open("w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited ({self.proc.returncode}); see {log}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"llama-server did not come up; see {log}")
+
+    def complete(self, ids: list[int], n: int) -> dict[str, Any]:
+        body = {"prompt": ids, "n_predict": n, "temperature": 0.0, "cache_prompt": False, "return_tokens": True,
+                "stream": False}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def server_figures(responses: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over a method's responses, from llama-server's own `timings`."""
+    n = sum(r["timings"]["predicted_n"] for r in responses)
+    ms = sum(r["timings"]["predicted_ms"] for r in responses)
+    drafted = sum(r["timings"].get("draft_n", 0) for r in responses)
+    accepted = sum(r["timings"].get("draft_n_accepted", 0) for r in responses)
+    passes = n - accepted  # each verification emits its accepted drafts plus one target token
+    return {"tokens": n, "decode_s": ms / 1000, "tokens_per_s": n / (ms / 1000) if ms else 0.0,
+            "tokens_per_pass": n / passes if passes else None, "draft_n": drafted, "draft_n_accepted": accepted,
+            "outputs": [r.get("tokens", []) for r in responses]}
+
+
+def run_server(binary: Path, model: str, prompts: list[list[int]], n: int, args: list[str], ctx: int,
+               threads: int, log: Path) -> dict[str, Any]:
+    with Server(binary, model, args, ctx, threads, log) as srv:
+        srv.complete(prompts[0], 8)  # warm-up: first-call costs out of the figures
+        return server_figures([srv.complete(p, n) for p in prompts])
+
+
+def run_homespec(model: str, draft: str, prompts: list[list[int]], n: int, ctx: int, threads: int,
+                 guard: bool, methods: list[str], depth: int | None, topk: int | None, nodes: int | None) -> dict[str, Any]:
+    from homespec.bench.run import run_bench
+    from homespec.cli.options import _run_options
+
+    opts = _run_options(model, draft, methods[0], "llamacpp", ctx, depth, topk, nodes, threads=threads, guard=guard)
+    res = run_bench(opts, methods, prompts, max_tokens=n)
+    out = {}
+    for name, s in res.methods.items():
+        out[name] = {"tokens": s.tokens, "decode_s": s.decode_s, "tokens_per_s": s.tokens_per_s,
+                     "tokens_per_pass": s.tokens / s.passes if s.passes else None,
+                     "spec_tau": s.spec_tau, "outputs": [list(o) for o in s.outputs]}
+    return out
+
+
+def identical(a: list[list[int]], b: list[list[int]]) -> float:
+    """Fraction of prompts whose greedy answers match over the shorter of the two (EOS handling aside)."""
+    same = sum(1 for x, y in zip(a, b) if x[:min(len(x), len(y))] == y[:min(len(x), len(y))])
+    return same / len(b) if b else 0.0
+
+
+def table(rows: dict[str, dict[str, Any]]) -> str:
+    base = rows["llama-server plain"]["tokens_per_s"]
+    lines = ["| method | tokens/s | vs llama-server plain | tokens per target pass | greedy = llama-server plain |",
+             "|---|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        tpp = "" if r["tokens_per_pass"] is None else f"{r['tokens_per_pass']:.2f}"
+        lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {r['tokens_per_s'] / base:.2f}x | {tpp} | "
+                     f"{r['identical_to_llama_server_plain']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draft-gguf", required=True, help="the head exported with `homespec draft export`")
+    ap.add_argument("--draft", required=True, help="the same head for homespec (an EAGLE-3 layout directory)")
+    ap.add_argument("--model", default=None, help="target GGUF (default: the embedded SmolLM2)")
+    ap.add_argument("--server", default=None, help="llama-server binary (default: build_llamacpp_tools.sh's)")
+    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--spec-n-max", type=int, default=4, help="llama-server --spec-draft-n-max (chain length)")
+    ap.add_argument("--json-out", default=None)
+    ap.add_argument("--markdown", default=None)
+    a = ap.parse_args()
+
+    from homespec.embedded import smollm2_path
+    from homespec.prompts import load_prompts
+    from homespec.session.prompts import encode_prompt
+    from homespec.tokenizer import load_tokenizer
+
+    model = a.model or str(smollm2_path())
+    binary = Path(a.server) if a.server else default_server()
+    tok = load_tokenizer(model)
+    prompts = [encode_prompt(tok, list(i.turns[:1]), chat=True) for i in load_prompts("test")[: a.limit]]
+    logs = Path(a.json_out or "bench").with_suffix("")
+    rows: dict[str, dict[str, Any]] = {}
+    rows["llama-server plain"] = run_server(binary, model, prompts, a.max_tokens, [], a.ctx, a.threads,
+                                            Path(f"{logs}.server-plain.log"))
+    spec = ["--spec-type", "draft-eagle3", "--spec-draft-model", a.draft_gguf, "--spec-draft-n-max", str(a.spec_n_max),
+            "--spec-draft-p-min", "0"]
+    rows["llama-server eagle3"] = run_server(binary, model, prompts, a.max_tokens, spec, a.ctx, a.threads,
+                                             Path(f"{logs}.server-eagle3.log"))
+    guarded = run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["none", "eagle3"],
+                           None, None, None)
+    forced = run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"], None, None, None)
+    chain = run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
+                         a.spec_n_max, 1, a.spec_n_max + 1)
+    rows["homespec none"] = guarded["none"]
+    rows["homespec eagle3 (guard)"] = guarded["eagle3"]
+    rows["homespec eagle3 (forced, tree)"] = forced["eagle3"]
+    rows[f"homespec eagle3 (forced, chain {a.spec_n_max})"] = chain["eagle3"]
+    ref = rows["llama-server plain"]["outputs"]
+    for r in rows.values():
+        r["identical_to_llama_server_plain"] = identical(r["outputs"], ref)
+    result = {"model": model, "draft": a.draft, "draft_gguf": a.draft_gguf, "prompts": len(prompts),
+              "max_tokens": a.max_tokens, "threads": a.threads, "ctx": a.ctx, "spec_n_max": a.spec_n_max,
+              "server": str(binary), "methods": rows}
+    md = table(rows)
+    print(md)
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(result, indent=1) + "\n")
+    if a.markdown:
+        Path(a.markdown).write_text(md)
+
+
+if __name__ == "__main__":
+    main()
