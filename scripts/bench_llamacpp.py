@@ -148,6 +148,7 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--spec-n-max", type=int, default=4, help="llama-server --spec-draft-n-max (chain length)")
+    ap.add_argument("--also-draft", default=None, help="another head for homespec alone (e.g. the EAGLE-3.1 head the twin came from)")
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--markdown", default=None)
     a = ap.parse_args()
@@ -178,6 +179,13 @@ def main() -> None:
     rows["homespec eagle3 (guard)"] = guarded["eagle3"]
     rows["homespec eagle3 (forced, tree)"] = forced["eagle3"]
     rows[f"homespec eagle3 (forced, chain {a.spec_n_max})"] = chain["eagle3"]
+    if a.also_draft:
+        other = run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["eagle3"],
+                             None, None, None)
+        other_chain = run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
+                                   a.spec_n_max, 1, a.spec_n_max + 1)
+        rows["homespec eagle3, --also-draft head (guard)"] = other["eagle3"]
+        rows[f"homespec eagle3, --also-draft head (forced, chain {a.spec_n_max})"] = other_chain["eagle3"]
     ref = rows["llama-server plain"]["outputs"]
     for r in rows.values():
         r["identical_to_llama_server_plain"] = identical(r["outputs"], ref)

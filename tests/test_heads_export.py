@@ -13,12 +13,12 @@ import torch
 from homespec.cli import main
 from homespec.models.eagle3 import Eagle3Config, Eagle3Head, load_head, save_head
 
-N_LAYER, H, V, DV = 6, 64, 49152, 512
+N_LAYER, H, V, DV = 8, 64, 49152, 512
 
 
 @pytest.fixture(scope="module")
 def tiny_target(tmp_path_factory):
-    """A 6-layer random Llama GGUF with the real SmolLM2 tokenizer (tests/tiny_models.py)."""
+    """An 8-layer random Llama GGUF with the real SmolLM2 tokenizer (tests/tiny_models.py)."""
     from tiny_models import make_tiny_gguf
 
     return make_tiny_gguf(tmp_path_factory.mktemp("target") / "tiny.gguf", n_layer=N_LAYER, n_embd=H)
@@ -222,7 +222,7 @@ def test_hf_export_of_the_twin_loads_in_homespec(tmp_path, tiny_target):
 
     twin = eagle3_twin(_head(seed=4, fc_norm=True, norm_output=True), [1.5, 1.0, 0.5])
     out = tmp_path / "twin"
-    write(twin, out, fmt="hf", dtype="f32", target=str(tiny_target), layers=(2, 3, 3), name="twin")
+    write(twin, out, fmt="hf", dtype="f32", target=str(tiny_target), layers=(2, 4, 5), name="twin")
     back = load_head(out, N_LAYER, H, V)
     assert back.config.norm_before_fc and not back.config.fc_norm
     assert torch.equal(back.input_norm.weight, twin.input_norm.weight)
