@@ -94,7 +94,7 @@ def server_figures(responses: list[dict[str, Any]]) -> dict[str, Any]:
     accepted = sum(r["timings"].get("draft_n_accepted", 0) for r in responses)
     passes = n - accepted  # each verification emits its accepted drafts plus one target token
     return {"tokens": n, "decode_s": ms / 1000, "tokens_per_s": n / (ms / 1000) if ms else 0.0,
-            "tokens_per_pass": n / passes if passes else None, "draft_n": drafted, "draft_n_accepted": accepted,
+            "tokens_per_pass": n / passes if passes else None, "passes": passes, "draft_n": drafted, "draft_n_accepted": accepted,
             "outputs": [r.get("tokens", []) for r in responses]}
 
 
@@ -115,8 +115,36 @@ def run_homespec(model: str, draft: str, prompts: list[list[int]], n: int, ctx: 
     out = {}
     for name, s in res.methods.items():
         out[name] = {"tokens": s.tokens, "decode_s": s.decode_s, "tokens_per_s": s.tokens_per_s,
-                     "tokens_per_pass": s.tokens / s.passes if s.passes else None,
+                     "tokens_per_pass": s.tokens / s.passes if s.passes else None, "passes": s.passes,
                      "spec_tau": s.spec_tau, "outputs": [list(o) for o in s.outputs]}
+    return out
+
+
+def _named(rows: dict[str, dict[str, Any]], names: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {names[k]: v for k, v in rows.items()}
+
+
+def run_rounds(groups: list[Any], rounds: int) -> dict[str, dict[str, Any]]:
+    """Every group once per round, in reversed order every other round (A B C, C B A, ...): a drift
+    of the machine's speed over the run then weighs on every method alike. A method's figures
+    are its totals over the rounds; its outputs, the first round's (greedy: every round's are equal)."""
+    total: dict[str, dict[str, Any]] = {}
+    for r in range(rounds):
+        for group in (groups if r % 2 == 0 else list(reversed(groups))):
+            for name, row in group().items():
+                t = total.setdefault(name, {**row, "tokens": 0, "decode_s": 0.0, "passes": 0, "rounds_tokens_per_s": []})
+                t["tokens"] += row["tokens"]
+                t["decode_s"] += row["decode_s"]
+                t["passes"] += row["passes"] or 0
+                t["rounds_tokens_per_s"].append(round(row["tokens_per_s"], 3))
+    order = [n for n in ("llama-server plain", "llama-server eagle3") if n in total] + \
+            [n for n in total if not n.startswith("llama-server")]
+    out = {}
+    for name in order:
+        t = total[name]
+        t["tokens_per_s"] = t["tokens"] / t["decode_s"] if t["decode_s"] else 0.0
+        t["tokens_per_pass"] = t["tokens"] / t["passes"] if t["passes"] else None
+        out[name] = t
     return out
 
 
@@ -148,6 +176,7 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--spec-n-max", type=int, default=4, help="llama-server --spec-draft-n-max (chain length)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds over all methods, order reversed every other round")
     ap.add_argument("--also-draft", default=None, help="another head for homespec alone (e.g. the EAGLE-3.1 head the twin came from)")
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--markdown", default=None)
@@ -163,34 +192,33 @@ def main() -> None:
     tok = load_tokenizer(model)
     prompts = [encode_prompt(tok, list(i.turns[:1]), chat=True) for i in load_prompts("test")[: a.limit]]
     logs = Path(a.json_out or "bench").with_suffix("")
-    rows: dict[str, dict[str, Any]] = {}
-    rows["llama-server plain"] = run_server(binary, model, prompts, a.max_tokens, [], a.ctx, a.threads,
-                                            Path(f"{logs}.server-plain.log"))
     spec = ["--spec-type", "draft-eagle3", "--spec-draft-model", a.draft_gguf, "--spec-draft-n-max", str(a.spec_n_max),
             "--spec-draft-p-min", "0"]
-    rows["llama-server eagle3"] = run_server(binary, model, prompts, a.max_tokens, spec, a.ctx, a.threads,
-                                             Path(f"{logs}.server-eagle3.log"))
-    guarded = run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["none", "eagle3"],
-                           None, None, None)
-    forced = run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"], None, None, None)
-    chain = run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
-                         a.spec_n_max, 1, a.spec_n_max + 1)
-    rows["homespec none"] = guarded["none"]
-    rows["homespec eagle3 (guard)"] = guarded["eagle3"]
-    rows["homespec eagle3 (forced, tree)"] = forced["eagle3"]
-    rows[f"homespec eagle3 (forced, chain {a.spec_n_max})"] = chain["eagle3"]
+    k = a.spec_n_max
+    groups = [
+        lambda: {"llama-server plain": run_server(binary, model, prompts, a.max_tokens, [], a.ctx, a.threads,
+                                                  Path(f"{logs}.server-plain.log"))},
+        lambda: {"llama-server eagle3": run_server(binary, model, prompts, a.max_tokens, spec, a.ctx, a.threads,
+                                                   Path(f"{logs}.server-eagle3.log"))},
+        lambda: _named(run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["none", "eagle3"],
+                                    None, None, None), {"none": "homespec none", "eagle3": "homespec eagle3 (guard)"}),
+        lambda: _named(run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
+                                    k, 1, k + 1), {"eagle3": f"homespec eagle3 (forced, chain {k})"}),
+    ]
     if a.also_draft:
-        other = run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["eagle3"],
-                             None, None, None)
-        other_chain = run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
-                                   a.spec_n_max, 1, a.spec_n_max + 1)
-        rows["homespec eagle3, --also-draft head (guard)"] = other["eagle3"]
-        rows[f"homespec eagle3, --also-draft head (forced, chain {a.spec_n_max})"] = other_chain["eagle3"]
+        groups += [
+            lambda: _named(run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["eagle3"],
+                                        None, None, None), {"eagle3": "homespec eagle3, --also-draft head (guard)"}),
+            lambda: _named(run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
+                                        k, 1, k + 1), {"eagle3": f"homespec eagle3, --also-draft head (forced, chain {k})"}),
+        ]
+    rows = run_rounds(groups, a.rounds)
     ref = rows["llama-server plain"]["outputs"]
     for r in rows.values():
         r["identical_to_llama_server_plain"] = identical(r["outputs"], ref)
     result = {"model": model, "draft": a.draft, "draft_gguf": a.draft_gguf, "prompts": len(prompts),
               "max_tokens": a.max_tokens, "threads": a.threads, "ctx": a.ctx, "spec_n_max": a.spec_n_max,
+              "rounds": a.rounds,
               "server": str(binary), "methods": rows}
     md = table(rows)
     print(md)
