@@ -66,10 +66,10 @@ def test_live_llama_server_drafts_with_an_exported_head(tmp_path, smollm2_path):
     from homespec.tokenizer import load_tokenizer
 
     t = read_target(smollm2_path)
+    torch.manual_seed(0)
     head = Eagle3Head(Eagle3Config(hidden_size=t.n_embd, num_attention_heads=9, num_key_value_heads=3, head_dim=64,
                                    intermediate_size=256, vocab_size=t.n_vocab, draft_vocab_size=t.n_vocab,
                                    target_hidden_size=t.n_embd)).eval()
-    torch.manual_seed(0)
     gguf = tmp_path / "d.gguf"
     write_eagle3_gguf(head, t, gguf, dtype="f16", name="random")
     tok = load_tokenizer(str(smollm2_path))
