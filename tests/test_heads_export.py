@@ -233,3 +233,18 @@ def test_usage_errors_come_before_any_load(tmp_path, capsys, tiny_head_dir):
     assert code == 2 and "directory" in err
     code, _, err = _run(capsys, "draft", "export", str(tiny_head_dir), "--out", str(tmp_path / "x"), "--format", "onnx")
     assert code == 2 and "gguf, speculators, hf" in err
+
+
+def test_twin_of_a_norm_output_head_needs_no_calibration(tmp_path, capsys, tiny_target):
+    """norm_output alone: the twin only feeds the raw output forward; no fc_norm to fit, and the
+    exported file drafts what the twin drafts in homespec."""
+    d = tmp_path / "h"
+    save_head(_head(seed=5, norm_output=True), d)
+    out = tmp_path / "twin.gguf"
+    code, stdout, err = _run(capsys, "draft", "export", str(d), "--target", str(tiny_target), "--out", str(out),
+                             "--eagle3-twin")
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert result["kind"] == "eagle3-twin" and result["fc_norm_scales"] is None
+    assert all(c["agree"] == len(c["homespec"]) for c in result["check"]), result["check"]
+    assert "calibrating" not in err

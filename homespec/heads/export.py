@@ -77,9 +77,10 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
     if twin:
         from homespec.heads.twin import calibration_features, eagle3_twin, fc_norm_scales
 
-        say("calibrating the EAGLE-3 twin's feature norm on the target's features (dev prompts)")
-        feats = calibration_features(target_path, head.config.feature_layers(header.n_layer))
-        scales = tuple(float(s) for s in fc_norm_scales(feats, head.config.rms_norm_eps))
+        if head.config.fc_norm:
+            say("calibrating the EAGLE-3 twin's feature norm on the target's features (dev prompts)")
+            feats = calibration_features(target_path, head.config.feature_layers(header.n_layer))
+            scales = tuple(float(s) for s in fc_norm_scales(feats, head.config.rms_norm_eps))
         head, kind = eagle3_twin(head, scales), "eagle3-twin"
     name = f"{Path(head_dir).resolve().name}{'-eagle3-twin' if twin else ''}"
     pairs: list[Any] = []

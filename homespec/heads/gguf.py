@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -122,7 +122,7 @@ def refuse_31(fc_norm: bool, norm_output: bool, head_dir: str) -> None:
                          hint="add --eagle3-twin to export its EAGLE-3 twin (docs/interop.md says what it changes)")
 
 
-def check_overwrite(out: Path, force: bool, is_ours: "callable[[Path], bool]") -> None:
+def check_overwrite(out: Path, force: bool, is_ours: Callable[[Path], bool]) -> None:
     """Refuse to replace something homespec did not write, unless --force."""
     if not out.exists() or force:
         return

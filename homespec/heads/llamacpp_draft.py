@@ -55,7 +55,7 @@ class LlamaCppEagle3:
         entry = layer_inp_entry_points(ll)
         if entry is None:
             raise HomespecError("this llama-cpp-python build does not export llama_set_embeddings_layer_inp",
-                                hint="rebuild it with `bash scripts/setup.sh`")
+                                hint="rebuild it with `bash scripts/setup.sh`, or skip the check with --no-check")
         ids_fn = getattr(ll.llama_cpp._lib, "_Z28llama_model_target_layer_idsPK11llama_model")
         n_fn = getattr(ll.llama_cpp._lib, "_Z30llama_model_target_layer_ids_nPK11llama_model")
         ids_fn.argtypes = n_fn.argtypes = [ctypes.c_void_p]

@@ -37,21 +37,22 @@ def fc_norm_scales(features: np.ndarray, eps: float) -> np.ndarray:
     return q.sum(0) / (q ** 2).sum(0)
 
 
-def eagle3_twin(head: "Eagle3Head", scales: Sequence[float]) -> "Eagle3Head":
-    """A new head: fc_norm folded into one norm_before_fc norm with per-feature scales, norm_output off."""
-    import torch
-
+def eagle3_twin(head: "Eagle3Head", scales: Sequence[float] | None) -> "Eagle3Head":
+    """A new head with norm_output off and, when the head has fc_norm, fc_norm folded into one
+    norm_before_fc norm with the per-feature `scales` (fc_norm_scales)."""
     from homespec.models.eagle3 import Eagle3Head
 
     c = head.config
-    cfg = dataclasses.replace(c, fc_norm=False, norm_output=False, norm_before_fc=True)
-    twin = Eagle3Head(cfg)
     state = {k: v for k, v in head.state_dict().items() if not k.startswith("fc_norm.")}
     if c.fc_norm:
+        import torch
+
+        if scales is None or len(scales) != 3:
+            raise ValueError("folding fc_norm needs three scales (fc_norm_scales)")
         parts = [head.fc_norm[i].weight.detach() * float(scales[i]) for i in range(3)]
-    else:  # a plain head: a unit joint norm would still change it; keep only what 3.1 adds
-        raise ValueError("eagle3_twin needs an EAGLE-3.1 head with fc_norm")
-    state["input_norm.weight"] = torch.cat(parts).to(head.fc.weight.dtype)
+        state["input_norm.weight"] = torch.cat(parts).to(head.fc.weight.dtype)
+    cfg = dataclasses.replace(c, fc_norm=False, norm_output=False, norm_before_fc=c.fc_norm or c.norm_before_fc)
+    twin = Eagle3Head(cfg)
     twin.load_state_dict(state)
     twin.embed_tokens = head.embed_tokens
     return twin.to(head.fc.weight.device).eval()
