@@ -19,90 +19,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from homespec.bench.llamaserver import identical, run_server, table  # noqa: E402
+
 
 def default_server() -> Path:
-    """Where scripts/build_llamacpp_tools.sh leaves llama-server (its first line of output)."""
+    """Where scripts/build_llamacpp_tools.sh leaves llama-server (the last line it prints), building it first."""
     out = subprocess.run(["bash", str(ROOT / "scripts" / "build_llamacpp_tools.sh")], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"error: building llama-server failed:\n{out.stderr[-2000:]}")
     return Path(out.stdout.strip().splitlines()[-1]) / "llama-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One llama-server on 127.0.0.1, started with `args`, stopped on exit."""
-
-    def __init__(self, binary: Path, model: str, args: list[str], ctx: int, threads: int, log: Path):
-        self.port = _free_port()
-        cmd = [str(binary), "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-c", str(ctx),
-               "-t", str(threads), "-tb", str(threads), "-np", "1", "--no-webui", *args]
-        self.log = log.open("w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited ({self.proc.returncode}); see {log}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError(f"llama-server did not come up; see {log}")
-
-    def complete(self, ids: list[int], n: int) -> dict[str, Any]:
-        body = {"prompt": ids, "n_predict": n, "temperature": 0.0, "cache_prompt": False, "return_tokens": True,
-                "stream": False}
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=600) as r:
-            return json.loads(r.read())
-
-    def __enter__(self) -> "Server":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def server_figures(responses: list[dict[str, Any]]) -> dict[str, Any]:
-    """Totals over a method's responses, from llama-server's own `timings`."""
-    n = sum(r["timings"]["predicted_n"] for r in responses)
-    ms = sum(r["timings"]["predicted_ms"] for r in responses)
-    drafted = sum(r["timings"].get("draft_n", 0) for r in responses)
-    accepted = sum(r["timings"].get("draft_n_accepted", 0) for r in responses)
-    passes = n - accepted  # each verification emits its accepted drafts plus one target token
-    return {"tokens": n, "decode_s": ms / 1000, "tokens_per_s": n / (ms / 1000) if ms else 0.0,
-            "tokens_per_pass": n / passes if passes else None, "passes": passes, "draft_n": drafted, "draft_n_accepted": accepted,
-            "outputs": [r.get("tokens", []) for r in responses]}
-
-
-def run_server(binary: Path, model: str, prompts: list[list[int]], n: int, args: list[str], ctx: int,
-               threads: int, log: Path) -> dict[str, Any]:
-    with Server(binary, model, args, ctx, threads, log) as srv:
-        srv.complete(prompts[0], 8)  # warm-up: first-call costs out of the figures
-        return server_figures([srv.complete(p, n) for p in prompts])
 
 
 def run_homespec(model: str, draft: str, prompts: list[list[int]], n: int, ctx: int, threads: int,
@@ -146,23 +79,6 @@ def run_rounds(groups: list[Any], rounds: int) -> dict[str, dict[str, Any]]:
         t["tokens_per_pass"] = t["tokens"] / t["passes"] if t["passes"] else None
         out[name] = t
     return out
-
-
-def identical(a: list[list[int]], b: list[list[int]]) -> float:
-    """Fraction of prompts whose greedy answers match over the shorter of the two (EOS handling aside)."""
-    same = sum(1 for x, y in zip(a, b) if x[:min(len(x), len(y))] == y[:min(len(x), len(y))])
-    return same / len(b) if b else 0.0
-
-
-def table(rows: dict[str, dict[str, Any]]) -> str:
-    base = rows["llama-server plain"]["tokens_per_s"]
-    lines = ["| method | tokens/s | vs llama-server plain | tokens per target pass | greedy = llama-server plain |",
-             "|---|---:|---:|---:|---:|"]
-    for name, r in rows.items():
-        tpp = "" if r["tokens_per_pass"] is None else f"{r['tokens_per_pass']:.2f}"
-        lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {r['tokens_per_s'] / base:.2f}x | {tpp} | "
-                     f"{r['identical_to_llama_server_plain']:.0%} |")
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:

@@ -1,19 +1,16 @@
-"""scripts/bench_llamacpp.py: llama-server's figures and the side-by-side table, from real llama-server
+"""homespec.bench.llamaserver (bench --against llama-server, scripts/bench_llamacpp.py): llama-server's
+figures and the side-by-side table, from real llama-server
 responses (recorded under tests/data/, made by the server that scripts/build_llamacpp_tools.sh builds), and from
 a live llama-server on 127.0.0.1 when that binary is built on this machine (it is not on CI)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import bench_llamacpp as bench  # noqa: E402
+from homespec.bench import llamaserver as bench
 
 DATA = Path(__file__).parent / "data"
 
@@ -51,8 +48,10 @@ def test_identical_compares_the_common_prefix():
 
 
 def _built_server() -> Path | None:
-    found = sorted((Path.home() / ".cache" / "homespec" / "llama-tools").glob("llama-0.3.36-*/bin/llama-server"))
-    return found[0] if found else None
+    try:
+        return bench.find_server()
+    except bench.UsageError:
+        return None
 
 
 @pytest.mark.skipif(_built_server() is None, reason="llama-server is not built (scripts/build_llamacpp_tools.sh)")
@@ -81,3 +80,35 @@ def test_live_llama_server_drafts_with_an_exported_head(tmp_path, smollm2_path):
             out[name] = srv.complete(ids, 12)
     assert out["eagle3"]["timings"]["draft_n"] > 0
     assert out["eagle3"]["tokens"] == out["plain"]["tokens"]
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    from homespec.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--server-draft", "x.gguf"], "--against llama-server"),
+    (["--against", "vllm"], "only llama-server"),
+    (["--against", "llama-server", "--temperature", "0.7"], "greedy"),
+    (["--against", "llama-server", "--server", "/nonexistent/llama-server"], "not an executable"),
+    (["--against", "llama-server", "--server-draft", "/nonexistent.gguf"], "draft export"),
+])
+def test_against_usage_errors_come_before_any_load(capsys, args, needle):
+    code, out, err = _run(capsys, "bench", "--limit", "1", *args)
+    assert code == 2 and out == "" and needle in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(_built_server() is None, reason="llama-server is not built (scripts/build_llamacpp_tools.sh)")
+def test_bench_against_llama_server_json(capsys):
+    code, out, err = _run(capsys, "bench", "--methods", "none", "--limit", "2", "-n", "8", "--threads", "1",
+                          "--against", "llama-server", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["against_llama_server"]
+    assert list(rows) == ["llama-server plain", "homespec none"]
+    assert rows["llama-server plain"]["ratio_vs_llama_server_plain"] == 1.0
+    assert rows["homespec none"]["identical_to_llama_server_plain"] == 1.0  # the same greedy answers
+    assert rows["homespec none"]["tokens"] > 0 and rows["llama-server plain"]["tokens_per_pass"] == 1.0
