@@ -248,3 +248,32 @@ def test_twin_of_a_norm_output_head_needs_no_calibration(tmp_path, capsys, tiny_
     assert result["kind"] == "eagle3-twin" and result["fc_norm_scales"] is None
     assert all(c["agree"] == len(c["homespec"]) for c in result["check"]), result["check"]
     assert "calibrating" not in err
+
+
+def test_a_speculators_checkpoint_written_key_by_key_loads(tmp_path):
+    """The speculators layout as speculators itself saves it (not via homespec's writer): nested
+    transformer_layer_config, `layers.0.*`, the verifier's embeddings saved alongside, t2d/d2t."""
+    from safetensors.torch import save_file
+
+    src = _head(seed=6)
+    w = {("layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v.contiguous()
+         for k, v in src.state_dict().items()}
+    w["embed_tokens.weight"] = torch.randn(V, H)
+    d = tmp_path / "spec"
+    d.mkdir()
+    save_file(w, str(d / "model.safetensors"))
+    cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.9.0",
+           "draft_vocab_size": DV, "norm_before_residual": False, "target_hidden_size": None,
+           "eagle_aux_hidden_state_layer_ids": [1, 4, 6],
+           "transformer_layer_config": {"model_type": "llama", "hidden_size": H, "intermediate_size": 128,
+                                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                                        "num_hidden_layers": 1, "rms_norm_eps": 1e-5, "vocab_size": V,
+                                        "rope_theta": 10000.0, "max_position_embeddings": 2048},
+           "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                                  "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                                  "verifier": {"name_or_path": "org/target", "architectures": ["LlamaForCausalLM"]}}}
+    (d / "config.json").write_text(json.dumps(cfg))
+    head = load_head(d, N_LAYER, H, V)
+    assert head.config.feature_layers(N_LAYER) == (1, 4, 6) and head.embed_tokens is None
+    assert torch.equal(head.midlayer.self_attn.q_proj.weight, src.midlayer.self_attn.q_proj.weight)
+    assert torch.equal(head.draft_to_target, src.draft_to_target)
