@@ -13,7 +13,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-draft_app = typer.Typer(help="Draft heads: train an EAGLE-3.1 head for a target.", no_args_is_help=True)
+draft_app = typer.Typer(help="Draft heads: train an EAGLE-3.1 head for a target, export one for llama.cpp or vLLM.", no_args_is_help=True)
 app.add_typer(draft_app, name="draft")
 
 

@@ -91,12 +91,14 @@ def bench(
     json_file: Annotated[Optional[str], typer.Option("--json-out", help="Write the results as JSON to FILE (`-`: stdout, as --json).")] = None,
     markdown_file: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown table to FILE.")] = None,
     plot_file: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG plot to FILE.")] = None,
+    against_: Annotated[Optional[str], typer.Option("--against", help="Also run llama.cpp's own `llama-server` on the same prompts (greedy): plain, and with --server-draft its eagle3 drafter.")] = None,
+    server: Annotated[Optional[str], typer.Option("--server", help="The llama-server binary. Default: scripts/build_llamacpp_tools.sh's build.")] = None,
+    server_draft: Annotated[Optional[str], typer.Option("--server-draft", help="An eagle3 GGUF (homespec draft export) for llama-server's drafter.")] = None,
+    server_draft_n: Annotated[int, typer.Option("--server-draft-n", help="llama-server's --spec-draft-n-max.")] = 4,
 ) -> None:
     """Run methods side by side on a prompt set: tokens/s, speedup, acceptance, latency, exactness."""
     from rich.progress import Progress
 
-    from homespec.atomic import write_bytes
-    from homespec.bench.report import markdown, plot, render
     from homespec.bench.run import run_bench, summary
     from homespec.session.prompts import prompt_tokens
     from homespec.prompts import load_prompts, read_prompts_file
@@ -111,6 +113,7 @@ def bench(
     for flag, path, example in (("--json-out", json_file, "bench.json"), ("--markdown", markdown_file, "bench.md"),
                                 ("--plot", plot_file, "bench.png")):
         _check_output_file(flag, path, example)
+    server_bin = _check_against(against_, server, server_draft, temperature, long, repeat, lockstep)
     if long:
         items = None
     else:
@@ -124,25 +127,81 @@ def bench(
         def tick(method: str, done: int, total: int) -> None:
             bar.update(task, completed=done, description=f"bench: {method}")
 
+        asked: list[list[int]] = []
+
         def token_prompts(session):
             if items is None:
                 return _long_token_prompts(session, ctx, max_tokens, limit)
-            return [prompt_tokens(session, list(i.turns[:1]), True) for i in items]
+            asked[:] = [prompt_tokens(session, list(i.turns[:1]), True) for i in items]
+            return asked
 
         result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
                            by_context=long,
                            bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep)
+    record, side = summary(result), ""
+    if server_bin is not None:
+        rows = _run_against(result, asked, server_bin, server_draft, server_draft_n, max_tokens, ctx, threads)
+        from homespec.bench.llamaserver import as_json, table
+
+        record["against_llama_server"], side = as_json(rows), table(rows)
+    _write_results(result, record, side, json_stdout, json_file, markdown_file, plot_file)
+
+
+def _write_results(result, record: dict, side: str, json_stdout: bool, json_file: Optional[str],
+                   markdown_file: Optional[str], plot_file: Optional[str]) -> None:
+    """The table (or JSON) on stdout, and the files asked for; `side`: the table beside llama-server."""
+    from homespec.atomic import write_bytes
+    from homespec.bench.report import markdown, plot, render
+
     if json_stdout:
-        print(json.dumps(summary(result), indent=2))
+        print(json.dumps(record, indent=2))
     else:
         render(result, _stdout())
+        if side:
+            print("\nbeside llama-server (same prompts, greedy):\n" + side)
     if json_file:
-        write_bytes(json_file, (json.dumps(summary(result), indent=2) + "\n").encode())
+        write_bytes(json_file, (json.dumps(record, indent=2) + "\n").encode())
     if markdown_file:
-        write_bytes(markdown_file, markdown(result).encode())
+        write_bytes(markdown_file, (markdown(result) + ("\n" + side if side else "")).encode())
     if plot_file:
         plot(result, plot_file)
+
+
+def _check_against(against: Optional[str], server: Optional[str], server_draft: Optional[str], temperature: float,
+                   long: bool, repeat: int, lockstep: bool):
+    """--against llama-server's settings, checked before any model loads; -> the server binary or None."""
+    if against is None:
+        if server or server_draft:
+            raise UsageError("--server and --server-draft go with --against llama-server", hint="add --against llama-server")
+        return None
+    if against != "llama-server":
+        raise UsageError(f"--against {against}: only llama-server is supported", hint="use --against llama-server")
+    if temperature != 0 or long or repeat != 1 or lockstep:
+        raise UsageError("--against llama-server compares greedy answers on the packaged or given prompts",
+                         hint="drop --temperature, --long, --repeat and --lockstep")
+    if server_draft is not None:
+        from pathlib import Path
+
+        if not Path(server_draft).is_file():
+            raise UsageError(f"--server-draft {server_draft} is not a file",
+                             hint="export one with `homespec draft export HEAD --format gguf --out FILE`")
+    from homespec.bench.llamaserver import find_server
+
+    return find_server(server)
+
+
+def _run_against(result, prompts, server_bin, server_draft, n_max, max_tokens, ctx, threads):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from homespec.bench.llamaserver import against
+
+    log_dir = Path(tempfile.mkdtemp(prefix="homespec-llama-server-"))
+    print(f"bench: llama-server on the same prompts (logs in {log_dir})", file=sys.stderr)
+    return against(result, prompts, server=server_bin, draft_gguf=server_draft, n_max=n_max, max_tokens=max_tokens,
+                   ctx=ctx, threads=threads or os.cpu_count() or 1, log_dir=log_dir)
 
 
 LONG_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # 512: the short reference

@@ -41,6 +41,10 @@ class Eagle3Config:
     fc_norm: bool = False  # EAGLE-3.1: RMSNorm on each target feature before fc
     norm_output: bool = False  # EAGLE-3.1: the next draft step consumes norm(output)
     norm_before_residual: bool = False  # vLLM variant: the residual is hidden_norm(hidden)
+    # llama.cpp's `norm_before_fc`: one RMSNorm over the whole [3*H_t] concatenation before fc
+    # (weight `input_norm.weight`), where EAGLE-3.1's fc_norm normalises each feature alone.
+    # The form homespec's EAGLE-3 twin of a 3.1 head takes (homespec/heads/twin.py).
+    norm_before_fc: bool = False
     # homespec's key: the longest sequence the head was trained on. The drafter then attends to
     # that many newest entries (plus the first few) by default: beyond its training length a
     # head's acceptance is higher with the window than with full attention (docs/speculative.md).
@@ -50,6 +54,8 @@ class Eagle3Config:
     def from_dict(cls, cfg: Mapping[str, Any], path: str = "") -> "Eagle3Config":
         """From a Llama-style config.json; unknown keys are ignored."""
         where = path or "config.json"
+        if isinstance(cfg.get("transformer_layer_config"), dict):  # the speculators layout nests the layer
+            cfg = {**cfg, **cfg["transformer_layer_config"]}
         eagle = cfg.get("eagle_config") or {}
         if int(cfg.get("num_hidden_layers", 1)) != 1:
             raise FormatError(
@@ -82,6 +88,7 @@ class Eagle3Config:
             fc_norm=bool(cfg.get("fc_norm", eagle.get("fc_norm", False))),
             norm_output=bool(cfg.get("norm_output", eagle.get("norm_output", False))),
             norm_before_residual=bool(cfg.get("norm_before_residual", False)),
+            norm_before_fc=bool(cfg.get("norm_before_fc", False)),
             draft_window=_draft_window(cfg.get("draft_window"), where),
         )
 
@@ -94,7 +101,8 @@ class Eagle3Config:
             "tie_word_embeddings": False,
         }
         for key, value in asdict(self).items():
-            if key in ("aux_layer_ids", "rope_scaling") or (key == "draft_window" and value is None):
+            if key in ("aux_layer_ids", "rope_scaling") or (key == "draft_window" and value is None) \
+                    or (key == "norm_before_fc" and not value):
                 continue
             out[key] = value
         if self.rope_scaling is not None:
@@ -257,6 +265,7 @@ class Eagle3Head(nn.Module):
         c = self.config = config
         self.fc = nn.Linear(3 * c.target_hidden_size, c.hidden_size, bias=False)
         self.fc_norm = nn.ModuleList([RMSNorm(c.target_hidden_size, c.rms_norm_eps) for _ in range(3)]) if c.fc_norm else None
+        self.input_norm = RMSNorm(3 * c.target_hidden_size, c.rms_norm_eps) if c.norm_before_fc else None
         self.midlayer = _MidLayer(c)
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, c.draft_vocab_size, bias=False)
@@ -282,6 +291,8 @@ class Eagle3Head(nn.Module):
         if self.fc_norm is not None:
             parts = features.chunk(3, dim=-1)
             features = torch.cat([norm(part) for norm, part in zip(self.fc_norm, parts)], -1)
+        if self.input_norm is not None:
+            features = self.input_norm(features)
         return self.fc(features)
 
     def forward(
