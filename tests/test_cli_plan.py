@@ -163,7 +163,7 @@ def test_help_lists_the_commands_in_their_order():
 
     root = typer.main.get_command(app)
     assert list(root.list_commands(None)) == ["probe", "plan", "generate", "bench", "chat", "serve", "models", "draft"]
-    assert list(root.commands["draft"].list_commands(None)) == ["train"]
+    assert list(root.commands["draft"].list_commands(None)) == ["train", "export"]
 
 
 def test_probe_json_on_a_cpu_machine(capsys):
