@@ -8,7 +8,7 @@ notes and a speed estimate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
@@ -91,12 +91,13 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
                      f"here, against {est.spec_tokens_per_s:,.1f} with the {s2.tree_tokens} nodes budgeted")
     uses = lay.uses
     plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes))
-    if suggest and verdict != FITS:
-        from homespec.plan.suggest import suggestions
+    if not suggest:
+        return plan
+    from homespec.plan.suggest import no_pay_note, suggestions
 
-        plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded,
-                    tuple(suggestions(plan)), tuple(notes))
-    return plan
+    note = no_pay_note(plan)
+    return replace(plan, suggestions=tuple(suggestions(plan)) if verdict != FITS else (),
+                   notes=(*notes, note) if note else plan.notes)
 
 
 def _family_notes(model: ModelSpec, asked: Settings, solved: Settings, gpus: bool) -> list[str]:
