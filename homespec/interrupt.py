@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl-C
 
@@ -51,12 +51,15 @@ def seen() -> bool:
 
 
 @contextmanager
-def keeping(what: str) -> Iterator[None]:
-    """An interrupt inside this block leaves `what` behind ("the partial download ... resumes ...")."""
+def keeping(what: str | Callable[[], str | None]) -> Iterator[None]:
+    """An interrupt inside this block leaves `what` behind ("the partial download ... resumes ..."); a
+    callable is asked when the interrupt comes (None: nothing was left)."""
     try:
         yield
     except KeyboardInterrupt:
-        _kept.append(what)
+        kept = what() if callable(what) else what
+        if kept:
+            _kept.append(kept)
         raise
 
 

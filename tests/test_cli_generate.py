@@ -188,7 +188,8 @@ def test_ctrl_c_during_generate_is_one_line_and_exit_130(smollm2_path):
     child = subprocess.Popen(
         [sys.executable, "-m", "homespec", "generate", "--model", str(smollm2_path), "--method", "none", "--no-chat",
          "-p", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "-n", "3000", "--threads", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a background shell's runs ignore SIGINT
     try:
         deadline = time.monotonic() + 120  # a bound on waiting for the first token, not a speed assertion
         while not select.select([child.stdout], [], [], 1.0)[0]:
