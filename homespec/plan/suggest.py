@@ -156,13 +156,19 @@ def no_pay_note(plan: Plan) -> str | None:
             freed[i.device] = freed.get(i.device, 0) + i.bytes
     where = " and ".join(f"{gib(b)} on {d}" for d, b in freed.items() if b)
     if e.best_tree_tokens:
-        best = (f"no draft tree of {plan.settings.tree_tokens} nodes or fewer beats plain decoding here (the best, "
-                f"--draft-tokens {e.best_tree_tokens}, is estimated at {e.best_spec_tokens_per_s:,.1f} tok/s against "
+        best = (f"no draft tree of {plan.settings.tree_tokens} nodes or fewer is estimated to beat plain decoding here "
+                f"(the best, --draft-tokens {e.best_tree_tokens}, at {e.best_spec_tokens_per_s:,.1f} tok/s against "
                 f"{e.plain_tokens_per_s:,.1f} plain)")
     else:
-        best = f"the draft does not beat plain decoding here ({e.plain_tokens_per_s:,.1f} tok/s plain)"
-    note = f"{best}, so the best choice is no draft: --draft none frees {where or 'nothing'}"
+        best = f"the draft is not estimated to beat plain decoding here ({e.plain_tokens_per_s:,.1f} tok/s plain)"
+    note = f"{best}, so no draft is the better choice: --draft none frees {where or 'nothing'}"
     p = without_draft(plan) if plan.verdict != NO_FIT else None  # a plan that does not fit: the try: line says it
-    if p is not None and p.fits:
+    if p is not None and p.fits and _placed_otherwise(p, plan):
         note += f" and fits{_where(p)} with {gib(p.headroom_bytes)} to spare, {p.estimate.plain_tokens_per_s:,.1f} tok/s"
     return note
+
+
+def _placed_otherwise(a: Plan, b: Plan) -> bool:
+    """Whether two plans of one model put it elsewhere (more on the GPUs, experts moved, another verdict)."""
+    sa, sb = a.settings, b.settings
+    return (a.verdict, sa.n_gpu_layers, sa.layer_split, sa.n_cpu_moe) != (b.verdict, sb.n_gpu_layers, sb.layer_split, sb.n_cpu_moe)
