@@ -59,3 +59,16 @@ def test_plan_json_carries_the_draft_none_suggestion(capsys):
                for s in p["suggestions"])
     code = main(["plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "24", "--draft", "none", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["fits"]
+
+
+def test_a_calibrated_plan_gives_calibrated_speeds_in_its_draft_advice(tmp_path):
+    base = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=24)
+    plain = base.estimate.plain_tokens_per_s
+    bench = tmp_path / "bench.json"  # a bench that measured half the estimated plain speed
+    bench.write_text(json.dumps({"methods": {"none": {"tokens_per_s": plain / 2, "mean_accepted": 1.0}},
+                                 "plan_estimate": {"plain_tokens_per_s": plain}}))
+    cal = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=24, calibrate=str(bench))
+    bare = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=24, draft="none", calibrate=str(bench))
+    assert bare.estimate.plain_tokens_per_s < plain * 0.6
+    assert any(s.startswith("--draft none fits") and s.endswith(f", {bare.estimate.plain_tokens_per_s:,.1f} tok/s "
+                                                                 "without speculation") for s in cal.suggestions)

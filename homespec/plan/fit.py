@@ -14,7 +14,7 @@ from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
 from homespec.plan.place import DeviceUse, placer
 from homespec.plan.settings import Settings, check_settings
-from homespec.plan.speed import Estimate, estimate
+from homespec.plan.speed import Estimate, estimate, scaled
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 FITS = "fits"
@@ -85,6 +85,7 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         draft_loads = dl.loads
     est = estimate(lay.loads, draft, lay.draft_device, lay.draft_bytes, s2.tree_tokens, s2.draft_depth,
                    s2.draft_topk, host_cores(machine), draft_loads)
+    est = scaled(est, s.speed_scale)  # --calibrate: every figure below, notes and suggestions too, is measured-scaled
     if est.faster_tree_tokens:
         n = est.faster_tree_tokens
         notes.append(f"a {n}-node draft tree (--draft-tokens {n}) is estimated at {est.faster_spec_tokens_per_s:,.1f} tok/s "

@@ -174,3 +174,21 @@ def estimate(
     return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, nodes,
                     faster[0] if faster else None, faster[1] if faster else None,
                     best[0] if best else None, best[1] if best else None)
+
+
+def scaled(e: Estimate, factor: float) -> Estimate:
+    """The estimate with every speed multiplied by `factor` (a calibration's measured / estimated)."""
+    if factor == 1.0:
+        return e
+    from dataclasses import replace
+
+    def times(x: float | None) -> float | None:
+        return None if x is None else x * factor
+
+    def over(x: float | None) -> float | None:
+        return None if x is None else x / factor
+
+    return replace(e, plain_tokens_per_s=e.plain_tokens_per_s * factor, spec_tokens_per_s=times(e.spec_tokens_per_s),
+                   faster_spec_tokens_per_s=times(e.faster_spec_tokens_per_s),
+                   best_spec_tokens_per_s=times(e.best_spec_tokens_per_s), verify_ms=over(e.verify_ms),
+                   draft_ms=over(e.draft_ms), plain_ms=e.plain_ms / factor)
