@@ -175,3 +175,32 @@ def test_a_damaged_safetensors_file_reads_the_same_in_plan_and_generate(capsys, 
     code, _, err = gen(capsys, "--backend", "torch", "--model", str(folder), "-p", "hi", "--method", "none")
     assert code == 1 and err == planned
     assert err.startswith(f"error: {folder / 'model.safetensors'}: truncated safetensors file\nhint: ")
+
+
+def test_ctrl_c_during_generate_is_one_line_and_exit_130(smollm2_path):
+    """Typer turns KeyboardInterrupt into exit 130 before homespec's handler sees it: the interrupt
+    still gets its one line, and no traceback."""
+    import select
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "homespec", "generate", "--model", str(smollm2_path), "--method", "none", "--no-chat",
+         "-p", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "-n", "3000", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a background shell's runs ignore SIGINT
+    try:
+        deadline = time.monotonic() + 120  # a bound on waiting for the first token, not a speed assertion
+        while not select.select([child.stdout], [], [], 1.0)[0]:
+            assert child.poll() is None and time.monotonic() < deadline, child.stderr.read().decode()
+        child.stdout.read1(1)  # decoding has started
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    err = err.decode()
+    assert child.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted")

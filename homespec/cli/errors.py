@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from homespec import interrupt
 from homespec.cli.app import app
 from homespec.errors import EXIT_RUNTIME, EXIT_USAGE, HomespecError
 
@@ -41,6 +42,17 @@ def _one_line(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: turn known errors into two lines on stderr and an exit code."""
+    interrupt.install()
+    try:
+        code = _run(argv)
+    finally:
+        interrupt.uninstall()
+    if code == interrupt.EXIT_INTERRUPTED and interrupt.seen():  # typer turns a Ctrl-C into a plain exit 130
+        print(interrupt.message(), file=sys.stderr)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     click = _click_exceptions()
     try:
         code = app(args=argv, prog_name=app.info.name, standalone_mode=False)
@@ -56,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hint: see `{_command_path(e, argv)} --help`", file=sys.stderr)
         return EXIT_USAGE
     except typer.Abort:  # Ctrl-C or end of input inside a prompt
-        print("error: interrupted", file=sys.stderr)
-        return 130
+        interrupt.note()
+        return interrupt.EXIT_INTERRUPTED
     except click.ClickException as e:
         print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
         return e.exit_code
@@ -68,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         if e.hint:
             print(f"hint: {e.hint}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # outside a command (while the parser runs)
+        interrupt.note()
+        return interrupt.EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("HOMESPEC_DEBUG"):
             raise

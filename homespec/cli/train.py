@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated, Optional
 
 import typer
 
+from homespec import interrupt
 from homespec.cli.app import draft_app
 from homespec.train.config import TrainConfig  # light (no torch): the defaults of `draft train`
 
@@ -44,7 +46,8 @@ def draft_train(
                          draft_vocab=draft_vocab, ttt_steps=ttt_steps, seed=seed, max_new_tokens=max_new_tokens,
                          backend=backend, eagle3=eagle3, freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight,
                          init=init, skip_shards=skip_shards, keep_vocab=keep_vocab, data_from=tuple(data_from or ()))
-    with RichProgress() as progress:
+    kept = (lambda: f"what {out} holds is kept: rerun the same command to resume" if os.path.isdir(out) else None)
+    with interrupt.keeping(kept), RichProgress() as progress:
         result = train_head(config, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,

@@ -121,12 +121,8 @@ def _solve(target: ModelSpec, head, machine, settings: Settings, calibrate: str 
     cal = load_calibration(calibrate)
     if cal.tau is not None and head is not None:
         head = replace(head, expected_tau=cal.tau)
-    plan = solve(target, head, machine, settings.with_(memory_scale=cal.memory_scale))
+    plan = solve(target, head, machine, settings.with_(memory_scale=cal.memory_scale, speed_scale=cal.speed_factor))
     e = plan.estimate
-    est = replace(
-        e,
-        plain_tokens_per_s=e.plain_tokens_per_s * cal.speed_factor,
-        spec_tokens_per_s=None if e.spec_tokens_per_s is None else e.spec_tokens_per_s * cal.speed_factor,
-        basis=e.basis + f"; calibrated with {cal.source} (speed x{cal.speed_factor:.2f}, memory x{cal.memory_scale:.3f})",
-    )
+    est = replace(e, basis=e.basis + f"; calibrated with {cal.source} (speed x{cal.speed_factor:.2f}, "
+                                     f"memory x{cal.memory_scale:.3f})")
     return replace(plan, estimate=est, notes=(*plan.notes, f"calibrated with {cal.source}"))

@@ -8,13 +8,13 @@ notes and a speed estimate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
 from homespec.plan.place import DeviceUse, placer
 from homespec.plan.settings import Settings, check_settings
-from homespec.plan.speed import Estimate, estimate
+from homespec.plan.speed import Estimate, estimate, scaled
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 FITS = "fits"
@@ -85,18 +85,20 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         draft_loads = dl.loads
     est = estimate(lay.loads, draft, lay.draft_device, lay.draft_bytes, s2.tree_tokens, s2.draft_depth,
                    s2.draft_topk, host_cores(machine), draft_loads)
+    est = scaled(est, s.speed_scale)  # --calibrate: every figure below, notes and suggestions too, is measured-scaled
     if est.faster_tree_tokens:
         n = est.faster_tree_tokens
         notes.append(f"a {n}-node draft tree (--draft-tokens {n}) is estimated at {est.faster_spec_tokens_per_s:,.1f} tok/s "
                      f"here, against {est.spec_tokens_per_s:,.1f} with the {s2.tree_tokens} nodes budgeted")
     uses = lay.uses
     plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes))
-    if suggest and verdict != FITS:
-        from homespec.plan.suggest import suggestions
+    if not suggest:
+        return plan
+    from homespec.plan.suggest import no_pay_note, suggestions
 
-        plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded,
-                    tuple(suggestions(plan)), tuple(notes))
-    return plan
+    note = no_pay_note(plan)
+    return replace(plan, suggestions=tuple(suggestions(plan)) if verdict != FITS else (),
+                   notes=(*notes, note) if note else plan.notes)
 
 
 def _family_notes(model: ModelSpec, asked: Settings, solved: Settings, gpus: bool) -> list[str]:

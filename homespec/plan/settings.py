@@ -73,6 +73,7 @@ class Settings:
     layer_split: tuple[int, ...] = ()
     torch_dtype: str = "f16"  # torch backend on a GPU; on the CPU it runs fp32
     memory_scale: float = 1.0  # from --calibrate: measured / planned bytes on this machine
+    speed_scale: float = 1.0  # from --calibrate: measured / estimated plain tokens/s on this machine
     # Sequences served at once, each with its own n_ctx cells (llama-server -np N with -c n_ctx x N).
     n_seq: int = 1
     # Sliding-window layers keep the whole context (llama.cpp --swa-full) instead of the window.

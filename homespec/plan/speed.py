@@ -81,6 +81,14 @@ class Estimate:
     tree_tokens: int | None = None  # the draft tree the estimate is for: the one the plan budgets
     faster_tree_tokens: int | None = None  # a smaller tree estimated clearly faster here, if any
     faster_spec_tokens_per_s: float | None = None
+    # The fastest tree tried (the budgeted one or a smaller one), whether or not it beats plain decoding.
+    best_tree_tokens: int | None = None
+    best_spec_tokens_per_s: float | None = None
+
+    @property
+    def pays(self) -> bool | None:
+        """Whether speculation with the budgeted shape beats plain decoding (None: no draft)."""
+        return None if self.spec_tokens_per_s is None else self.spec_tokens_per_s > self.plain_tokens_per_s
 
 
 def _device_flops(d: Device, cpu_cores: int) -> float:
@@ -142,7 +150,7 @@ def estimate(
     if draft is None or draft_device is None:
         return Estimate(1 / plain, None, None, None, None, None, plain * 1e3, basis)
     acc = acceptance_model(draft, tree_tokens, depth)
-    faster = None
+    faster = best = None
     if draft.kind == "model" and draft_loads:
         # A draft model proposes a chain: `depth` sequential one-token forwards.
         t_draft = depth * forward_seconds(draft_loads, 1, cpu_cores)
@@ -154,12 +162,33 @@ def estimate(
         # are estimated too, to say when one would be faster on this machine.
         spec, tau, t_verify, t_draft = tree_step(loads, draft, draft_device, draft_bytes, acc, tree_tokens, depth, topk, cpu_cores)
         shape, nodes = f"the {tree_tokens}-node tree, depth {max(0, min(depth, tree_tokens - 1))}, top-{topk}", tree_tokens
+        best = (tree_tokens, spec)
         for t in (t for t in SMALLER_TREES if t < tree_tokens):
             cand = tree_step(loads, draft, draft_device, draft_bytes, acc, t, depth, topk, cpu_cores)[0]
+            best = (t, cand) if cand > best[1] else best
             if cand > spec * FASTER_MARGIN and cand > 1 / plain and (faster is None or cand > faster[1]):
                 faster = (t, cand)
     basis += f"; {tau:.2f} tokens per target pass assumed for {shape} ({acc.source})"
     if spec <= 1 / plain:
         basis += "; speculation would not pay with this draft shape, so homespec's guard keeps plain decoding"
     return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, nodes,
-                    faster[0] if faster else None, faster[1] if faster else None)
+                    faster[0] if faster else None, faster[1] if faster else None,
+                    best[0] if best else None, best[1] if best else None)
+
+
+def scaled(e: Estimate, factor: float) -> Estimate:
+    """The estimate with every speed multiplied by `factor` (a calibration's measured / estimated)."""
+    if factor == 1.0:
+        return e
+    from dataclasses import replace
+
+    def times(x: float | None) -> float | None:
+        return None if x is None else x * factor
+
+    def over(x: float | None) -> float | None:
+        return None if x is None else x / factor
+
+    return replace(e, plain_tokens_per_s=e.plain_tokens_per_s * factor, spec_tokens_per_s=times(e.spec_tokens_per_s),
+                   faster_spec_tokens_per_s=times(e.faster_spec_tokens_per_s),
+                   best_spec_tokens_per_s=times(e.best_spec_tokens_per_s), verify_ms=over(e.verify_ms),
+                   draft_ms=over(e.draft_ms), plain_ms=e.plain_ms / factor)

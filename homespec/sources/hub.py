@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from homespec import interrupt
 from homespec.errors import EXIT_USAGE, HomespecError, UsageError
 from homespec.sources.names import HubRef, hub_endpoint
 from homespec.sources import pick
@@ -260,7 +261,8 @@ def _fetch_blob(repo: str, part: str, revision: str) -> None:
         check_network_allowed(meta.location)
         if urllib.parse.urlsplit(meta.location).netloc != urllib.parse.urlsplit(hub_endpoint()).netloc:
             headers.pop("authorization", None)  # a CDN link is signed; the token stays with the hub
-        with open(partial, "ab") as f:
+        with interrupt.keeping(f"the partial download {partial} is kept and resumes on the next run"), \
+                open(partial, "ab") as f:
             http_get(meta.location, f, resume_size=have, headers=headers, expected_size=meta.size,
                      displayed_filename=part, tqdm_class=_progress_class())
         os.replace(partial, blobs / meta.etag)
