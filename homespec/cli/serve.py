@@ -68,9 +68,8 @@ def serve(
     try:
         if parallel is None:
             parallel = default_parallel(opts, path)
-        guarded = "guarded" if guard else "unguarded"
-        with stage(sys.stderr, f"loading {os.path.basename(path)} ({method}, {guarded}, on {backend}, "
-                               f"{parallel} parallel)"):
+        how = method if method == "none" else f"{method}, {'guarded' if guard else 'unguarded'}"
+        with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {backend}, {parallel} parallel)"):
             engine = open_engine(opts, parallel=parallel, queue_size=queue)
     except BaseException:
         sock.close()
