@@ -81,7 +81,8 @@ def open_parts(opt: RunOptions, parallel: int, ubatch: int | None = None) -> Eng
                          hint="use --method eagle3 or --method ngram with --parallel")
     path = check_options(opt)
     # the plan budgets KV for `parallel` sequences of opt.ctx cells (`homespec plan --parallel`);
-    # llama.cpp holds them in one unified cache of parallel x ctx cells
+    # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
+    # trees: MultiSeqBackend)
     plan = plan_for_run(opt, path, parallel=parallel)
     settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx)
     if ubatch is not None:
