@@ -1,7 +1,7 @@
 """`homespec serve` under load: concurrency 1, 2, 4, 8 against real servers on 127.0.0.1, side by side.
 
     .venv/bin/python scripts/bench_serve.py [--concurrency 1,2,4,8] [--tokens 48] [--rounds 2]
-        [--threads 2] [--ctx 512] [--server-draft TWIN.gguf] [--json FILE]
+        [--threads 1] [--ctx 512] [--server-draft TWIN.gguf] [--json FILE]
 
 Servers, all started at once on the embedded SmolLM2 with --parallel (llama-server -np) = the largest
 concurrency and --ctx tokens per sequence:
@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -116,18 +117,20 @@ def run_clients(port: int, prompts: list[list[int]], concurrency: int, tokens: i
                 results.append(r)
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        while t.is_alive():  # joined in slices, so Ctrl-C / SIGTERM reach the main thread at once
+            t.join(0.5)
     wall = time.perf_counter() - t0
     ttft = sorted(r[0] for r in results)
     per_user = [(n - 1) / d for _, d, n in results if n > 1 and d > 0]
     return {"requests": len(results), "tokens": sum(r[2] for r in results), "wall_s": round(wall, 3),
             "total_tok_s": round(sum(r[2] for r in results) / wall, 3),
             "per_user_tok_s": round(statistics.mean(per_user), 3) if per_user else 0.0,
-            "ttft_p50_s": round(_pct(ttft, 50), 4), "ttft_p95_s": round(_pct(ttft, 95), 4)}
+            "ttft_p50_s": round(_pct(ttft, 50), 4), "ttft_p95_s": round(_pct(ttft, 95), 4),
+            "slowest_request_s": round(max(r[0] + r[1] for r in results), 3)}
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -236,7 +239,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=2)
+    # one thread each: two threads per server spin on each other at llama.cpp's barriers whenever
+    # the shared CPU deschedules one, which stalls single requests for tens of seconds
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--server", default=None, help="llama-server binary (default: homespec's cache)")
     ap.add_argument("--server-draft", default=None, help="eagle3 GGUF for llama-server's drafter")
     ap.add_argument("--logs", default="/tmp", help="folder for the servers' logs")
@@ -246,6 +251,7 @@ def main() -> None:
 
     from homespec.embedded import smollm2_path
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the servers are stopped on the way out
     model = str(smollm2_path())
     prompts = test_prompts(model, 2 * max(levels))
     procs = start_servers(a, model, max(levels), Path(a.logs))
