@@ -100,8 +100,28 @@ def complete(port: int, ids: list[int], tokens: int) -> tuple[float, float, int]
     return first - t0, end - first, usage if usage is not None else chunks
 
 
+SPEC = ("generation_tokens", "target_passes", "spec_decode_num_drafts", "spec_decode_num_draft_tokens",
+        "spec_decode_num_accepted_tokens")
+
+
+def spec_counters(port: int) -> dict[str, float]:
+    """homespec's /metrics counters of what the guard chose ({} from a server without them)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for name in SPEC:
+        m = re.search(rf"^homespec:{name}_total{{[^}}]*}} ([0-9.e+]+)$", text, re.M)
+        if m:
+            out[name] = float(m.group(1))
+    return out
+
+
 def run_clients(port: int, prompts: list[list[int]], concurrency: int, tokens: int) -> dict:
     """`concurrency` clients take the prompts in turn; -> the run's figures."""
+    before = spec_counters(port)
     todo = list(prompts)
     lock = threading.Lock()
     results: list[tuple[float, float, int]] = []
@@ -130,7 +150,8 @@ def run_clients(port: int, prompts: list[list[int]], concurrency: int, tokens: i
             "total_tok_s": round(sum(r[2] for r in results) / wall, 3),
             "per_user_tok_s": round(statistics.mean(per_user), 3) if per_user else 0.0,
             "ttft_p50_s": round(_pct(ttft, 50), 4), "ttft_p95_s": round(_pct(ttft, 95), 4),
-            "slowest_request_s": round(max(r[0] + r[1] for r in results), 3)}
+            "slowest_request_s": round(max(r[0] + r[1] for r in results), 3),
+            **{k: v - before[k] for k, v in spec_counters(port).items() if k in before}}
 
 
 def _pct(xs: list[float], q: float) -> float:
