@@ -231,3 +231,25 @@ def test_eagle3_trees_share_one_cache_and_equal_plain_greedy(prompts, alone, smo
     finally:
         eng.close()
     assert _check_within_floor(prompts[:4], alone[:4], [a.token_ids for a in answers], smollm2_path) >= 3
+
+
+def test_the_engine_opens_the_plan_that_plan_parallel_prints(capsys, eagle, smollm2_path):
+    """One budget: the engine's plan for 8 slots is `homespec plan --parallel 8` with the same options, KV for
+    every sequence included; and serve's default slots for the embedded model are the planned 4."""
+    import json
+
+    from homespec.cli import main
+    from homespec.engine.factory import default_parallel
+    from homespec.plan.render import to_json
+
+    assert main(["plan", "--json", "--ctx", "384", "--parallel", "8", "--draft-depth", "4", "--draft-topk", "1",
+                 "--draft-tokens", "5"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    ran = to_json(eagle.parts.plan)
+    assert ran["settings"] == printed["settings"] and ran["items"] == printed["items"]
+    assert printed["settings"]["parallel"] == 8
+    kv = next(i for i in printed["items"] if i["name"] == "target KV")
+    assert "x 8 sequences" in kv["detail"]
+    assert eagle.backend.settings.n_ctx == 8 * 384  # llama.cpp holds all 8 sequences' cells
+    assert default_parallel(RunOptions(method="eagle3", **CHAIN), str(smollm2_path)) == 4
+    assert default_parallel(RunOptions(method="draft", **CHAIN), str(smollm2_path)) == 1  # served one at a time

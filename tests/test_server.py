@@ -2,7 +2,8 @@
 official openai client and by raw HTTP for what a client library would refuse to send.
 
 The main server drafts with the shipped EAGLE head on every step (--no-guard: the speculation
-counters move); a second, plain one with --queue 1 is filled to answer 503, then stopped with SIGTERM.
+counters move) on the batched engine, with the slots the plan gives it (4 here); a second, plain
+one with --parallel 1 --queue 1 is filled to answer 503, then stopped with SIGTERM.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Server:
             self.proc.wait(30)
             raise RuntimeError(f"serve did not start: {line!r} {''.join(self.err)[-2000:]}")
         self.base, self.port = m.group(1), int(m.group(2))
+        self.slots = int(re.search(r"(\d+) parallel", line).group(1))
         return self
 
     def _drain_stderr(self) -> None:
@@ -283,7 +285,8 @@ def test_metrics_parse_and_count(server, client):
     per_pos = [v for k, v in sorted(after.items()) if k.startswith("homespec:spec_decode_num_accepted_tokens_per_pos")]
     assert 0 <= accepted <= drafted and sum(per_pos) == accepted
     assert all(a >= b for a, b in zip(per_pos, per_pos[1:]))  # a position is reached only through the one before
-    assert after["homespec:num_slots"] == 1 and after["homespec:num_requests_waiting"] == 0
+    # --parallel left out: the plan's 4 slots (SmolLM2's KV for 4 x 512 tokens fits anywhere)
+    assert after["homespec:num_slots"] == server.slots == 4 and after["homespec:num_requests_waiting"] == 0
     assert after["homespec:http_requests_total[/v1/chat/completions 200]"] >= 1
 
 
@@ -329,6 +332,48 @@ def test_a_bounded_load_from_four_threads_all_answered(server, client, reference
     assert m["homespec:num_requests_waiting"] == 0 and m["homespec:live_sequences"] == 0
 
 
+NEAR_TIE = 1.6  # logits: llama.cpp's batch-vs-single floor, as tests/test_engine_batched.py uses it
+
+
+@pytest.fixture(scope="module")
+def test_prompts(smollm2_path):
+    """Eight of homespec's test prompts (24-48 tokens in the chat template) as token ids."""
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.prompts import load_prompts
+    from homespec.session.prompts import encode_prompt
+
+    with LlamaCppBackend.load(smollm2_path, n_ctx=CTX, n_threads=1) as b:
+        ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]
+    return [p for p in ids if 24 <= len(p) <= 48][:8]
+
+
+def _complete(client, ids, n=16) -> str:
+    return client.completions.create(model=ALIAS, prompt=ids, max_tokens=n, temperature=0).choices[0].text
+
+
+def test_eight_concurrent_greedy_answers_equal_each_sent_alone(server, client, test_prompts, smollm2_path):
+    """8 requests at once over HTTP (4 decoded together, 4 waiting and joining) answer as each does alone,
+    within llama.cpp's batch-vs-single floor: an answer may part only where the target's top two logits
+    are a near-tie (the first parted token, scored alone, decides)."""
+    alone = [_complete(client, p) for p in test_prompts]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda p: _complete(client, p), test_prompts))
+    same = sum(a == t for a, t in zip(alone, together))
+    print(f"identical answers: {same} of {len(alone)}")
+    assert same >= 6
+    if same < len(alone):
+        from homespec.backends.llamacpp.backend import LlamaCppBackend
+
+        with LlamaCppBackend.load(smollm2_path, n_ctx=CTX, n_ubatch=32, n_threads=1) as b:
+            for p, a, t in zip(test_prompts, alone, together):
+                if a != t:
+                    r = b.tokenizer.encode(a, add_bos=False)
+                    k = next(i for i in range(len(r)) if not t.startswith(b.tokenizer.decode(r[:i + 1])))
+                    top2 = b.score(list(p) + r[:k])[-1].topk(2).values
+                    assert float(top2[0] - top2[1]) < NEAR_TIE, f"answers part at token {k}, not a near-tie"
+    assert _idle(server)["homespec:live_sequences"] == 0
+
+
 def test_a_second_server_on_a_port_in_use_fails_in_one_line(server):
     r = subprocess.run([sys.executable, "-m", "homespec", "serve", "--port", str(server.port)], cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
@@ -340,7 +385,8 @@ def test_a_second_server_on_a_port_in_use_fails_in_one_line(server):
 @pytest.fixture(scope="module")
 def small():
     """A plain server with one waiting place: easy to fill."""
-    s = Server("--method", "none", "--no-guard", "--queue", "1", "--ctx", "256", "--threads", "1").wait_ready()
+    s = Server("--method", "none", "--no-guard", "--parallel", "1", "--queue", "1", "--ctx", "256",
+               "--threads", "1").wait_ready()
     yield s
     s.stop()
 

@@ -27,7 +27,7 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8080,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="HOMESPEC_API_KEY", show_envvar=True, help="Require `Authorization: Bearer KEY` on every route but /health.")] = None,
     alias: Annotated[Optional[str], typer.Option("--alias", "--model-name", help="The model's id in /v1/models and in answers. Default: the model file's name.")] = None,
-    parallel: Annotated[int, typer.Option("--parallel", "-np", help="Sequences decoded at once.")] = 1,
+    parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
     queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
     max_body_mib: Annotated[int, typer.Option("--max-body-mib", help="Largest request body in MiB (413 beyond).")] = 8,
     ctx: CtxOpt = DEFAULT_CTX,
@@ -47,7 +47,7 @@ def serve(
     Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
     """
     from homespec.embedded import DEFAULT_HEAD
-    from homespec.engine.factory import open_engine
+    from homespec.engine.factory import default_parallel, open_engine
     from homespec.engine.serial import check_slots
     from homespec.server.run import bind
     from homespec.session.options import check_options
@@ -57,7 +57,7 @@ def serve(
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
     if max_body_mib < 1:
         raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
-    check_slots(parallel, queue)
+    check_slots(1 if parallel is None else parallel, queue)
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
@@ -66,7 +66,10 @@ def serve(
     path = check_options(opts)  # bad arguments are refused before anything binds or loads
     sock = bind(host, port)  # a port in use fails here, before the model loads
     try:
-        with stage(sys.stderr, f"loading {os.path.basename(path)} ({method} on {backend})"):
+        if parallel is None:
+            parallel = default_parallel(opts, path)
+        how = method if method == "none" else f"{method}, {'guarded' if guard else 'unguarded'}"
+        with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {backend}, {parallel} parallel)"):
             engine = open_engine(opts, parallel=parallel, queue_size=queue)
     except BaseException:
         sock.close()
@@ -84,7 +87,8 @@ def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body:
         if (warning := exposure_warning(host, api_key)) is not None:
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
-              f"api_key={'--api-key' if api_key else 'any'}); Ctrl-C stops", flush=True)
+              f"api_key={'--api-key' if api_key else 'any'}; {engine.slots} parallel, "
+              f"{engine.n_ctx} tokens each); Ctrl-C stops", flush=True)
         caught = serve_app(web, sock)
         if caught:
             print(f"homespec serve: {caught}: stopped taking requests; closing", file=sys.stderr)

@@ -43,6 +43,7 @@ class BatchedEngine:
         self.model_path = parts.model_path
         self.slots = len(parts.drafters)
         self.n_ctx = self.backend.lane_ctx
+        self.n_vocab = self.backend.n_vocab  # the server checks prompts of token ids against it
         self.queue_size = queue_size
         self.prefill_chunk = min(prefill_chunk or self.backend.batch_rows, self.backend.batch_rows)
         self.guard = parts.guard

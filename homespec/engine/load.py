@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 # "the 64-row limit"). `ubatch=BATCH_INVARIANT_UBATCH` buys bit-identical answers at a prefill
 # ~3.5x slower on this CPU (docs/server.md, "Engine"); the default keeps the plan's 512.
 BATCH_INVARIANT_UBATCH = 32
+# Slots `homespec serve` opens by default where their KV fits: enough for a few users at once, few
+# enough that each keeps most of one sequence's speed (docs/server.md, "Benchmark" measures both).
+DEFAULT_PARALLEL = 4
 
 
 @dataclass
@@ -34,6 +37,22 @@ class EngineParts:
     model_path: str
     plan: "Plan"
     shape: "DraftShape | None"  # the drafters' shape as loaded
+
+
+def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL) -> int:
+    """Slots a server opens when --parallel is left out: the most of most, most/2, ..., 1 whose
+    plan (KV and draft KV for every sequence) fits this machine as well as the plan for one does:
+    no layer more pushed off the GPU, nothing that fitted failing to."""
+    from homespec.session.load import plan_for_run
+
+    one = plan_for_run(opt, path, parallel=1)
+    n = most
+    while n > 1:
+        plan = plan_for_run(opt, path, parallel=n)
+        if plan.verdict == one.verdict and plan.offloaded_layers <= one.offloaded_layers:
+            return n
+        n //= 2
+    return 1
 
 
 def lane_leaves(opt: RunOptions, parallel: int, n_batch: int) -> int:
@@ -61,9 +80,11 @@ def open_parts(opt: RunOptions, parallel: int, ubatch: int | None = None) -> Eng
         raise UsageError("the batched engine drafts with eagle3, ngram or none",
                          hint="use --method eagle3 or --method ngram with --parallel")
     path = check_options(opt)
-    # one unified KV cache holds every sequence: planned as one context of parallel x ctx cells
-    plan = plan_for_run(replace(opt, ctx=parallel * opt.ctx), path)
-    settings = settings_from_plan(plan, n_threads=threads_of(opt))
+    # the plan budgets KV for `parallel` sequences of opt.ctx cells (`homespec plan --parallel`);
+    # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
+    # trees: MultiSeqBackend)
+    plan = plan_for_run(opt, path, parallel=parallel)
+    settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx)
     if ubatch is not None:
         settings = replace(settings, n_ubatch=max(1, min(settings.n_ubatch, ubatch)))
     leaves = lane_leaves(opt, parallel, settings.n_batch)

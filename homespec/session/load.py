@@ -94,17 +94,19 @@ def make_drafter(backend: "Backend", model_path: str, opt: RunOptions) -> tuple[
     return drafter, None
 
 
-def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None) -> "Plan":
+def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel: int = 1) -> "Plan":
     """The plan a run starts its target with (backends/settings.py: settings_for): `homespec plan`
     with the same arguments (the same defaults, homespec.plan.settings) on this machine, or on
-    `gpu` (plan's --gpu); the torch backend on --device cpu is planned for the CPU."""
+    `gpu` (plan's --gpu); the torch backend on --device cpu is planned for the CPU. `parallel`:
+    sequences served at once, each with opt.ctx cells of KV (plan's --parallel)."""
     from homespec.plan.api import make_plan
 
     if gpu is None:
         gpu = "none" if opt.backend == "torch" and opt.device == "cpu" else "auto"
     draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
     return make_plan(model=path, gpu=gpu, draft=draft, ctx=opt.ctx, backend=opt.backend,
-                     draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk)
+                     draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
+                     parallel=parallel)
 
 
 def guard_prior(drafter: "Drafter | None", opt: RunOptions) -> Any:

@@ -1,0 +1,292 @@
+"""`homespec serve` under load: concurrency 1, 2, 4, 8 against real servers on 127.0.0.1, side by side.
+
+    .venv/bin/python scripts/bench_serve.py [--concurrency 1,2,4,8] [--tokens 48] [--rounds 2]
+        [--threads 1] [--ctx 512] [--server-draft TWIN.gguf] [--json FILE]
+
+Servers, all started at once on the embedded SmolLM2 with --parallel (llama-server -np) = the largest
+concurrency and --ctx tokens per sequence:
+
+  homespec spec on    `homespec serve` (eagle3 with the shipped head, guarded: the default)
+  homespec spec off   `homespec serve --method none`
+  llama-server plain  llama.cpp's own server (scripts/build_llamacpp_tools.sh builds it from the llama.cpp
+                      llama-cpp-python vendors; found in homespec's cache, or --server BIN)
+  llama-server draft  the same with its eagle3 drafter (--server-draft: an eagle3 GGUF of the shipped head,
+                      `homespec draft export`), else with its prompt-lookup drafter (--spec-type ngram-simple)
+
+Each run sends a fixed set of requests (2 x concurrency, at least 4) from homespec's test prompts as
+token ids to POST /v1/completions (greedy, streamed), `concurrency` clients at a time. For each
+concurrency the servers run in turn, `--rounds` times with the order rotated each round. Per run:
+total tokens/s (every answer's tokens over the wall time), per-user tokens/s (each answer's tokens
+after the first over its time after the first), p50/p95 time to first token. Printed and written:
+the medians over rounds and the ratios the targets name. Stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Proc:
+    """A server subprocess on 127.0.0.1; `url` once it answers GET /health."""
+
+    def __init__(self, name: str, cmd: list[str], port: int, log: Path) -> None:
+        self.name, self.port, self.log = name, port, log.open("w")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+
+    def wait_ready(self, timeout_s: float = 300.0) -> "Proc":
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"error: {self.name} exited ({self.proc.returncode}); see {self.log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        raise SystemExit(f"error: {self.name} did not come up in {timeout_s:.0f} s; see {self.log.name}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def complete(port: int, ids: list[int], tokens: int) -> tuple[float, float, int]:
+    """One greedy streamed completion -> (time to first token, seconds after it, tokens)."""
+    body = {"model": "m", "prompt": ids, "max_tokens": tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}, "cache_prompt": False}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    first, chunks, usage = None, 0, None
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if event.get("usage"):
+                usage = event["usage"]["completion_tokens"]
+            if any(c.get("text") for c in event.get("choices") or ()):
+                chunks += 1
+                first = first or time.perf_counter()
+    end = time.perf_counter()
+    first = first or end
+    return first - t0, end - first, usage if usage is not None else chunks
+
+
+SPEC = ("generation_tokens", "target_passes", "spec_decode_num_drafts", "spec_decode_num_draft_tokens",
+        "spec_decode_num_accepted_tokens")
+
+
+def spec_counters(port: int) -> dict[str, float]:
+    """homespec's /metrics counters of what the guard chose ({} from a server without them)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for name in SPEC:
+        m = re.search(rf"^homespec:{name}_total{{[^}}]*}} ([0-9.e+]+)$", text, re.M)
+        if m:
+            out[name] = float(m.group(1))
+    return out
+
+
+def run_clients(port: int, prompts: list[list[int]], concurrency: int, tokens: int) -> dict:
+    """`concurrency` clients take the prompts in turn; -> the run's figures."""
+    before = spec_counters(port)
+    todo = list(prompts)
+    lock = threading.Lock()
+    results: list[tuple[float, float, int]] = []
+
+    def client() -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                p = todo.pop(0)
+            r = complete(port, p, tokens)
+            with lock:
+                results.append(r)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():  # joined in slices, so Ctrl-C / SIGTERM reach the main thread at once
+            t.join(0.5)
+    wall = time.perf_counter() - t0
+    ttft = sorted(r[0] for r in results)
+    per_user = [(n - 1) / d for _, d, n in results if n > 1 and d > 0]
+    return {"requests": len(results), "tokens": sum(r[2] for r in results), "wall_s": round(wall, 3),
+            "total_tok_s": round(sum(r[2] for r in results) / wall, 3),
+            "per_user_tok_s": round(statistics.mean(per_user), 3) if per_user else 0.0,
+            "ttft_p50_s": round(_pct(ttft, 50), 4), "ttft_p95_s": round(_pct(ttft, 95), 4),
+            "slowest_request_s": round(max(r[0] + r[1] for r in results), 3),
+            **{k: v - before[k] for k, v in spec_counters(port).items() if k in before}}
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    return xs[min(len(xs) - 1, max(0, round(q / 100 * (len(xs) - 1))))]
+
+
+def start_servers(a, model: str, par: int, logs: Path) -> list[Proc]:
+    """Every server at once (an idle one waits for requests, costing nothing)."""
+    hs = [sys.executable, "-m", "homespec", "serve", "--ctx", str(a.ctx), "--threads", str(a.threads),
+          "--parallel", str(par), "--queue", str(4 * par)]
+    binary = find_server(a.server)
+    plain = [str(binary), "-m", model, "--host", "127.0.0.1", "-c", str(a.ctx * par), "-np", str(par),
+             "-t", str(a.threads), "-tb", str(a.threads), "--no-webui"]
+    if a.server_draft:
+        draft = ["--spec-type", "draft-eagle3", "--spec-draft-model", a.server_draft, "--spec-draft-n-max", "4",
+                 "--spec-draft-p-min", "0"]
+    else:
+        draft = ["--spec-type", "ngram-simple"]
+    specs = [("homespec spec on", hs), ("homespec spec off", [*hs, "--method", "none"]),
+             ("llama-server plain", plain), ("llama-server draft", [*plain, *draft])]
+    procs = []
+    for name, cmd in specs:
+        port = free_port()
+        procs.append(Proc(name, [*cmd, "--port", str(port)], port, logs / f"{re.sub(r'[^a-z]+', '-', name)}.log"))
+    return [p.wait_ready() for p in procs]
+
+
+def find_server(explicit: str | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "homespec" / "llama-tools"
+    found = sorted(cache.glob("llama-*/bin/llama-server"))
+    if not found:
+        raise SystemExit("error: llama-server is not built\nhint: run `bash scripts/build_llamacpp_tools.sh`, "
+                         "or pass --server BIN")
+    return found[0]
+
+
+def test_prompts(model: str, most: int) -> list[list[int]]:
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.prompts import load_prompts
+    from homespec.session.prompts import encode_prompt
+
+    with LlamaCppBackend.load(model, n_ctx=256, n_threads=1) as b:
+        ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]
+    return [p for p in ids if 24 <= len(p) <= 96][:most]
+
+
+def measure(procs: list[Proc], prompts: list[list[int]], levels: list[int], a) -> dict:
+    out: dict = {"tokens": a.tokens, "rounds": a.rounds, "ctx": a.ctx, "threads": a.threads,
+                 "server_draft": a.server_draft or "ngram-simple", "levels": {}}
+    for p in procs:  # warm-up: first-call costs (and the guard's first timings) out of the figures
+        run_clients(p.port, prompts[:2], 2, 8)
+    for c in levels:
+        batch = prompts[: max(4, 2 * c)]
+        runs: dict[str, list[dict]] = {p.name: [] for p in procs}
+        for i in range(a.rounds):
+            k = i % len(procs)
+            for p in procs[k:] + procs[:k]:
+                runs[p.name].append(run_clients(p.port, batch, c, a.tokens))
+                print(f"c={c} {p.name}: {runs[p.name][-1]}", flush=True)
+        out["levels"][c] = {name: {"runs": rs, **_medians(rs)} for name, rs in runs.items()}
+    return out
+
+
+def _medians(runs: list[dict]) -> dict:
+    return {f"median_{k}": round(statistics.median(r[k] for r in runs), 4)
+            for k in ("total_tok_s", "per_user_tok_s", "ttft_p50_s", "ttft_p95_s")}
+
+
+def report(out: dict, levels: list[int]) -> str:
+    """The markdown table and the target ratios (also stored in `out`)."""
+    names = list(out["levels"][levels[0]])
+    lines = ["| concurrency | server | total tok/s | per-user tok/s | TTFT p50 s | TTFT p95 s |",
+             "|---:|---|---:|---:|---:|---:|"]
+    for c in levels:
+        for n in names:
+            m = out["levels"][c][n]
+            lines.append(f"| {c} | {n} | {m['median_total_tok_s']:.1f} | {m['median_per_user_tok_s']:.1f} | "
+                         f"{m['median_ttft_p50_s']:.3f} | {m['median_ttft_p95_s']:.3f} |")
+    lines += ["", "| concurrency | spec on / spec off | homespec plain / llama-server plain | "
+              "llama-server draft / plain |", "|---:|---:|---:|---:|"]
+    tot = {c: {n: out["levels"][c][n]["median_total_tok_s"] for n in names} for c in levels}
+    for c in levels:
+        t = tot[c]
+        r = {"spec_on_over_off": t["homespec spec on"] / t["homespec spec off"],
+             "homespec_plain_over_llama_server_plain": t["homespec spec off"] / t["llama-server plain"],
+             "llama_server_draft_over_plain": t["llama-server draft"] / t["llama-server plain"]}
+        out["levels"][c]["ratios"] = {k: round(v, 3) for k, v in r.items()}
+        lines.append(f"| {c} | {r['spec_on_over_off']:.2f}x | {r['homespec_plain_over_llama_server_plain']:.2f}x | "
+                     f"{r['llama_server_draft_over_plain']:.2f}x |")
+    if 1 in tot and 4 in tot:
+        lines.append("")
+        for n in names:
+            ratio = tot[4][n] / tot[1][n]
+            out.setdefault("c4_over_c1", {})[n] = round(ratio, 3)
+            lines.append(f"concurrency 4 / concurrency 1 total tokens/s, {n}: {ratio:.2f}x")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--concurrency", default="1,2,4,8")
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--ctx", type=int, default=512)
+    # one thread each: two threads per server spin on each other at llama.cpp's barriers whenever
+    # the shared CPU deschedules one, which stalls single requests for tens of seconds
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--server", default=None, help="llama-server binary (default: homespec's cache)")
+    ap.add_argument("--server-draft", default=None, help="eagle3 GGUF for llama-server's drafter")
+    ap.add_argument("--logs", default="/tmp", help="folder for the servers' logs")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    levels = [int(c) for c in a.concurrency.split(",")]
+
+    from homespec.embedded import smollm2_path
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the servers are stopped on the way out
+    model = str(smollm2_path())
+    prompts = test_prompts(model, 2 * max(levels))
+    procs = start_servers(a, model, max(levels), Path(a.logs))
+    try:
+        out = measure(procs, prompts, levels, a)
+    finally:
+        for p in procs:
+            p.stop()
+    table = report(out, levels)
+    print(table)
+    out["table"] = table
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
