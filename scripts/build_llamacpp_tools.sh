@@ -10,27 +10,14 @@
 # the cache (homespec/sdist/, or gpu-check/sdist/ where scripts/gpu_check.sh left one), else `pip download`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want=0.3.36
+source scripts/lib/llama_build.sh
+want=$llama_version
 PY=${PYTHON:-.venv/bin/python}
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/homespec"
 
-build=${HOMESPEC_LLAMA_BUILD:-auto}
-if [[ "$build" == auto ]]; then
-  build=cpu
-  if [[ "$(uname -s)" == Darwin && "$(uname -m)" == arm64 ]]; then
-    build=metal
-  elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && command -v nvcc >/dev/null 2>&1; then
-    build=cuda
-  fi
-fi
-case "$build" in
-  cpu)   cmake_args=(-DGGML_CUDA=OFF -DGGML_METAL=OFF) ;;
-  cuda)  cmake_args=(-DGGML_CUDA=ON) ;;
-  metal) cmake_args=(-DGGML_METAL=ON) ;;
-  *) echo "error: HOMESPEC_LLAMA_BUILD=$build is not one of cpu, cuda, metal" >&2
-     echo "hint: unset it to pick the variant from this machine" >&2; exit 2 ;;
-esac
-cpu_id=$( (grep -m1 -E '^flags' /proc/cpuinfo 2>/dev/null || sysctl -n machdep.cpu.brand_string 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
+build=$(llama_variant)
+read -r -a cmake_args <<< "$(llama_cmake_args "$build")"
+cpu_id=$(host_cpu_id)
 out="$cache_root/llama-tools/llama-$want-$build-$cpu_id"
 if [[ -x "$out/bin/llama-server" ]]; then
   echo "$out/bin"

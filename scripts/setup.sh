@@ -23,27 +23,15 @@ echo "setup: runtime dependencies" >&2
 pipq install -r requirements/base.txt -c requirements/constraints.txt
 
 # --- llama-cpp-python, built from source ------------------------------------------------
-want_llama=0.3.36
+source scripts/lib/llama_build.sh
+want_llama=$llama_version
 have_llama=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('llama_cpp_python'))" 2>/dev/null || true)
 if [[ "$have_llama" != "$want_llama" ]]; then
-  build=${HOMESPEC_LLAMA_BUILD:-auto}
-  if [[ "$build" == auto ]]; then
-    build=cpu
-    if [[ "$(uname -s)" == Darwin && "$(uname -m)" == arm64 ]]; then
-      build=metal
-    elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && command -v nvcc >/dev/null 2>&1; then
-      build=cuda   # a GPU that answers *and* a toolkit; a compiler alone is not enough
-    fi
-  fi
-  case "$build" in
-    cpu)   cmake_args="-DGGML_CUDA=off -DGGML_METAL=off" ;;
-    cuda)  cmake_args="-DGGML_CUDA=on" ;;
-    metal) cmake_args="-DGGML_METAL=on" ;;
-    *) echo "error: HOMESPEC_LLAMA_BUILD=$build is not one of cpu, cuda, metal" >&2; exit 2 ;;
-  esac
-  # Built wheels are cached per variant and per host CPU (the default build uses the host's
-  # instruction set), so a fresh clone on the same machine does not rebuild for minutes.
-  cpu_id=$( (grep -m1 -E '^flags' /proc/cpuinfo 2>/dev/null || sysctl -n machdep.cpu.brand_string 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
+  build=$(llama_variant)
+  cmake_args=$(llama_cmake_args "$build")
+  # Built wheels are cached per version, variant and host CPU (scripts/lib/llama_build.sh), so a
+  # fresh clone on the same machine does not rebuild for minutes.
+  cpu_id=$(host_cpu_id)
   cache="${XDG_CACHE_HOME:-$HOME/.cache}/homespec/wheels/llama-$want_llama-$build-$cpu_id"
   if ! ls "$cache"/llama_cpp_python-*.whl >/dev/null 2>&1; then
     echo "setup: building llama-cpp-python $want_llama for $build (several minutes)" >&2

@@ -93,7 +93,7 @@ def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, **c
     from gguf import GGUFValueType, GGUFWriter
 
     from homespec.quant import model_tensor_shapes
-    from tiny_models import _default_vocab_source, _tokenizer_fields
+    from tiny_models import _default_vocab_source, _tokenizer_fields, finish_gguf
 
     spec = FAMILIES[family]
     if changes:
@@ -118,9 +118,4 @@ def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, **c
         else:
             data = (0.02 * rng.standard_normal(np_shape)).astype(np.float32)
         writer.add_tensor(name, data)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(tmp, path)
-    return path
+    return finish_gguf(writer, tmp, path)

@@ -215,6 +215,12 @@ def make_tiny_gguf(
     writer.add_tensor("output_norm.weight", w["model.norm.weight"])
     if not tied:
         writer.add_tensor("output.weight", mat(w["lm_head.weight"]))
+    return finish_gguf(writer, tmp, path)
+
+
+def finish_gguf(writer: Any, tmp: Path, path: Path) -> Path:
+    """Write out a GGUFWriter that was opened on `tmp`, then move the file to `path` in one step
+    (a half-written model never stands under the real name)."""
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

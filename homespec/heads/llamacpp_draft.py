@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.batch import fill_batch, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture
 from homespec.backends.llamacpp.lib import (
     LogCollector, capture_log, import_llama_cpp, layer_inp_entry_points, reason,
@@ -103,14 +104,8 @@ class LlamaCppEagle3:
         """Decode `tokens` from position 0 in a fresh target cache. -> features [n, 3H], greedy next token."""
         ll, b = self._ll, self._tbatch
         ll.llama_memory_clear(ll.llama_get_memory(self._tc), True)
-        for i, t in enumerate(tokens):
-            b.token[i], b.pos[i], b.n_seq_id[i], b.seq_id[i][0] = int(t), i, 1, 0
-            b.logits[i] = i == len(tokens) - 1
-        b.n_tokens = len(tokens)
-        with capture_log(self._log):
-            rc = ll.llama_decode(self._tc, b)
-        if rc != 0:
-            raise HomespecError(f"llama_decode failed (code {rc})", hint="shorten the context")
+        fill_batch(b, [(int(t), i, (0,), i == len(tokens) - 1) for i, t in enumerate(tokens)])
+        run_decode(ll, self._tc, b, self._log, hint="shorten the context")
         feats = self._cap.collect(len(tokens))
         logits = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._tc, len(tokens) - 1), shape=(self.n_vocab,))
         return feats, int(np.argmax(logits))

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.batch import fill_batch, run_decode
 from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
 from homespec.backends.llamacpp.lib import (
     LogCollector, capture_log, free_handles, import_llama_cpp, layer_inp_entry_points, reason,
@@ -113,19 +114,11 @@ class BatchedLlamaTarget:
         next_tokens: dict[int, int] = {}
         for start in range(0, len(rows), self._n_batch):
             chunk = rows[start : start + self._n_batch]
-            for i, r in enumerate(chunk):
-                b.token[i] = r.token
-                b.pos[i] = r.pos
-                b.n_seq_id[i] = 1
-                b.seq_id[i][0] = r.seq
-                b.logits[i] = 1  # every row: its result_norm is a training target
-            b.n_tokens = len(chunk)
+            # logits for every row: its result_norm is a training target
+            fill_batch(b, [(r.token, r.pos, (r.seq,), True) for r in chunk])
             self._capture.begin()
-            with capture_log(self._log):
-                rc = ll.llama_decode(self._ctx, b)
-            if rc != 0:
-                raise HomespecError(f"llama_decode failed (code {rc}): {reason(self._log, 'no detail')}",
-                                    hint="code 1 means the KV cache is full: lower --parallel or --max-new-tokens")
+            run_decode(ll, self._ctx, b, self._log,
+                       hint="code 1 means the KV cache is full: lower --parallel or --max-new-tokens")
             feats.append(self._capture.collect(len(chunk)))
             emb = ll.llama_get_embeddings(self._ctx)
             hidden.append(np.ctypeslib.as_array(emb, shape=(len(chunk), H)).copy())  # [n, H]

@@ -6,7 +6,8 @@ ids of every path through them (backends/llamacpp/tree.py), and commit() turns t
 back into the continuation of sequence 0 with a few llama_memory_seq_* calls. Features for the
 draft head come out of the same llama_decode call (backends/llamacpp/features.py).
 
-Imported lazily (homespec plan never imports it); llama_cpp itself is imported in load().
+What it shares with MultiSeqBackend (loading, shape, decoding rows, teardown) is core.py's LlamaCppCore.
+Imported lazily (homespec plan never imports it); llama_cpp itself is imported when it opens.
 """
 
 from __future__ import annotations
@@ -17,18 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
-from homespec.backends.llamacpp.features import LayerInputCapture
-from homespec.backends.llamacpp.lib import (
-    LogCollector,
-    capture_log,
-    free_handles,
-    import_llama_cpp,
-    parse_buffer_lines,
-    reason,
-    tally_buffers,
-)
-from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.base import Forward, check_rollback, nothing_verified
+from homespec.backends.llamacpp.core import LlamaCppCore, as_tensor
 from homespec.backends.llamacpp.tree import (
     DEFAULT_MAX_LEAVES,
     MAX_SEQ,
@@ -46,9 +37,7 @@ from homespec.speculative.tree import check_path, check_tree
 _VERIFY_MODES = ("batch", "exact")
 
 
-class LlamaCppBackend:
-    name = "llamacpp"
-    device = "cpu"  # tensors handed out live on the host, whatever device llama.cpp computes on
+class LlamaCppBackend(LlamaCppCore):
     supports_tree = True
 
     # --- construction ----------------------------------------------------------------------
@@ -114,82 +103,25 @@ class LlamaCppBackend:
         if feature_capture not in ("auto", "layer_inp", "eval_callback"):
             raise UsageError(f"unknown feature capture {feature_capture!r}", hint="auto, layer_inp or eval_callback")
         max_leaves = leaf_capacity(settings, max_leaves)
-        path = os.fspath(model_path)
-        if not os.path.isfile(path):
-            raise HomespecError(f"model file not found: {path}", hint="check the path, or run `homespec plan` to pick a model")
-        self._ll = import_llama_cpp()
-        self.model_path = path
-        self.settings = settings
         self.seed = seed  # decoding here is deterministic; kept for the run record
         self.verify_mode = verify_mode
-        self._log = LogCollector()
-        self._model = self._ctx = None
-        self._batch: Any = None
-        self._tokenizer: Tokenizer | None = None
-        self._embd_table: torch.Tensor | None = None
         self._n_past = 0
         self._pending: tuple[TreeLayout, list[int], list[int]] | None = None  # last verified tree: layout, tokens, parents
         self.order_repairs = 0  # commits that re-decoded a path tail to keep cells in position order
-        ll = self._ll
-        with capture_log(self._log):
-            self._model = load_model(ll, path, settings, self._log)
-            self._n_layer = ll.llama_model_n_layer(self._model)
-            self._n_embd = ll.llama_model_n_embd(self._model)
-            self.n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
-            self._capture = choose_capture(ll, feature_capture, self._n_layer, self._n_embd)
-            try:
-                self._ctx = new_context(ll, self._model, settings, max_leaves, self._capture, self._log, path)
-            except HomespecError:
-                ll.llama_model_free(self._model)
-                self._model = None
-                raise
-        if isinstance(self._capture, LayerInputCapture):
-            self._capture.ctx = self._ctx
+        self._open(model_path, settings, n_seq=max_leaves, seq_per_row=max_leaves, feature_capture=feature_capture)
         # llama.cpp pads the KV cache to a multiple of 256 cells; the context is what was asked
         # for (and planned), so a prompt that does not fit --ctx is refused with that figure
-        self.max_context = min(settings.n_ctx, ll.llama_n_ctx(self._ctx))
-        self.flash_attn_active = flash_attn_active(settings, self._log.lines)
+        self.max_context = min(settings.n_ctx, self._ll.llama_n_ctx(self._ctx))
         # Flash attention sums over cells in cell order, so the committed cells must stay in
         # position order for results to match plain decoding (llamacpp/tree.py's docstring).
         self._keep_cell_order = self.flash_attn_active or verify_mode == "exact"
         self._n_seq_max = max_leaves
-        # llama.cpp clamps n_batch to n_ctx for a decoder; a larger llama_decode call would abort
-        self._batch_cap = min(settings.n_batch, ll.llama_n_batch(self._ctx))
-        self._batch = ll.llama_batch_init(self._batch_cap, 0, max_leaves)
-        self._mem = ll.llama_get_memory(self._ctx)
 
     # --- shape --------------------------------------------------------------------------------
 
     @property
     def n_past(self) -> int:
         return self._n_past
-
-    @property
-    def n_layer(self) -> int:
-        return self._n_layer
-
-    @property
-    def hidden_size(self) -> int:
-        return self._n_embd
-
-    @property
-    def feature_layers(self) -> tuple[int, ...]:
-        return self._capture.layers
-
-    @property
-    def feature_capture(self) -> str:
-        return self._capture.kind
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            from homespec.tokenizer import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.model_path)
-        return self._tokenizer
-
-    def set_feature_layers(self, layers: Sequence[int]) -> None:
-        self._capture.set_layers(layers)
 
     # --- forward passes -------------------------------------------------------------------------
 
@@ -202,9 +134,9 @@ class LlamaCppBackend:
         self._check_room(len(tokens), "the prompt")
         n = len(tokens)
         rows = [(tokens[i], self._n_past + i, (0,), i == n - 1) for i in range(n)]
-        logits, feats = self._decode_rows(rows)
+        logits, feats, _ = self._decode_rows(rows)
         self._n_past += n
-        return Forward(logits=torch.from_numpy(logits), features=_tensor(feats))
+        return Forward(logits=torch.from_numpy(logits), features=as_tensor(feats))
 
     def score(self, tokens: Sequence[int]) -> torch.Tensor:
         """Teacher forcing: evaluate `tokens` from an empty cache in one pass (llama_decode calls of
@@ -215,7 +147,7 @@ class LlamaCppBackend:
             raise HomespecError("score needs at least one token", hint="pass prompt + output token ids")
         self.reset()
         self._check_room(len(tokens), "the re-score")
-        logits, _ = self._decode_rows([(t, i, (0,), True) for i, t in enumerate(tokens)])
+        logits, _, _ = self._decode_rows([(t, i, (0,), True) for i, t in enumerate(tokens)])
         self._n_past = len(tokens)
         return torch.from_numpy(logits)
 
@@ -245,9 +177,9 @@ class LlamaCppBackend:
             logits = np.concatenate([p[0] for p in parts], axis=0)
             feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)
         else:
-            logits, feats = self._decode_rows(rows)
+            logits, feats, _ = self._decode_rows(rows)
         back = np.asarray(layout.slot)
-        return Forward(logits=torch.from_numpy(logits[back]), features=_tensor(None if feats is None else feats[back]))
+        return Forward(logits=torch.from_numpy(logits[back]), features=as_tensor(None if feats is None else feats[back]))
 
     def commit(self, path: Sequence[int]) -> None:
         """Keep the nodes on `path` (root first) as the continuation of sequence 0, drop the rest."""
@@ -307,68 +239,7 @@ class LlamaCppBackend:
                 hint="start with a larger --ctx (see `homespec plan`) or a shorter prompt",
             )
 
-    def _decode_rows(self, rows: list[tuple[int, int, tuple[int, ...], bool]]) -> tuple[np.ndarray, np.ndarray | None]:
-        """Decode (token, pos, seq_ids, want_logits) rows in chunks of n_batch.
-        -> logits [n_out, V] float32, features [n_rows, k*H] float32 or None."""
-        ll, b, V = self._ll, self._batch, self.n_vocab
-        logit_parts: list[np.ndarray] = []
-        feat_parts: list[np.ndarray] = []
-        for start in range(0, len(rows), self._batch_cap):
-            chunk = rows[start : start + self._batch_cap]
-            n_out = 0
-            for i, (tok, pos, seqs, want) in enumerate(chunk):
-                b.token[i] = tok
-                b.pos[i] = pos
-                b.n_seq_id[i] = len(seqs)
-                row = b.seq_id[i]
-                for j, s in enumerate(seqs):
-                    row[j] = s
-                b.logits[i] = 1 if want else 0
-                n_out += bool(want)
-            b.n_tokens = len(chunk)
-            self._capture.begin()
-            with capture_log(self._log):
-                rc = ll.llama_decode(self._ctx, b)
-            if rc != 0:
-                raise HomespecError(
-                    f"llama_decode failed (code {rc}): {reason(self._log, 'see HOMESPEC_LLAMA_LOG=1 output')}",
-                    hint="code 1 means the KV cache is full: a larger --ctx helps",
-                )
-            if n_out:
-                ptr = ll.llama_get_logits(self._ctx)
-                logit_parts.append(np.ctypeslib.as_array(ptr, shape=(n_out, V)).copy())
-            feats = self._capture.collect(len(chunk))
-            if feats is not None:
-                feat_parts.append(feats)
-        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
-        return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None)
-
-    # --- embeddings and memory -----------------------------------------------------------------
-
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token embeddings [..., H] float32: llama.cpp's `inp_embd` rows, rounded to fp16 (the
-        host copy the planner budgets)."""
-        if self._embd_table is None:
-            self._embd_table = token_embd(self.model_path)  # [V, H] float16, dequantised once
-        return self._embd_table[tokens.long()].float()
-
-    def memory_report(self) -> MemoryReport:
-        """llama.cpp's own buffer sizes, from the lines it logged while loading (and since)."""
-        t = tally_buffers(parse_buffer_lines(self._log.lines))
-        detail = {f"{kind}:{buf}": v for kind, bufs in t.items() for buf, v in bufs.items()}
-        devices = [buf for bufs in t.values() for buf in bufs if not buf.startswith("CPU")]
-        return MemoryReport(
-            weights_bytes=sum(t["model"].values()),
-            kv_bytes=sum(t["KV"].values()),
-            compute_bytes=sum(t["compute"].values()) + sum(t["output"].values()),
-            device=devices[0] if devices else "CPU",
-            detail=detail,
-        )
-
     # --- teardown ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        free_handles(self)
 
     def __enter__(self) -> "LlamaCppBackend":
         return self
@@ -376,12 +247,3 @@ class LlamaCppBackend:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
-    return None if a is None else torch.from_numpy(a)

@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from homespec.backends.base import Forward, Tokenizer, nothing_verified
-from homespec.backends.llamacpp.features import LayerInputCapture
-from homespec.backends.llamacpp.lib import LogCollector, capture_log, free_handles, import_llama_cpp, reason
-from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.base import Forward, nothing_verified
+from homespec.backends.llamacpp.core import LlamaCppCore, Row, as_tensor
 from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
 from homespec.errors import HomespecError, UsageError
 from homespec.speculative.tree import check_path, check_tree
-
-Row = tuple[int, int, tuple[int, ...], bool]  # (token, position, sequence ids, want logits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +52,10 @@ class _Lane:
     pending: tuple[TreeLayout, list[int], list[int]] | None = None  # verified tree: layout, tokens, parents
 
 
-class MultiSeqBackend:
+class MultiSeqBackend(LlamaCppCore):
     """`lanes` sequences of at most `lane_ctx` tokens each (prompt, answer and a draft tree)."""
 
-    name = "llamacpp"
-    device = "cpu"
+    _kv_full_hint = "code 1 means the KV cache is full: fewer --parallel slots or a larger --ctx"
 
     def __init__(self, model_path: str | os.PathLike[str], settings: BackendSettings, *, lanes: int,
                  lane_ctx: int, leaves_per_lane: int = 1) -> None:
@@ -71,77 +66,18 @@ class MultiSeqBackend:
                 f"{lanes} sequences of {leaves_per_lane} tree paths each need {ids} llama.cpp sequence ids; "
                 f"this context holds at most {min(MAX_SEQ, settings.n_batch, settings.n_ctx)}",
                 hint="lower --parallel, or draft a chain (--draft-topk 1) instead of a tree")
-        path = os.fspath(model_path)
-        if not os.path.isfile(path):
-            raise HomespecError(f"model file not found: {path}", hint="check the path, or run `homespec plan` to pick a model")
-        self._ll = ll = import_llama_cpp()
-        self.model_path, self.settings = path, settings
         self.lanes, self.leaves_per_lane, self.lane_ctx = lanes, leaves_per_lane, lane_ctx
-        self._log = LogCollector()
-        self._model = self._ctx = self._batch = None
-        self._tokenizer: Tokenizer | None = None
-        self._embd_table: torch.Tensor | None = None
         self._lane = [_Lane() for _ in range(lanes)]
         # Chains (one id per lane): a KV stream per lane, so a lane's cells stay in position order
         # whoever comes and goes, and a row scans only its own lane's cells. Trees share cells
         # between a lane's ids, which needs the one unified buffer.
         self.unified = leaves_per_lane > 1
-        with capture_log(self._log):
-            self._model = load_model(ll, path, settings, self._log)
-            self._n_layer = ll.llama_model_n_layer(self._model)
-            self._n_embd = ll.llama_model_n_embd(self._model)
-            self.n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
-            self._capture = choose_capture(ll, "auto", self._n_layer, self._n_embd)
-            try:
-                self._ctx = new_context(ll, self._model, settings, ids, self._capture, self._log, path,
-                                        unified=self.unified)
-            except HomespecError:
-                ll.llama_model_free(self._model)
-                self._model = None
-                raise
-        if isinstance(self._capture, LayerInputCapture):
-            self._capture.ctx = self._ctx
-        self.flash_attn_active = flash_attn_active(settings, self._log.lines)
+        self._open(model_path, settings, n_seq=ids, seq_per_row=leaves_per_lane, unified=self.unified)
         # Flash attention sums a row's cells in cell order: keep a lane's committed cells in
         # position order (backends/llamacpp/tree.py, "cell order").
         self._keep_cell_order = self.flash_attn_active
         self.max_context = lane_ctx  # what one sequence may hold (the Backend protocol's name)
-        self._batch_cap = min(settings.n_batch, ll.llama_n_batch(self._ctx))
-        self._batch = ll.llama_batch_init(self._batch_cap, 0, leaves_per_lane)
-        self._mem = ll.llama_get_memory(self._ctx)
         self.order_repairs = 0
-
-    # --- shape (what drafters read) ------------------------------------------------------------
-
-    @property
-    def n_layer(self) -> int:
-        return self._n_layer
-
-    @property
-    def hidden_size(self) -> int:
-        return self._n_embd
-
-    @property
-    def batch_rows(self) -> int:
-        """The most rows one llama_decode call takes (n_batch)."""
-        return self._batch_cap
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            from homespec.tokenizer import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.model_path)
-        return self._tokenizer
-
-    def set_feature_layers(self, layers: Sequence[int]) -> None:
-        self._capture.set_layers(layers)
-
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token embeddings [..., H] float32 (as LlamaCppBackend.embed: the fp16 host table)."""
-        if self._embd_table is None:
-            self._embd_table = token_embd(self.model_path)
-        return self._embd_table[tokens.long()].float()
 
     def n_past(self, lane: int) -> int:
         return self._lane[lane].n_past
@@ -172,7 +108,7 @@ class MultiSeqBackend:
             else:
                 lg = logits[[out_index[first + int(r)] for r in back]]
                 f = None if f is None else f[back]
-            out.append(Forward(logits=torch.from_numpy(np.ascontiguousarray(lg)), features=_tensor(f)))
+            out.append(Forward(logits=torch.from_numpy(np.ascontiguousarray(lg)), features=as_tensor(f)))
         return out
 
     def _prefill_rows(self, item: PrefillWork) -> list[Row]:
@@ -261,55 +197,11 @@ class MultiSeqBackend:
                 f"context full: {n_past} tokens in the sequence + {n_new} for {what} > n_ctx {self.lane_ctx}",
                 hint="start with a larger --ctx (see `homespec plan`) or a shorter prompt")
 
-    def _decode_rows(self, rows: list[Row]) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
-        """Decode rows in slices of n_batch. -> logits [n_out, V], features [n_rows, k*H] or None,
-        and for each row the index of its logits row (-1 without)."""
-        ll, b, V = self._ll, self._batch, self.n_vocab
-        logit_parts: list[np.ndarray] = []
-        feat_parts: list[np.ndarray] = []
-        out_index: list[int] = []
-        n_seen = 0
-        for start in range(0, len(rows), self._batch_cap):
-            chunk = rows[start:start + self._batch_cap]
-            n_out = 0
-            for i, (tok, pos, seqs, want) in enumerate(chunk):
-                b.token[i], b.pos[i], b.n_seq_id[i] = tok, pos, len(seqs)
-                for j, s in enumerate(seqs):
-                    b.seq_id[i][j] = s
-                b.logits[i] = 1 if want else 0
-                out_index.append(n_seen + n_out if want else -1)
-                n_out += bool(want)
-            b.n_tokens = len(chunk)
-            self._capture.begin()
-            with capture_log(self._log):
-                rc = ll.llama_decode(self._ctx, b)
-            if rc != 0:
-                raise HomespecError(f"llama_decode failed (code {rc}): {reason(self._log, 'see HOMESPEC_LLAMA_LOG=1 output')}",
-                                    hint="code 1 means the KV cache is full: fewer --parallel slots or a larger --ctx")
-            if n_out:
-                ptr = ll.llama_get_logits(self._ctx)
-                logit_parts.append(np.ctypeslib.as_array(ptr, shape=(n_out, V)).copy())
-            n_seen += n_out
-            feats = self._capture.collect(len(chunk))
-            if feats is not None:
-                feat_parts.append(feats)
-        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
-        return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None), out_index
-
     # --- teardown ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        if self._tokenizer is not None and hasattr(self._tokenizer, "close"):
+        if getattr(self, "_tokenizer", None) is not None and hasattr(self._tokenizer, "close"):
             self._tokenizer.close()
             self._tokenizer = None
-        free_handles(self)
+        super().close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
-    return None if a is None else torch.from_numpy(np.ascontiguousarray(a))
