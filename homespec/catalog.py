@@ -2,7 +2,7 @@
 
 `--gpu "RTX 4090"`, `--model llama-3.1-70b-q4` and `--draft yuhuili/EAGLE3-LLaMA3.1-Instruct-8B` all
 end here. Model entries carry architecture numbers only; the quantised tensors are predicted on
-resolution (homespec.quant), so one entry serves every GGUF file type and EXL2 bit rate.
+resolution (homespec.quant.predict), so one entry serves every GGUF file type and EXL2 bit rate.
 
 Pure: tomllib only, no torch (the planner and `homespec plan` import this).
 """
@@ -18,7 +18,11 @@ from functools import cache
 
 from homespec.embedded import HEADS_DIR  # heads shipped with homespec (docs/training.md)
 from homespec.errors import HomespecError, UsageError
-from homespec.quant import FILE_TYPES, exl2_tensors, n_params, normalize_quant, predict_tensors, profiles_dir
+from homespec.quant.exl2 import exl2_tensors
+from homespec.quant.names import normalize_quant
+from homespec.quant.predict import predict_tensors
+from homespec.quant.shapes import n_params
+from homespec.quant.tables import FILE_TYPES, profiles_dir
 from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"

@@ -1,7 +1,7 @@
 """Per-layer GGUF tensor shapes of the MoE, MLA and hybrid families, as llama.cpp's loaders create them.
 
 Each block mirrors a `load_arch_tensors` in the vendored llama.cpp (src/models/<arch>.cpp), shapes in
-ggml order (ne[0] is the row width; experts are the third dimension). homespec.quant calls these for a
+ggml order (ne[0] is the row width; experts are the third dimension). homespec.quant.shapes calls these for a
 catalogue or config.json model and predicts each tensor's type from them; tests write tiny GGUFs from
 the same shapes and load them in llama.cpp, so a missing or extra tensor fails there.
 

@@ -8,7 +8,8 @@ import pytest
 
 from homespec.catalog import DEFAULT_QUANT, load_catalog
 from homespec.errors import UsageError
-from homespec.quant import GGML_TYPES, n_params, profiles_dir
+from homespec.quant.shapes import n_params
+from homespec.quant.tables import GGML_TYPES, profiles_dir
 
 GIB = 1 << 30
 

@@ -17,7 +17,8 @@ import pytest
 
 from homespec.catalog import load_catalog
 from homespec.errors import UsageError
-from homespec.quant import model_tensor_shapes, profiles_dir
+from homespec.quant.shapes import model_tensor_shapes
+from homespec.quant.tables import profiles_dir
 
 ROOT = profiles_dir()
 REPO = Path(__file__).resolve().parents[1]

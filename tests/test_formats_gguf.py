@@ -129,9 +129,9 @@ def test_tensor_bytes_match_gguf_reader(tmp_path, wtype):
 
 
 def test_block_sizes_follow_ggml_not_stale_gguf_py_entries():
-    """Block sizes come from homespec.quant; gguf-py's table differs only on Q8_1 (40 vs ggml's 36)."""
+    """Block sizes come from homespec.quant.tables; gguf-py's table differs only on Q8_1 (40 vs ggml's 36)."""
     from homespec.formats.gguf import ggml_types
-    from homespec.quant import GGML_TYPES
+    from homespec.quant.tables import GGML_TYPES
 
     ours = {name: (blk, size) for name, blk, size in ggml_types().values()}
     differ = {name for name, sizes in GGML_TYPES.items() if name in ours and ours[name] != sizes}

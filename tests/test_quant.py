@@ -14,18 +14,11 @@ from hypothesis import strategies as st
 
 from homespec.catalog import load_catalog
 from homespec.errors import HomespecError, UsageError
-from homespec.quant import (
-    EXL2_CACHE_BYTES_PER_ELEMENT,
-    FILE_TYPES,
-    FTYPE_IDS,
-    GGML_TYPES,
-    exl2_cache_bytes,
-    exl2_tensors,
-    model_tensor_shapes,
-    normalize_quant,
-    predict_tensors,
-    tensor_bytes,
-)
+from homespec.quant.exl2 import EXL2_CACHE_BYTES_PER_ELEMENT, exl2_cache_bytes, exl2_tensors
+from homespec.quant.names import normalize_quant
+from homespec.quant.predict import predict_tensors
+from homespec.quant.shapes import model_tensor_shapes
+from homespec.quant.tables import FILE_TYPES, FTYPE_IDS, GGML_TYPES, tensor_bytes
 from homespec.types import ModelSpec
 
 

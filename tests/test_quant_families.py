@@ -14,7 +14,7 @@ import pytest
 
 from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
-from homespec.quant import predict_tensors
+from homespec.quant.predict import predict_tensors
 
 WIDE = dict(n_embd=256, n_ff_exp=256)
 CASES = [

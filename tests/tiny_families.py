@@ -92,7 +92,7 @@ def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, **c
     """Write the family's tiny GGUF (FAMILIES[family], with `changes` applied to its shape)."""
     from gguf import GGUFValueType, GGUFWriter
 
-    from homespec.quant import model_tensor_shapes
+    from homespec.quant.shapes import model_tensor_shapes
     from tiny_models import _default_vocab_source, _tokenizer_fields, finish_gguf
 
     spec = FAMILIES[family]

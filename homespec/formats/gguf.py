@@ -81,13 +81,13 @@ class GGUFHeader:
 def ggml_types() -> dict[int, tuple[str, int, int]]:
     """ggml type id -> (name, elements per block, bytes per block).
 
-    Ids and names come from the gguf package; block sizes from homespec.quant (profiles/quants.toml,
+    Ids and names come from the gguf package; block sizes from homespec.quant.tables (profiles/quants.toml,
     checked against ggml-common.h), falling back to the gguf package's table. The two disagree on
     Q8_1 only: gguf-py says 40 bytes, ggml's block_q8_1 is 2 halves + 32 int8 = 36 bytes.
     """
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    from homespec.quant import GGML_TYPES
+    from homespec.quant.tables import GGML_TYPES
 
     return {int(t): (t.name, *GGML_TYPES.get(t.name, GGML_QUANT_SIZES[t]))
             for t in GGMLQuantizationType if t in GGML_QUANT_SIZES}

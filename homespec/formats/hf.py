@@ -252,7 +252,8 @@ def tensors_from_safetensors(model: ModelSpec, entries: tuple[STTensor, ...]) ->
 
 def with_quant(model: ModelSpec, quant: str) -> ModelSpec:
     """The model with tensors predicted for a GGUF file type or an EXL2 bits-per-weight."""
-    from homespec.quant import normalize_quant, predict_tensors
+    from homespec.quant.names import normalize_quant
+    from homespec.quant.predict import predict_tensors
 
     q = normalize_quant(quant)
     tensors = predict_tensors(model, q)

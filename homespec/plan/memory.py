@@ -47,7 +47,7 @@ class LineItem:
 
 def _kv_block(kv_type: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of a KV element type, from the ggml type table."""
-    from homespec.quant import GGML_TYPES
+    from homespec.quant.tables import GGML_TYPES
 
     return GGML_TYPES[kv_type.upper()]
 

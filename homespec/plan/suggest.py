@@ -97,7 +97,7 @@ def _smaller_quant(plan: Plan) -> str | None:
     if model.format != "catalogue" or not model.quant or model.quant.startswith("EXL2"):
         return None
     try:
-        from homespec.quant import predict_tensors
+        from homespec.quant.predict import predict_tensors
     except ImportError:  # pragma: no cover - the catalogue ships with the package
         return None
     current = sum(t.n_bytes for t in model.tensors or ())
