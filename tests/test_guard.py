@@ -8,7 +8,7 @@ import torch
 
 from homespec.speculative.drafters.base import DraftShape, ShapeLimits
 from homespec.speculative.guard import Guard, _fit_line
-from homespec.speculative.loop import Limits, Step, decode
+from homespec.speculative.loop import Controller, Limits, Step, decode
 from homespec.speculative.tree import DraftTree
 
 pytestmark = pytest.mark.slow
@@ -68,6 +68,26 @@ class ScriptedDrafter:
         return DraftTree(torch.tensor(toks), torch.arange(-1, n - 1), torch.ones(n))
 
 
+class CountedCosts(Controller):
+    """The guard over the real decode loop, shown step costs from a fixed cost model instead of
+    wall-clock times, so what it decides cannot depend on how busy the machine is: a target pass
+    costs 1 ms plus 0.1 ms per draft node verified, drafting 0.05 ms per draft level. A chain of
+    6 then pays once about two of its tokens are accepted."""
+
+    def __init__(self, guard: Guard):
+        self.guard = guard
+
+    def speculate(self) -> bool:
+        return self.guard.speculate()
+
+    def record(self, step: Step) -> None:
+        import dataclasses
+
+        t_verify = 1e-3 + 1e-4 * step.draft_size
+        t_draft = 5e-5 * step.draft_size if step.speculative and step.draft_size else 0.0
+        self.guard.record(dataclasses.replace(step, t_verify=t_verify, t_draft=t_draft, t_step=t_verify + t_draft))
+
+
 def _plain(backend, prompt, n):
     backend.reset()
     return [t for s in decode(backend, None, prompt, limits=Limits(max_tokens=n, stop_at_eos=False)) for t in s.tokens]
@@ -80,7 +100,8 @@ def test_guard_falls_back_on_a_wrong_drafter_and_returns_when_it_recovers(target
     drafter = ScriptedDrafter(len(prompt), plain, wrong_calls=10)
     guard = Guard(drafter=drafter, window=6, backoff=8, plain_every=0)
     target.reset()
-    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False), controller=guard))
+    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=n, stop_at_eos=False),
+                        controller=CountedCosts(guard)))
     out = [t for s in steps for t in s.tokens]
     assert out == plain  # whatever the guard decides, greedy output is the target's own
     spec = [s.speculative for s in steps[1:]]
@@ -98,7 +119,8 @@ def test_guard_keeps_speculating_when_it_pays(target):
     drafter = ScriptedDrafter(len(prompt), plain, wrong_calls=0)
     guard = Guard(drafter=drafter, window=6)
     target.reset()
-    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=200, stop_at_eos=False), controller=guard))
+    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=200, stop_at_eos=False),
+                        controller=CountedCosts(guard)))
     assert guard.stats.fallbacks == 0
     assert [t for s in steps for t in s.tokens] == plain
 
@@ -117,7 +139,8 @@ def test_adaptive_depth_shrinks_when_deep_drafts_are_wasted(target):
     drafter = TwoRight(len(prompt), plain, wrong_calls=0, depth=8)
     guard = Guard(drafter=drafter, adapt=True, max_depth=8, plain_every=0)
     target.reset()
-    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=240, stop_at_eos=False), controller=guard))
+    steps = list(decode(target, drafter, prompt, limits=Limits(max_tokens=240, stop_at_eos=False),
+                        controller=CountedCosts(guard)))
     assert [t for s in steps for t in s.tokens] == plain
     assert drafter.depth < 8 and guard.stats.depth_changes >= 1
     j = guard.as_json()  # bench and generate JSON report what --adapt did
