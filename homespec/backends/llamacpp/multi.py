@@ -170,7 +170,7 @@ class MultiSeqBackend:
                 lg = logits[out_index[first + n - 1]][None, :] if item.want_logits else logits[:0]
                 self._lane[item.lane].n_past += n
             else:
-                lg = logits[[out_index[first + int(r)] for r in back]]
+                lg = _rows(logits, [out_index[first + int(r)] for r in back])
                 f = None if f is None else f[back]
             out.append(Forward(logits=torch.from_numpy(np.ascontiguousarray(lg)), features=_tensor(f)))
         return out
@@ -293,7 +293,10 @@ class MultiSeqBackend:
             feats = self._capture.collect(len(chunk))
             if feats is not None:
                 feat_parts.append(feats)
-        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
+        if len(logit_parts) == 1:  # one slice (every decode step): its copy is already ours
+            logits = logit_parts[0]
+        else:
+            logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
         return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None), out_index
 
     # --- teardown ------------------------------------------------------------------------------
@@ -313,3 +316,12 @@ class MultiSeqBackend:
 
 def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
     return None if a is None else torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _rows(logits: np.ndarray, index: list[int]) -> np.ndarray:
+    """logits[index]: a view when the rows are consecutive (a lone root, a chain in node order),
+    so a step's [n, V] block is copied once, out of llama.cpp's buffer, not again per sequence."""
+    k = index[0]
+    if index == list(range(k, k + len(index))):
+        return logits[k:k + len(index)]
+    return logits[index]
