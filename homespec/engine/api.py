@@ -14,10 +14,11 @@ whose reason is None and `handle.error` set (a HomespecError: message and hint).
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
 from homespec.errors import HomespecError
 
@@ -78,16 +79,27 @@ class Handle:
     def __init__(self, request: EngineRequest, request_id: int) -> None:
         self.request = request
         self.id = request_id
-        self._q: "queue.Queue[object]" = queue.Queue()
+        # responses not yet read; the end marker stays at the front once reached
+        self._items: collections.deque[object] = collections.deque()
+        self._ready = threading.Condition()
         self._cancelled = threading.Event()
         self.error: HomespecError | None = None  # set before the end when the engine failed this request
 
     # engine side
     def put(self, response: "Response") -> None:
-        self._q.put(response)
+        self.put_all((response,))
+
+    def put_all(self, responses: "Iterable[Response]", *, last: bool = False) -> None:
+        """Several responses at once (`last`: and the end): the consumer is woken once for all of
+        them (a wake-up is a thread switch, the dearest thing a step does per sequence on a busy CPU)."""
+        with self._ready:
+            self._items.extend(responses)
+            if last:
+                self._items.append(self._END)
+            self._ready.notify_all()
 
     def end(self) -> None:
-        self._q.put(self._END)
+        self.put_all((), last=True)
 
     @property
     def cancelled(self) -> bool:
@@ -100,11 +112,12 @@ class Handle:
 
     def get(self, timeout: float | None = None) -> "Response | None":
         """The next response, or None once the stream has ended. queue.Empty after `timeout`."""
-        item = self._q.get(timeout=timeout)
-        if item is self._END:
-            self._q.put(self._END)  # later calls see the end too
-            return None
-        return item  # type: ignore[return-value]
+        with self._ready:
+            if not self._ready.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            if self._items[0] is self._END:  # left in place: later calls see the end too
+                return None
+            return self._items.popleft()  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator["Response"]:
         while (item := self.get()) is not None:

@@ -21,7 +21,7 @@ from homespec.backends.llamacpp.multi import PrefillWork, TreeWork
 from homespec.session.detok import Detokenizer
 from homespec.session.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.loop import Limits, Step, _cut_at_eos, _finish, _pick, _root_only, _truncate
-from homespec.speculative.verify import verify_greedy, verify_sampled
+from homespec.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 if TYPE_CHECKING:
     from homespec.backends.llamacpp.multi import MultiSeqBackend
@@ -118,7 +118,9 @@ class Running:
         """Accept, commit and emit this step's tokens. -> the step (for the guard and the stats)."""
         t0 = time.perf_counter()
         tree = self.tree
-        if self.sampler is None:
+        if self.sampler is None and tree.size == 1:  # plain greedy decoding: the root's argmax
+            verdict = Verdict((0,), int(torch.argmax(fwd.logits[0])))
+        elif self.sampler is None:
             verdict = verify_greedy(tree, fwd.logits)
         else:
             verdict = verify_sampled(tree, fwd.logits, self.sampler, self.generator)
@@ -150,11 +152,10 @@ class Running:
         first = len(self.steps) == 1
         if first:
             self.prefill_s = time.perf_counter() - self.t0
-        self.handle.put(StepFigures(step, prefill=first))
         # the end-of-generation token has no text of its own
         text = self.detok.push(step.tokens[:-1] if step.finish == "eos" else step.tokens)
         self.parts.append(text)
-        self.handle.put(TextDelta(text, step.tokens))
+        self.handle.put_all((StepFigures(step, prefill=first), TextDelta(text, step.tokens)))
         if self.detok.stopped:
             self.end("stop")
         elif step.finish:
@@ -169,13 +170,14 @@ class Running:
     def deliver(self) -> None:
         """Put the text still held and the Finish, and close the stream."""
         tail = self.detok.flush() if self.reason not in ("cancelled", None) else ""
+        out = []
         if tail:
             self.parts.append(tail)
-            self.handle.put(TextDelta(tail, ()))
+            out.append(TextDelta(tail, ()))
         decode_s = time.perf_counter() - self.t0 - self.prefill_s if self.steps else 0.0
-        self.handle.put(Finish(self.reason, "".join(self.parts), tuple(self.ids), tuple(self.prompt), tuple(self.steps),
-                               self.prefill_s, decode_s))
-        self.handle.end()
+        out.append(Finish(self.reason, "".join(self.parts), tuple(self.ids), tuple(self.prompt), tuple(self.steps),
+                          self.prefill_s, decode_s))
+        self.handle.put_all(out, last=True)
 
 
 def _nodes_at(shape: "DraftShape", depth: int) -> int:

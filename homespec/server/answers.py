@@ -11,6 +11,7 @@ import json
 import logging
 import queue
 import secrets
+import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import anyio
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("homespec.server")
 POLL_S = 0.25  # how often a waiting answer looks whether its client is still there
+# ... and how often one whose tokens keep coming does: a short answer can otherwise be decoded
+# to its end after its client left, never waiting POLL_S for a token
+FLOWING_CHECK_S = 0.05
 
 
 def chat_ids(engine: "Engine", body: ChatRequest) -> list[int]:
@@ -93,6 +97,7 @@ def submit(engine: "Engine", request: EngineRequest) -> "Handle":
 async def follow(handle: "Handle", request: Request) -> AsyncIterator["Response"]:
     """The handle's responses as they come; cancels the handle if the stream is left before its end."""
     ended = False
+    checked = float("-inf")
     try:
         while True:
             try:
@@ -104,6 +109,10 @@ async def follow(handle: "Handle", request: Request) -> AsyncIterator["Response"
             if r is None:
                 ended = True
                 return
+            if time.monotonic() - checked >= FLOWING_CHECK_S:
+                checked = time.monotonic()
+                if await request.is_disconnected():
+                    return
             yield r
     finally:
         if not ended:

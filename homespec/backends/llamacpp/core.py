@@ -137,7 +137,10 @@ class LlamaCppCore:
             feats = self._capture.collect(len(chunk))
             if feats is not None:
                 feat_parts.append(feats)
-        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
+        if len(logit_parts) == 1:  # one slice (every decode step): its copy is already ours
+            logits = logit_parts[0]
+        else:
+            logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
         return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None), out_index
 
     # --- memory and teardown -------------------------------------------------------------------

@@ -106,7 +106,7 @@ class MultiSeqBackend(LlamaCppCore):
                 lg = logits[out_index[first + n - 1]][None, :] if item.want_logits else logits[:0]
                 self._lane[item.lane].n_past += n
             else:
-                lg = logits[[out_index[first + int(r)] for r in back]]
+                lg = _rows(logits, [out_index[first + int(r)] for r in back])
                 f = None if f is None else f[back]
             out.append(Forward(logits=torch.from_numpy(np.ascontiguousarray(lg)), features=as_tensor(f)))
         return out
@@ -205,3 +205,11 @@ class MultiSeqBackend(LlamaCppCore):
             self._tokenizer = None
         super().close()
 
+
+def _rows(logits: np.ndarray, index: list[int]) -> np.ndarray:
+    """logits[index]: a view when the rows are consecutive (a lone root, a chain in node order),
+    so a step's [n, V] block is copied once, out of llama.cpp's buffer, not again per sequence."""
+    k = index[0]
+    if index == list(range(k, k + len(index))):
+        return logits[k:k + len(index)]
+    return logits[index]

@@ -1,0 +1,86 @@
+"""Where a batched engine step's time goes: the step's wall time against the time inside
+llama_decode, plain decoding (method none) on SmolLM2, at each concurrency.
+
+    .venv/bin/python scripts/bench_engine_step.py [--concurrency 1,8] [--tokens 48] [--rounds 2] [--threads 1]
+
+Per run: total tokens/s, engine steps, and per step the wall time of BatchedEngine._step, the
+seconds inside llama_decode, and the difference (the engine's own per-step cost: batch building,
+verification, commit, detokenising, handing responses to the consumers). Also prints a hash of
+the greedy token ids of 8 requests, so two checkouts can be compared for identical answers. Run
+it in two checkouts back to back to compare them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concurrency", default="1,8")
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+
+    from bench_engine import run_clients
+
+    from homespec.engine.api import EngineRequest
+    from homespec.engine.batched import BatchedEngine
+    from homespec.prompts import load_prompts
+    from homespec.session.options import RunOptions
+    from homespec.session.prompts import encode_prompt
+    from homespec.session.responses import final
+
+    levels = [int(c) for c in a.concurrency.split(",")]
+    acc = {"step": 0.0, "decode": 0.0, "n": 0}
+    engine = BatchedEngine.open(RunOptions(method="none", ctx=512, threads=a.threads), parallel=max(levels),
+                                queue_size=max(levels))
+    _time_steps(engine, acc)
+    ids = [encode_prompt(engine.tokenizer, p.turns, True) for p in load_prompts("test")]
+    pool = [p for p in ids if 24 <= len(p) <= 96]
+    try:
+        answers = [final(engine.submit(EngineRequest(prompt_ids=tuple(p), max_tokens=24))).token_ids for p in pool[:8]]
+        print("greedy ids hash", hashlib.sha1(json.dumps(answers).encode()).hexdigest()[:12])
+        for c in levels:
+            for _ in range(a.rounds):
+                acc.update(step=0.0, decode=0.0, n=0)
+                r = run_clients(engine, pool[: max(4, 2 * c)], c, a.tokens, False)
+                n, own = acc["n"], acc["step"] - acc["decode"]
+                print(f"c={c} total {r['total_tok_s']:.1f} tok/s, {n} steps; per step {acc['step'] / n * 1e3:.2f} ms, "
+                      f"llama_decode {acc['decode'] / n * 1e3:.2f} ms, engine {own / n * 1e3:.2f} ms "
+                      f"({own / acc['step'] * 100:.1f} %)", flush=True)
+    finally:
+        engine.close()
+
+
+def _time_steps(engine, acc: dict) -> None:
+    """Wrap this engine's step and its llama_decode with timers adding into `acc`."""
+    step, ll = engine._step, engine.backend._ll
+    decode = ll.llama_decode
+
+    def timed_step() -> None:
+        t = time.perf_counter()
+        step()
+        acc["step"] += time.perf_counter() - t
+        acc["n"] += 1
+
+    def timed_decode(ctx, batch):
+        t = time.perf_counter()
+        rc = decode(ctx, batch)
+        acc["decode"] += time.perf_counter() - t
+        return rc
+
+    engine._step = timed_step
+    ll.llama_decode = timed_decode
+
+
+if __name__ == "__main__":
+    main()
