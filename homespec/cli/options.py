@@ -10,6 +10,8 @@ from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")]
+DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")]
+ExactOpt = Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
 AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Size the draft depth from measured cost and acceptance.")]
 # The run's and the plan's shared options: one default each (homespec.plan.settings).

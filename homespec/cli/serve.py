@@ -10,8 +10,8 @@ import typer
 
 from homespec.cli.app import app
 from homespec.cli.options import (
-    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, ThreadsOpt, TopkOpt,
-    WindowOpt, _run_options,
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
+    ThreadsOpt, TopkOpt, WindowOpt, _run_options,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -34,9 +34,9 @@ def serve(
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     draft_tokens: NodesOpt = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")] = None,
+    device: DeviceOpt = None,
     threads: ThreadsOpt = None,
-    exact: Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")] = False,
+    exact: ExactOpt = False,
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
