@@ -1,7 +1,7 @@
 """`homespec serve` under load: concurrency 1, 2, 4, 8 against real servers on 127.0.0.1, side by side.
 
-    .venv/bin/python scripts/bench_serve.py [--concurrency 1,2,4,8] [--tokens 48] [--rounds 2]
-        [--threads 1] [--ctx 512] [--server-draft TWIN.gguf] [--json FILE]
+    .venv/bin/python scripts/bench_serve.py [--concurrency 1,2,4,8] [--tokens 128] [--rounds 2]
+        [--threads 1] [--ctx 512] [--server-draft TWIN.gguf] [--servers on,off,plain,draft] [--json FILE]
 
 Servers, all started at once on the embedded SmolLM2 with --parallel (llama-server -np) = the largest
 concurrency and --ctx tokens per sequence:
@@ -18,7 +18,8 @@ token ids to POST /v1/completions (greedy, streamed), `concurrency` clients at a
 concurrency the servers run in turn, `--rounds` times with the order rotated each round. Per run:
 total tokens/s (every answer's tokens over the wall time), per-user tokens/s (each answer's tokens
 after the first over its time after the first), p50/p95 time to first token. Printed and written:
-the medians over rounds and the ratios the targets name. Stops by itself.
+the medians over rounds and the ratios the targets name (the ratio of the medians, with the range
+of the round-by-round ratios in brackets). Stops by itself.
 """
 
 from __future__ import annotations
@@ -160,6 +161,9 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(q / 100 * (len(xs) - 1))))]
 
 
+SERVER_KEYS = ("on", "off", "plain", "draft")  # --servers: homespec spec on / off, llama-server plain / draft
+
+
 def start_servers(a, model: str, par: int, logs: Path) -> list[Proc]:
     """Every server at once (an idle one waits for requests, costing nothing)."""
     hs = [sys.executable, "-m", "homespec", "serve", "--ctx", str(a.ctx), "--threads", str(a.threads),
@@ -174,8 +178,11 @@ def start_servers(a, model: str, par: int, logs: Path) -> list[Proc]:
         draft = ["--spec-type", "ngram-simple"]
     specs = [("homespec spec on", hs), ("homespec spec off", [*hs, "--method", "none"]),
              ("llama-server plain", plain), ("llama-server draft", [*plain, *draft])]
+    keep = set(a.servers.split(",")) if a.servers else set(SERVER_KEYS)
     procs = []
-    for name, cmd in specs:
+    for (name, cmd), key in zip(specs, SERVER_KEYS):
+        if key not in keep:
+            continue
         port = free_port()
         procs.append(Proc(name, [*cmd, "--port", str(port)], port, logs / f"{re.sub(r'[^a-z]+', '-', name)}.log"))
     return [p.wait_ready() for p in procs]
@@ -200,6 +207,37 @@ def test_prompts(model: str, most: int) -> list[list[int]]:
     with LlamaCppBackend.load(model, n_ctx=256, n_threads=1) as b:
         ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]
     return [p for p in ids if 24 <= len(p) <= 96][:most]
+
+
+def decode_ceiling(model: str, prompts: list[list[int]], a, lanes: int = 4, steps: int = 24) -> dict:
+    """llama_decode's own batch gain here: tokens/s of one step carrying `lanes` sequences' roots
+    over one carrying one, in the engine's own backend with the servers' threads and context,
+    alternated step by step. No server can batch better than this: it bounds c4 / c1."""
+    from homespec.backends.llamacpp.multi import MultiSeqBackend, PrefillWork, TreeWork
+    from homespec.backends.settings import BackendSettings
+
+    settings = BackendSettings(n_ctx=a.ctx * lanes, n_threads=a.threads)
+    times: dict[int, list[float]] = {1: [], lanes: []}
+    b = MultiSeqBackend(model, settings, lanes=lanes, lane_ctx=a.ctx)
+    try:
+        last = []
+        for lane in range(lanes):
+            p = prompts[lane % len(prompts)]
+            out = b.decode([PrefillWork(lane, tuple(p), True)])
+            last.append(int(out[0].logits[-1].argmax()))
+        for i in range(2 * steps):
+            n = 1 if i % 2 == 0 else lanes
+            t0 = time.perf_counter()
+            outs = b.decode([TreeWork(lane, (last[lane],), (-1,)) for lane in range(n)])
+            times[n].append(time.perf_counter() - t0)
+            for lane, fwd in enumerate(outs):
+                b.commit(lane, [0])
+                last[lane] = int(fwd.logits[0].argmax())
+    finally:
+        b.close()
+    rate = {n: n / statistics.median(ts) for n, ts in times.items()}
+    return {"lanes": lanes, "tok_s_1": round(rate[1], 2), f"tok_s_{lanes}": round(rate[lanes], 2),
+            "gain": round(rate[lanes] / rate[1], 3)}
 
 
 def measure(procs: list[Proc], prompts: list[list[int]], levels: list[int], a) -> dict:
@@ -234,35 +272,49 @@ def report(out: dict, levels: list[int]) -> str:
             m = out["levels"][c][n]
             lines.append(f"| {c} | {n} | {m['median_total_tok_s']:.1f} | {m['median_per_user_tok_s']:.1f} | "
                          f"{m['median_ttft_p50_s']:.3f} | {m['median_ttft_p95_s']:.3f} |")
-    lines += ["", "| concurrency | spec on / spec off | homespec plain / llama-server plain | "
-              "llama-server draft / plain |", "|---:|---:|---:|---:|"]
     tot = {c: {n: out["levels"][c][n]["median_total_tok_s"] for n in names} for c in levels}
-    for c in levels:
-        t = tot[c]
-        r = {"spec_on_over_off": t["homespec spec on"] / t["homespec spec off"],
-             "homespec_plain_over_llama_server_plain": t["homespec spec off"] / t["llama-server plain"],
-             "llama_server_draft_over_plain": t["llama-server draft"] / t["llama-server plain"]}
+    pairs = [("spec_on_over_off", "spec on / spec off", "homespec spec on", "homespec spec off"),
+             ("homespec_plain_over_llama_server_plain", "homespec plain / llama-server plain", "homespec spec off",
+              "llama-server plain"),
+             ("llama_server_draft_over_plain", "llama-server draft / plain", "llama-server draft", "llama-server plain")]
+    pairs = [p for p in pairs if p[2] in names and p[3] in names]  # --servers may leave some out
+    if pairs:
+        lines += ["", "| concurrency | " + " | ".join(p[1] for p in pairs) + " |", "|---:|" + "---:|" * len(pairs)]
+    for c in levels if pairs else []:
+        r = {key: tot[c][a] / tot[c][b] for key, _, a, b in pairs}
+        paired = {key: _paired(out["levels"][c][a]["runs"], out["levels"][c][b]["runs"]) for key, _, a, b in pairs}
         out["levels"][c]["ratios"] = {k: round(v, 3) for k, v in r.items()}
-        lines.append(f"| {c} | {r['spec_on_over_off']:.2f}x | {r['homespec_plain_over_llama_server_plain']:.2f}x | "
-                     f"{r['llama_server_draft_over_plain']:.2f}x |")
+        out["levels"][c]["round_ratios"] = paired
+        lines.append(f"| {c} | " + " | ".join(f"{r[k]:.2f}x ({min(v):.2f}-{max(v):.2f})" for k, v in paired.items())
+                     + " |")
     if 1 in tot and 4 in tot:
         lines.append("")
         for n in names:
             ratio = tot[4][n] / tot[1][n]
             out.setdefault("c4_over_c1", {})[n] = round(ratio, 3)
             lines.append(f"concurrency 4 / concurrency 1 total tokens/s, {n}: {ratio:.2f}x")
+    if "decode_ceiling" in out:
+        d = out["decode_ceiling"]
+        lines.append(f"llama_decode alone, {d['lanes']} sequences a step / 1 (tokens/s, no server): {d['gain']:.2f}x")
     return "\n".join(lines) + "\n"
+
+
+def _paired(a: list[dict], b: list[dict]) -> list[float]:
+    """Round by round total tokens/s of a over b: two servers that ran minutes apart in one round."""
+    return [round(x["total_tok_s"] / y["total_tok_s"], 3) for x, y in zip(a, b)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--concurrency", default="1,2,4,8")
-    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=512)
     # one thread each: two threads per server spin on each other at llama.cpp's barriers whenever
     # the shared CPU deschedules one, which stalls single requests for tens of seconds
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--servers", default=None,
+                    help="which servers, comma-separated from on,off,plain,draft (default: all four)")
     ap.add_argument("--server", default=None, help="llama-server binary (default: homespec's cache)")
     ap.add_argument("--server-draft", default=None, help="eagle3 GGUF for llama-server's drafter")
     ap.add_argument("--logs", default="/tmp", help="folder for the servers' logs")
@@ -275,12 +327,14 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the servers are stopped on the way out
     model = str(smollm2_path())
     prompts = test_prompts(model, 2 * max(levels))
+    ceiling = decode_ceiling(model, prompts, a)
     procs = start_servers(a, model, max(levels), Path(a.logs))
     try:
         out = measure(procs, prompts, levels, a)
     finally:
         for p in procs:
             p.stop()
+    out["decode_ceiling"] = ceiling
     table = report(out, levels)
     print(table)
     out["table"] = table

@@ -40,3 +40,39 @@ def test_a_waiting_consumer_gets_what_another_thread_puts():
     t.join(timeout=10)
     assert not t.is_alive()
     assert got == ["x", "y"]
+
+
+def test_take_returns_what_is_there_and_whether_it_ended():
+    h = _handle()
+    assert h.take() == ([], False)
+    h.put_all(["a", "b"])  # type: ignore[list-item]
+    assert h.take() == (["a", "b"], False)
+    h.put_all(["c"], last=True)  # type: ignore[list-item]
+    assert h.take() == (["c"], True)
+    assert h.take() == ([], True)  # the end stays
+    assert h.get(timeout=0) is None
+
+
+def test_on_ready_wakes_after_each_hand_over_and_at_once_when_something_waits():
+    h = _handle()
+    h.put("early")  # type: ignore[arg-type]
+    woken: list[int] = []
+    h.on_ready(lambda: woken.append(len(h.take()[0])))
+    assert woken == [1]  # "early" was already there
+    h.put_all(["x", "y"])  # type: ignore[list-item]
+    h.end()
+    assert woken == [1, 2, 0]
+    h.on_ready(None)
+    h.put("late")  # type: ignore[arg-type]
+    assert woken == [1, 2, 0]
+
+
+def test_a_waker_that_fails_does_not_fail_the_engine_side():
+    h = _handle()
+
+    def closed_loop() -> None:
+        raise RuntimeError("Event loop is closed")
+
+    h.on_ready(closed_loop)
+    h.put_all(["a"], last=True)  # type: ignore[list-item]
+    assert list(h) == ["a"]

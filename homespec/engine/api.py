@@ -18,7 +18,7 @@ import collections
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from homespec.errors import HomespecError
 
@@ -83,6 +83,7 @@ class Handle:
         self._items: collections.deque[object] = collections.deque()
         self._ready = threading.Condition()
         self._cancelled = threading.Event()
+        self._waker: Callable[[], None] | None = None
         self.error: HomespecError | None = None  # set before the end when the engine failed this request
 
     # engine side
@@ -97,6 +98,12 @@ class Handle:
             if last:
                 self._items.append(self._END)
             self._ready.notify_all()
+            waker = self._waker
+        if waker is not None:
+            try:
+                waker()
+            except Exception:  # noqa: BLE001 - a consumer's loop that has closed must not fail the engine
+                pass
 
     def end(self) -> None:
         self.put_all((), last=True)
@@ -118,6 +125,24 @@ class Handle:
             if self._items[0] is self._END:  # left in place: later calls see the end too
                 return None
             return self._items.popleft()  # type: ignore[return-value]
+
+    def on_ready(self, waker: Callable[[], None] | None) -> None:
+        """Call `waker` (on the engine's thread) after each hand-over, and once now if something
+        is already there: how an event loop follows a handle without a thread blocked in get()
+        (`waker` should only schedule work, e.g. loop.call_soon_threadsafe(event.set))."""
+        with self._ready:
+            self._waker = waker
+            pending = bool(self._items)
+        if waker is not None and pending:
+            waker()
+
+    def take(self) -> tuple[list["Response"], bool]:
+        """Everything handed over so far, without waiting -> (responses, ended)."""
+        with self._ready:
+            out: list[Response] = []
+            while self._items and self._items[0] is not self._END:
+                out.append(self._items.popleft())  # type: ignore[arg-type]
+            return out, bool(self._items)
 
     def __iter__(self) -> Iterator["Response"]:
         while (item := self.get()) is not None:

@@ -7,14 +7,13 @@ frees its sequence at its next step.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import queue
 import secrets
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-import anyio
 from starlette.requests import Request
 
 from homespec.engine.api import EngineClosed, EngineRequest, QueueFull
@@ -94,27 +93,40 @@ def submit(engine: "Engine", request: EngineRequest) -> "Handle":
         raise ApiError(400, e.message) from None
 
 
-async def follow(handle: "Handle", request: Request) -> AsyncIterator["Response"]:
-    """The handle's responses as they come; cancels the handle if the stream is left before its end."""
+async def follow(handle: "Handle", request: Request) -> AsyncIterator[list["Response"]]:
+    """The handle's responses as they come, in batches (all that was handed over since the last
+    one); cancels the handle if the stream is left before its end.
+
+    The engine's thread wakes this coroutine through the event loop (Handle.on_ready), so no
+    thread sits blocked per stream and a token costs one loop wake-up, not a thread-pool round
+    trip: on a CPU the engine thread shares the interpreter with the HTTP layer, and every
+    hand-over the HTTP layer makes dearer delays the next batched step for every stream."""
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    handle.on_ready(lambda: loop.call_soon_threadsafe(ready.set))
     ended = False
     checked = float("-inf")
     try:
         while True:
-            try:
-                r = await anyio.to_thread.run_sync(handle.get, POLL_S)
-            except queue.Empty:
-                if await request.is_disconnected():
-                    return
-                continue
-            if r is None:
+            ready.clear()
+            items, done = handle.take()
+            if items:
+                if time.monotonic() - checked >= FLOWING_CHECK_S:
+                    checked = time.monotonic()
+                    if await request.is_disconnected():
+                        return
+                yield items
+            if done:
                 ended = True
                 return
-            if time.monotonic() - checked >= FLOWING_CHECK_S:
-                checked = time.monotonic()
-                if await request.is_disconnected():
-                    return
-            yield r
+            if not items:
+                try:
+                    await asyncio.wait_for(ready.wait(), POLL_S)
+                except TimeoutError:
+                    if await request.is_disconnected():
+                        return
     finally:
+        handle.on_ready(None)
         if not ended:
             handle.cancel()
 
@@ -134,9 +146,10 @@ def _failure(handle: "Handle", fin: Finish) -> ApiError | None:
 async def whole(handle: "Handle", request: Request, answer: Answer) -> dict[str, Any] | None:
     """The answer as one body (None when the client left before it was ready)."""
     fin = None
-    async for r in follow(handle, request):
-        if isinstance(r, Finish):
-            fin = r
+    async for batch in follow(handle, request):
+        for r in batch:
+            if isinstance(r, Finish):
+                fin = r
     if fin is None:
         return None
     if (err := _failure(handle, fin)) is not None:
@@ -146,22 +159,30 @@ async def whole(handle: "Handle", request: Request, answer: Answer) -> dict[str,
 
 
 async def sse(handle: "Handle", request: Request, answer: Answer, include_usage: bool) -> AsyncIterator[str]:
-    """The answer as server-sent events: a chunk per piece of text, the finish, `[DONE]`."""
+    """The answer as server-sent events: a chunk per piece of text, the finish, `[DONE]`. The
+    events of one batch of responses go out in one write."""
     if answer.kind == "chat":
         yield _event(chunk(answer, first=True))
-    async for r in follow(handle, request):
-        if isinstance(r, TextDelta) and r.text:
-            yield _event(chunk(answer, r.text))
-        elif isinstance(r, Finish):
-            if (err := _failure(handle, r)) is not None:
-                yield _event({"error": {"message": err.message, "type": "server_error", "param": None,
-                                        "code": err.code}})
-                break
-            _log_answer(request, r)
-            yield _event(chunk(answer, fin=r))
-            if include_usage:
-                yield _event(chunk(answer, fin=r, usage_only=True))
+    async for batch in follow(handle, request):
+        events = []
+        for r in batch:
+            if isinstance(r, TextDelta) and r.text:
+                events.append(_event(chunk(answer, r.text)))
+            elif isinstance(r, Finish):
+                events.extend(_finish_events(handle, request, answer, r, include_usage))
+        if events:
+            yield "".join(events)
     yield "data: [DONE]\n\n"
+
+
+def _finish_events(handle: "Handle", request: Request, answer: Answer, fin: Finish, include_usage: bool) -> list[str]:
+    if (err := _failure(handle, fin)) is not None:
+        return [_event({"error": {"message": err.message, "type": "server_error", "param": None, "code": err.code}})]
+    _log_answer(request, fin)
+    out = [_event(chunk(answer, fin=fin))]
+    if include_usage:
+        out.append(_event(chunk(answer, fin=fin, usage_only=True)))
+    return out
 
 
 def _event(body: dict[str, Any]) -> str:
