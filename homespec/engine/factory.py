@@ -35,10 +35,11 @@ def batches(opt: "RunOptions") -> bool:
     return opt.backend == "llamacpp" and opt.method != "draft"
 
 
-def default_parallel(opt: "RunOptions", path: str) -> int:
-    """--parallel left out: what the plan fits on the batching engine (homespec.engine.load), else 1."""
+def default_parallel(opt: "RunOptions", path: str, *, gpu: str | None = None) -> int:
+    """--parallel left out: what the plan fits on the batching engine (homespec.engine.load), else 1.
+    `gpu`: plan for that GPU (plan's --gpu) instead of this machine."""
     if not batches(opt):
         return 1
     from homespec.engine.load import default_parallel as planned
 
-    return planned(opt, path)
+    return planned(opt, path, gpu=gpu)

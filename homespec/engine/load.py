@@ -39,16 +39,16 @@ class EngineParts:
     shape: "DraftShape | None"  # the drafters' shape as loaded
 
 
-def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL) -> int:
+def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *, gpu: str | None = None) -> int:
     """Slots a server opens when --parallel is left out: the most of most, most/2, ..., 1 whose
-    plan (KV and draft KV for every sequence) fits this machine as well as the plan for one does:
-    no layer more pushed off the GPU, nothing that fitted failing to."""
+    plan (KV and draft KV for every sequence) fits this machine (or plan's --gpu `gpu`) as well
+    as the plan for one does: no layer more pushed off the GPU, nothing that fitted failing to."""
     from homespec.session.load import plan_for_run
 
-    one = plan_for_run(opt, path, parallel=1)
+    one = plan_for_run(opt, path, gpu=gpu, parallel=1)
     n = most
     while n > 1:
-        plan = plan_for_run(opt, path, parallel=n)
+        plan = plan_for_run(opt, path, gpu=gpu, parallel=n)
         if plan.verdict == one.verdict and plan.offloaded_layers <= one.offloaded_layers:
             return n
         n //= 2

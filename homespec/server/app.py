@@ -22,9 +22,25 @@ from homespec.server.metrics import registry
 from homespec.server.schemas import ChatRequest, CompletionRequest
 
 if TYPE_CHECKING:
-    from homespec.engine.api import Engine
+    from homespec.engine.api import Engine, Handle
 
 MAX_BODY = 8 << 20  # bytes; --max-body-mib
+
+
+class AnswerStream(StreamingResponse):
+    """An SSE answer that cancels its handle however the response ends: a client gone before the
+    stream's first event never runs the generator, whose own clean-up would otherwise never come
+    (the engine would decode the whole answer for nobody). Cancelling a finished answer does nothing."""
+
+    def __init__(self, handle: "Handle", content, **kwargs) -> None:
+        super().__init__(content, **kwargs)
+        self.handle = handle
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.handle.cancel()
 
 
 def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None, max_body: int = MAX_BODY):
@@ -50,8 +66,8 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
         handle = answers.submit(engine, req)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
-            return StreamingResponse(answers.sse(handle, request, answer, usage), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return AnswerStream(handle, answers.sse(handle, request, answer, usage), media_type="text/event-stream",
+                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         out = await answers.whole(handle, request, answer)
         return JSONResponse(out) if out is not None else Response(status_code=499)  # nobody left to read it
 
