@@ -18,6 +18,9 @@ from homespec.server.run import bind, exposure_warning, is_loopback, url_of
     (["--max-body-mib", "0"], "--max-body-mib 0"),
     (["--method", "magic"], "unknown method"),
     (["--ctx", "8"], "--ctx 8"),
+    (["--cors", "chat.example.org"], "is not an origin"),
+    (["--cors", "https://chat.example.org/app"], "is not an origin"),
+    (["--cors", ","], "--cors is empty"),
     # the torch backend's engine decodes one sequence at a time: refused before the weights load
     (["--port", "0", "--backend", "torch", "--method", "none", "--parallel", "2"], "--parallel 2"),
 ])
@@ -32,8 +35,17 @@ def test_serve_lists_its_flags(capsys):
     assert main(["serve", "--help"]) == 0
     out = capsys.readouterr().out
     for flag in ("--host", "--port", "--api-key", "--alias", "--parallel", "--queue", "--max-body-mib", "--ctx",
-                 "--method", "--draft", "--backend", "--threads", "HOMESPEC_API_KEY"):
+                 "--method", "--draft", "--backend", "--threads", "--cors", "HOMESPEC_API_KEY"):
         assert flag in out, flag
+
+
+def test_cors_origins_are_read_as_a_browser_sends_them():
+    from homespec.cli.serve import cors_origins
+
+    assert cors_origins(None) == ()
+    assert cors_origins("https://a.example.org/, http://b.example:3000") == ("https://a.example.org",
+                                                                              "http://b.example:3000")
+    assert cors_origins("*") == ("*",)
 
 
 def test_only_a_server_open_beyond_loopback_without_a_key_warns():

@@ -200,6 +200,25 @@ def test_a_sampled_answer_is_reproduced_by_its_seed(client):
     assert a == b and a
 
 
+def test_a_browser_page_on_this_machine_may_call_the_api_another_site_may_not(server):
+    """CORS: the preflight (which carries no key) is answered before the key is asked for; pages
+    from localhost get the allow header, another site's page does not (no --cors given)."""
+    ask = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+    status, headers, _ = server.request("OPTIONS", "/v1/chat/completions",
+                                        headers={"Origin": "http://localhost:3000", **ask})
+    assert status == 200 and headers["access-control-allow-origin"] == "http://localhost:3000"
+    assert "POST" in headers["access-control-allow-methods"]
+    status, headers, _ = server.request("OPTIONS", "/v1/chat/completions",
+                                        headers={"Origin": "https://elsewhere.example", **ask})
+    assert status == 400 and "access-control-allow-origin" not in headers
+    status, headers, _ = server.request("GET", "/v1/models", key=KEY, headers={"Origin": "http://127.0.0.1:8000"})
+    assert status == 200 and headers["access-control-allow-origin"] == "http://127.0.0.1:8000"
+    status, headers, _ = server.request("GET", "/v1/models", headers={"Origin": "http://[::1]:5173"})
+    assert status == 401 and headers["access-control-allow-origin"] == "http://[::1]:5173"  # the page may read why
+    status, headers, _ = server.request("GET", "/v1/models", key=KEY, headers={"Origin": "https://elsewhere.example"})
+    assert status == 200 and "access-control-allow-origin" not in headers
+
+
 def test_models_lists_the_alias(client):
     models = client.models.list().data
     assert [m.id for m in models] == [ALIAS] and models[0].object == "model"

@@ -30,6 +30,7 @@ def serve(
     parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
     queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
     max_body_mib: Annotated[int, typer.Option("--max-body-mib", help="Largest request body in MiB (413 beyond).")] = 8,
+    cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
     ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
@@ -55,6 +56,7 @@ def serve(
 
     if api_key is not None and not api_key.strip():
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
+    origins = cors_origins(cors)
     if max_body_mib < 1:
         raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
     check_slots(1 if parallel is None else parallel, queue)
@@ -74,16 +76,32 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    _serve(engine, sock, host=host, api_key=api_key, name=alias or os.path.basename(path), max_body=max_body_mib << 20)
+    _serve(engine, sock, host=host, api_key=api_key, name=alias or os.path.basename(path), max_body=max_body_mib << 20,
+           cors=origins)
 
 
-def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int) -> None:
+def cors_origins(value: str | None) -> tuple[str, ...]:
+    """--cors: origins as a browser sends them (scheme://host[:port]), or '*'."""
+    if value is None:
+        return ()
+    origins = tuple(o.strip().rstrip("/") for o in value.split(",") if o.strip())
+    for o in origins:
+        if o != "*" and ("://" not in o or o.count("/") != 2):
+            raise UsageError(f"--cors {o!r} is not an origin",
+                             hint="give scheme://host[:port], e.g. --cors https://chat.example.org, or '*' for any")
+    if not origins:
+        raise UsageError("--cors is empty", hint="name an origin (scheme://host[:port]) or '*', or leave --cors out")
+    return origins
+
+
+def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
+           cors: tuple[str, ...] = ()) -> None:
     from homespec.server.app import create_app
     from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
 
     log_to_stderr()
     try:
-        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body)
+        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body, cors=cors)
         if (warning := exposure_warning(host, api_key)) is not None:
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.middleware.cors import CORSMiddleware
 
 from homespec.server import answers, errors, shapes
 from homespec.server.guard import Guard
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from homespec.engine.api import Engine, Handle
 
 MAX_BODY = 8 << 20  # bytes; --max-body-mib
+# pages served from this machine may call the API from a browser whatever --cors says (as Ollama
+# allows localhost origins by default); another site's page only when --cors names it
+LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
 
 
 class AnswerStream(StreamingResponse):
@@ -43,8 +47,10 @@ class AnswerStream(StreamingResponse):
             self.handle.cancel()
 
 
-def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None, max_body: int = MAX_BODY):
-    """The ASGI app: the routes behind the guard (key, body limit, counts)."""
+def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None, max_body: int = MAX_BODY,
+               cors: tuple[str, ...] = ()):
+    """The ASGI app: the routes behind the guard (key, body limit, counts), behind CORS (a
+    browser's preflight carries no key, so it is answered before the guard asks for one)."""
     app = FastAPI(title="homespec", docs_url=None, redoc_url=None, openapi_url=None)
     errors.install(app)
     created = int(time.time())
@@ -92,4 +98,6 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
 
         return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
 
-    return Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)
+    guarded = Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)
+    return CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
+                          allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600)
