@@ -84,19 +84,32 @@ class Handle:
         self._ready = threading.Condition()
         self._cancelled = threading.Event()
         self._waker: Callable[[], None] | None = None
+        self._unwoken = False  # responses put without a wake-up yet
         self.error: HomespecError | None = None  # set before the end when the engine failed this request
 
     # engine side
     def put(self, response: "Response") -> None:
         self.put_all((response,))
 
-    def put_all(self, responses: "Iterable[Response]", *, last: bool = False) -> None:
+    def put_all(self, responses: "Iterable[Response]", *, last: bool = False, wake: bool = True) -> None:
         """Several responses at once (`last`: and the end): the consumer is woken once for all of
-        them (a wake-up is a thread switch, the dearest thing a step does per sequence on a busy CPU)."""
+        them (a wake-up is a thread switch, the dearest thing a step does per sequence on a busy CPU).
+        `wake=False`: hold the wake-up until `wake()` (the batching engine wakes every consumer
+        just before its next llama_decode, so their work runs while it computes)."""
         with self._ready:
             self._items.extend(responses)
             if last:
                 self._items.append(self._END)
+            self._unwoken = True
+        if wake:
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the consumer if responses came since the last wake-up (cheap when none did)."""
+        with self._ready:
+            if not self._unwoken:
+                return
+            self._unwoken = False
             self._ready.notify_all()
             waker = self._waker
         if waker is not None:

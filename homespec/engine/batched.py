@@ -58,6 +58,7 @@ class BatchedEngine:
         self._rates: collections.deque[tuple[float, int]] = collections.deque(maxlen=64)  # (time, tokens) per step
         self._request_s = 0.0  # EWMA seconds a request holds a slot (the Retry-After estimate)
         self._next_id = 0
+        self._delivered: list[Handle] = []  # ended since the last wake-up
         self._closing = False
         self._cancel_all = False
         self._thread = threading.Thread(target=self._run, name="homespec-engine", daemon=True)
@@ -131,6 +132,8 @@ class BatchedEngine:
 
     def _run(self) -> None:
         while True:
+            if not self._running:
+                self._wake()  # answers that ended last step: no next decode will wake them
             with self._cond:
                 while not (self._running or self._waiting or self._closing):
                     self._cond.wait()
@@ -179,6 +182,18 @@ class BatchedEngine:
             self._stats.live_sequences = live
         for r in gone:
             r.deliver()
+            self._delivered.append(r.handle)
+
+    def _wake(self) -> None:
+        """Wake every consumer with new responses. Called just before llama_decode, which frees
+        the interpreter: the consumers' work (the HTTP layer's SSE writes) then runs while the
+        engine computes, instead of taking the interpreter from the engine's own Python work
+        between decodes (a thread waiting for the GIL waits up to its 5 ms switch interval)."""
+        for h in self._delivered:
+            h.wake()
+        self._delivered.clear()
+        for r in self._running:
+            r.handle.wake()
 
     def _release(self, r: "Running") -> None:
         self.backend.free(r.lane)
@@ -211,6 +226,7 @@ class BatchedEngine:
                     budget -= len(chunk.tokens)
                     work.append(chunk)
                     owners.append(r)
+            self._wake()
             t1 = time.perf_counter()
             outs = self.backend.decode(work)
             t_verify = time.perf_counter() - t1

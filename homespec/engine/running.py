@@ -6,6 +6,8 @@ next piece of its prompt; `draft`: its tree for this step), runs the batch, and 
 result (`prefilled`, `verified`). Verification, commit and the drafter's resync are those of the
 one-sequence loop (homespec.speculative.loop): greedy or rejection-sampled against the request's
 own Sampler and seeded generator, so a request's tokens do not depend on who shares its batch.
+Responses are put without waking the consumer: the engine wakes every consumer at once just
+before its next llama_decode (BatchedEngine._wake).
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ class Running:
         # the end-of-generation token has no text of its own
         text = self.detok.push(step.tokens[:-1] if step.finish == "eos" else step.tokens)
         self.parts.append(text)
-        self.handle.put_all((StepFigures(step, prefill=first), TextDelta(text, step.tokens)))
+        self.handle.put_all((StepFigures(step, prefill=first), TextDelta(text, step.tokens)), wake=False)
         if self.detok.stopped:
             self.end("stop")
         elif step.finish:
@@ -177,7 +179,7 @@ class Running:
         decode_s = time.perf_counter() - self.t0 - self.prefill_s if self.steps else 0.0
         out.append(Finish(self.reason, "".join(self.parts), tuple(self.ids), tuple(self.prompt), tuple(self.steps),
                           self.prefill_s, decode_s))
-        self.handle.put_all(out, last=True)
+        self.handle.put_all(out, last=True, wake=False)
 
 
 def _nodes_at(shape: "DraftShape", depth: int) -> int:
