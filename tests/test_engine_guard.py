@@ -59,3 +59,24 @@ def test_a_speculative_step_that_loses_backs_off():
     g.record_step(4, 0, tokens=6, seconds=0.080)  # what it really cost: 6 tokens in 80 ms, plain 4 in 40
     assert [g.choose(4) for _ in range(g.backoff)] == [0] * g.backoff
     assert g.losses == 1
+
+
+def test_an_unmeasured_row_count_is_read_between_its_measured_neighbours():
+    """A CPU table (one row dear, prompt chunks cheaper per row): 16 rows lie between 8 and 48,
+    not on a line through 1 and 397, which would price the rows a draft adds too low."""
+    table = {1: 0.0357, 4: 0.0873, 8: 0.1649, 48: 0.4505, 397: 3.5348}  # docs/server.md's worked example
+    g = BatchGuard(depth=4, prior=(0.40, 0.14, 0.10, 0.10))
+    g.draft_level_s = 0.0168
+    for rows, t in table.items():
+        g.record_pass(rows, t)
+    assert abs(g.cost(16) - (0.1649 + 8 / 40 * (0.4505 - 0.1649))) < 1e-9
+    assert abs(g.cost(2) - (0.0357 + (0.0873 - 0.0357) / 3)) < 1e-9
+    assert g.cost(500) > g.cost(397)  # beyond the table: its last segment, continued
+    assert g.cost(8) == 0.1649
+    assert [g.choose(n) for n in (1, 4, 8)] == [0, 0, 0]
+
+
+def test_one_measured_row_count_scales_through_the_origin():
+    g = BatchGuard(depth=2, prior=PRIOR)
+    g.record_pass(4, 0.040)
+    assert abs(g.cost(8) - 0.080) < 1e-12

@@ -6,8 +6,8 @@ what one row costs (memory-bound), so drafting is nearly free; on a CPU every ro
 a whole forward (compute-bound), and 8 sequences each verifying a chain of 4 cost ~5x a plain
 step of the same 8. So the guard keeps a cost table by batch rows, measured online from every
 llama_decode the engine runs (prefill chunks included, which measure large batches for free),
-and predicts a row count it has not run from a least-squares line t = a + b.rows over the
-table. For a step of n decoding sequences (plus the rows of prefill chunks riding along, which
+and predicts a row count it has not run by interpolating between the measured row counts on
+either side. For a step of n decoding sequences (plus the rows of prefill chunks riding along, which
 every choice pays alike) depth d is worth
 
     tokens(d) / seconds(d) = n (1 + sum_{j<=d} alpha_j) / (cost(n.nodes(d) + extra) + n.d.draft_level)
@@ -24,6 +24,7 @@ sequence.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -62,7 +63,7 @@ class BatchGuard:
         if self.forced:
             self.chosen = self.depth
             return self.depth
-        if len(self.costs) < 2 or self._plain_left > 0:  # nothing to draw a line through yet, or backing off
+        if len(self.costs) < 2 or self._plain_left > 0:  # too little to read a cost between, or backing off
             self._plain_left = max(0, self._plain_left - 1)
             self.chosen = 0
             return 0
@@ -99,11 +100,11 @@ class BatchGuard:
         return (hits + self.prior_weight * prior) / (tried + self.prior_weight)
 
     def cost(self, rows: int) -> float:
-        """Seconds of a llama_decode of `rows` rows: measured, else the line through the table."""
+        """Seconds of a llama_decode of `rows` rows: measured, else read off the table between the
+        measured row counts on either side (beyond the table: its nearest segment, continued)."""
         if rows in self.costs:
             return self.costs[rows]
-        a, b = _fit_line(self.costs.items())
-        return max(1e-6, a + b * rows)
+        return max(1e-6, _interpolate(sorted(self.costs.items()), rows))
 
     # --- learning ------------------------------------------------------------------------------
 
@@ -156,16 +157,15 @@ class BatchGuard:
                 "costs_ms": {r: round(s * 1e3, 3) for r, s in sorted(self.costs.items())[:64]}}
 
 
-def _fit_line(points) -> tuple[float, float]:
-    """Least squares t = a + b.n over (n, t) with a, b >= 0 (one point: through the origin)."""
-    pts = list(points)
-    if len(pts) == 1:
-        n, t = pts[0]
-        return 0.0, t / n
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    var = sum((p[0] - mx) ** 2 for p in pts)
-    if var == 0:
-        return my, 0.0
-    b = max(0.0, sum((p[0] - mx) * (p[1] - my) for p in pts) / var)
-    return max(0.0, my - b * mx), b
+def _interpolate(points: list[tuple[int, float]], rows: int) -> float:
+    """Piecewise-linear t(rows) through the measured (rows, t) points, sorted by rows. One point:
+    through the origin. A global line would not do: a CPU's cost per row falls from one row to
+    a prompt chunk, a GPU's is flat and then rises, and a line through both ends misprices the
+    few rows a draft adds to a decoding batch, which is the only question asked of it."""
+    if len(points) == 1:
+        n, t = points[0]
+        return t * rows / n
+    j = min(max(bisect.bisect_left([n for n, _ in points], rows) - 1, 0), len(points) - 2)
+    (n0, t0), (n1, t1) = points[j], points[j + 1]
+    slope = max(0.0, (t1 - t0) / (n1 - n0))
+    return t0 + slope * (rows - n0)
