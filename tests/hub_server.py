@@ -126,9 +126,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if path in self.hub.stall_once:  # a connection that hangs mid-file until the client gives up
+        sent = 11 * 2**20
+        # a connection that hangs mid-file until the client gives up: only a GET of more than the
+        # stalled 11 MiB (a download, not a read of the header's first bytes)
+        if path in self.hub.stall_once and len(body) > sent:
             self.hub.stall_once.discard(path)
-            sent = 11 * 2**20
             try:
                 self.wfile.write(body[:sent])
                 self.wfile.flush()

@@ -190,12 +190,15 @@ def test_ctrl_c_mid_download_keeps_the_part_and_the_next_run_resumes(hub, tiny):
     hub.release.clear()
     argv = [sys.executable, "-m", "homespec", "generate", "--model", "org/tiny-GGUF", "--method", "none",
             "-n", "2", "-p", "hi", "--json"]
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")]),
+                        # the stalled GET must hold until the Ctrl-C, not time out and resume first
+                        "HF_HUB_DOWNLOAD_TIMEOUT": "300"}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     blobs = Path(os.environ["HF_HUB_CACHE"]) / "models--org--tiny-GGUF" / "blobs"
     partial = blobs / f"{hashlib.sha256(tiny.read_bytes()).hexdigest()}.incomplete"
-    for _ in range(600):  # until the first 10 MiB chunk is on disk (a wait, not a timed assertion)
-        if partial.exists() and partial.stat().st_size > 0 or proc.poll() is not None:
+    for _ in range(1200):  # until the stall holds and the first 10 MiB chunk is on disk (a wait, not a timing)
+        stalled = any(h.sent == 11 * 2**20 for h in list(hub.log))
+        if stalled and partial.exists() and partial.stat().st_size > 0 or proc.poll() is not None:
             break
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
