@@ -193,7 +193,9 @@ def test_ctrl_c_mid_download_keeps_the_part_and_the_next_run_resumes(hub, tiny):
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")]),
                         # the stalled GET must hold until the Ctrl-C, not time out and resume first
                         "HF_HUB_DOWNLOAD_TIMEOUT": "300"}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a suite started in the background runs with SIGINT ignored, which its children inherit
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     blobs = Path(os.environ["HF_HUB_CACHE"]) / "models--org--tiny-GGUF" / "blobs"
     partial = blobs / f"{hashlib.sha256(tiny.read_bytes()).hexdigest()}.incomplete"
     for _ in range(1200):  # until the stall holds and the first 10 MiB chunk is on disk (a wait, not a timing)
