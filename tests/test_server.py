@@ -410,7 +410,7 @@ def test_a_second_server_on_a_port_in_use_fails_in_one_line(server):
 def small():
     """A plain server with one waiting place: easy to fill."""
     s = Server("--method", "none", "--no-guard", "--parallel", "1", "--queue", "1", "--ctx", "256",
-               "--threads", "1").wait_ready()
+               "--threads", "1", "--cors", "https://chat.example.org").wait_ready()
     yield s
     s.stop()
 
@@ -434,6 +434,17 @@ def _stream_in_background(s: Server, started: threading.Event, leave: threading.
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def test_cors_lets_the_named_site_in_beside_this_machine(small):
+    ask = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type, x-stainless-os"}
+    for origin in ("https://chat.example.org", "http://localhost:8080"):
+        status, headers, _ = small.request("OPTIONS", "/v1/chat/completions", headers={"Origin": origin, **ask})
+        assert status == 200 and headers["access-control-allow-origin"] == origin
+        assert "x-stainless-os" in headers["access-control-allow-headers"].lower()  # the OpenAI JS client's own
+    status, headers, _ = small.request("OPTIONS", "/v1/chat/completions",
+                                       headers={"Origin": "https://chat.example.org.evil.example", **ask})
+    assert status == 400 and "access-control-allow-origin" not in headers
 
 
 def test_a_full_queue_answers_503_with_retry_after(small):
