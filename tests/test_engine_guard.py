@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from homespec.engine.guard import BatchGuard
 
 PRIOR = (0.7, 0.5, 0.35, 0.25)
@@ -80,3 +82,16 @@ def test_one_measured_row_count_scales_through_the_origin():
     g = BatchGuard(depth=2, prior=PRIOR)
     g.record_pass(4, 0.040)
     assert abs(g.cost(8) - 0.080) < 1e-12
+
+
+def test_a_dear_loss_buys_a_longer_backoff():
+    """8 sequences: a speculative step took three plain steps' time for 1.4 steps' tokens. 16
+    plain steps would leave probing at 2 / 17 of the time; the guard waits until the loss is
+    the margin (3 %) of the plain time since."""
+    g = _fed(BatchGuard(depth=1, prior=PRIOR), lambda rows: 0.010 * rows)
+    t_plain = g.cost(8)
+    g.record_step(8, 0, tokens=11, seconds=3 * t_plain)
+    lost = 3 * t_plain - 11 / (8 / t_plain)
+    assert g._plain_left == math.ceil(lost / (g.margin * t_plain)) > 16
+    g.record_step(8, 0, tokens=7, seconds=1.05 * t_plain)  # a small loss in a row still doubles
+    assert g._plain_left == min(g.max_backoff, 2 * math.ceil(lost / (g.margin * t_plain)))

@@ -14,8 +14,10 @@ every choice pays alike) depth d is worth
 
 and the guard picks the best d, d > 0 only when it beats plain (d = 0) by `margin`. A
 speculative step is then judged on what it emitted: one that loses to plain decoding starts a
-backoff of plain steps (16, doubling while losses repeat, up to 256), as the one-sequence guard
-does (homespec.speculative.guard), so timing noise in the table cannot keep speculation on. alpha_j,
+backoff of plain steps (16, doubling while losses repeat, up to 256, and at least as many as
+make the time it lost `margin` of theirs), as the one-sequence guard does
+(homespec.speculative.guard), so timing noise in the table cannot keep speculation on, and the
+probing costs at most about `margin` of the time. alpha_j,
 the chance a draft accepts at least j tokens, starts from the head's recorded acceptance
 (homespec.plan.acceptance: its acceptance.json, weighted as `prior_weight` steps) and follows
 what this engine's drafts accept; draft_level is the measured drafting time per level and
@@ -25,6 +27,7 @@ sequence.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -120,14 +123,21 @@ class BatchGuard:
     def record_step(self, n: int, extra_rows: int, tokens: int, seconds: float) -> None:
         """A speculative step of `n` decoding sequences emitted `tokens` in `seconds` (the pass and
         the drafts). Worse than plain decoding (n tokens in cost(n + extra)) by the margin: the
-        next `backoff` steps run plain, and the backoff doubles while losses repeat, so a
-        prediction that timing noise made too hopeful costs a step now and then, not every step."""
+        next `backoff` steps run plain (doubling while losses repeat, and at least enough that
+        the time lost is `margin` of theirs), so a prediction that timing noise made too hopeful
+        costs a step now and then, not every step, nor more than about `margin` of the time."""
         if self.forced or n < 1 or seconds <= 0:
             return
-        plain = n / self.cost(n + extra_rows)
+        t_plain = self.cost(n + extra_rows)
+        plain = n / t_plain
         if tokens / seconds < plain * (1 - self.margin):
             self.losses += 1
-            self._backoff_now = min(self.max_backoff, self._backoff_now * 2 if self._backoff_now else self.backoff)
+            doubled = self._backoff_now * 2 if self._backoff_now else self.backoff
+            # enough plain steps that this loss is at most `margin` of the time they take: a step
+            # that took three plain steps' time to emit 1.4 steps' tokens needs ~54, not 16
+            lost = seconds - tokens / plain
+            needed = math.ceil(lost / (self.margin * t_plain))
+            self._backoff_now = min(self.max_backoff, max(doubled, needed))
             self._plain_left = self._backoff_now
         else:
             self.wins += 1
