@@ -14,10 +14,10 @@ every choice pays alike) depth d is worth
 
 and the guard picks the best d, d > 0 only when it beats plain (d = 0) by `margin`. A
 speculative step is then judged on what it emitted: one that loses to plain decoding starts a
-backoff of plain steps (16, doubling while losses repeat, up to 256, and at least as many as
-make the time it lost `margin` of theirs), as the one-sequence guard does
-(homespec.speculative.guard), so timing noise in the table cannot keep speculation on, and the
-probing costs at most about `margin` of the time. alpha_j,
+backoff of plain steps (16, doubling while losses repeat, up to 256, as the one-sequence guard,
+homespec.speculative.guard, does; and here at least as many as make the time it lost `margin`
+of theirs), so timing noise in the table cannot keep speculation on, and probing costs about
+`margin` of the time at most. alpha_j,
 the chance a draft accepts at least j tokens, starts from the head's recorded acceptance
 (homespec.plan.acceptance: its acceptance.json, weighted as `prior_weight` steps) and follows
 what this engine's drafts accept; draft_level is the measured drafting time per level and
