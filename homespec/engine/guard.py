@@ -70,11 +70,12 @@ class BatchGuard:
             self._plain_left = max(0, self._plain_left - 1)
             self.chosen = 0
             return 0
-        plain = n / self.cost(n + extra_rows)
+        table = sorted(self.costs.items())  # once per choice, not once per depth tried
+        plain = n / self.cost(n + extra_rows, table)
         best, best_rate = 1, 0.0
         for d in range(1, self.depth + 1):
             rows = n * self.nodes(d) + extra_rows
-            rate = n * self.tokens(d) / (self.cost(rows) + n * d * self.draft_level_s)
+            rate = n * self.tokens(d) / (self.cost(rows, table) + n * d * self.draft_level_s)
             if rate > best_rate:
                 best, best_rate = d, rate
         self.predicted = best_rate / plain  # the best draft depth's tokens/s over plain decoding's
@@ -102,12 +103,13 @@ class BatchGuard:
         hits = self.hits[d - 1] if d <= len(self.hits) else 0.0
         return (hits + self.prior_weight * prior) / (tried + self.prior_weight)
 
-    def cost(self, rows: int) -> float:
+    def cost(self, rows: int, table: list[tuple[int, float]] | None = None) -> float:
         """Seconds of a llama_decode of `rows` rows: measured, else read off the table between the
-        measured row counts on either side (beyond the table: its nearest segment, continued)."""
+        measured row counts on either side (beyond the table: its nearest segment, continued).
+        `table`: sorted(self.costs.items()), when the caller asks several times in a row."""
         if rows in self.costs:
             return self.costs[rows]
-        return max(1e-6, _interpolate(sorted(self.costs.items()), rows))
+        return max(1e-6, _interpolate(table if table is not None else sorted(self.costs.items()), rows))
 
     # --- learning ------------------------------------------------------------------------------
 
