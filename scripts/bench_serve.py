@@ -321,6 +321,10 @@ def main() -> None:
     ap.add_argument("--json")
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
+    unknown = set(a.servers.split(",")) - set(SERVER_KEYS) if a.servers else set()
+    if unknown or a.servers == "":
+        raise SystemExit(f"error: --servers {a.servers!r}: pick from {','.join(SERVER_KEYS)}\n"
+                         "hint: e.g. --servers on,off,plain")
 
     from homespec.embedded import smollm2_path
 
