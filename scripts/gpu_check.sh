@@ -230,6 +230,12 @@ env_check() {  # $1: wheelhouse (may be absent)
   "$PY" scripts/gpu_env.py "${args[@]}"
 }
 
+probe_json() { "$PY" -m homespec probe --json > "$OUT/probe.json"; }  # the host CPU's instruction sets (AMX?)
+
+llama_smoke() {  # the CUDA build decodes the embedded model in a child (homespec.backends.llamacpp.smoke)
+  XDG_CACHE_HOME="$STATE/cache" "$PY" -m homespec.backends.llamacpp.smoke --record
+}
+
 gpu_facts() { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; }
 
 run_pytest() {  # $1: junit file name, then pytest arguments
@@ -255,7 +261,7 @@ bench_gguf() {
   local n=20 tokens=128
   ((DRY)) && n=1 tokens=8
   "$PY" -c 'import llama_cpp, sys; print("llama_cpp", llama_cpp.__version__, "GPU offload:", llama_cpp.llama_supports_gpu_offload())'
-  "$PY" -m homespec bench --backend llamacpp --methods none,eagle3 --limit "$n" --max-tokens "$tokens" \
+  XDG_CACHE_HOME="$STATE/cache" "$PY" -m homespec bench --backend llamacpp --methods none,eagle3 --limit "$n" --max-tokens "$tokens" \
     --draft-depth 6 --draft-topk 8 --draft-tokens 48 --no-guard --json-out "$OUT/bench-gguf.json"
 }
 
@@ -328,6 +334,7 @@ first_call() {
   step env env_check "$CARRY/call1/wheels"
   if ! passed env; then skip tests "the environment check failed (see env.json)"; return; fi
   if ((DRY)); then skip gpu "no GPU in a dry run (nvidia-smi)"; else step gpu gpu_facts; fi
+  step probe probe_json
   ((calls > 1)) && step tests run_pytest pytest-gpu.xml tests/gpu
   step cost-8b cost_curve llama-3.1-8b-bf16 bf16 cost-curve-8b.json
   step cost-smollm2 cost_curve smollm2-135m-q4_1 f32 cost-curve-smollm2.json
@@ -347,6 +354,7 @@ last_call() {
   step bench-guard bench_torch --guard bench-torch-guard.json
   step bench-noguard bench_torch --no-guard bench-torch-noguard.json
   if [[ -n $llama_src ]]; then step llama-build llama_finish; fi
+  if passed llama-build; then step llama-smoke llama_smoke; fi
   if [[ -z $llama_src ]]; then skip bench-gguf "no llama.cpp source was carried"
   elif ! passed llama-build; then skip bench-gguf "no CUDA build of llama-cpp-python"
   elif (($(elapsed) > BUDGET_S - GGUF_BENCH_S)); then skip bench-gguf "$(elapsed) s since call 1: no time left in the ${BUDGET_S} s budget"

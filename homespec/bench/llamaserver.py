@@ -32,10 +32,20 @@ def find_server(explicit: str | None = None) -> Path:
             raise UsageError(f"--server {explicit} is not an executable file", hint="pass the llama-server binary")
         return p
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "homespec" / "llama-tools"
-    found = sorted(cache.glob(f"llama-{VERSION}-*/bin/llama-server"))
+    # a build whose smoke test passed first; one that crashed (its AMX kernels, on some Xeons) never
+    found = [p for p in sorted(cache.glob(f"llama-{VERSION}-*/bin/llama-server")) if _smoke(p) != "failed"]
     if not found:
         raise UsageError("llama-server is not built", hint="run `bash scripts/build_llamacpp_tools.sh`, or pass --server BIN")
-    return found[0]
+    return min(found, key=lambda p: _smoke(p) != "pass")
+
+
+def _smoke(server: Path) -> str:
+    """pass, failed, or unknown: the verdict scripts/build_llamacpp_tools.sh wrote beside the binary."""
+    try:
+        word = (server.parent / "SMOKE").read_text().split()[0]
+    except (OSError, IndexError):
+        return "unknown"
+    return "pass" if word == "pass" else "failed"
 
 
 def _free_port() -> int:

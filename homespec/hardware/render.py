@@ -27,3 +27,21 @@ def render_machine(m: Machine, console) -> None:
     free = "" if m.ram_free_bytes is None else f" ({m.ram_free_bytes / GIB:,.1f} GiB free)"
     console.print(f"RAM: {m.ram_bytes / GIB:,.1f} GiB{free}")
     console.print(f"CPU: {m.cpu_name or 'unknown'}, {m.cpu_cores} cores; OS: {m.os}")
+
+
+def render_cpu_build(isa: dict[str, bool], build: dict | None, console) -> None:
+    """The CPU's instruction sets and the llama.cpp build's use of them, two or three lines."""
+    if isa:
+        console.print("CPU instruction sets: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in isa.items()),
+                      soft_wrap=True)
+    if build is None:
+        console.print("llama.cpp: not installed (`bash scripts/setup.sh` builds it for this machine)")
+        return
+    if "error" in build:
+        console.print(f"llama.cpp: installed but not usable: {build['error']}")
+        return
+    used = ", ".join(k for k, v in build["features"].items() if v) or "none of these"
+    variant = f" ({build['variant']} build)" if build.get("variant") else ""
+    console.print(f"llama.cpp{variant} uses: {used}", soft_wrap=True)
+    if "AMX" in isa:
+        console.print(f"AMX: {build['amx']}", soft_wrap=True)

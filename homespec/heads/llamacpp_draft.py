@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.batch import fill_batch, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture
 from homespec.backends.llamacpp.lib import (
@@ -75,7 +76,7 @@ class LlamaCppEagle3:
 
     def _load(self, path: str) -> Any:
         ll = self._ll
-        mp = ll.llama_model_default_params()
+        mp = model_params(ll)
         mp.n_gpu_layers = 0
         model = ll.llama_model_load_from_file(path.encode(), mp)
         if not model:

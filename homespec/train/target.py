@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.batch import fill_batch, run_decode
 from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
 from homespec.backends.llamacpp.lib import (
@@ -63,7 +64,7 @@ class BatchedLlamaTarget:
         self._log = LogCollector()
         self._model = self._ctx = self._batch = None
         with capture_log(self._log):
-            mp = ll.llama_model_default_params()
+            mp = model_params(ll)
             mp.n_gpu_layers = 0
             self._model = ll.llama_model_load_from_file(path.encode(), mp)
             if not self._model:

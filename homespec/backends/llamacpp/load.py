@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
 from homespec.backends.llamacpp.lib import LogCollector, layer_inp_entry_points, reason
 from homespec.backends.settings import BackendSettings
@@ -22,7 +23,7 @@ GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q
 
 def load_model(ll: Any, path: str, s: BackendSettings, log: LogCollector) -> Any:
     """The llama_model, or a FormatError naming the file and llama.cpp's first error line."""
-    mp = ll.llama_model_default_params()
+    mp = model_params(ll)
     mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 2**31 - 1
     model = ll.llama_model_load_from_file(path.encode(), mp)
     if not model:

@@ -1,0 +1,182 @@
+"""Does this llama.cpp build decode? A smoke test run in a child process, so a crash is an answer.
+
+Some builds load a model and then die in their first `llama_decode`: llama.cpp's AMX kernels on
+virtualised Intel Xeons (Sapphire / Granite Rapids), where the weights are repacked into an `AMX`
+buffer at load and the first matrix product segfaults (llama.cpp #20824, Ollama #17249 / #17006;
+docs/backends.md, "AMX"). No Python code can survive that, so the test runs in a child: it loads the
+embedded SmolLM2 model with homespec's own backend settings, decodes "The capital of France is"
+(one batch of prompt tokens, then single tokens, both through llama_decode) and checks that the
+greedy continuation names Paris. The parent reads the child's fate: passed, wrong tokens, or killed
+by a signal.
+
+    python -m homespec.backends.llamacpp.smoke [--variant NAME] [--record]
+
+is what `scripts/setup.sh` runs after installing a wheel: exit 0 passed, 3 crashed (a signal),
+4 wrong tokens, 1 could not run (no embedded model, no llama_cpp). `--record` stores a pass or a
+crash for this library build (homespec.backends.llamacpp.amx), so homespec does not test it again.
+
+HOMESPEC_SMOKE_FAULT=SIGNAL[@WHEN] makes the child kill itself with SIGNAL just before its first
+decode — how the tests make a crash real on any CPU. WHEN is `always` (the default),
+`extra-bufts` (only when the model was loaded with llama.cpp's extra buffer types, the AMX / repack
+buffers: what the AMX failure depends on) or a variant name (only when `--variant` names it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+PROMPT = "The capital of France is"
+EXPECT = "Paris"
+N_DECODE = 4
+CHILD_TIMEOUT_S = 180.0
+
+EXIT_PASS, EXIT_ERROR, EXIT_CRASH, EXIT_WRONG = 0, 1, 3, 4
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeResult:
+    outcome: str  # "pass" | "crash" | "wrong" | "error"
+    seconds: float
+    text: str = ""  # the greedy continuation the child decoded
+    signal: str = ""  # "SIGSEGV" when the child died by a signal
+    detail: str = ""  # the child's last error line, or what was wrong
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "pass"
+
+    def line(self) -> str:
+        """One line for a person: what happened and how long it took."""
+        if self.outcome == "pass":
+            return f"llama.cpp smoke test passed in {self.seconds:.1f} s (decoded {self.text!r})"
+        if self.outcome == "crash":
+            return f"llama.cpp crashed with {self.signal} in its first decode (smoke test, {self.seconds:.1f} s)"
+        if self.outcome == "wrong":
+            return f"llama.cpp decoded wrong tokens in the smoke test: {self.text!r} ({self.detail})"
+        return f"the llama.cpp smoke test could not run: {self.detail}"
+
+
+# --- the parent ---------------------------------------------------------------------------------
+
+
+def run_smoke(*, extra_bufts: bool = True, variant: str = "", timeout: float = CHILD_TIMEOUT_S,
+              env: dict[str, str] | None = None) -> SmokeResult:
+    """Run the smoke test in a child process and read its fate. `extra_bufts=True` tests the build
+    as it is (AMX / repack buffers where it has them); False, as homespec loads after a crash."""
+    child_env = dict(os.environ if env is None else env)
+    child_env["HOMESPEC_LLAMA_AMX"] = "on" if extra_bufts else "off"
+    child_env["HOMESPEC_SMOKE_VARIANT"] = variant
+    child_env.pop("HOMESPEC_DEBUG", None)  # the child's stdout is one JSON line
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "homespec.backends.llamacpp.smoke", "--child"],
+                              env=child_env, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return SmokeResult("error", time.perf_counter() - t0, detail=f"the child did not finish in {timeout:.0f} s")
+    seconds = time.perf_counter() - t0
+    if proc.returncode < 0:
+        return SmokeResult("crash", seconds, signal=_signal_name(-proc.returncode), detail=_last_line(proc.stderr))
+    report = _report(proc.stdout)
+    text = str(report.get("text", ""))
+    if proc.returncode == EXIT_PASS:
+        return SmokeResult("pass", seconds, text=text)
+    if proc.returncode == EXIT_WRONG:
+        return SmokeResult("wrong", seconds, text=text, detail=f"expected {EXPECT!r} in the continuation")
+    return SmokeResult("error", seconds, detail=str(report.get("error") or _last_line(proc.stderr) or
+                                                    f"exit code {proc.returncode}"))
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _report(stdout: str) -> dict:
+    for line in reversed((stdout or "").splitlines()):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    return {}
+
+
+# --- the child ----------------------------------------------------------------------------------
+
+
+def _fault_wanted(extra_bufts: bool) -> int | None:
+    """The signal HOMESPEC_SMOKE_FAULT asks this child to die by, if it applies here."""
+    spec = os.environ.get("HOMESPEC_SMOKE_FAULT", "")
+    if not spec:
+        return None
+    name, _, when = spec.partition("@")
+    when = when or "always"
+    applies = (when == "always" or (when == "extra-bufts" and extra_bufts)
+               or when == os.environ.get("HOMESPEC_SMOKE_VARIANT", ""))
+    return int(signal.Signals[name.upper()]) if applies else None
+
+
+def child_main() -> int:
+    """Load the embedded model as homespec does, decode greedily, print one JSON line."""
+    from homespec.backends.llamacpp.amx import extra_bufts_allowed
+    from homespec.embedded import smollm2_path
+    from homespec.errors import HomespecError
+
+    try:
+        from homespec.backends.llamacpp.backend import LlamaCppBackend
+
+        path = smollm2_path()
+        backend = LlamaCppBackend.load(path, n_ctx=256, n_batch=64, n_ubatch=64)
+    except HomespecError as e:
+        print(json.dumps({"error": e.message}))
+        return EXIT_ERROR
+    fault = _fault_wanted(extra_bufts_allowed(backend._ll))
+    if fault is not None:
+        sys.stdout.flush()
+        os.kill(os.getpid(), fault)
+    tok = backend.tokenizer
+    logits = backend.prefill(tok.encode(PROMPT, add_bos=True)).logits  # [1, V]: a batch of prompt rows
+    out: list[int] = []
+    for _ in range(N_DECODE):  # then single-token batches, as plain decoding runs
+        nxt = int(logits[-1].argmax())
+        out.append(nxt)
+        logits = backend.prefill([nxt]).logits
+    text = tok.decode(out)
+    backend.close()
+    print(json.dumps({"text": text, "tokens": out}))
+    return EXIT_PASS if EXPECT in text else EXIT_WRONG
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    if "--child" in argv:
+        return child_main()
+    variant = argv[argv.index("--variant") + 1] if "--variant" in argv else ""
+    result = run_smoke(variant=variant)
+    if "--record" in argv and result.outcome in ("pass", "crash", "wrong"):
+        from homespec.backends.llamacpp.amx import record_installed
+
+        record_installed(result)
+    print(f"setup: {result.line()}", file=sys.stderr)
+    return {"pass": EXIT_PASS, "crash": EXIT_CRASH, "wrong": EXIT_WRONG}.get(result.outcome, EXIT_ERROR)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
