@@ -34,6 +34,9 @@ EXTRA = (("torch", "2.4", True), ("triton", "3.0", False), ("pytest", "8", True)
          ("hypothesis", "6", False), ("llama-cpp-python", "0.3", False),
          ("diskcache", "5", False))  # diskcache: what a llama-cpp-python wheel imports
 NEVER_INSTALL = frozenset({"torch", "triton"})  # the machine's own builds (CUDA) must stay
+# runtime dependencies of `homespec serve` alone: no GPU step imports them (they need pydantic's
+# compiled core, which a pure-Python wheelhouse cannot carry), so their absence is only reported
+SERVE_ONLY = frozenset({"fastapi", "uvicorn"})
 TOOLS = (("nvcc", ["nvcc", "--version"]), ("cmake", ["cmake", "--version"]), ("ninja", ["ninja", "--version"]))
 
 
@@ -48,7 +51,7 @@ def requirements() -> list[tuple[str, str, bool]]:
     for spec in deps:
         m = re.match(r"^([A-Za-z0-9_.\-]+)\s*(?:>=\s*([0-9][0-9A-Za-z.]*))?", spec)
         if m:
-            out.append((m.group(1), m.group(2) or "0", True))
+            out.append((m.group(1), m.group(2) or "0", _norm(m.group(1)) not in SERVE_ONLY))
     return out + [e for e in EXTRA if _norm(e[0]) not in {_norm(n) for n, _, _ in out}]
 
 
@@ -170,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     required = {n: r for n, _, r in reqs}
     dists = [probe_dist(n, v) for n, v, _ in reqs]
     forced = {_norm(f) for f in args.force.split(",") if f.strip()}
+    # an older one stays: replacing it (typer 0.27 -> 0.29) can pull in what the machine lacks (pydantic)
     todo = [d["name"] for d in dists if d["status"] == "missing" or _norm(d["name"]) in forced]
     installed = []
     if todo and args.wheels is not None and args.target is not None:

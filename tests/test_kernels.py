@@ -325,6 +325,52 @@ def test_an_installed_wheel_carries_and_loads_the_kernels(tmp_path):
         assert "not installed" in status["triton"][1]
 
 
+# --- Triton: compiled for a GPU, not run ---------------------------------------------------------
+
+# The interpreter runs kernels as Python and never type-checks a loop-carried variable; Triton's
+# compiler does. Compiling for sm_90 (Triton bundles ptxas) catches on the CPU what would otherwise
+# fail only on a GPU: an int32 loop variable re-assigned int64 parents did just that.
+_COMPILE = r"""
+import importlib.util, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+spec = importlib.util.spec_from_file_location("tree_kernels", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+i64 = "*i64"
+cases = {
+    "_greedy_paths_kernel": ({"tok_ptr": i64, "par_ptr": i64, "tgt_ptr": i64, "path_ptr": i64, "info_ptr": i64,
+                              "T": "i32", "BLOCK": "constexpr"}, {"BLOCK": 16}),
+    "_sampled_paths_kernel": ({"tok_ptr": i64, "par_ptr": i64, "prob_ptr": "*fp32", "stride_p": "i32",
+                               "coin_ptr": "*fp32", "u_final": "fp32", "path_ptr": i64, "info_ptr": i64, "T": "i32",
+                               "V": "i32", "BLOCK_T": "constexpr", "BLOCK_V": "constexpr"},
+                              {"BLOCK_T": 16, "BLOCK_V": 1024}),
+    "_tree_mask_kernel": ({"par_ptr": i64, "out_ptr": "*i8", "T": "i32", "n_past": "i32", "width": "i32",
+                           "BLOCK_T": "constexpr", "BLOCK_P": "constexpr"}, {"BLOCK_T": 16, "BLOCK_P": 1024}),
+    "_compact_kv_kernel": ({"k_ptr": "*fp16", "v_ptr": "*fp16", "node_ptr": i64, "n": "i32", "start": "i32",
+                            "stride_row": "i32", "stride_slot": "i32", "D": "i32", "BLOCK_D": "constexpr"},
+                           {"BLOCK_D": 64}),
+}
+for name, (sig, consts) in cases.items():
+    k = triton.compile(ASTSource(getattr(m, name), sig, consts), target=GPUTarget("cuda", 90, 32))
+    assert "cubin" in k.asm, name
+    print(name, "ok")
+"""
+
+
+@pytest.mark.slow
+@needs_triton
+def test_triton_kernels_compile_for_a_gpu():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    proc = subprocess.run([sys.executable, "-c", _COMPILE, str(SOURCES / "triton" / "tree_kernels.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count(" ok") == 4
+
+
 # --- CUDA C++: compiled, not run (no driver here) -----------------------------------------------
 
 

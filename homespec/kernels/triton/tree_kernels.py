@@ -21,7 +21,7 @@ def _greedy_paths_kernel(tok_ptr, par_ptr, tgt_ptr, path_ptr, info_ptr, T, BLOCK
     # checking that every node it passes matches the target's argmax after its parent.
     i = tl.arange(0, BLOCK)
     live = i < T
-    cur = i
+    cur = i.to(tl.int64)  # loop-carried: parents are int64, so it must start as int64 too
     ok = live
     depth = tl.zeros([BLOCK], dtype=tl.int64)
     for _ in range(0, T):
@@ -147,10 +147,11 @@ def _tree_mask_kernel(par_ptr, out_ptr, T, n_past, width, BLOCK_T: tl.constexpr,
         tl.store(base + pp, tl.full([BLOCK_P], 1, tl.int8), mask=pp < n_past)
     j = tl.arange(0, BLOCK_T)
     anc = j == row
-    cur = row
+    row64 = row.to(tl.int64)
+    cur = row64  # loop-carried: parents are int64
     for _ in range(0, T):
         cur = tl.load(par_ptr + cur)
-        cur = tl.where(cur >= 0, cur, row)
+        cur = tl.where(cur >= 0, cur, row64)
         anc = anc | (j == cur)
     tl.store(base + n_past + j, anc.to(tl.int8), mask=j < T)
 
