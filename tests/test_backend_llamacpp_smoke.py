@@ -19,7 +19,7 @@ import pytest
 
 from homespec.backends.llamacpp import amx
 from homespec.backends.llamacpp.smoke import run_smoke
-from homespec.errors import UsageError
+from homespec.errors import HomespecError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -77,11 +77,19 @@ def test_a_crashing_build_is_checked_once_recorded_and_loaded_without_amx(cache,
     assert "warning: llama.cpp's AMX kernels crash (SIGSEGV) on this CPU (llama.cpp #20824)" in err
     assert "HOMESPEC_LLAMA_AMX=off" in err
     doc = json.loads((cache / "lib-crash.json").read_text())
-    assert (doc["outcome"], doc["signal"]) == ("crash", "SIGSEGV")
+    assert (doc["outcome"], doc["signal"], doc["without_extra"]) == ("crash", "SIGSEGV", "pass")
     # the verdict is read, not re-tested: no fault is armed now, and the answer stays the same
     monkeypatch.delenv("HOMESPEC_SMOKE_FAULT")
     assert amx.decide(ll, "AMX_INT8 = 1", "lib-crash") is False
     assert "checking once" not in capfd.readouterr().err
+
+
+def test_a_build_that_crashes_without_amx_too_is_an_error_not_a_segfault(cache, monkeypatch, ll):
+    monkeypatch.setenv("HOMESPEC_SMOKE_FAULT", "SIGSEGV")
+    with pytest.raises(HomespecError, match="with and without AMX"):
+        amx.decide(ll, "AMX_INT8 = 1", "lib-broken")
+    doc = json.loads((cache / "lib-broken.json").read_text())
+    assert (doc["outcome"], doc["without_extra"]) == ("crash", "crash")
 
 
 def test_a_passing_build_is_recorded_and_keeps_its_buffers(cache, ll):
@@ -167,23 +175,26 @@ def test_setup_builds_once_when_the_smoke_test_passes(tmp_path):
 
 @x86_only
 def test_setup_rebuilds_without_amx_when_the_build_crashes(tmp_path):
-    rc, err, installed = _setup(tmp_path, HOMESPEC_SMOKE_FAULT="SIGSEGV@cpu")
+    rc, err, installed = _setup(tmp_path, HOMESPEC_SMOKE_FAULT="SIGSEGV@extra-bufts,cpu")
     assert (rc, installed) == (0, ["cpu", "cpu-noamx"]), err
     assert "setup: llama.cpp's AMX kernels crash on this CPU (llama.cpp #20824); built without AMX" in err
     assert "crashed with SIGSEGV" in err and "smoke test passed" in err
 
 
-def test_setup_fails_when_every_build_crashes(tmp_path):
+def test_setup_fails_without_a_rebuild_when_the_crash_is_not_amx(tmp_path):
+    """A child that dies with and without the extra buffers: a build without AMX would not help."""
     rc, err, installed = _setup(tmp_path, HOMESPEC_SMOKE_FAULT="SIGBUS")
-    assert rc == 1 and "error: the llama-cpp-python build" in err and "hint:" in err
-    assert installed == (["cpu", "cpu-noamx"] if platform.machine() == "x86_64" else ["cpu"])
+    assert (rc, installed) == (1, ["cpu"]), err
+    assert "and without its AMX / repack buffers too" in err
+    assert "error: the llama-cpp-python build (cpu) fails its smoke test (exit 5)" in err and "hint:" in err
+    assert "setup: ok" not in err
 
 
 @x86_only
 def test_setup_honours_the_override(tmp_path):
-    rc, err, installed = _setup(tmp_path, HOMESPEC_LLAMA_AMX="off", HOMESPEC_SMOKE_FAULT="SIGSEGV@cpu")
+    rc, err, installed = _setup(tmp_path, HOMESPEC_LLAMA_AMX="off", HOMESPEC_SMOKE_FAULT="SIGSEGV@extra-bufts,cpu")
     assert (rc, installed) == (0, ["cpu-noamx"]), err
-    rc, err, installed = _setup(tmp_path / "on", HOMESPEC_LLAMA_AMX="on", HOMESPEC_SMOKE_FAULT="SIGSEGV@cpu")
+    rc, err, installed = _setup(tmp_path / "on", HOMESPEC_LLAMA_AMX="on", HOMESPEC_SMOKE_FAULT="SIGSEGV@extra-bufts,cpu")
     assert (rc, installed) == (1, ["cpu"]) and "error:" in err
     rc, err, _ = _setup(tmp_path / "bad", HOMESPEC_LLAMA_AMX="maybe")
     assert rc == 1 and "error: HOMESPEC_LLAMA_AMX=maybe" in err

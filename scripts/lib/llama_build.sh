@@ -99,7 +99,8 @@ llama_install() {
 }
 
 # llama_smoke VARIANT: the smoke test of the installed build (homespec.backends.llamacpp.smoke);
-# returns its exit code: 0 passed, 3 crashed, 4 wrong tokens, 1 could not run
+# returns its exit code: 0 passed, 3 crashed / 4 wrong tokens with the AMX / repack buffers only,
+# 5 failed without them too (no build without AMX will help), 1 could not run
 llama_smoke() {
   local rc=0
   "$LLAMA_PY" -m homespec.backends.llamacpp.smoke --variant "$1" --record || rc=$?

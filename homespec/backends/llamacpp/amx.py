@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from homespec.errors import UsageError
+from homespec.errors import HomespecError, UsageError
 
 CHOICES = ("auto", "on", "off")
 UPSTREAM = "llama.cpp #20824"
@@ -145,10 +145,10 @@ def decide(ll: Any, info: str, lib_id: str) -> bool:
         return True
     verdict = read_verdict(lib_id)
     if verdict is None:
-        from homespec.backends.llamacpp.smoke import run_smoke
+        from homespec.backends.llamacpp.smoke import check_build
 
         print("homespec: checking once that this llama.cpp build's AMX kernels work here", file=sys.stderr)
-        result = run_smoke(extra_bufts=True)
+        result = check_build()
         if result.outcome == "error":
             warn(f"could not check this build's AMX kernels ({result.detail})")
             return False
@@ -156,6 +156,13 @@ def decide(ll: Any, info: str, lib_id: str) -> bool:
     if verdict["outcome"] == "pass":
         return True
     what = f"crash ({verdict.get('signal') or 'a signal'})" if verdict["outcome"] == "crash" else "decode wrong tokens"
+    if verdict.get("without_extra") in ("crash", "wrong"):
+        # not AMX: the build fails without its extra buffers too; a clean error beats a segfault
+        raise HomespecError(
+            f"this llama.cpp build ({library_file(ll)}) fails its smoke test here with and without AMX: "
+            f"it would {what} in the first decode",
+            hint="rebuild it with `bash scripts/setup.sh`; a CUDA build may clash with the torch loaded beside it "
+                 "(docs/gpu.md, \"What the first run found\")")
     warn(f"llama.cpp's AMX kernels {what} on this CPU ({UPSTREAM})")
     return False
 

@@ -11,14 +11,17 @@ by a signal.
 
     python -m homespec.backends.llamacpp.smoke [--variant NAME] [--record]
 
-is what `scripts/setup.sh` runs after installing a wheel: exit 0 passed, 3 crashed (a signal),
-4 wrong tokens, 1 could not run (no embedded model, no llama_cpp). `--record` stores a pass or a
-crash for this library build (homespec.backends.llamacpp.amx), so homespec does not test it again.
+is what `scripts/setup.sh` runs after installing a wheel: exit 0 passed, 3 crashed (a signal) or
+4 decoded wrong tokens with llama.cpp's extra buffer types (AMX / repack) but passed without them,
+5 failed without them too (a build without AMX will not help), 1 could not run (no embedded model,
+no llama_cpp). `--record` stores the verdict for this library build
+(homespec.backends.llamacpp.amx), so homespec does not test it again.
 
 HOMESPEC_SMOKE_FAULT=SIGNAL[@WHEN] makes the child kill itself with SIGNAL just before its first
-decode — how the tests make a crash real on any CPU. WHEN is `always` (the default),
-`extra-bufts` (only when the model was loaded with llama.cpp's extra buffer types, the AMX / repack
-buffers: what the AMX failure depends on) or a variant name (only when `--variant` names it).
+decode — how the tests make a crash real on any CPU. WHEN is a comma-separated list of conditions
+that must all hold: `always` (the default), `extra-bufts` (the model was loaded with llama.cpp's
+extra buffer types, the AMX / repack buffers: what the AMX failure depends on) or a variant name
+(`--variant` names it). `SIGSEGV@extra-bufts,cpu` is an AMX crash of the `cpu` build.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ EXPECT = "Paris"
 N_DECODE = 4
 CHILD_TIMEOUT_S = 180.0
 
-EXIT_PASS, EXIT_ERROR, EXIT_CRASH, EXIT_WRONG = 0, 1, 3, 4
+EXIT_PASS, EXIT_ERROR, EXIT_CRASH, EXIT_WRONG, EXIT_BROKEN = 0, 1, 3, 4, 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,9 @@ class SmokeResult:
     text: str = ""  # the greedy continuation the child decoded
     signal: str = ""  # "SIGSEGV" when the child died by a signal
     detail: str = ""  # the child's last error line, or what was wrong
+    # after a failure with the extra buffer types: how the same test went without them ("pass"
+    # says the AMX / repack buffers are the cause; "crash" or "wrong" says they are not)
+    without_extra: str = ""
 
     @property
     def ok(self) -> bool:
@@ -55,14 +61,33 @@ class SmokeResult:
         """One line for a person: what happened and how long it took."""
         if self.outcome == "pass":
             return f"llama.cpp smoke test passed in {self.seconds:.1f} s (decoded {self.text!r})"
+        also = " (and without its AMX / repack buffers too)" if self.without_extra in ("crash", "wrong") else ""
         if self.outcome == "crash":
-            return f"llama.cpp crashed with {self.signal} in its first decode (smoke test, {self.seconds:.1f} s)"
+            return (f"llama.cpp crashed with {self.signal} when it loaded or first decoded a model{also} "
+                    f"(smoke test, {self.seconds:.1f} s)")
         if self.outcome == "wrong":
-            return f"llama.cpp decoded wrong tokens in the smoke test: {self.text!r} ({self.detail})"
+            return f"llama.cpp decoded wrong tokens in the smoke test: {self.text!r} ({self.detail}){also}"
         return f"the llama.cpp smoke test could not run: {self.detail}"
+
+    @property
+    def exit_code(self) -> int:
+        if self.outcome in ("crash", "wrong") and self.without_extra in ("crash", "wrong"):
+            return EXIT_BROKEN
+        return {"pass": EXIT_PASS, "crash": EXIT_CRASH, "wrong": EXIT_WRONG}.get(self.outcome, EXIT_ERROR)
 
 
 # --- the parent ---------------------------------------------------------------------------------
+
+
+def check_build(*, variant: str = "", env: dict[str, str] | None = None) -> SmokeResult:
+    """The smoke test of the build as it is; after a failure, again without the extra buffer
+    types, which tells an AMX crash (a build without AMX helps) from any other (it does not)."""
+    from dataclasses import replace
+
+    first = run_smoke(extra_bufts=True, variant=variant, env=env)
+    if first.outcome not in ("crash", "wrong"):
+        return first
+    return replace(first, without_extra=run_smoke(extra_bufts=False, variant=variant, env=env).outcome)
 
 
 def run_smoke(*, extra_bufts: bool = True, variant: str = "", timeout: float = CHILD_TIMEOUT_S,
@@ -125,9 +150,9 @@ def _fault_wanted(extra_bufts: bool) -> int | None:
     if not spec:
         return None
     name, _, when = spec.partition("@")
-    when = when or "always"
-    applies = (when == "always" or (when == "extra-bufts" and extra_bufts)
-               or when == os.environ.get("HOMESPEC_SMOKE_VARIANT", ""))
+    variant = os.environ.get("HOMESPEC_SMOKE_VARIANT", "")
+    holds = {"always": True, "extra-bufts": extra_bufts}
+    applies = all(holds.get(w, w == variant) for w in (when or "always").split(","))
     return int(signal.Signals[name.upper()]) if applies else None
 
 
@@ -169,13 +194,13 @@ def main(argv: list[str]) -> int:
     if "--child" in argv:
         return child_main()
     variant = argv[argv.index("--variant") + 1] if "--variant" in argv else ""
-    result = run_smoke(variant=variant)
+    result = check_build(variant=variant)
     if "--record" in argv and result.outcome in ("pass", "crash", "wrong"):
         from homespec.backends.llamacpp.amx import record_installed
 
         record_installed(result)
     print(f"setup: {result.line()}", file=sys.stderr)
-    return {"pass": EXIT_PASS, "crash": EXIT_CRASH, "wrong": EXIT_WRONG}.get(result.outcome, EXIT_ERROR)
+    return result.exit_code
 
 
 if __name__ == "__main__":
