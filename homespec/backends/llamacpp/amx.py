@@ -209,11 +209,24 @@ def amx_status(cpu_has_amx: bool, build_has_amx: bool, choice: str, verdict: dic
 
 
 def build_report(cpu_has_amx: bool) -> dict | None:
-    """The installed llama.cpp build as `homespec probe` shows it; None when llama_cpp is missing."""
+    """The installed llama.cpp build as `homespec probe` shows it; None when llama_cpp is missing.
+    Read in a child process: loading libllama takes time and memory `probe` should not spend, and a
+    broken build cannot take probe down with it."""
     import importlib.util
+    import subprocess
 
     if importlib.util.find_spec("llama_cpp") is None:
         return None
+    cmd = [sys.executable, "-m", "homespec.backends.llamacpp.amx", "--report", "1" if cpu_has_amx else "0"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return {"error": f"reading the build failed (exit {getattr(locals().get('proc'), 'returncode', '?')})"}
+
+
+def _report_here(cpu_has_amx: bool) -> dict:
+    """build_report's work, in the process that may load libllama."""
     try:
         from homespec.backends.llamacpp.lib import import_llama_cpp
 
@@ -235,3 +248,8 @@ def build_report(cpu_has_amx: bool) -> dict | None:
         "amx": amx_status(cpu_has_amx, uses_amx(info), choice, verdict, why),
         "smoke_test": verdict,
     }
+
+
+if __name__ == "__main__":  # python -m homespec.backends.llamacpp.amx --report 0|1 (build_report's child)
+    if sys.argv[1:2] == ["--report"]:
+        print(json.dumps(_report_here(sys.argv[2:3] == ["1"])))
