@@ -17,8 +17,8 @@ from homespec.chat_readout import Answer, Totals, figures
 from homespec.chat_store import ChatFile, SavedChat, is_chat_file
 from homespec.errors import HomespecError
 from homespec.session import Session, StepFigures, TextDelta
-from homespec.speculative.loop import Limits
-from homespec.termline import DIM, RESET, StatusLine, is_terminal, quiet_input, stage
+from homespec.speculative.steps import Limits
+from homespec.termline import DIM, RESET, StatusLine, is_terminal, quiet_input
 
 GIB = 1 << 30
 COMMANDS = (
@@ -69,12 +69,6 @@ class Chat:
         sys_msg = [{"role": "system", "content": self.system}] if self.system else []
         return sys_msg + (self.history[self._start:] if in_context else self.history)
 
-    def prepare(self) -> None:
-        """Pay the first answer's one-time wait before the prompt, saying what it is: a drafter
-        with a recorded acceptance makes the guard time this machine's steps (homespec.speculative.costs)."""
-        if self.session.guard_needs_timing:
-            with stage(self.err, "timing plain and speculative steps on this machine for the guard"):
-                self.session.guard  # noqa: B018 - made (and timed) here, kept by the session
 
     def resume(self, saved: SavedChat) -> None:
         """Continue a saved conversation: its turns, its system prompt unless one was given."""
@@ -258,11 +252,11 @@ class Chat:
         return f"{mem_txt} · {s.options.method} on {s.options.backend}"
 
     def _guard_note(self) -> str:
-        """Why the guard keeps decoding plainly, when it predicted that speculation cannot pay."""
-        stats = getattr(self.session.guard, "stats", None)
-        if stats is None or not stats.skipped or stats.predicted is None:
+        """Why the guard keeps decoding plainly, when it predicts that speculation cannot pay."""
+        guard = self.session.guard
+        if guard is None or guard.forced or guard.chosen or guard.predicted is None or guard.predicted >= 1:
             return ""
-        return f" · speculation off: predicted {stats.predicted:.2f}x plain on this machine"
+        return f" · speculation off: predicted {guard.predicted:.2f}x plain on this machine"
 
     def _readout(self, t: Totals, stopped: bool) -> None:
         """The answer's figures once it has ended, on stderr."""

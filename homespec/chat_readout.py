@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from homespec.speculative.loop import Step
+from homespec.speculative.steps import Step
 
 
 @dataclass

@@ -25,7 +25,7 @@ from pathlib import Path
 def run_clients(engine, prompts, concurrency: int, tokens: int, speculate: bool) -> dict:
     """`concurrency` clients take the prompts in turn; -> the run's figures."""
     from homespec.engine.api import EngineRequest
-    from homespec.session.responses import Finish, StepFigures
+    from homespec.engine.responses import Finish, StepFigures
 
     todo = list(enumerate(prompts))
     lock = threading.Lock()
@@ -91,15 +91,17 @@ def main() -> None:
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
 
-    from homespec.engine.batched import BatchedEngine
+    from homespec.engine.core import Engine
     from homespec.prompts import load_prompts
-    from homespec.session.options import RunOptions
+    from homespec.engine.options import RunOptions
     from homespec.session.prompts import encode_prompt
 
     par = max(levels)
     base = dict(ctx=a.ctx, threads=a.threads, draft_depth=4, draft_topk=1, draft_tokens=5)  # the CPU draft shape
-    off = BatchedEngine.open(RunOptions(method="none", **base), parallel=par, queue_size=par)
-    on = BatchedEngine.open(RunOptions(method="eagle3", guard=True, **base), parallel=par, queue_size=par)
+    # each answer from an empty cache: the bench measures decoding, not prompt reuse
+    off = Engine.open(RunOptions(method="none", **base), parallel=par, queue_size=par, cache_prompt=False).start()
+    on = Engine.open(RunOptions(method="eagle3", guard=True, **base), parallel=par, queue_size=par,
+                     cache_prompt=False).start()
     ids = [encode_prompt(off.tokenizer, p.turns, True) for p in load_prompts("test")]
     pool = [p for p in ids if 24 <= len(p) <= 96]
     out: dict = {"tokens": a.tokens, "rounds": a.rounds, "ctx": a.ctx, "threads": a.threads, "levels": {}}

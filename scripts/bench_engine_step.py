@@ -3,7 +3,7 @@ llama_decode, plain decoding (method none) on SmolLM2, at each concurrency.
 
     .venv/bin/python scripts/bench_engine_step.py [--concurrency 1,8] [--tokens 48] [--rounds 2] [--threads 1]
 
-Per run: total tokens/s, engine steps, and per step the wall time of BatchedEngine._step, the
+Per run: total tokens/s, engine steps, and per step the wall time of Engine.step, the
 seconds inside llama_decode, and the difference (the engine's own per-step cost: batch building,
 verification, commit, detokenising, handing responses to the consumers). Also prints a hash of
 the greedy token ids of 8 requests, so two checkouts can be compared for identical answers. Run
@@ -33,17 +33,18 @@ def main() -> None:
     from bench_engine import run_clients
 
     from homespec.engine.api import EngineRequest
-    from homespec.engine.batched import BatchedEngine
+    from homespec.engine.core import Engine
     from homespec.prompts import load_prompts
-    from homespec.session.options import RunOptions
+    from homespec.engine.options import RunOptions
     from homespec.session.prompts import encode_prompt
-    from homespec.session.responses import final
+    from homespec.engine.responses import final
 
     levels = [int(c) for c in a.concurrency.split(",")]
     acc = {"step": 0.0, "decode": 0.0, "n": 0}
-    engine = BatchedEngine.open(RunOptions(method="none", ctx=512, threads=a.threads), parallel=max(levels),
-                                queue_size=max(levels))
+    engine = Engine.open(RunOptions(method="none", ctx=512, threads=a.threads), parallel=max(levels),
+                         queue_size=max(levels), cache_prompt=False)
     _time_steps(engine, acc)
+    engine.start()
     ids = [encode_prompt(engine.tokenizer, p.turns, True) for p in load_prompts("test")]
     pool = [p for p in ids if 24 <= len(p) <= 96]
     try:
@@ -63,7 +64,7 @@ def main() -> None:
 
 def _time_steps(engine, acc: dict) -> None:
     """Wrap this engine's step and its llama_decode with timers adding into `acc`."""
-    step, ll = engine._step, engine.backend._ll
+    step, ll = engine.step, engine.target._ll
     decode = ll.llama_decode
 
     def timed_step() -> None:
@@ -78,7 +79,7 @@ def _time_steps(engine, acc: dict) -> None:
         acc["decode"] += time.perf_counter() - t
         return rc
 
-    engine._step = timed_step
+    engine.step = timed_step
     ll.llama_decode = timed_decode
 
 

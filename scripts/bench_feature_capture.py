@@ -24,13 +24,11 @@ def main() -> None:
     ap.add_argument("--json")
     a = ap.parse_args()
 
+    from homespec.engine.guard import BatchGuard
+    from homespec.engine.run import decode
     from homespec.session import RunOptions, Session
     from homespec.session.prompts import prompt_tokens
-    from homespec.speculative.loop import Controller, Limits, decode
-
-    class Plain(Controller):
-        def speculate(self) -> bool:
-            return False
+    from homespec.speculative.steps import Limits
 
     s = Session.open(RunOptions(method="eagle3", backend="llamacpp", ctx=4096, draft_depth=4, draft_topk=1,
                                 draft_tokens=5))
@@ -45,7 +43,8 @@ def main() -> None:
                 b.reset()
                 b.set_feature_layers(layers if mode == "on" else ())
                 steps = list(decode(b, d if mode == "on" else None, ids,
-                                      limits=Limits(max_tokens=a.tokens, stop_at_eos=False), controller=Plain()))
+                                      limits=Limits(max_tokens=a.tokens, stop_at_eos=False),
+                                      guard=BatchGuard(depth=0)))  # plain steps, the drafter kept in step
                 res[mode].append((len(steps) - 1) / sum(st.t_step for st in steps[1:]))
         b.set_feature_layers(layers)
     finally:

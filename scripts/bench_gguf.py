@@ -111,7 +111,7 @@ def run_prompts(args, sessions: dict, refs: dict, items: list) -> tuple[list, di
     """Every method on every prompt, interleaved per prompt: (prompt ids, outputs, seconds, tokens, passes)."""
     from homespec.session import final
     from homespec.session.prompts import prompt_tokens
-    from homespec.speculative.loop import Limits
+    from homespec.speculative.steps import Limits
 
     eos = sessions["none"].backend.tokenizer.eos_ids
     names = ["plain", "lcpp-pld", *sessions]
@@ -130,7 +130,7 @@ def run_prompts(args, sessions: dict, refs: dict, items: list) -> tuple[list, di
             secs[name] += dt
             toks[name] += max(0, len(out) - 1)
         for name, s in sessions.items():
-            res = final(s.stream(ids, limits=limits))
+            res = final(s.stream(ids, limits=limits, cache_prompt=False))
             outs[name].append(res.token_ids)
             secs[name] += res.decode_s
             toks[name] += max(0, len(res.token_ids) - 1)

@@ -59,7 +59,8 @@ def _train(steps: int) -> float:
 def _decode(tokens: int) -> float:
     from homespec.backends.torch.backend import TorchBackend
     from homespec.embedded import smollm2_path
-    from homespec.speculative.loop import Limits, decode
+    from homespec.engine.run import decode
+    from homespec.speculative.steps import Limits
 
     b = TorchBackend.load(str(smollm2_path()), device="cpu", max_context=1024)
     ids = b.tokenizer.encode("Describe how a bicycle gear works, step by step.")

@@ -82,7 +82,8 @@ def bench_end_to_end(model: str, n_tokens: int) -> None:
 
     from homespec.backends.torch.backend import TorchBackend
     from homespec.speculative.drafters.ngram import NgramDrafter
-    from homespec.speculative.loop import Limits, decode
+    from homespec.engine.run import decode
+    from homespec.speculative.steps import Limits
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     be = TorchBackend.load(model, device=device, max_context=2048)

@@ -663,7 +663,8 @@ def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_p
     """The contract that matters: a draft-model tree drafter (here SmolLM2 drafting for itself,
     top-2 trees, so later-child paths and cell-order repairs happen) emits exactly plain greedy."""
     from homespec.speculative.drafters.draft_model import DraftModelDrafter
-    from homespec.speculative.loop import Limits, decode
+    from homespec.engine.run import decode
+    from homespec.speculative.steps import Limits
 
     def emitted(drafter):
         sm.reset()

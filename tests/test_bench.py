@@ -99,7 +99,7 @@ def test_lockstep_times_each_session_by_its_own_steps():
     from homespec.embedded import smollm2_path
     from homespec.session import RunOptions, Session, final
     from homespec.session.lockstep import lockstep
-    from homespec.speculative.loop import Limits
+    from homespec.speculative.steps import Limits
 
     a = Session.open(RunOptions(model=str(smollm2_path()), method="none", threads=1, ctx=512))
     b = Session.open(RunOptions(model=str(smollm2_path()), method="ngram", threads=1, ctx=512))

@@ -350,9 +350,9 @@ def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, comm
     from homespec.backends.settings import settings_from_plan
     from homespec.cli import _run_options
     from homespec.plan.render import to_json
-    from homespec.session.load import plan_for_run
+    from homespec.engine.assemble import plan_for_run
     from homespec.embedded import DEFAULT_HEAD
-    from homespec.session.options import resolve_model_path
+    from homespec.engine.options import resolve_model_path
 
     code, out, _ = run(capsys, "plan", "--json", *args)
     assert code == 0

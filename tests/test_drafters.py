@@ -70,7 +70,7 @@ def _plain_greedy(backend, prompt, n):
 
 
 def _speculate(backend, drafter, prompt, n):
-    """A minimal greedy speculative loop (the real one is homespec.speculative.loop)."""
+    """A minimal greedy speculative loop (the real one is homespec.speculative.steps)."""
     backend.reset()
     fwd = backend.prefill(prompt)
     drafter.begin(prompt, fwd)
@@ -180,6 +180,42 @@ def test_eagle3_plain_steps_keep_the_head_in_step(target):
     assert n == len(context)
     scratch = _scratch_kv(head, target, context, root)
     assert torch.allclose(drafter.cache.k[:n], scratch.k[:n], atol=1e-4)
+
+
+@pytest.mark.parametrize("plain_steps", [0, 3], ids=["drafted", "plain-since-last-draft"])
+def test_eagle3_trim_then_begin_kept_builds_the_state_a_fresh_prefill_builds(target, plain_steps):
+    """A lane's next prompt shares a prefix with its last context: the drafter keeps the head's
+    entries for it (pending ones written first) and takes features for the rest only; its KV and
+    its next draft equal those of a drafter that prefilled the new prompt from scratch."""
+    head = _head(target, seed=4)
+    kept_drafter = Eagle3Drafter(head, target, depth=3, topk=2, total=6)
+    _, _, context, root = _speculate(target, kept_drafter, PROMPT, 8)
+    for _ in range(plain_steps):  # plain steps: their entries stay pending until trim writes them
+        ver = target.verify([root], [-1])
+        target.commit([0])
+        nxt = int(ver.logits[0].argmax())
+        kept_drafter.accept([root], ver.features[[0]], nxt)
+        context, root = context + [root], nxt
+    new_prompt = context[:-2] + [17, 42, 99]
+    keep = len(context) - 3  # the shared prefix less the token the target decodes again
+    assert kept_drafter.trim(keep) == keep and kept_drafter.cache.length == keep
+    target.rollback(target.n_past - keep)
+    fwd = target.prefill(new_prompt[keep:])
+    kept_drafter.begin(new_prompt, fwd, kept=keep)
+    root2 = int(fwd.logits[-1].argmax())
+    tree = kept_drafter.propose(root2, new_prompt)
+
+    fresh = Eagle3Drafter(head, target, depth=3, topk=2, total=6)
+    target.reset()
+    fwd_full = target.prefill(new_prompt)
+    fresh.begin(new_prompt, fwd_full)
+    fresh_tree = fresh.propose(int(fwd_full.logits[-1].argmax()), new_prompt)
+    n = len(new_prompt)
+    assert torch.allclose(kept_drafter.cache.k[:n], fresh.cache.k[:n], atol=1e-4)
+    assert torch.allclose(kept_drafter.cache.v[:n], fresh.cache.v[:n], atol=1e-4)
+    assert tree.tokens.tolist() == fresh_tree.tokens.tolist()
+    assert kept_drafter.trim(10**6) <= len(new_prompt)  # never more than it holds
+    target.reset()
 
 
 def test_eagle3_rejects_wrong_target(target):
@@ -292,7 +328,8 @@ def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
 
 def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
     """A window (plus sinks) that covers the whole context changes nothing: same trees, same output."""
-    from homespec.speculative.loop import Limits, decode
+    from homespec.engine.run import decode
+    from homespec.speculative.steps import Limits
 
     head = _head(target, seed=5)
     outputs, trees = [], []

@@ -1,5 +1,7 @@
-"""homespec.engine.batched on the real SmolLM2: batched answers equal answers sent alone, with and
+"""homespec.engine on the real SmolLM2 with 8 lanes: batched answers equal answers sent alone, with and
 without speculation, and the engine's bookkeeping (cancel, queue, context, joining, chunked prefill).
+Prompt reuse is off here (each answer from an empty cache, as "alone" means); tests/test_engine_reuse.py
+tests it.
 
 What "equal" means: the token ids of each answer, batched against the same request sent alone.
 The engine's llama.cpp context runs one KV stream per sequence (a chain draft), so a sequence's
@@ -20,8 +22,8 @@ import pytest
 
 from homespec.engine.api import EngineClosed, EngineRequest, QueueFull
 from homespec.errors import HomespecError
-from homespec.session.options import RunOptions
-from homespec.session.responses import Finish, StepFigures, TextDelta, final
+from homespec.engine.options import RunOptions
+from homespec.engine.responses import Finish, StepFigures, TextDelta, final
 
 MAX_TOKENS = 16
 NEAR_TIE = 1.6  # logits: the tiled kernel's largest logit difference (1.51, docs/backends.md) and a margin
@@ -29,9 +31,9 @@ CHAIN = dict(ctx=384, threads=1, draft_depth=4, draft_topk=1, draft_tokens=5, gu
 
 
 def _open(method: str, **kw):
-    from homespec.engine.batched import BatchedEngine
+    from homespec.engine.core import Engine
 
-    return BatchedEngine.open(RunOptions(method=method, **CHAIN), parallel=8, queue_size=2, **kw)
+    return Engine.open(RunOptions(method=method, **CHAIN), parallel=8, queue_size=2, cache_prompt=False, **kw).start()
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_eight_concurrent_greedy_answers_equal_answers_alone(eagle, prompts, alo
 
 
 def test_batch_invariant_ubatch_makes_every_answer_identical(prompts, alone):
-    from homespec.engine.load import BATCH_INVARIANT_UBATCH
+    from homespec.engine.assemble import BATCH_INVARIANT_UBATCH
 
     eng = _open("none", ubatch=BATCH_INVARIANT_UBATCH)
     try:
@@ -173,7 +175,7 @@ def test_requests_join_running_ones_and_long_prompts_prefill_in_chunks(eagle, pr
     try:
         _join_and_chunk(eagle, prompts, alone)
     finally:
-        eagle.prefill_chunk = eagle.backend.batch_rows
+        eagle.prefill_chunk = eagle.target.batch_rows
 
 
 def _join_and_chunk(eagle, prompts, alone):
@@ -219,12 +221,12 @@ def test_sampled_answers_follow_their_own_seed_in_a_batch(eagle, prompts):
 def test_eagle3_trees_share_one_cache_and_equal_plain_greedy(prompts, alone, smollm2_path):
     """Top-2 trees: each sequence's paths take its own range of sequence ids in a unified cache;
     accepted paths through a later child are committed by moving cells between those ids."""
-    from homespec.engine.batched import BatchedEngine
+    from homespec.engine.core import Engine
 
     opt = RunOptions(method="eagle3", **{**CHAIN, "draft_depth": 3, "draft_topk": 2, "draft_tokens": 6})
-    eng = BatchedEngine.open(opt, parallel=4, queue_size=0)
+    eng = Engine.open(opt, parallel=4, queue_size=0, cache_prompt=False).start()
     try:
-        assert eng.backend.unified and eng.backend.leaves_per_lane == 5
+        assert eng.target.unified and eng.target.leaves_per_lane == 5
         answers = _together(eng, prompts[:4], speculate=True)
         assert max(s.draft_size for a in answers for s in a.steps) == 5
         assert eng.stats().live_sequences == 0
@@ -239,7 +241,7 @@ def test_the_engine_opens_the_plan_that_plan_parallel_prints(capsys, eagle, smol
     import json
 
     from homespec.cli import main
-    from homespec.engine.factory import default_parallel
+    from homespec.engine.assemble import default_parallel
     from homespec.plan.render import to_json
 
     assert main(["plan", "--json", "--ctx", "384", "--parallel", "8", "--draft-depth", "4", "--draft-topk", "1",
@@ -250,6 +252,6 @@ def test_the_engine_opens_the_plan_that_plan_parallel_prints(capsys, eagle, smol
     assert printed["settings"]["parallel"] == 8
     kv = next(i for i in printed["items"] if i["name"] == "target KV")
     assert "x 8 sequences" in kv["detail"]
-    assert eagle.backend.settings.n_ctx == 8 * 384  # llama.cpp holds all 8 sequences' cells
+    assert eagle.target.settings.n_ctx == 8 * 384  # llama.cpp holds all 8 sequences' cells
     assert default_parallel(RunOptions(method="eagle3", **CHAIN), str(smollm2_path)) == 4
     assert default_parallel(RunOptions(method="draft", **CHAIN), str(smollm2_path)) == 1  # served one at a time

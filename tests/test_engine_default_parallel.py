@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from homespec.engine.factory import default_parallel
-from homespec.session.options import RunOptions
+from homespec.engine.assemble import default_parallel
+from homespec.engine.options import RunOptions
 
 
 @pytest.mark.parametrize(("ctx", "want"), [(32768, 4), (65536, 2), (131072, 1)])

@@ -177,7 +177,7 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
     from homespec.backends.settings import settings_for
     from homespec.plan.settings import EXL2_CACHE
     from homespec.session import RunOptions
-    from homespec.session.load import plan_for_run
+    from homespec.engine.assemble import plan_for_run
 
     opt = RunOptions(model=str(exl2_dir), method="none", backend="exl2", ctx=1024)
     plan = plan_for_run(opt, str(exl2_dir), gpu="4090,3090")

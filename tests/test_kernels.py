@@ -247,8 +247,17 @@ class _SecondChildOracle:
     def __init__(self, answer: list[int], prompt_len: int, vocab: int):
         self.answer, self.prompt_len, self.vocab = answer, prompt_len, vocab
 
-    def begin(self, prompt, forward) -> None:
+    def begin(self, prompt, forward, *, kept=0) -> None:
         pass
+
+    def trim(self, keep: int) -> int:
+        return keep
+
+    @property
+    def shape(self):
+        from homespec.speculative.drafters.base import DraftShape
+
+        return DraftShape(3, 2, 7)
 
     def propose(self, root: int, context) -> DraftTree:
         done = len(context) + 1 - self.prompt_len  # answer tokens emitted so far, the root included
@@ -271,7 +280,8 @@ class _SecondChildOracle:
 def test_greedy_speculation_through_triton_equals_plain_greedy(tmp_path, monkeypatch):
     # the torch backend's tree mask, its KV compaction and greedy acceptance all in Triton
     from homespec.backends.torch.backend import TorchBackend
-    from homespec.speculative.loop import Limits, decode
+    from homespec.engine.run import decode
+    from homespec.speculative.steps import Limits
     from tiny_models import make_tiny_hf_dir, write_word_tokenizer
 
     vocab, n = 256, 24

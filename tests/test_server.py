@@ -122,7 +122,7 @@ def reference(smollm2_path, launched):
     from homespec.cli.options import _run_options
     from homespec.session import Session, final
     from homespec.session.prompts import encode_prompt
-    from homespec.speculative.loop import Limits
+    from homespec.speculative.steps import Limits
 
     opts = _run_options(None, None, "eagle3", "llamacpp", CTX, None, None, None, threads=THREADS, guard=False)
     session = Session.open(opts)
@@ -152,7 +152,8 @@ def test_chat_completion_is_the_greedy_answer(client, reference):
     assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (len(ref.prompt_token_ids), 16)
     assert r.usage.total_tokens == r.usage.prompt_tokens + 16
     timings, figures = r.model_extra["timings"], r.model_extra["homespec"]
-    assert timings["prompt_n"] == len(ref.prompt_token_ids) and timings["predicted_n"] == 16
+    assert timings["cache_n"] + timings["prompt_n"] == len(ref.prompt_token_ids) and timings["predicted_n"] == 16
+    assert r.usage.prompt_tokens_details.cached_tokens == timings["cache_n"]
     assert timings["draft_n"] > 0 and 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
     assert figures["target_passes"] == ref.target_passes and figures["tokens_per_target_pass"] >= 1
 
@@ -453,7 +454,10 @@ def test_a_full_queue_answers_503_with_retry_after(small):
     assert running.wait(60)
     second = _stream_in_background(small, waiting, leave)  # takes the one waiting place
     deadline = time.monotonic() + 30
-    while small.metrics(key=None)["homespec:num_requests_waiting"] < 1 and time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # one answer decoding, one waiting
+        m = small.metrics(key=None)
+        if m["homespec:num_requests_running"] >= 1 and m["homespec:num_requests_waiting"] >= 1:
+            break
         time.sleep(0.05)
     status, headers, raw = small.request("POST", "/v1/chat/completions", _chat_body(max_tokens=4))
     assert status == 503 and int(headers["retry-after"]) >= 1
@@ -477,3 +481,27 @@ def test_sigterm_stops_the_server_with_exit_0(small):
     client_thread.join(30)
     assert code == 0, "".join(small.err)[-2000:]
     assert any("SIGTERM" in line for line in small.err)
+
+
+def test_a_conversation_reuses_its_slot_and_slots_and_metrics_say_so(client, server):
+    """The second turn carries the first turn and its answer: the slot's cache holds them, so only
+    the new message is processed (timings.cache_n, as llama-server); cache_prompt: false opts out."""
+    msgs = [{"role": "user", "content": "Name a colour."}]
+    first = client.chat.completions.create(model=ALIAS, messages=msgs, max_tokens=8, temperature=0)
+    msgs += [{"role": "assistant", "content": first.choices[0].message.content},
+             {"role": "user", "content": "And another one?"}]
+    second = client.chat.completions.create(model=ALIAS, messages=msgs, max_tokens=8, temperature=0)
+    t = second.model_extra["timings"]
+    assert t["cache_n"] >= first.usage.prompt_tokens and t["prompt_n"] < 30
+    fresh = client.chat.completions.create(model=ALIAS, messages=msgs, max_tokens=8, temperature=0,
+                                           extra_body={"cache_prompt": False})
+    assert fresh.model_extra["timings"]["cache_n"] == 0
+    assert fresh.choices[0].message.content == second.choices[0].message.content
+    status, _, body = server.request("GET", "/slots", key=KEY)
+    slots = json.loads(body)
+    assert status == 200 and len(slots) >= 1 and all(not s["is_processing"] for s in slots)
+    assert max(s["n_cached"] for s in slots) > 0
+    m = server.metrics()
+    assert m["homespec:prompt_tokens_reused_total"] >= t["cache_n"]
+    assert m["homespec:prompt_tokens_reused_total"] + m["homespec:prompt_tokens_processed_total"] == \
+        m["homespec:prompt_tokens_total"]

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from homespec.server.errors import validation_error
 from homespec.server.schemas import ChatRequest, CompletionRequest
 from homespec.server.shapes import Answer, chunk, completion, timings
-from homespec.session.responses import Finish
-from homespec.speculative.loop import Step
+from homespec.engine.responses import Finish
+from homespec.speculative.steps import Step
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -60,9 +60,14 @@ def test_a_completion_has_openais_fields_and_the_speculation_figures():
     assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
     assert body["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "hello", "refusal": None},
                                 "logprobs": None, "finish_reason": "length"}]
-    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     t = timings(_finish())
-    assert (t["prompt_n"], t["predicted_n"], t["draft_n"], t["draft_n_accepted"]) == (3, 5, 8, 2)
+    assert (t["cache_n"], t["prompt_n"], t["predicted_n"], t["draft_n"], t["draft_n_accepted"]) == (0, 3, 5, 8, 2)
+    import dataclasses
+
+    reused = timings(dataclasses.replace(_finish(), cached_tokens=2))  # llama-server: prompt_n excludes cache_n
+    assert (reused["cache_n"], reused["prompt_n"]) == (2, 1)
     assert body["homespec"] == {"tokens_per_target_pass": 2.0, "target_passes": 3, "speculative_steps": 2}
 
 

@@ -8,8 +8,9 @@ import random
 import pytest
 
 from homespec.session import Finish, RunOptions, Session, StepFigures, TextDelta, final
-from homespec.session.detok import Detokenizer
-from homespec.speculative.loop import Limits, decode
+from homespec.engine.detok import Detokenizer
+from homespec.engine.run import decode
+from homespec.speculative.steps import Limits
 
 TEXTS = [
     "Why is the sky blue? Answer in one sentence.",

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homespec.speculative.loop import Limits, decode
+from homespec.engine.run import decode
+
+from homespec.speculative.steps import Limits
 
 pytestmark = pytest.mark.slow
 

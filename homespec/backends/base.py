@@ -53,6 +53,24 @@ class MemoryReport:
         return self.weights_bytes + self.kv_bytes + self.compute_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class PrefillWork:
+    """Prompt tokens appended to a lane (a long prompt arrives in chunks)."""
+
+    lane: int
+    tokens: tuple[int, ...]
+    want_logits: bool  # the last chunk of a prompt: logits of its last row
+
+
+@dataclass(frozen=True, slots=True)
+class TreeWork:
+    """A draft tree (or a lone root token: plain decoding) verified for a lane, not committed."""
+
+    lane: int
+    tokens: tuple[int, ...]  # the tree's nodes, root first
+    parents: tuple[int, ...]
+
+
 def nothing_verified() -> ContractError:
     """The error of a commit() with no verify() since the last commit, rollback or prefill."""
     return ContractError("commit without a preceding verify", hint="call verify(tokens, parents) first")
@@ -120,5 +138,35 @@ class Backend(Protocol):
         ...
 
     def memory_report(self) -> MemoryReport: ...
+
+    def close(self) -> None: ...
+
+
+class Lanes(Protocol):
+    """A target that decodes `lanes` sequences, every lane's work in one pass (the engine's seam).
+
+    `decode(work)` takes at most one PrefillWork or TreeWork per lane and returns one Forward per
+    item: a tree's logits [T, V] in node order, a prefill chunk's last row (or none) and features
+    for every row. `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
+    keeps a lane's first `keep` committed tokens and drops the rest (False when the memory cannot
+    be cut there: the lane is then empty); `free(lane)` empties it. Built on llama.cpp's sequence
+    ids (backends/llamacpp/multi.py), or over one single-sequence Backend (engine/lanes.py).
+    """
+
+    lanes: int
+    lane_ctx: int  # tokens one lane holds: prompt, answer and a draft tree
+    batch_rows: int  # the most rows one pass takes
+    n_vocab: int
+    tokenizer: Tokenizer
+
+    def n_past(self, lane: int) -> int: ...
+
+    def decode(self, work: Sequence[PrefillWork | TreeWork]) -> list[Forward]: ...
+
+    def commit(self, lane: int, path: Sequence[int]) -> None: ...
+
+    def trim(self, lane: int, keep: int) -> bool: ...
+
+    def free(self, lane: int) -> None: ...
 
     def close(self) -> None: ...

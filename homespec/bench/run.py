@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 from homespec.errors import UsageError
 from homespec.bench.sessions import MethodSessions, open_methods
 from homespec.session import Finish, RunOptions, Session, final
-from homespec.session.options import METHODS, check_options
+from homespec.engine.options import METHODS, check_options
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -194,7 +194,7 @@ def run_bench(
     repeat: int = 1,
     lockstep: bool = False,
 ) -> BenchResult:
-    from homespec.speculative.loop import Limits
+    from homespec.speculative.steps import Limits
     from homespec.speculative.sampling import Sampler
 
     bad = [m for m in methods if m not in METHODS]
@@ -221,7 +221,8 @@ def run_bench(
         for i, ids in enumerate(token_prompts):
             for r in range(repeat):
                 order = methods if r % 2 == 0 else list(reversed(methods))
-                run_kw = dict(sampler=sampler, limits=limits, seed=seed + i)
+                # each answer from an empty cache: the methods share one target, and a bench times decoding
+                run_kw = dict(sampler=sampler, limits=limits, seed=seed + i, cache_prompt=False)
                 for m, res in _answers(opened, order, ids, lockstep, run_kw):
                     stats[m].add(res)
                     guard = sessions[m].guard  # the guard the session answered under (opts.guard)

@@ -73,7 +73,7 @@ def chat(
     from homespec.plan.render import render as render_plan
     from homespec.session import Session
     from homespec.embedded import DEFAULT_HEAD
-    from homespec.session.options import check_options
+    from homespec.engine.options import check_options
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 
@@ -94,7 +94,6 @@ def chat(
             render_plan(session.plan, Console(stderr=True))
         c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
                  max_tokens=max_tokens, system=system, seed=seed, file=ChatFile.new())
-        c.prepare()
         if saved is not None:
             c.resume(saved)
         code = repl(c)

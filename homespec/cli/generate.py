@@ -48,7 +48,7 @@ def generate(
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
     from homespec.session import Session, final
     from homespec.session.prompts import checked_prompts
-    from homespec.speculative.loop import Limits
+    from homespec.speculative.steps import Limits
     from homespec.speculative.sampling import Sampler
 
     if (prompt is None) == (prompts is None):
@@ -108,6 +108,7 @@ def _result_json(session, res) -> dict:
         "acceptance_by_depth": [round(x, 4) for x in res.acceptance_by_depth()],
         "prefill_ms": round(res.prefill_s * 1e3, 2),
         "finish": res.finish,
+        "cached_tokens": res.cached_tokens,
         "method": o.method,
         "backend": o.backend,
         "model": session.model_path,

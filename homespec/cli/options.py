@@ -13,7 +13,7 @@ ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU thread
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")]
 ExactOpt = Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
-AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Size the draft depth from measured cost and acceptance.")]
+AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Accepted for compatibility: the guard sizes the draft depth every step.")]
 # The run's and the plan's shared options: one default each (homespec.plan.settings).
 CtxOpt = Annotated[int, typer.Option("--ctx", help="Context length in tokens.")]
 DepthOpt = Annotated[Optional[int], typer.Option(
@@ -37,7 +37,7 @@ BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or e
 
 def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False,
                  window=None, guard=False, adapt=False):
-    from homespec.session.options import RunOptions, draft_shape
+    from homespec.engine.options import RunOptions, draft_shape
 
     depth, topk, nodes = draft_shape(backend, device, depth, topk, nodes)
     return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,

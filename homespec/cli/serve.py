@@ -29,6 +29,7 @@ def serve(
     alias: Annotated[Optional[str], typer.Option("--alias", "--model-name", help="The model's id in /v1/models and in answers. Default: the model file's name.")] = None,
     parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
     queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
+    cache_prompt: Annotated[bool, typer.Option("--cache-prompt/--no-cache-prompt", help="Keep each slot's KV after an answer and reuse the longest shared prefix of the next prompt (a request's own cache_prompt: false opts out).")] = True,
     max_body_mib: Annotated[int, typer.Option("--max-body-mib", help="Largest request body in MiB (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
     ctx: CtxOpt = DEFAULT_CTX,
@@ -48,10 +49,10 @@ def serve(
     Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
     """
     from homespec.embedded import DEFAULT_HEAD
-    from homespec.engine.factory import default_parallel, open_engine
-    from homespec.engine.serial import check_slots
+    from homespec.engine.assemble import check_parallel, choose_parallel
+    from homespec.engine.core import Engine
     from homespec.server.run import bind
-    from homespec.session.options import check_options
+    from homespec.engine.options import check_options
     from homespec.termline import stage
 
     if api_key is not None and not api_key.strip():
@@ -59,20 +60,23 @@ def serve(
     origins = cors_origins(cors)
     if max_body_mib < 1:
         raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
-    check_slots(1 if parallel is None else parallel, queue)
+    if queue < 1:
+        raise UsageError(f"--queue {queue} is not positive", hint="use --queue 1 or more (waiting requests)")
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
     opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
                         exact, window=window, guard=guard, adapt=adapt)
     path = check_options(opts)  # bad arguments are refused before anything binds or loads
+    if parallel is not None:
+        check_parallel(opts, parallel)
     sock = bind(host, port)  # a port in use fails here, before the model loads
     try:
         if parallel is None:
-            parallel = default_parallel(opts, path)
+            parallel = choose_parallel(opts, path)[0]
         how = method if method == "none" else f"{method}, {'guarded' if guard else 'unguarded'}"
         with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {backend}, {parallel} parallel)"):
-            engine = open_engine(opts, parallel=parallel, queue_size=queue)
+            engine = Engine.open(opts, parallel=parallel, queue_size=queue, cache_prompt=cache_prompt).start()
     except BaseException:
         sock.close()
         raise

@@ -1,4 +1,4 @@
-"""What an engine takes and gives back: the seam between the scheduler and its consumers.
+"""What the engine takes and gives back: the seam between the scheduler and its consumers.
 
 A consumer (the HTTP server, a benchmark) builds an EngineRequest from token ids, submits it,
 and reads the request's Handle: the same Response records Session.stream yields (StepFigures,
@@ -18,13 +18,13 @@ import collections
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from homespec.errors import HomespecError
 
 if TYPE_CHECKING:
     from homespec.backends.base import Tokenizer
-    from homespec.session.responses import Response
+    from homespec.engine.responses import Response
     from homespec.speculative.sampling import Sampler
 
 
@@ -48,6 +48,7 @@ class EngineRequest:
     stop: tuple[str, ...] = ()
     seed: int = 0
     speculate: bool = True  # False: this request decodes plainly whatever the guard says
+    cache_prompt: bool = True  # False: start from an empty cache (llama-server's cache_prompt)
 
 
 @dataclass
@@ -68,7 +69,10 @@ class EngineStats:
     spec_num_accepted_tokens: int = 0  # draft tokens accepted
     spec_accepted_per_pos: list[int] = field(default_factory=list)  # accepted at draft position 0, 1, ...
     tokens_per_s: float = 0.0  # total generation speed over the last steps
-    live_sequences: int = 0  # sequence ids holding cache cells (0 when idle: nothing leaked)
+    live_sequences: int = 0  # lanes holding a request (0 when idle: nothing leaked)
+    prompt_tokens_reused_total: int = 0  # prompt tokens found in a lane's cache, not prefilled
+    prompt_tokens_prefilled_total: int = 0  # prompt tokens the target processed
+    cached_tokens: int = 0  # tokens held in the lanes' caches now (kept for the next request)
 
 
 class Handle:
@@ -160,24 +164,3 @@ class Handle:
     def __iter__(self) -> Iterator["Response"]:
         while (item := self.get()) is not None:
             yield item
-
-
-class Engine(Protocol):
-    """A scheduler over one loaded target. Thread-safe: submit/stats/close from any thread."""
-
-    model_path: str
-    n_ctx: int  # tokens one sequence may hold (prompt + answer)
-    slots: int  # sequences decoded at once (--parallel)
-
-    @property
-    def tokenizer(self) -> "Tokenizer": ...
-
-    def submit(self, request: EngineRequest) -> Handle:
-        """Queue a request (raises QueueFull when the bounded queue is full, EngineClosed after close)."""
-        ...
-
-    def stats(self) -> EngineStats: ...
-
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Stop taking requests; finish running ones within timeout_s, cancel the rest; free the target."""
-        ...

@@ -1,5 +1,6 @@
-"""The guard for a batch: each step, the draft depth every decoding sequence gets (0 = plain),
-from what the batches just run cost and what drafts were accepted.
+"""The guard: each step, the draft depth every decoding sequence gets (0 = plain), from what the
+passes just run cost and what drafts were accepted. One sequence is a batch of one: chat,
+generate, bench and serve all decode under this guard (homespec.engine.step).
 
 A draft token's price depends on the batch it joins. On a GPU a decode of 8 rows costs about
 what one row costs (memory-bound), so drafting is nearly free; on a CPU every row costs almost
@@ -14,10 +15,9 @@ every choice pays alike) depth d is worth
 
 and the guard picks the best d, d > 0 only when it beats plain (d = 0) by `margin`. A
 speculative step is then judged on what it emitted: one that loses to plain decoding starts a
-backoff of plain steps (16, doubling while losses repeat, up to 256, as the one-sequence guard,
-homespec.speculative.guard, does; and here at least as many as make the time it lost `margin`
-of theirs), so timing noise in the table cannot keep speculation on, and probing costs about
-`margin` of the time at most. alpha_j,
+backoff of plain steps (16, doubling while losses repeat, up to 256; and at least as many as
+make the time it lost `margin` of theirs), so timing noise in the table cannot keep speculation
+on, and probing costs about `margin` of the time at most. alpha_j,
 the chance a draft accepts at least j tokens, starts from the head's recorded acceptance
 (homespec.plan.acceptance: its acceptance.json, weighted as `prior_weight` steps) and follows
 what this engine's drafts accept; draft_level is the measured drafting time per level and
@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it (speculative/guard.py)
+UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
 NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a drafter with no recorded acceptance (n-gram lookup)
 
 
@@ -54,6 +54,8 @@ class BatchGuard:
     max_backoff: int = 256
     losses: int = 0  # speculative steps that emitted fewer tokens per second than plain would have
     wins: int = 0
+    spec_steps: int = 0  # sequence-steps that verified a draft
+    plain_steps: int = 0  # sequence-steps decoded plainly (the first token of an answer not counted)
     _plain_left: int = 0
     _backoff_now: int = 0
 
@@ -160,8 +162,25 @@ class BatchGuard:
         self.draft_level_s = per_level if not self.draft_level_s else (
             (1 - self.alpha_ewma) * self.draft_level_s + self.alpha_ewma * per_level)
 
+    def count(self, verified: Sequence) -> None:
+        """Tally a pass's verification steps (not its prefills' first tokens): speculative or plain."""
+        for st in verified:
+            if st.speculative and st.draft_size > 0:
+                self.spec_steps += 1
+            else:
+                self.plain_steps += 1
+
+    def summary(self) -> str:
+        """One line for generate's and chat's readouts."""
+        out = (f"guard: {self.spec_steps} speculative / {self.plain_steps} plain steps, "
+               f"{self.losses} fallbacks")
+        if self.predicted is not None and not self.spec_steps:
+            out += f" (predicted {self.predicted:.2f}x plain)"
+        return out
+
     def as_json(self) -> dict:
-        return {"forced": self.forced, "depth": self.depth, "chosen": self.chosen,
+        return {"speculative_steps": self.spec_steps, "plain_steps": self.plain_steps, "fallbacks": self.losses,
+                "forced": self.forced, "depth": self.depth, "chosen": self.chosen,
                 "speculative_steps_won": self.wins, "speculative_steps_lost": self.losses,
                 "predicted_speedup": None if self.predicted is None else round(self.predicted, 4),
                 "draft_level_ms": round(self.draft_level_s * 1e3, 3),

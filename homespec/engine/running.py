@@ -1,13 +1,14 @@
-"""One request in a slot: its lane, drafter, sampling generator, text, and the responses it puts
-on its Handle (the records Session.stream yields, in the same order).
+"""One request in a lane: its drafter, sampling generator, text, and the responses it puts on its
+Handle (StepFigures and TextDelta per step, then one Finish).
 
-The engine's step asks each running request for its share of the batch (`prefill_chunk`: the
-next piece of its prompt; `draft`: its tree for this step), runs the batch, and hands each its
-result (`prefilled`, `verified`). Verification, commit and the drafter's resync are those of the
-one-sequence loop (homespec.speculative.loop): greedy or rejection-sampled against the request's
-own Sampler and seeded generator, so a request's tokens do not depend on who shares its batch.
-Responses are put without waking the consumer: the engine wakes every consumer at once just
-before its next llama_decode (BatchedEngine._wake).
+The engine's step (homespec.engine.step) asks each running request for its share of the pass
+(`prefill_chunk`: the next piece of its prompt; `draft`: its tree for this step), runs the pass,
+and hands each its result (`prefilled`, `verified`): greedy or rejection-sampled verification
+against the request's own Sampler and seeded generator, so a request's tokens do not depend on
+who shares its pass. A request that reuses its lane's cached prefix starts with `kept` prompt
+tokens already in the target's KV and in its drafter's state (homespec.engine.reuse): only the
+rest is prefilled. Responses are put without waking the consumer: the engine wakes every consumer
+at once just before its next target pass (Engine._wake).
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from homespec.backends.base import Forward
-from homespec.backends.llamacpp.multi import PrefillWork, TreeWork
-from homespec.session.detok import Detokenizer
-from homespec.session.responses import Finish, StepFigures, TextDelta
-from homespec.speculative.loop import Limits, Step, _cut_at_eos, _finish, _pick, _root_only, _truncate
+from homespec.backends.base import Forward, PrefillWork, TreeWork
+from homespec.engine.detok import Detokenizer
+from homespec.engine.responses import Finish, StepFigures, TextDelta
+from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
 from homespec.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 if TYPE_CHECKING:
-    from homespec.backends.llamacpp.multi import MultiSeqBackend
+    from homespec.backends.base import Lanes
     from homespec.engine.api import Handle
     from homespec.speculative.drafters.base import Drafter, DraftShape
     from homespec.speculative.tree import DraftTree
@@ -39,8 +39,9 @@ class Running:
     drafter: "Drafter | None"
     eos: frozenset[int]
     max_context: int
-    detok: Detokenizer
+    detok: Detokenizer | None  # None: token ids only (homespec.engine.run.decode)
     shape0: "DraftShape | None" = None  # the drafter's shape as loaded: the proportions of a shorter draft
+    kept: int = 0  # prompt tokens reused from the lane's cache (not prefilled)
     fed: int = 0  # prompt tokens in the cache so far
     root: int = -1  # the pending token (emitted, not yet in the cache)
     context: list[int] = field(default_factory=list)  # every committed token
@@ -63,6 +64,15 @@ class Running:
         self.sampler = None if r.sampler is None or r.sampler.greedy else r.sampler
         self.generator = torch.Generator().manual_seed(r.seed)
         self.limits = Limits(max_tokens=r.max_tokens)
+        self.fed = self.kept
+        # committed tokens the drafter's state covers: the kept prefix (trimmed to it at
+        # admission), the whole prompt after begin(), every committed token after each accept()
+        self.drafter_len = self.kept if self.drafter is not None else 0
+
+    @property
+    def cached(self) -> list[int]:
+        """The tokens this request leaves in its lane's KV cache (what a later prompt may reuse)."""
+        return list(self.context) if not self.prefilling and self.context else self.prompt[:self.fed]
 
     @property
     def prefilling(self) -> bool:
@@ -79,44 +89,47 @@ class Running:
         self.fed += n
         return PrefillWork(self.lane, chunk, want_logits=not self.prefilling)
 
-    def prefilled(self, fwd: Forward, backend: "MultiSeqBackend", t_verify: float, t_step: float) -> None:
+    def prefilled(self, fwd: Forward, backend: "Lanes", t_verify: float, t_step: float) -> None:
         """A chunk is in the cache; after the last one, the first token (the prefill's Step)."""
         if fwd.features is not None:
             self._feats.append(fwd.features)
         if self.prefilling:
             return
         t1 = time.perf_counter()
-        self.root = _pick(fwd.logits[-1], self.sampler, self.generator)
+        self.root = pick(fwd.logits[-1], self.sampler, self.generator)
         self.context = list(self.prompt)
-        if self.drafter is not None:
+        if self.drafter is not None:  # its state holds the kept prefix; the features cover the rest
             feats = torch.cat(self._feats) if self._feats else None
-            self.drafter.reset()
-            self.drafter.begin(self.prompt, Forward(logits=fwd.logits, features=feats))
+            self.drafter.begin(self.prompt, Forward(logits=fwd.logits, features=feats), kept=self.kept)
+            self.drafter_len = len(self.prompt)
         self._feats = []
         self.n_out = 1
         n_past = backend.n_past(self.lane)
-        finish = _finish([self.root], 1, self.eos, self.limits, n_past, self.max_context)
+        finish = finish_reason([self.root], 1, self.eos, self.limits, n_past, self.max_context)
         t2 = time.perf_counter()
         self._emit(Step((self.root,), 0, 0, n_past, t2 - t1, t_verify, t_step + (t2 - t1), False, finish))
 
     # --- decode --------------------------------------------------------------------------------
 
-    def draft(self, depth: int, backend: "MultiSeqBackend") -> TreeWork:
-        """This step's tree: the drafter's proposal cut to `depth` levels, or the root alone."""
+    def draft(self, depth: int | None, backend: "Lanes") -> TreeWork:
+        """This step's tree: the drafter's proposal cut to `depth` levels (None: its own shape),
+        or the root alone (0)."""
         t0 = time.perf_counter()
         room = self.max_context - backend.n_past(self.lane)
-        tree = _root_only(self.root)
+        tree = root_only(self.root)
+        if depth is None:
+            depth = self.drafter.shape.depth if self.drafter is not None else 0
+        elif depth > 0 and self.drafter is not None and self.drafter.shape.depth != depth:
+            nodes = _nodes_at(self.shape0 or self.drafter.shape, depth)
+            self.drafter.set_shape(*self.drafter.limits().clamp(depth, nodes))
         if depth > 0 and self.drafter is not None and room > 1:
-            if self.drafter.shape.depth != depth:
-                nodes = _nodes_at(self.shape0 or self.drafter.shape, depth)
-                self.drafter.set_shape(*self.drafter.limits().clamp(depth, nodes))
             tree = self.drafter.propose(self.root, self.context)
         if tree.size > room:  # keep the tree inside the context: drop the deepest nodes
-            tree = _truncate(tree, room)
+            tree = truncate(tree, room)
         self.tree, self.depth, self.t_draft = tree, depth, time.perf_counter() - t0
         return TreeWork(self.lane, tuple(tree.tokens.tolist()), tuple(tree.parents.tolist()))
 
-    def verified(self, fwd: Forward, backend: "MultiSeqBackend", t_verify: float, t_step: float) -> Step:
+    def verified(self, fwd: Forward, backend: "Lanes", t_verify: float, t_step: float) -> Step:
         """Accept, commit and emit this step's tokens. -> the step (for the guard and the stats)."""
         t0 = time.perf_counter()
         tree = self.tree
@@ -132,11 +145,13 @@ class Running:
             feats = fwd.features[list(verdict.path)] if fwd.features is not None else None
             self.drafter.accept(path_tokens, feats, verdict.next_token)
         self.context.extend(path_tokens)
-        new = _cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
+        if self.drafter is not None:
+            self.drafter_len = len(self.context)
+        new = cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
         new = new[:max(0, self.limits.max_tokens - self.n_out)]
         self.n_out += len(new)
         n_past = backend.n_past(self.lane)
-        finish = _finish(new, self.n_out, self.eos, self.limits, n_past, self.max_context)
+        finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.max_context)
         t_own = self.t_draft + time.perf_counter() - t0
         step = Step(tuple(new), verdict.accepted, tree.size - 1, n_past, t_own, t_verify, t_step + t_own,
                     self.depth > 0, finish)
@@ -155,10 +170,10 @@ class Running:
         if first:
             self.prefill_s = time.perf_counter() - self.t0
         # the end-of-generation token has no text of its own
-        text = self.detok.push(step.tokens[:-1] if step.finish == "eos" else step.tokens)
+        text = "" if self.detok is None else self.detok.push(step.tokens[:-1] if step.finish == "eos" else step.tokens)
         self.parts.append(text)
         self.handle.put_all((StepFigures(step, prefill=first), TextDelta(text, step.tokens)), wake=False)
-        if self.detok.stopped:
+        if self.detok is not None and self.detok.stopped:
             self.end("stop")
         elif step.finish:
             self.end(step.finish)
@@ -171,14 +186,14 @@ class Running:
 
     def deliver(self) -> None:
         """Put the text still held and the Finish, and close the stream."""
-        tail = self.detok.flush() if self.reason not in ("cancelled", None) else ""
+        tail = self.detok.flush() if self.detok is not None and self.reason not in ("cancelled", None) else ""
         out = []
         if tail:
             self.parts.append(tail)
             out.append(TextDelta(tail, ()))
         decode_s = time.perf_counter() - self.t0 - self.prefill_s if self.steps else 0.0
         out.append(Finish(self.reason, "".join(self.parts), tuple(self.ids), tuple(self.prompt), tuple(self.steps),
-                          self.prefill_s, decode_s))
+                          self.prefill_s, decode_s, cached_tokens=self.kept))
         self.handle.put_all(out, last=True, wake=False)
 
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Iterable
 from homespec.engine.api import EngineStats
 
 if TYPE_CHECKING:
-    from homespec.session.responses import Finish
-    from homespec.speculative.loop import Step
+    from homespec.engine.responses import Finish
+    from homespec.speculative.steps import Step
 
 
 def add_steps(stats: EngineStats, steps: Iterable["Step"]) -> None:

@@ -21,11 +21,12 @@ from homespec.errors import HomespecError
 from homespec.server.errors import ApiError
 from homespec.server.schemas import ChatRequest, CompletionRequest, Sampling
 from homespec.server.shapes import Answer, chunk, completion
-from homespec.session.responses import Finish, TextDelta
+from homespec.engine.responses import Finish, TextDelta
 
 if TYPE_CHECKING:
-    from homespec.engine.api import Engine, Handle
-    from homespec.session.responses import Response
+    from homespec.engine.api import Handle
+    from homespec.engine.core import Engine
+    from homespec.engine.responses import Response
 
 log = logging.getLogger("homespec.server")
 POLL_S = 0.25  # how often a waiting answer looks whether its client is still there
@@ -78,7 +79,7 @@ def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int
     sampler = None if body.temperature == 0 else Sampler(temperature=float(body.temperature), top_k=body.top_k,
                                                           top_p=float(body.top_p), seed=seed)
     return EngineRequest(prompt_ids=tuple(ids), max_tokens=wanted or engine.n_ctx - len(ids), sampler=sampler,
-                         stop=body.stops(), seed=seed)
+                         stop=body.stops(), seed=seed, cache_prompt=body.cache_prompt)
 
 
 def submit(engine: "Engine", request: EngineRequest) -> "Handle":

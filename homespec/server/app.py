@@ -23,7 +23,8 @@ from homespec.server.metrics import registry
 from homespec.server.schemas import ChatRequest, CompletionRequest
 
 if TYPE_CHECKING:
-    from homespec.engine.api import Engine, Handle
+    from homespec.engine.api import Handle
+    from homespec.engine.core import Engine
 
 MAX_BODY = 8 << 20  # bytes; --max-body-mib
 # pages served from this machine may call the API from a browser whatever --cors says (as Ollama
@@ -87,6 +88,11 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
             raise errors.ApiError(404, f"no model '{name}' here; this server serves '{model_name}'",
                                   param="model", code="model_not_found")
         return shapes.model(model_name, created)
+
+    @app.get("/slots")
+    async def slots():
+        """llama-server's /slots: each slot (lane), whether it is processing, the tokens it holds."""
+        return engine.slots_info()
 
     @app.get("/health")
     async def health():

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
-    from homespec.engine.api import Engine
+    from homespec.engine.core import Engine
 
 P = "homespec:"
 
@@ -32,7 +32,8 @@ class EngineCollector:
             ("num_requests_running", "Requests being decoded now.", s.active),
             ("num_requests_waiting", "Requests waiting in the queue for a slot.", s.queued),
             ("num_slots", "Sequences the engine decodes at once (--parallel).", s.slots),
-            ("live_sequences", "Sequence ids holding cache cells (0 when idle).", s.live_sequences),
+            ("live_sequences", "Slots holding a request (0 when idle).", s.live_sequences),
+            ("cached_tokens", "Tokens kept in the slots' caches for the next requests.", s.cached_tokens),
             ("generation_tokens_per_second", "Generated tokens per second over the last seconds.", s.tokens_per_s),
         )
         for name, doc, value in gauges:
@@ -41,7 +42,11 @@ class EngineCollector:
             ("requests", "Requests the engine took.", s.requests_total),
             ("request_success", "Requests answered to their end.", s.requests_finished),
             ("request_cancelled", "Requests cancelled (client gone, or shutdown).", s.requests_cancelled),
-            ("prompt_tokens", "Prompt tokens prefilled.", s.prompt_tokens_total),
+            ("prompt_tokens", "Prompt tokens of the requests taken.", s.prompt_tokens_total),
+            ("prompt_tokens_reused", "Prompt tokens found in a slot's cache, not processed again.",
+             s.prompt_tokens_reused_total),
+            ("prompt_tokens_processed", "Prompt tokens the target processed (prefilled).",
+             s.prompt_tokens_prefilled_total),
             ("generation_tokens", "Tokens generated.", s.generation_tokens_total),
             ("target_passes", "Target forward passes.", s.target_passes_total),
             ("spec_decode_num_drafts", "Sequence-steps that verified a draft.", s.spec_num_drafts),

@@ -50,6 +50,7 @@ class Sampling(_Body):
     n: Annotated[StrictInt, Field(ge=1)] = 1
     stream: StrictBool = False
     stream_options: Optional[StreamOptions] = None
+    cache_prompt: StrictBool = True  # llama-server's field: False starts from an empty cache
 
     def stops(self) -> tuple[str, ...]:
         stops = [self.stop] if isinstance(self.stop, str) else (self.stop or [])

@@ -1,6 +1,6 @@
 """The response bodies, in OpenAI's shapes, built from an answer's Finish.
 
-Beyond OpenAI's fields, every answer carries llama-server's `timings` (prompt_n, prompt_ms,
+Beyond OpenAI's fields, every answer carries llama-server's `timings` (cache_n, prompt_n, prompt_ms,
 predicted_n, predicted_ms, predicted_per_second, draft_n, draft_n_accepted) and homespec's own
 figures under `homespec` (tokens per target pass, target passes, speculative steps).
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from homespec.session.responses import Finish
+    from homespec.engine.responses import Finish
 
 # homespec's reasons -> OpenAI's: the context's end is a length limit too
 FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length", None: "stop"}
@@ -34,16 +34,20 @@ class Answer:
                 "system_fingerprint": None}
 
 
-def usage(fin: "Finish") -> dict[str, int]:
+def usage(fin: "Finish") -> dict[str, Any]:
+    """OpenAI's usage; prompt_tokens_details.cached_tokens: the prompt tokens a slot's cache held."""
     prompt, completion = len(fin.prompt_token_ids), len(fin.token_ids)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": fin.cached_tokens}}
 
 
 def timings(fin: "Finish") -> dict[str, float | int]:
-    """llama-server's figures: prompt_ms covers the prompt's pass and the first token,
-    predicted_per_second the tokens after it over the time after it (Finish.tokens_per_s)."""
+    """llama-server's figures: cache_n prompt tokens reused from a slot's cache, prompt_n the ones
+    processed (prompt_ms: their pass and the first token), predicted_per_second the tokens after
+    the first over the time after it (Finish.tokens_per_s)."""
     spec = [s for s in fin.steps if s.speculative and s.draft_size > 0]
-    return {"prompt_n": len(fin.prompt_token_ids), "prompt_ms": round(fin.prefill_s * 1e3, 3),
+    return {"cache_n": fin.cached_tokens, "prompt_n": len(fin.prompt_token_ids) - fin.cached_tokens,
+            "prompt_ms": round(fin.prefill_s * 1e3, 3),
             "predicted_n": len(fin.token_ids), "predicted_ms": round(fin.decode_s * 1e3, 3),
             "predicted_per_second": round(fin.tokens_per_s, 3),
             "draft_n": sum(s.draft_size for s in spec), "draft_n_accepted": sum(s.accepted for s in spec)}

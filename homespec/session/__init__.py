@@ -11,7 +11,7 @@ typed responses (Session.stream). chat, generate and bench are thin consumers of
 """
 
 from homespec.session.core import Session
-from homespec.session.options import RunOptions
-from homespec.session.responses import Finish, Response, StepFigures, TextDelta, final
+from homespec.engine.options import RunOptions
+from homespec.engine.responses import Finish, Response, StepFigures, TextDelta, final
 
 __all__ = ["Finish", "Response", "RunOptions", "Session", "StepFigures", "TextDelta", "final"]

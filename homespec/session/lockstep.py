@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterator, Sequence
 
-from homespec.session.responses import Finish, Response, StepFigures
+from homespec.engine.responses import Finish, Response, StepFigures
 
 
 def lockstep(streams: Sequence[Iterator[Response]]) -> list[Finish]:

@@ -9,7 +9,7 @@ from homespec.errors import UsageError
 if TYPE_CHECKING:
     from homespec.backends.base import Tokenizer
     from homespec.session.core import Session
-    from homespec.session.options import RunOptions
+    from homespec.engine.options import RunOptions
 
 
 def prompt_tokens(session: "Session", turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
@@ -43,7 +43,7 @@ def encode_prompts(model_path: str, prompts: Sequence[Sequence[str]], chat: bool
 
 
 def check_fits(ids: Sequence[int], ctx: int, max_tokens: int, what: str = "the prompt") -> None:
-    """A prompt must leave the context room for at least one generated token (homespec.speculative.loop.decode)."""
+    """A prompt must leave the context room for at least one generated token (homespec.speculative.steps.decode)."""
     if len(ids) >= ctx:
         suggest = -(-(len(ids) + max_tokens) // 256) * 256
         raise UsageError(f"{what} has {len(ids)} tokens; --ctx {ctx} must hold it and the answer",
@@ -54,7 +54,7 @@ def checked_prompts(opt: "RunOptions", prompts: Sequence[Sequence[str]], chat: b
                     max_tokens: int, source: str | None = None) -> list[list[int]]:
     """Everything that needs no weights, checked before they load: the options, then each
     prompt's length in tokens (the tokenizer alone). `source`: the prompts file, for the message."""
-    from homespec.session.options import check_options
+    from homespec.engine.options import check_options
 
     token_items = encode_prompts(check_options(opt), prompts, chat, system)
     for n, ids in enumerate(token_items, 1):

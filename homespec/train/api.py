@@ -182,7 +182,7 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     import torch
 
     from homespec.prompts import load_prompts, read_prompts_file
-    from homespec.session.options import resolve_model_path
+    from homespec.engine.options import resolve_model_path
 
     check_out(Path(c.out))
     target = resolve_model_path(c.target)  # may download a hub model: after --out is known good

@@ -47,7 +47,8 @@ class AcceptanceMeter:
     def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
         """shape: (depth, topk, total) instead of the meter's tree."""
         from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-        from homespec.speculative.loop import Limits, decode
+        from homespec.engine.run import decode
+        from homespec.speculative.steps import Limits
 
         head = copy.deepcopy(head).float().cpu().eval()
         tree = dict(zip(("depth", "topk", "total"), shape)) if shape else self._tree

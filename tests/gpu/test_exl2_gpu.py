@@ -113,7 +113,8 @@ def test_greedy_eagle3_equals_exllamav2_plain_greedy(exl2_model):
     from homespec.backends.exl2.backend import Exl2Backend
     from homespec.models.eagle3 import Eagle3Config, Eagle3Head
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-    from homespec.speculative.loop import Limits, decode
+    from homespec.engine.run import decode
+    from homespec.speculative.steps import Limits
 
     n = 48
     plain, plain_tps = _plain_greedy(exl2_model, PROMPT, n)

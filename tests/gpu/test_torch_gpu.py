@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tiny_models import make_tiny_hf_dir, write_word_tokenizer  # noqa: E402
 
 from homespec.errors import HomespecError  # noqa: E402
-from homespec.speculative.loop import Limits, decode# noqa: E402
+from homespec.engine.run import decode# noqa: E402
+from homespec.speculative.steps import Limits
 
 pytestmark = pytest.mark.gpu
 VOCAB = 512

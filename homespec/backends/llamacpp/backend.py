@@ -220,6 +220,23 @@ class LlamaCppBackend(LlamaCppCore):
         self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past - n, -1)
         self._n_past -= n
 
+    def trim(self, keep: int) -> bool:
+        """Keep the first `keep` committed tokens, drop the rest (a later prompt shares that
+        prefix). False, with the cache emptied, where llama.cpp cannot cut there: a recurrent
+        state, or an SWA cache whose window has moved past `keep`."""
+        self._discard_pending()
+        keep = max(0, min(keep, self._n_past))
+        if keep == self._n_past:
+            return True
+        ok = bool(self._ll.llama_memory_seq_rm(self._mem, 0, keep, -1))
+        if ok and keep > 0 and self.n_swa > 0:  # the window must still hold what the next token sees
+            ok = self._ll.llama_memory_seq_pos_min(self._mem, 0) <= max(0, keep - self.n_swa)
+        if not ok:
+            self.reset()
+            return False
+        self._n_past = keep
+        return True
+
     def reset(self) -> None:
         self._ll.llama_memory_clear(self._mem, True)
         self._pending = None

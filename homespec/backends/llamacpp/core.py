@@ -56,6 +56,9 @@ class LlamaCppCore:
             self._n_layer = ll.llama_model_n_layer(self._model)
             self._n_embd = ll.llama_model_n_embd(self._model)
             self.n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
+            # a sliding-window cache keeps only the last n_swa positions: a cut prefix is usable
+            # only while its window's cells are still there (trim)
+            self.n_swa = int(ll.llama_model_n_swa(self._model))
             self._capture = choose_capture(ll, feature_capture, self._n_layer, self._n_embd)
             try:
                 self._ctx = new_context(ll, self._model, settings, n_seq, self._capture, self._log, path,

@@ -24,26 +24,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import Forward, nothing_verified
+from homespec.backends.base import Forward, PrefillWork, TreeWork, nothing_verified
 from homespec.backends.llamacpp.core import LlamaCppCore, Row, as_tensor
 from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
 from homespec.errors import HomespecError, UsageError
 from homespec.speculative.tree import check_path, check_tree
-
-
-@dataclass(frozen=True, slots=True)
-class PrefillWork:
-    lane: int
-    tokens: tuple[int, ...]
-    want_logits: bool  # the last chunk of a prompt: logits of its last row
-
-
-@dataclass(frozen=True, slots=True)
-class TreeWork:
-    lane: int
-    tokens: tuple[int, ...]  # the tree's nodes, root first (a lone root: plain decoding)
-    parents: tuple[int, ...]
 
 
 @dataclass
@@ -160,6 +146,25 @@ class MultiSeqBackend(LlamaCppCore):
             self._decode_rows([(t, lane.n_past + j, (base,), False) for j, t in enumerate(rest)])
             lane.n_past += len(rest)
             self.order_repairs += 1
+
+    def trim(self, lane_id: int, keep: int) -> bool:
+        """Keep the lane's first `keep` committed tokens (a later request shares that prefix) and
+        drop the rest. llama.cpp cannot cut a recurrent state, nor an SWA cache whose window has
+        moved past `keep` (its older cells are gone): then the lane is emptied and False returned."""
+        lane = self._lane[lane_id]
+        self._discard(lane_id)
+        keep = max(0, min(keep, lane.n_past))
+        if keep == lane.n_past:
+            return True
+        ok = bool(self._ll.llama_memory_seq_rm(self._mem, self._base(lane_id), keep, -1))
+        if ok and keep > 0 and self.n_swa > 0:
+            # the sliding window must still hold the cells the next token attends to
+            ok = self._ll.llama_memory_seq_pos_min(self._mem, self._base(lane_id)) <= max(0, keep - self.n_swa)
+        if not ok:
+            self.free(lane_id)
+            return False
+        lane.n_past = keep
+        return True
 
     def free(self, lane_id: int) -> None:
         """Drop every cell the lane holds (its request finished or was cancelled)."""

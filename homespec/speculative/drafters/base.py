@@ -64,8 +64,15 @@ class ShapeLimits:
 class Drafter(Protocol):
     name: str
 
-    def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
-        """Called after the target's prefill of `prompt` (features for every prompt position)."""
+    def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
+        """Called after the target's prefill of `prompt`. `kept`: the first `kept` prompt tokens
+        were already in the target's cache (and, after `trim(kept)`, in the drafter's state), so
+        `forward.features` covers prompt[kept:] only."""
+        ...
+
+    def trim(self, keep: int) -> int:
+        """Keep the state of the first `keep` committed tokens of the last context (a new prompt
+        shares them) and drop the rest -> how many it could keep (<= keep; 0 after reset)."""
         ...
 
     def propose(self, root: int, context: Sequence[int]) -> "DraftTree":

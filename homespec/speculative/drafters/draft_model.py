@@ -36,9 +36,14 @@ class DraftModelDrafter:
         self._pending: list[int] = []  # committed tokens not yet in the draft cache
         self._speculative: list[int] = []  # tokens in the draft cache beyond the committed context
 
-    def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
+    def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
         self.reset()
         self._pending = [int(t) for t in prompt]
+
+    def trim(self, keep: int) -> int:
+        """The draft model's own cache is rebuilt from the context at the next proposal."""
+        self.reset()
+        return keep
 
     def propose(self, root: int, context: Sequence[int]) -> DraftTree:
         if self.draft.n_past + len(self._pending) != len(context):

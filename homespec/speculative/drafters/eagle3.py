@@ -90,11 +90,30 @@ class Eagle3Drafter:
 
     # --- Drafter protocol -------------------------------------------------------------------
 
-    def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
-        self.reset()
-        feats = self._features(forward.features, len(prompt))
+    def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
+        """Entries for prompt[kept:] wait for the first draft; entries 0 .. kept-1 are the head's
+        KV kept by trim(kept): entry j pairs the target feature at j with the token at j+1, and
+        both are the same for a prompt that shares tokens 0 .. kept with the last context."""
+        if kept == 0:
+            self.reset()
+        elif self.cache.length != kept or self._pending_features is not None:
+            raise HomespecError(f"the EAGLE-3 drafter holds {self.cache.length} entries, the kept prefix is {kept}",
+                                hint="call trim(kept) before begin(prompt, forward, kept=kept)")
+        feats = self._features(forward.features, len(prompt) - kept)
         self._pending_features = [feats]
-        self._pending_tokens = [int(t) for t in prompt[1:]]
+        self._pending_tokens = [int(t) for t in prompt[kept + 1:]]
+        self._last = None
+
+    def trim(self, keep: int) -> int:
+        """Keep entries 0 .. keep-1. Entries still pending (steps decoded plainly since the last
+        draft) are written first where their next token is known; the entry of the newest
+        committed token waits for a root it never got, so at most (committed - 1) survive."""
+        if self._pending_features is not None and keep > self.cache.length:
+            self._write_pending(keep - self.cache.length)
+        keep = min(keep, self.cache.length)
+        self.cache.truncate(keep)
+        self._pending_features, self._pending_tokens, self._last = None, [], None
+        return keep
 
     def propose(self, root: int, context: Sequence[int]) -> DraftTree:
         if self._pending_features is not None:
@@ -209,6 +228,20 @@ class Eagle3Drafter:
         if self.head.embed_tokens is not None:
             return self.head.embed_tokens(tokens)
         return self.backend.embed(tokens)
+
+    @torch.no_grad()
+    def _write_pending(self, n: int) -> None:
+        """Write the first n pending entries' keys and values (at most those whose next token is
+        known), without attention: what trim() keeps of steps the head never drafted from."""
+        blocks = self._pending_features
+        feats = blocks[0] if len(blocks) == 1 else torch.cat([b.to(blocks[0].device) for b in blocks])
+        n = min(n, len(self._pending_tokens), feats.shape[0])
+        tokens = torch.tensor(self._pending_tokens[:n], dtype=torch.int64)
+        start, dev = self.cache.length, self.cache.k.device
+        for lo in range(0, n, self.flush_chunk):
+            hi = min(n, lo + self.flush_chunk)
+            self.head.write_kv(self._embed(tokens[lo:hi].to(dev)), self.head.project(feats[lo:hi].to(dev)),
+                               torch.arange(start + lo, start + hi, device=dev), self.cache)
 
     @torch.no_grad()
     def _flush(self, root: int) -> None:

@@ -74,8 +74,11 @@ class NgramDrafter:
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
         self.num_draft, self.candidates = num_draft, candidates
 
-    def begin(self, prompt: Sequence[int], forward: "Forward") -> None:
+    def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
         pass  # stateless: the context is searched afresh each step
+
+    def trim(self, keep: int) -> int:
+        return keep  # nothing of its own to cut
 
     def propose(self, root: int, context: Sequence[int]) -> DraftTree:
         seq = list(context) + [int(root)]

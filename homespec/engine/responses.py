@@ -1,4 +1,4 @@
-"""What Session.stream yields: small frozen records every consumer reads (chat's status line,
+"""What the engine puts on a request's Handle (and Session.stream yields): small frozen records every consumer reads (chat's status line,
 generate's JSON, bench's tables), one source of the figures.
 
 Per step of the decode loop: a StepFigures (what the step drafted, accepted and cost), then a
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Union
 
-from homespec.speculative.loop import Step
+from homespec.speculative.steps import Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,7 @@ class Finish:
     steps: tuple[Step, ...]
     prefill_s: float  # the prompt's pass and the first token
     decode_s: float  # the rest of the answer
+    cached_tokens: int = 0  # prompt tokens reused from the cache, not prefilled (llama-server's cache_n)
 
     @property
     def target_passes(self) -> int:

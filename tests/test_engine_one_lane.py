@@ -1,16 +1,19 @@
-"""SerialEngine on the real SmolLM2 (plain decoding, a small context): it answers what the
-Session answers, cancels between steps, refuses beyond its queue, tallies its counters, closes."""
+"""The engine with one lane on its own thread (`serve --parallel 1`, and how torch and EXL2 serve),
+on the real SmolLM2 (plain decoding, a small context): it answers what the Session answers,
+cancels between steps, refuses beyond its queue, tallies its counters, closes."""
 
 from __future__ import annotations
 
 import pytest
 
 from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, QueueFull
-from homespec.engine.serial import SerialEngine, check_slots
+from homespec.engine.assemble import check_parallel
+from homespec.engine.core import Engine
+from homespec.engine.options import RunOptions
 from homespec.engine.tally import SpeedWindow, add_finish, add_steps
 from homespec.errors import UsageError
-from homespec.session.responses import Finish, StepFigures, TextDelta
-from homespec.speculative.loop import Step
+from homespec.engine.responses import Finish, StepFigures, TextDelta
+from homespec.speculative.steps import Step
 
 
 def _step(draft_size: int, accepted: int, speculative: bool = True) -> Step:
@@ -42,11 +45,11 @@ def test_the_speed_window_forgets_old_tokens():
     assert w.rate(now=9.0) == 8.0 and w.rate(now=15.0) == 3.0 and w.rate(now=30.0) == 0.0
 
 
-@pytest.mark.parametrize("parallel, queue, most, flag", [(0, 4, None, "--parallel"), (2, 4, 1, "--parallel"),
-                                                          (1, 0, None, "--queue")])
-def test_bad_slots_are_usage_errors_naming_the_flag(parallel, queue, most, flag):
-    with pytest.raises(UsageError, match=flag) as e:
-        check_slots(parallel, queue, most)
+@pytest.mark.parametrize("opt, parallel", [(RunOptions(), 0), (RunOptions(backend="torch"), 2),
+                                           (RunOptions(method="draft", draft="x.gguf"), 2), (RunOptions(exact=True), 2)])
+def test_lanes_the_target_cannot_run_are_usage_errors_naming_the_flag(opt, parallel):
+    with pytest.raises(UsageError, match="--parallel|lanes") as e:
+        check_parallel(opt, parallel)
     assert e.value.hint and e.value.exit_code == 2
 
 
@@ -55,7 +58,7 @@ def engine(smollm2_path):
     from homespec.cli.options import _run_options
 
     opts = _run_options(None, None, "none", "llamacpp", 256, None, None, None, threads=1)
-    e = SerialEngine.open(opts, parallel=1, queue_size=1)
+    e = Engine.open(opts, parallel=1, queue_size=1).start()
     yield e
     e.close()
 
@@ -66,7 +69,7 @@ def _ids(engine, text: str) -> tuple[int, ...]:
 
 def test_an_answer_is_the_sessions_answer(engine):
     from homespec.session import final
-    from homespec.speculative.loop import Limits
+    from homespec.speculative.steps import Limits
 
     req = EngineRequest(prompt_ids=_ids(engine, "The capital of France is"), max_tokens=8)
     responses = list(engine.submit(req))
@@ -74,7 +77,13 @@ def test_an_answer_is_the_sessions_answer(engine):
     assert isinstance(fin, Finish) and fin.finish == "length" and len(fin.token_ids) == 8
     assert sum(isinstance(r, StepFigures) for r in responses) == fin.target_passes
     assert "".join(r.text for r in responses if isinstance(r, TextDelta)) == fin.text
-    alone = final(engine.session.stream(req.prompt_ids, limits=Limits(max_tokens=8)))  # the engine is idle
+    from homespec.session import Session
+
+    with_session = Session.open(RunOptions(method="none", ctx=256, threads=1))
+    try:
+        alone = final(with_session.stream(req.prompt_ids, limits=Limits(max_tokens=8)))
+    finally:
+        with_session.close()
     assert alone.token_ids == fin.token_ids
     s = engine.stats()
     assert s.requests_finished >= 1 and s.active == 0 and s.live_sequences == 0 and s.queued == 0
@@ -109,18 +118,17 @@ def test_beyond_the_queue_a_request_is_refused_with_a_retry_time(engine):
 
 def test_a_request_the_target_fails_ends_with_its_error_and_the_next_is_served(engine):
     failed = engine.submit(EngineRequest(prompt_ids=(1, 10**9), max_tokens=4))  # no such token
-    assert list(failed)[-1].finish == "error" and "invalid token" in str(failed.error)
+    assert list(failed)[-1].finish is None and "invalid token" in str(failed.error)
     assert list(engine.submit(EngineRequest(prompt_ids=_ids(engine, "Hello"), max_tokens=3)))[-1].finish == "length"
 
 
-def test_close_cancels_what_waits_and_refuses_what_comes(engine):
+def test_close_lets_what_runs_and_waits_finish_and_refuses_what_comes(engine):
     long = EngineRequest(prompt_ids=_ids(engine, "Once upon a time"), max_tokens=40)
     running = engine.submit(long)
     running.get(timeout=60)
     waiting = engine.submit(long)
     engine.close(timeout_s=60)
-    assert list(waiting)[-1].finish == "cancelled"
-    assert list(running)[-1].finish == "length"  # the running answer was let finish
+    assert list(running)[-1].finish == "length" and list(waiting)[-1].finish == "length"
     with pytest.raises(EngineClosed):
         engine.submit(long)
     engine.close()  # a second close does nothing

@@ -1,7 +1,7 @@
 """What a run is asked for (RunOptions) and every check on it that needs no model weights.
 
 The plan that `homespec plan` prints for the same arguments is the one that starts the backend
-(homespec.session.load); everything here runs before anything loads.
+(homespec.engine.assemble); everything here runs before anything loads.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ class RunOptions:
     # EAGLE head attends to the newest N entries only; None: the head's recorded training length
     # (full attention when it records none); 0: full attention
     window: int | None = None
-    # the stability guard (homespec.speculative.guard) over a drafter: the CLI's --guard is on by
-    # default; a library caller asks for it. adapt: size the draft depth from measured costs
+    # the guard (homespec.engine.guard) over a drafter: the CLI's --guard is on by default; a library
+    # caller asks for it (off: every step drafts the full shape). adapt: kept for callers that pass
+    # it; the guard chooses the draft depth every step
     guard: bool = False
     adapt: bool = False
 

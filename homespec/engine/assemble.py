@@ -1,0 +1,297 @@
+"""What an engine is opened with, assembled once for every command: `prepare(opt) -> RunParts`.
+
+    1. check the options (homespec.engine.options: nothing loads before they pass);
+    2. plan once, as `homespec plan` would with the same arguments, with KV for `parallel` lanes
+       of opt.ctx tokens (plan's --parallel); the plan's settings start the target;
+    3. load the target as lanes: several sequences in one llama.cpp context
+       (backends/llamacpp/multi.py) when more than one is asked for, else one sequence of any
+       backend behind the one-lane adapter (homespec.engine.lanes);
+    4. a drafter per lane (EAGLE drafters share one head's weights, each keeps its own KV) and
+       the guard over them (homespec.engine.guard).
+
+chat, generate, bench (one lane) and serve (N lanes) all start here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homespec.engine.options import (
+    METHODS, RUN_BACKENDS, RunOptions, check_options, head_dir, resolve_model_path, threads_of, tree_nodes,
+)
+from homespec.errors import UsageError
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Backend, Lanes
+    from homespec.engine.guard import BatchGuard
+    from homespec.plan.fit import Plan
+    from homespec.speculative.drafters.base import Drafter, DraftShape
+
+# Micro-batch rows below which a sequence's numbers do not depend on what shares its pass: under
+# 64 query rows llama.cpp's CPU flash attention treats each row on its own (docs/backends.md,
+# "the 64-row limit"). `ubatch=BATCH_INVARIANT_UBATCH` buys bit-identical answers at a prefill
+# ~3.5x slower on this CPU (docs/server.md, "Engine"); the default keeps the plan's 512.
+BATCH_INVARIANT_UBATCH = 32
+# Lanes `homespec serve` opens by default where their KV fits: enough for a few users at once, few
+# enough that each keeps most of one sequence's speed (docs/server.md, "Benchmark" measures both).
+DEFAULT_PARALLEL = 4
+
+
+@dataclass
+class RunParts:
+    target: "Lanes"
+    drafters: list["Drafter | None"]  # one per lane
+    guard: "BatchGuard | None"  # None: no drafter
+    model_path: str
+    plan: "Plan | None"
+    shape: "DraftShape | None"  # the drafters' shape as loaded
+    options: RunOptions
+    backend: "Backend | None" = None  # the one-lane target's backend (None: several lanes)
+    owned: list[Any] = field(default_factory=list)  # what close() frees: the target, draft models
+    text: bool = True  # False: token ids only, no detokenizer (homespec.engine.run.decode)
+    stop_at_eos: bool = True
+
+    def close(self) -> None:
+        for thing in reversed(self.owned):
+            thing.close()
+        self.owned.clear()
+
+
+def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = None,
+            target: "Backend | None" = None, with_plan: bool = True) -> RunParts:
+    """Check, plan, load. `parallel` None: the most lanes (up to DEFAULT_PARALLEL) whose KV the
+    plan fits as well as one's. `target`: a loaded one-sequence backend to draft on (its owner
+    closes it; bench shares one target between methods)."""
+    path = check_options(opt)
+    if parallel is None:
+        parallel, plan = choose_parallel(opt, path)
+    else:
+        check_parallel(opt, parallel)
+        plan = plan_for_run(opt, path, parallel=parallel) if with_plan or parallel > 1 else None
+    if parallel > 1:
+        return _several(opt, path, parallel, plan, ubatch)
+    return _one(opt, path, plan, target)
+
+
+def check_parallel(opt: RunOptions, parallel: int) -> None:
+    if parallel < 1:
+        raise UsageError(f"--parallel {parallel} is not positive", hint="pass --parallel 1 or more")
+    if parallel == 1:
+        return
+    if opt.backend != "llamacpp":
+        raise UsageError(f"--parallel {parallel}: the {opt.backend} backend decodes one sequence at a time",
+                         hint="use --parallel 1 (requests then wait in the queue), or a GGUF with --backend llamacpp")
+    if opt.method == "draft":
+        raise UsageError(f"--parallel {parallel}: several lanes draft with eagle3, ngram or none",
+                         hint="use --parallel 1 with --method draft")
+    if opt.exact:
+        raise UsageError(f"--parallel {parallel}: --exact verifies one sequence at a time",
+                         hint="use --parallel 1 with --exact")
+
+
+def _one(opt: RunOptions, path: str, plan: "Plan | None", target: "Backend | None") -> RunParts:
+    from homespec.engine.lanes import OneLane
+
+    backend = open_backend(path, opt, plan) if target is None else target
+    owned: list[Any] = [backend] if target is None else []
+    try:
+        drafter, draft_backend = make_drafter(backend, path, opt)
+    except BaseException:
+        for b in owned:
+            b.close()
+        raise
+    if draft_backend is not None:
+        owned.append(draft_backend)
+    shape = drafter.shape if drafter is not None else None
+    return RunParts(OneLane(backend), [drafter], make_guard(drafter, opt), path, plan, shape, opt,
+                    backend=backend, owned=owned)
+
+
+def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: int | None) -> RunParts:
+    from homespec.backends.llamacpp.multi import MultiSeqBackend
+    from homespec.backends.settings import settings_from_plan
+
+    # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
+    # trees: MultiSeqBackend); the plan budgeted exactly that KV (plan --parallel)
+    settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx)
+    if ubatch is not None:
+        settings = replace(settings, n_ubatch=max(1, min(settings.n_ubatch, ubatch)))
+    leaves = lane_leaves(opt, parallel, settings.n_batch)
+    if opt.method == "eagle3" and opt.draft_topk > 1:
+        opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
+    target = MultiSeqBackend(path, settings, lanes=parallel, lane_ctx=opt.ctx, leaves_per_lane=leaves)
+    try:
+        drafters = lane_drafters(target, path, opt, parallel)
+    except BaseException:
+        target.close()
+        raise
+    first = drafters[0]
+    shape = first.shape if first is not None else None
+    return RunParts(target, drafters, make_guard(first, opt), path, plan, shape, opt, owned=[target])
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel: int = 1) -> "Plan":
+    """The plan a run starts its target with (backends/settings.py: settings_for): `homespec plan`
+    with the same arguments (the same defaults, homespec.plan.settings) on this machine, or on
+    `gpu` (plan's --gpu); the torch backend on --device cpu is planned for the CPU. `parallel`:
+    sequences served at once, each with opt.ctx cells of KV (plan's --parallel)."""
+    from homespec.plan.api import make_plan
+
+    if gpu is None:
+        gpu = "none" if opt.backend == "torch" and opt.device == "cpu" else "auto"
+    draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
+    return make_plan(model=path, gpu=gpu, draft=draft, ctx=opt.ctx, backend=opt.backend,
+                     draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
+                     parallel=parallel)
+
+
+def choose_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *,
+                    gpu: str | None = None) -> tuple[int, "Plan"]:
+    """Lanes to open when --parallel is left out, and their plan: the most of most, most/2, ..., 1
+    whose plan (KV and draft KV for every lane) fits this machine (or plan's --gpu `gpu`) as well
+    as the plan for one does: no layer more pushed off the GPU, nothing that fitted failing to.
+    One lane where several cannot run (torch, EXL2, --method draft, --exact)."""
+    one = plan_for_run(opt, path, gpu=gpu, parallel=1)
+    try:
+        check_parallel(opt, 2)
+    except UsageError:
+        return 1, one
+    n = most
+    while n > 1:
+        plan = plan_for_run(opt, path, gpu=gpu, parallel=n)
+        if plan.verdict == one.verdict and plan.offloaded_layers <= one.offloaded_layers:
+            return n, plan
+        n //= 2
+    return 1, one
+
+
+def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *, gpu: str | None = None) -> int:
+    """choose_parallel's count alone (serve prints it before the target loads)."""
+    return choose_parallel(opt, path, most, gpu=gpu)[0]
+
+
+# --- the target and its drafters ----------------------------------------------------------------
+
+
+def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
+    """One sequence of the target, started from `plan` (None: from the options alone)."""
+    if opt.backend == "torch":
+        import torch
+
+        from homespec.backends.torch.backend import TorchBackend
+
+        if threads_of(opt):
+            torch.set_num_threads(threads_of(opt))
+        if plan is not None:
+            from homespec.backends.settings import settings_for
+
+            return TorchBackend.from_settings(path, settings_for(plan, device=opt.device))
+        return TorchBackend.load(path, device=opt.device, max_context=opt.ctx)
+    if opt.backend == "llamacpp":
+        if Path(path).is_dir():
+            raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
+        from homespec.backends.llamacpp.backend import LlamaCppBackend
+        from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, tree_leaves
+
+        kw: dict[str, Any] = {"verify_mode": "exact" if opt.exact else "batch",
+                              "max_leaves": max(DEFAULT_MAX_LEAVES, tree_leaves(tree_nodes(opt)))}
+        if plan is not None:
+            from homespec.backends.settings import settings_from_plan
+
+            return LlamaCppBackend.from_settings(path, settings_from_plan(plan, n_threads=threads_of(opt)), **kw)
+        return LlamaCppBackend.load(path, n_ctx=opt.ctx, n_threads=threads_of(opt), **kw)
+    if opt.backend == "exl2":
+        from homespec.backends.exl2.backend import Exl2Backend  # noqa: F401 - raises a clear error without CUDA
+
+        if plan is not None:
+            from homespec.backends.settings import settings_for
+
+            return Exl2Backend.from_settings(settings_for(plan, model_dir=path))
+        return Exl2Backend.load(path, max_context=opt.ctx)  # type: ignore[attr-defined]
+    raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+
+
+def make_drafter(backend: "Any", model_path: str, opt: RunOptions) -> tuple["Drafter | None", "Backend | None"]:
+    """The drafter `opt.method` names, drafting on `backend` (and the draft model it loaded)."""
+    if opt.method not in METHODS:
+        raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
+    if opt.method == "none":
+        return None, None
+    if opt.method == "ngram":
+        from homespec.speculative.drafters.ngram import NgramDrafter
+
+        return NgramDrafter(max_ngram=3, num_draft=max(1, opt.draft_depth)), None
+    if opt.method == "draft":
+        return _draft_model(backend, opt)
+    where = head_dir(opt, model_path)
+    from homespec.models.eagle3 import load_head
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.record import read_prior
+
+    head = load_head(where, backend.n_layer, backend.hidden_size, backend.n_vocab,
+                     device=backend.device if backend.name == "torch" else "cpu")
+    window = head.config.draft_window if opt.window is None else (opt.window or None)
+    drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
+                            window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(where))
+    drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
+    return drafter, None
+
+
+def _draft_model(backend: "Backend", opt: RunOptions) -> tuple["Drafter", "Backend"]:
+    if not opt.draft:
+        raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
+    from homespec.speculative.drafters.draft_model import DraftModelDrafter
+
+    draft_backend = open_backend(resolve_model_path(opt.draft), replace(opt, exact=False), None)
+    if draft_backend.n_vocab != backend.n_vocab:
+        draft_backend.close()
+        raise UsageError(f"the draft model has {draft_backend.n_vocab} tokens, the target {backend.n_vocab}",
+                         hint="a draft model must share the target's tokenizer")
+    return DraftModelDrafter(draft_backend, depth=opt.draft_depth), draft_backend
+
+
+def lane_leaves(opt: RunOptions, parallel: int, n_batch: int) -> int:
+    """Tree paths (llama.cpp sequence ids) each lane gets: one for a chain, else what the draft
+    tree needs within llama.cpp's 256 ids (and n_batch) shared by every lane."""
+    from homespec.backends.llamacpp.tree import MAX_SEQ, tree_leaves
+
+    if opt.method != "eagle3" or opt.draft_topk == 1:
+        return 1
+    return max(1, min(tree_leaves(opt.draft_tokens), MAX_SEQ // parallel, n_batch // parallel))
+
+
+def lane_drafters(target: "Lanes", path: str, opt: RunOptions, parallel: int) -> list["Drafter | None"]:
+    """One drafter per lane; EAGLE drafters share one head (its weights), each keeps its own KV."""
+    first, _ = make_drafter(target, path, opt)
+    if first is None:
+        return [None] * parallel
+    out: list["Drafter | None"] = [first]
+    for _ in range(1, parallel):
+        if opt.method == "ngram":
+            from homespec.speculative.drafters.ngram import NgramDrafter
+
+            out.append(NgramDrafter(max_ngram=first.max_ngram, num_draft=first.num_draft))
+        else:
+            from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+
+            d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
+                              window=first.window, capacity=first.cache.capacity, source=first.source)
+            d.expected_acceptance = first.expected_acceptance
+            out.append(d)
+    return out
+
+
+def make_guard(drafter: "Drafter | None", opt: RunOptions) -> "BatchGuard | None":
+    """The guard over the drafters (with --no-guard: forced to full depth every step)."""
+    if drafter is None:
+        return None
+    from homespec.engine.guard import BatchGuard
+
+    shape = drafter.shape
+    return BatchGuard(depth=shape.depth, nodes_per_level=(shape.total - 1) / shape.depth,
+                      prior=getattr(drafter, "expected_acceptance", None) or None, forced=not opt.guard)

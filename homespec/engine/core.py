@@ -1,0 +1,330 @@
+"""Engine: one loaded target, its lanes, the requests waiting for them, and the step that runs them.
+
+Every command decodes here: `homespec serve` with N lanes on the engine's own thread
+(`start()`), chat, generate and bench with one lane, stepping it themselves (`step()`, through
+Session.stream). Each step
+
+1. lets waiting requests take free lanes: the lane whose cache shares the longest prefix with the
+   prompt, cut to what it can reuse (homespec.engine.reuse); cancelled requests leave;
+2. runs one pass for every lane (homespec.engine.step): drafts, prompt chunks, verification;
+3. hands each request its responses, and records what each finished one left in its lane.
+
+    engine = Engine.open(RunOptions(method="ngram", guard=True), parallel=4, queue_size=16).start()
+    handle = engine.submit(EngineRequest(prompt_ids=ids, max_tokens=64))
+    text = final(handle).text
+    engine.close()
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Iterator
+
+from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, Handle, QueueFull
+from homespec.engine.responses import Finish
+from homespec.engine.reuse import Lane, choose_lane, reuse
+from homespec.engine.tally import add_steps
+from homespec.errors import HomespecError, UsageError
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Tokenizer
+    from homespec.engine.assemble import RunParts
+    from homespec.engine.options import RunOptions
+    from homespec.engine.responses import Response
+    from homespec.engine.running import Running
+
+log = logging.getLogger("homespec.engine")
+
+
+class Engine:
+    """A scheduler over the lanes of one loaded target (RunParts). Thread-safe: submit, stats,
+    slots and close from any thread; step from one (the engine's thread, or the caller's)."""
+
+    def __init__(self, parts: "RunParts", *, queue_size: int, prefill_chunk: int | None = None,
+                 cache_prompt: bool = True) -> None:
+        self.parts = parts
+        self.target = parts.target
+        self.model_path = parts.model_path
+        self.slots = parts.target.lanes
+        self.n_ctx = parts.target.lane_ctx
+        self.n_vocab = parts.target.n_vocab  # the server checks prompts of token ids against it
+        self.queue_size = queue_size
+        self.cache_prompt = cache_prompt  # False: every request starts from an empty cache
+        self.prefill_chunk = min(prefill_chunk or self.target.batch_rows, self.target.batch_rows)
+        self.guard = parts.guard
+        self._eos = frozenset(self.target.tokenizer.eos_ids) if parts.stop_at_eos else frozenset()
+        self._cond = threading.Condition()
+        self._waiting: collections.deque[Handle] = collections.deque()
+        self._lanes = [Lane(i, d) for i, d in enumerate(parts.drafters)]
+        self._stats = EngineStats(slots=self.slots)
+        if parts.shape is not None:  # accepted at draft position 0 .. depth-1
+            self._stats.spec_accepted_per_pos = [0] * parts.shape.depth
+        self._rates: collections.deque[tuple[float, int]] = collections.deque(maxlen=64)  # (time, tokens) per step
+        self._request_s = 0.0  # EWMA seconds a request holds a lane (the Retry-After estimate)
+        self._next_id = 0
+        self._delivered: list[Handle] = []  # ended since the last wake-up
+        self._closing = False
+        self._cancel_all = False
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def open(cls, opt: "RunOptions", *, parallel: int = 1, queue_size: int = 32, prefill_chunk: int | None = None,
+             ubatch: int | None = None, cache_prompt: bool = True) -> "Engine":
+        """Plan once, load the target with KV for `parallel` lanes of opt.ctx tokens, a drafter per
+        lane and the guard (homespec.engine.assemble.prepare)."""
+        from homespec.engine.assemble import prepare
+
+        if queue_size < 0:
+            raise UsageError(f"queue size {queue_size} is negative", hint="pass 0 (no waiting) or more")
+        parts = prepare(opt, parallel=parallel, ubatch=ubatch)
+        return cls(parts, queue_size=queue_size, prefill_chunk=prefill_chunk, cache_prompt=cache_prompt)
+
+    @property
+    def tokenizer(self) -> "Tokenizer":
+        return self.target.tokenizer
+
+    # --- consumer side -------------------------------------------------------------------------
+
+    def submit(self, request: EngineRequest) -> Handle:
+        n = len(request.prompt_ids)
+        if n == 0:
+            raise UsageError("the prompt is empty", hint="give a prompt of at least one token")
+        if n >= self.n_ctx:
+            raise UsageError(f"the prompt has {n} tokens but the context holds {self.n_ctx}",
+                             hint="shorten the prompt or start with a larger --ctx")
+        if request.max_tokens < 1:
+            raise UsageError(f"max_tokens {request.max_tokens} is not positive", hint="ask for 1 token or more")
+        with self._cond:
+            if self._closing:
+                raise EngineClosed("the engine is shutting down", hint="send the request to a running server")
+            free = sum(lane.running is None for lane in self._lanes)
+            if len(self._waiting) - free >= self.queue_size:  # beyond the free lanes, requests wait
+                raise QueueFull(self._retry_after())
+            handle = Handle(request, self._next_id)
+            self._next_id += 1
+            self._waiting.append(handle)
+            self._stats.requests_total += 1
+            self._cond.notify_all()
+        return handle
+
+    def stats(self) -> EngineStats:
+        with self._cond:
+            s = self._stats
+            out = EngineStats(**{k: getattr(s, k) for k in s.__dataclass_fields__})
+            out.spec_accepted_per_pos = list(s.spec_accepted_per_pos)
+            busy = [lane for lane in self._lanes if lane.running is not None]
+            out.active, out.queued = len(busy), len(self._waiting)
+            out.live_sequences = len(busy)
+            out.cached_tokens = sum(len(lane.cached) for lane in self._lanes)
+            out.tokens_per_s = _rate(self._rates)
+            return out
+
+    def slots_info(self) -> list[dict]:
+        """Each lane as llama-server's /slots shows a slot: id, whether it is processing, its cache."""
+        with self._cond:
+            return [{"id": lane.index, "is_processing": lane.running is not None,
+                     "n_cached": len(lane.running.cached) if lane.running is not None else len(lane.cached),
+                     "id_task": lane.running.handle.id if lane.running is not None else None,
+                     "n_prompt_tokens": len(lane.running.prompt) if lane.running is not None else None}
+                    for lane in self._lanes]
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._waiting and all(lane.running is None for lane in self._lanes)
+
+    def start(self) -> "Engine":
+        """Run the engine on its own thread (a server); without it the caller calls step()."""
+        self._thread = threading.Thread(target=self._run, name="homespec-engine", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop taking requests; let running and waiting ones finish within timeout_s, then cancel
+        the rest; free the target."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=max(0.0, timeout_s))
+        with self._cond:
+            self._cancel_all = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        else:
+            while not self.idle:
+                self.step()
+        self.parts.close()
+
+    # --- stepping -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            if not self._busy():
+                self._wake()  # answers that ended last step: no next pass will wake them
+            with self._cond:
+                while not (self._busy() or self._waiting or self._closing):
+                    self._cond.wait()
+                if self._closing and not (self._busy() or self._waiting):
+                    return
+            self.step()
+
+    def step(self) -> None:
+        """Admit, run one pass, hand out what it produced. Never raises for a request's failure:
+        the requests of a failed pass get their error and the engine goes on."""
+        from homespec.engine.step import run_step
+
+        with self._cond:
+            if self._cancel_all:
+                for h in self._waiting:
+                    h.cancel()
+                for lane in self._lanes:
+                    if lane.running is not None:
+                        lane.running.handle.cancel()
+        running: list["Running"] = []
+        try:
+            self._admit()
+            self._reap()
+            running = [lane.running for lane in self._lanes if lane.running is not None]
+            if running:
+                out = run_step(self.target, running, self.guard, prefill_chunk=self.prefill_chunk,
+                               before_pass=self._wake)
+                self._count(out.steps)
+        except Exception as e:  # noqa: BLE001 - one failed pass fails its requests, not the engine
+            self._fail(running, e)
+        self._reap()
+        if self._thread is None or not self._busy():
+            self._wake()  # stepped by its caller (or idle now): nothing else would wake the ended answers
+
+    def _busy(self) -> bool:
+        return any(lane.running is not None for lane in self._lanes)
+
+    def _admit(self) -> None:
+        """Waiting requests into free lanes, each into the lane that can reuse most of its prompt."""
+        from homespec.engine.detok import Detokenizer
+        from homespec.engine.running import Running
+
+        while True:
+            with self._cond:
+                free = [lane for lane in self._lanes if lane.running is None]
+                if not (self._waiting and free):
+                    return
+                h = self._waiting.popleft()
+            if h.cancelled:
+                self._end_unstarted(h)
+                continue
+            req = h.request
+            lane = choose_lane(free, req.prompt_ids)
+            drafter = lane.drafter if req.speculate else None
+            kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter,
+                         enabled=self.cache_prompt and req.cache_prompt)
+            detok = Detokenizer(self.tokenizer, req.stop) if self.parts.text else None
+            run = Running(h, lane.index, drafter, self._eos, self.n_ctx, detok, shape0=self.parts.shape, kept=kept)
+            with self._cond:
+                lane.running = run
+                self._stats.prompt_tokens_total += len(run.prompt)
+                self._stats.prompt_tokens_reused_total += kept
+                self._stats.prompt_tokens_prefilled_total += len(run.prompt) - kept
+
+    def _end_unstarted(self, h: Handle) -> None:
+        """A request cancelled before it took a lane: an empty answer, reason "cancelled"."""
+        from homespec.engine.responses import Finish
+
+        h.put_all((Finish("cancelled", "", (), tuple(h.request.prompt_ids), (), 0.0, 0.0),), last=True)
+        with self._cond:
+            self._stats.requests_cancelled += 1
+
+    def _reap(self) -> None:
+        """Cancelled and finished requests leave their lanes; then their Finish is put."""
+        for lane in self._lanes:
+            r = lane.running
+            if r is None:
+                continue
+            if r.handle.cancelled and not r.done:
+                r.end("cancelled")
+            if not r.done:
+                continue
+            failed = r.reason is None
+            if failed:
+                self.target.free(lane.index)
+            with self._cond:
+                lane.leave(r, failed=failed)
+                cancelled = r.reason == "cancelled"
+                self._stats.requests_finished += not cancelled
+                self._stats.requests_cancelled += cancelled
+                held = time.perf_counter() - r.t0
+                self._request_s = held if not self._request_s else 0.8 * self._request_s + 0.2 * held
+            r.deliver()
+            self._delivered.append(r.handle)
+
+    def _wake(self) -> None:
+        """Wake every consumer with new responses, just before the target pass: their work (a
+        server's SSE writes) then runs while the target computes."""
+        for h in self._delivered:
+            h.wake()
+        self._delivered.clear()
+        for lane in self._lanes:
+            if lane.running is not None:
+                lane.running.handle.wake()
+
+    def _count(self, steps) -> None:
+        tokens = sum(len(s.tokens) for s in steps)
+        with self._cond:
+            st = self._stats
+            st.target_passes_total += 1
+            st.generation_tokens_total += tokens
+            add_steps(st, steps)
+            self._rates.append((time.perf_counter(), tokens))
+
+    def _fail(self, runs: list["Running"], e: Exception) -> None:
+        err = e if isinstance(e, HomespecError) else HomespecError(f"the engine failed a step: {e}",
+                                                                    hint="HOMESPEC_DEBUG=1 shows the traceback")
+        log.error("a step failed (%d request(s)): %s", len(runs), e, exc_info=bool(os.environ.get("HOMESPEC_DEBUG")))
+        for r in runs:
+            r.handle.error = err
+            r.end(None)
+
+    def _retry_after(self) -> float:
+        """Seconds until a waiting request would start: the requests ahead of it, a lane-time each,
+        shared by the lanes (called holding the lock)."""
+        per = self._request_s or 5.0
+        ahead = len(self._waiting) + 1
+        return max(1.0, math.ceil(per * ahead / max(1, self.slots)))
+
+
+def follow(engine: Engine, handle: Handle) -> Iterator[Response]:
+    """Step `engine` on this thread until `handle`'s answer ends, yielding its responses as they
+    come. A failed answer raises its error (the CLI prints it) instead of ending with a Finish;
+    leaving early cancels the answer and steps once more, so its lane is free for the next."""
+    ended = False
+    try:
+        while True:
+            items, ended = handle.take()
+            for r in items:
+                if isinstance(r, Finish) and r.finish is None and handle.error is not None:
+                    raise handle.error
+                yield r
+            if ended:
+                return
+            engine.step()
+    finally:
+        if not ended:
+            handle.cancel()
+            while not handle.take()[1]:
+                engine.step()
+
+
+def _rate(rates: "collections.deque[tuple[float, int]]", window_s: float = 5.0) -> float:
+    """Generation tokens per second over the last steps (0 when idle)."""
+    now = time.perf_counter()
+    recent = [(t, n) for t, n in rates if now - t <= window_s]
+    if len(recent) < 2:
+        return 0.0
+    span = now - recent[0][0]
+    return sum(n for _, n in recent[1:]) / span if span > 0 else 0.0

@@ -1,0 +1,100 @@
+"""One lane over a single-sequence Backend: how torch, EXL2 and llama.cpp's one-sequence backend
+run in the engine, which speaks the Lanes seam (backends/base.py).
+
+The engine asks a target for one pass over every lane's work; a Backend holds one sequence, so
+this adapter takes one item a pass: a PrefillWork is `backend.prefill`, a TreeWork
+`backend.verify`, a commit `backend.commit`, and trimming a kept prefix `backend.trim` where the
+backend has it (llama.cpp: it knows when a cache cannot be cut) else `backend.rollback`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from homespec.backends.base import Forward, PrefillWork, TreeWork
+from homespec.errors import ContractError
+
+if TYPE_CHECKING:
+    import torch
+
+    from homespec.backends.base import Backend, MemoryReport, Tokenizer
+
+
+class OneLane:
+    """The Lanes seam over one Backend (lanes = 1)."""
+
+    lanes = 1
+
+    def __init__(self, backend: "Backend") -> None:
+        self.backend = backend
+        self.lane_ctx = backend.max_context
+        self.max_context = backend.max_context
+        # one sequence has the whole pass: its prompt goes in at once (the backend slices it)
+        self.batch_rows = backend.max_context
+        self.n_vocab = backend.n_vocab
+        self.name, self.device = backend.name, backend.device
+        self.model_path = backend.model_path
+
+    @property
+    def tokenizer(self) -> "Tokenizer":
+        return self.backend.tokenizer
+
+    # --- the shape drafters read (they draft on the target they were made with) ----------------
+
+    @property
+    def n_layer(self) -> int:
+        return self.backend.n_layer
+
+    @property
+    def hidden_size(self) -> int:
+        return self.backend.hidden_size
+
+    def set_feature_layers(self, layers: Sequence[int]) -> None:
+        self.backend.set_feature_layers(layers)
+
+    def embed(self, tokens: "torch.Tensor") -> "torch.Tensor":
+        return self.backend.embed(tokens)
+
+    # --- Lanes ----------------------------------------------------------------------------------
+
+    def n_past(self, lane: int) -> int:
+        self._check(lane)
+        return self.backend.n_past
+
+    def decode(self, work: Sequence[PrefillWork | TreeWork]) -> list[Forward]:
+        if len(work) != 1:
+            raise ContractError(f"one lane takes one item a pass, got {len(work)}",
+                                hint="the engine gives each lane one item per step")
+        item = work[0]
+        self._check(item.lane)
+        if isinstance(item, PrefillWork):
+            return [self.backend.prefill(item.tokens)]
+        return [self.backend.verify(item.tokens, item.parents)]
+
+    def commit(self, lane: int, path: Sequence[int]) -> None:
+        self._check(lane)
+        self.backend.commit(path)
+
+    def trim(self, lane: int, keep: int) -> bool:
+        self._check(lane)
+        trim = getattr(self.backend, "trim", None)
+        if trim is not None:
+            return bool(trim(keep))
+        n = self.backend.n_past - max(0, min(keep, self.backend.n_past))
+        if n:
+            self.backend.rollback(n)
+        return True
+
+    def free(self, lane: int) -> None:
+        self._check(lane)
+        self.backend.reset()
+
+    def memory_report(self) -> "MemoryReport":
+        return self.backend.memory_report()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def _check(self, lane: int) -> None:
+        if lane != 0:
+            raise ContractError(f"lane {lane} of a one-lane target", hint="use lane 0")

@@ -1,0 +1,96 @@
+"""One engine step: every lane's work in one target pass, whoever asked for the answers.
+
+    1. the guard chooses a draft depth for the decoding lanes (0: plain), from the costs of the
+       passes it has measured and the drafts' acceptance (homespec.engine.guard);
+    2. each decoding lane drafts its tree (or its root alone);
+    3. what is left of the pass (n_batch rows) carries prompt chunks of lanes still prefilling,
+       so a long prompt never stalls the answers already streaming;
+    4. one target pass (`Lanes.decode`) for all of it; then each lane verifies, commits, resyncs
+       its drafter and streams its tokens (homespec.engine.running), and the guard learns what
+       the pass cost and what the drafts earned.
+
+chat, generate and bench run it with one lane, serve with many: there is no other loop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Forward, Lanes, PrefillWork, TreeWork
+    from homespec.engine.guard import BatchGuard
+    from homespec.engine.running import Running
+    from homespec.speculative.steps import Step
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    steps: tuple["Step", ...]  # the verification steps (and first tokens) the pass produced
+    rows: int  # rows the pass carried
+    seconds: float  # the target pass alone
+
+
+def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard | None", *, prefill_chunk: int,
+             before_pass: Callable[[], None] = lambda: None) -> Outcome:
+    """One pass over `running` (each request in its own lane). Raises what the pass raised: the
+    engine then fails the requests it carried (Engine._fail)."""
+    t0 = time.perf_counter()
+    decoding = [r for r in running if not r.prefilling]
+    prefilling = [r for r in running if r.prefilling]
+    extra = _prefill_rows(target, decoding, prefilling, prefill_chunk)
+    # None (no guard at all): every drafter drafts its own full shape
+    depth = (guard.choose(len(decoding), extra) if decoding else 0) if guard is not None else None
+    work: list["PrefillWork | TreeWork"] = []
+    owners: list["Running"] = []
+    for r in decoding:  # --- draft: a tree rooted at each lane's pending token ------------------
+        work.append(r.draft(depth if r.drafter is not None else 0, target))
+        owners.append(r)
+    budget = min(prefill_chunk, max(1, target.batch_rows - sum(len(w.tokens) for w in work)))
+    for r in prefilling:  # --- prompt chunks ride along in what is left of the pass -----------
+        chunk = r.prefill_chunk(budget)
+        if chunk is not None:
+            budget -= len(chunk.tokens)
+            work.append(chunk)
+            owners.append(r)
+    before_pass()
+    t1 = time.perf_counter()
+    outs = target.decode(work)  # --- one target pass: logits [T, V] and features per item -------
+    t_pass = time.perf_counter() - t1
+    rows = sum(len(w.tokens) for w in work)
+    steps, verified = _verify_all(owners, outs, target, guard, t_pass, time.perf_counter() - t0)
+    if guard is not None:  # --- the guard learns the pass's cost and the drafts' worth --------
+        guard.record_pass(rows, t_pass)
+        guard.count(verified)
+        if depth:
+            spec = [s for s in verified if s.speculative]
+            guard.record_step(len(spec), extra, sum(len(s.tokens) for s in spec),
+                              t_pass + sum(s.t_draft for s in spec))
+    return Outcome(tuple(steps), rows, t_pass)
+
+
+def _prefill_rows(target: "Lanes", decoding: list["Running"], prefilling: list["Running"], chunk: int) -> int:
+    """Rows of prompt chunks this pass will carry beside the decoding lanes' trees."""
+    left = sum(len(r.prompt) - r.fed for r in prefilling)
+    return min(left, chunk, max(0, target.batch_rows - len(decoding)))
+
+
+def _verify_all(owners: list["Running"], outs: list["Forward"], target: "Lanes", guard: "BatchGuard | None",
+                t_pass: float, t_step: float) -> tuple[list["Step"], list["Step"]]:
+    """Verify, commit and emit each decoding lane's tree; take each prompt chunk's result.
+    -> (every step, the verification steps among them)."""
+    steps: list["Step"] = []
+    verified: list["Step"] = []
+    for r, fwd in zip(owners, outs):
+        if r.tree is not None:  # decoding: verify, commit, emit
+            step = r.verified(fwd, target, t_pass, t_step)
+            steps.append(step)
+            verified.append(step)
+            if guard is not None and step.draft_size > 0:
+                guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
+        else:
+            before = len(r.steps)
+            r.prefilled(fwd, target, t_pass, t_step)
+            steps.extend(r.steps[before:])
+    return steps, verified

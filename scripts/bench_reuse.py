@@ -1,0 +1,135 @@
+"""Prompt reuse, measured: multi-turn conversations against `homespec serve` with and without it.
+
+    .venv/bin/python scripts/bench_reuse.py [--turns 8] [--doc-tokens 1000] [--tokens 128] [--rounds 2]
+        [--method eagle3] [--threads 2] [--json FILE]
+
+One server on 127.0.0.1 (the embedded SmolLM2, 2 slots, --ctx 4096) answers, through the official `openai`
+client, streamed and greedy:
+
+  conversation  `--turns` turns; the first carries a document of about --doc-tokens tokens (homespec's
+                own long-prompt material, test split), the others ask about it; every request sends the
+                whole history, as a chat UI does. Run twice per round, with reuse (the default) and with
+                `cache_prompt: false`, the order alternating by round, so both see the machine alike.
+  agents        two clients sharing one long system prompt (the document) with different questions,
+                one after the other on a server with reuse: the second's prompt tokens processed.
+
+Per turn: time to first token (client-side, first content chunk), timings.prompt_ms, cache_n and
+prompt_n; per conversation: its wall time. Printed: medians over rounds per turn, the last turn's
+TTFT over the first turn's with reuse, and the conversation's wall time without reuse over with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+QUESTIONS = ["Summarise the document in three sentences.", "Who is the person most associated with it?",
+             "What problems has it faced?", "What are the plans for next year?",
+             "Write a short letter to the local newspaper about it.", "List five facts from the document.",
+             "What would a sceptic say about it?", "Give the document a title and explain the choice.",
+             "Which numbers appear in the document?", "Write a two-line poem about it."]
+
+
+def document(tokens: int) -> str:
+    from homespec.longprompts.compose import long_prompts
+
+    return long_prompts(tokens, 1, seed=11)[0].turns[0]
+
+
+def ask(client, messages: list[dict], tokens: int, cache_prompt: bool) -> dict:
+    """One streamed, greedy answer -> its text, client-side TTFT and the server's timings."""
+    t0 = time.perf_counter()
+    ttft, text, timings = None, [], {}
+    stream = client.chat.completions.create(model="m", messages=messages, max_tokens=tokens, temperature=0,
+                                            stream=True, extra_body={"cache_prompt": cache_prompt})
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            ttft = ttft if ttft is not None else time.perf_counter() - t0
+            text.append(chunk.choices[0].delta.content)
+        extra = getattr(chunk, "model_extra", None) or {}
+        timings = extra.get("timings", timings)
+    return {"text": "".join(text), "ttft_s": ttft or time.perf_counter() - t0, "wall_s": time.perf_counter() - t0,
+            "prompt_ms": timings.get("prompt_ms"), "cache_n": timings.get("cache_n"), "prompt_n": timings.get("prompt_n")}
+
+
+def conversation(client, doc: str, turns: int, tokens: int, cache_prompt: bool) -> dict:
+    msgs = [{"role": "user", "content": f"Read this document.\n\n{doc}\n\n{QUESTIONS[0]}"}]
+    out, t0 = [], time.perf_counter()
+    for i in range(turns):
+        r = ask(client, msgs, tokens, cache_prompt)
+        out.append({k: v for k, v in r.items() if k != "text"})
+        msgs += [{"role": "assistant", "content": r["text"]},
+                 {"role": "user", "content": QUESTIONS[(i + 1) % len(QUESTIONS)]}]
+    return {"turns": out, "wall_s": time.perf_counter() - t0}
+
+
+def agents(client, doc: str, tokens: int) -> list[dict]:
+    system = {"role": "system", "content": f"You answer questions about this document.\n\n{doc}"}
+    return [{k: v for k, v in ask(client, [system, {"role": "user", "content": q}], tokens, True).items() if k != "text"}
+            for q in (QUESTIONS[1], QUESTIONS[3])]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--turns", type=int, default=8)
+    ap.add_argument("--doc-tokens", type=int, default=1000)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--method", default="eagle3")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    import openai
+    from bench_serve import Proc, free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "homespec", "serve", "--port", str(port), "--parallel", "2", "--ctx", "4096",
+           "--threads", str(a.threads), "--method", a.method, "--queue", "4"]
+    server = Proc("homespec serve", cmd, port, Path("/tmp/bench_reuse_server.log")).wait_ready()
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=600)
+    doc = document(a.doc_tokens)
+    runs: dict[str, list[dict]] = {"reuse": [], "fresh": []}
+    try:
+        for rnd in range(a.rounds):
+            order = ("reuse", "fresh") if rnd % 2 == 0 else ("fresh", "reuse")
+            for mode in order:
+                runs[mode].append(conversation(client, doc, a.turns, a.tokens, cache_prompt=mode == "reuse"))
+                print(f"round {rnd + 1} {mode}: {runs[mode][-1]['wall_s']:.1f} s", flush=True)
+        two = agents(client, doc, a.tokens)
+    finally:
+        server.stop()
+    out = summarise(runs, two, a)
+    print(json.dumps(out["summary"], indent=1))
+    if a.json:
+        from homespec.atomic import write_text
+
+        write_text(a.json, json.dumps(out, indent=1) + "\n")
+
+
+def summarise(runs: dict[str, list[dict]], two: list[dict], a: argparse.Namespace) -> dict:
+    def per_turn(mode: str, key: str) -> list[float]:
+        return [statistics.median(r["turns"][i][key] for r in runs[mode]) for i in range(a.turns)]
+
+    reuse_ttft, fresh_ttft = per_turn("reuse", "ttft_s"), per_turn("fresh", "ttft_s")
+    wall = {m: statistics.median(r["wall_s"] for r in runs[m]) for m in runs}
+    summary = {
+        "ttft_s": {"reuse": [round(x, 3) for x in reuse_ttft], "fresh": [round(x, 3) for x in fresh_ttft]},
+        "prompt_ms": {m: [round(x, 1) for x in per_turn(m, "prompt_ms")] for m in runs},
+        "cache_n": per_turn("reuse", "cache_n"), "prompt_n_fresh": per_turn("fresh", "prompt_n"),
+        "last_over_first_ttft_reuse": round(reuse_ttft[-1] / reuse_ttft[0], 3),
+        "conversation_wall_s": {m: round(w, 2) for m, w in wall.items()},
+        "fresh_over_reuse_wall": round(wall["fresh"] / wall["reuse"], 3),
+        "agents": [{"cache_n": t["cache_n"], "prompt_n": t["prompt_n"], "prompt_ms": t["prompt_ms"]} for t in two],
+    }
+    return {"args": vars(a), "runs": runs, "agents": two, "summary": summary}
+
+
+if __name__ == "__main__":
+    main()
