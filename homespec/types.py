@@ -36,6 +36,9 @@ class Machine:
     os: str = ""
     ram_bandwidth_gbs: float | None = None  # for offloaded layers / CPU decoding
     source: str = ""  # "probe" | "catalogue"
+    # The CPU's instruction sets by llama.cpp's names ("AVX2", "AVX512", "AMX_INT8", "NEON", ...): which
+    # weight layouts its CPU backend repacks (homespec.hardware.isa.llama_features; empty = unknown).
+    cpu_features: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from homespec.errors import UsageError
+from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
-from homespec.types import ModelSpec
+from homespec.types import Machine, ModelSpec
 
 # The chain an MTP draft proposes per step when --draft-depth is not given (homespec's default): the
 # layers are trained to predict one token ahead, so a long chain of them loses acceptance fast.
@@ -91,11 +92,26 @@ def make_plan(
     settings = Settings(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
-        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe,
+        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
     )
     plan = _solve(target, head, machine, settings, calibrate)
     notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
     return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+
+
+def cpu_buffers_for(machine: Machine) -> str:
+    """How the llama.cpp that runs the plan loads weights in RAM (homespec.plan.cpu_buffers): with its
+    extra buffer types unless HOMESPEC_LLAMA_AMX=off; AMX among them where the CPU has it and the build its
+    kernels: a default (-march=native) build does, the one scripts/setup.sh installs where AMX crashes
+    (variant `*-noamx`) does not. A crash of a build homespec did not make is found at load, not here."""
+    choice = amx_choice()
+    if choice == "off":
+        return "none"
+    if "AMX_INT8" not in machine.cpu_features or choice == "on":
+        return "amx" if "AMX_INT8" in machine.cpu_features else "repack"
+    if machine.source == "probe" and installed_variant()[0].endswith("-noamx"):
+        return "repack"
+    return "amx"
 
 
 def _unified_limit_note(plan: Plan) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from homespec.errors import UsageError
+from homespec.hardware.isa import apple_features
 from homespec.types import GPU, Machine
 
 GIB = 1 << 30
@@ -57,6 +58,8 @@ def _catalogue_machine(arg: str, host: Machine) -> Machine:
     m = replace(host, gpus=gpus, ram_free_bytes=None, source="catalogue")
     if gpus[0].unified:  # a unified chip's GPU memory is its RAM, and its memory bandwidth the CPU's too
         m = replace(m, ram_bytes=gpus[0].total_bytes, ram_bandwidth_gbs=gpus[0].bandwidth_gbs)
+    if gpus[0].vendor == "apple":  # the Mac's own cores, not this machine's
+        m = replace(m, cpu_features=apple_features(gpus[0].name))
     return m
 
 

@@ -81,6 +81,9 @@ class Settings:
     # MoE: the first n_cpu_moe layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N);
     # None = the solver chooses, and the solved settings carry its choice.
     n_cpu_moe: int | None = None
+    # How llama.cpp loads weights in RAM (homespec.plan.cpu_buffers): "repack" (its extra buffer types
+    # without AMX kernels), "amx" (a build with them, on a CPU with AMX), "none" (use_extra_bufts off).
+    cpu_buffers: str = "repack"
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
