@@ -115,7 +115,7 @@ def family_files(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3moe", "gpt-oss", "gemma3", "qwen3next", "qwen35moe", "deepseek2",
-                                    "glm4moe", "llama4", "command-r"])
+                                    "glm4", "glm4moe", "llama4", "command-r"])
 def test_family_buffers_match_llamacpp(family_files, family):
     path = family_files[family]
     spec = model_spec_from_gguf(read_gguf_header(path))
