@@ -8,6 +8,7 @@ from dataclasses import replace
 from homespec.errors import UsageError
 from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
+from homespec.plan.parallel import most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
 from homespec.types import Machine, ModelSpec
 
@@ -63,9 +64,11 @@ def make_plan(
     n_cpu_moe: int | None = None,
     parallel: int = 1,
     swa_full: bool = False,
+    max_parallel: bool = False,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
-    the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU)."""
+    the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
+    the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel)."""
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
 
@@ -94,7 +97,11 @@ def make_plan(
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
         n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
     )
+    if max_parallel and parallel != 1:
+        raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")
     plan = _solve(target, head, machine, settings, calibrate)
+    if max_parallel:
+        plan = most_sequences(target, head, machine, plan).plan
     notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
     return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 

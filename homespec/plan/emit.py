@@ -15,6 +15,7 @@ from pathlib import Path
 
 from homespec.errors import UsageError
 from homespec.plan.fit import Plan
+from homespec.plan.vllm_kv import DEFAULT_UTILIZATION, vllm_kv
 from homespec.types import DraftSpec, ModelSpec
 
 TARGETS = ("llama-server", "vllm")
@@ -26,7 +27,7 @@ LLAMA_SERVER_FLAGS = ("-m", "--model-url", "-c", "-ngl", "-ub", "-fa", "--cache-
                       "--tensor-split", "--n-cpu-moe", "--cpu-moe", "--swa-full", "-np", "--spec-draft-model",
                       "--spec-draft-ngl", "--spec-draft-n-max", "--spec-type")
 VLLM_FLAGS = ("--tokenizer", "--max-model-len", "--tensor-parallel-size", "--enable-expert-parallel", "--max-num-seqs",
-              "--kv-cache-dtype", "--speculative-config")
+              "--kv-cache-dtype", "--gpu-memory-utilization", "--speculative-config")
 
 UNQUANTISED = ("F32", "F16", "BF16")
 GGUF_PLUGIN = ("vLLM reads GGUF weights only through the vllm-gguf-plugin (`pip install vllm-gguf-plugin`; "
@@ -40,16 +41,21 @@ class Emitted:
     target: str
     command: str
     notes: tuple[str, ...] = ()
+    info: tuple[str, ...] = ()  # what the engine will make of the plan (vLLM's KV capacity), not a to-do
+    kv_capacity: dict | None = None
 
     def text(self) -> str:
-        return "".join(f"# {n}\n" for n in self.notes) + self.command
+        return "".join(f"# {n}\n" for n in (*self.notes, *self.info)) + self.command
 
     def as_json(self) -> dict:
-        return {"target": self.target, "command": self.command, "notes": list(self.notes)}
+        out = {"target": self.target, "command": self.command, "notes": list(self.notes)}
+        return out | ({"info": list(self.info), "kv_capacity": self.kv_capacity} if self.info else {})
 
 
-def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str | None = None) -> Emitted:
-    """The `target` command for `plan`; `model_arg`/`draft_arg` are the user's --model/--draft spellings."""
+def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str | None = None, *,
+         gpu_memory_utilization: float = DEFAULT_UTILIZATION) -> Emitted:
+    """The `target` command for `plan`; `model_arg`/`draft_arg` are the user's --model/--draft spellings;
+    `gpu_memory_utilization` the share of each GPU vLLM takes (its KV capacity is reported at it)."""
     if target not in TARGETS:
         raise UsageError(f"unknown --emit target '{target}'", hint="use --emit llama-server or --emit vllm")
     notes: list[str] = []
@@ -57,9 +63,18 @@ def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str |
         from homespec.plan.render import verdict_line
 
         notes.append(f"the plan does not fit, so this command cannot load as planned: {verdict_line(plan)}")
-    build = _llama_server if target == "llama-server" else _vllm
-    cmd, more = build(plan, model_arg, draft_arg)
-    return Emitted(target, shlex.join(cmd), tuple(notes + more))
+    if target == "llama-server":
+        cmd, more = _llama_server(plan, model_arg, draft_arg)
+        return Emitted(target, shlex.join(cmd), tuple(notes + more))
+    if not 0.05 <= gpu_memory_utilization <= 1.0:
+        raise UsageError(f"--gpu-memory-utilization {gpu_memory_utilization:g} is out of range",
+                         hint="give the share of each GPU vLLM may use, between 0.05 and 1 (vLLM's default 0.9)")
+    cmd, more = _vllm(plan, model_arg, draft_arg)
+    if gpu_memory_utilization != DEFAULT_UTILIZATION:
+        cmd[3:3] = ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
+    kv = vllm_kv(plan, gpu_memory_utilization)
+    info = (kv.line(),) if kv is not None else ()
+    return Emitted(target, shlex.join(cmd), tuple(notes + more), info, kv.as_json() if kv is not None else None)
 
 
 # --- llama-server ------------------------------------------------------------------------------
