@@ -99,7 +99,8 @@ def test_layers_are_all_placed_once(plan):
     if not plan.machine.gpus:
         assert (s.n_gpu_layers, s.layer_split, plan.offloaded_layers) == (0, (), 0)
         return
-    assert plan.offloaded_layers == m.n_layer - min(m.n_layer, s.n_gpu_layers)
+    # llama.cpp's -ngl L holds the output layer and the last L - 1 repeating layers
+    assert plan.offloaded_layers == m.n_layer - max(0, min(s.n_gpu_layers, m.n_layer + 1) - 1)
     if s.n_gpu_layers:
         assert sum(s.layer_split) == min(s.n_gpu_layers, m.n_layer + 1)
 
@@ -117,7 +118,7 @@ def test_weights_are_the_models_bytes(plan):
         return
     tensors = sum(t.n_bytes for t in m.tensors)
     tied = not any(t.name == "output.weight" for t in m.tensors)
-    output_on_gpu = bool(plan.machine.gpus) and s.n_gpu_layers > m.n_layer
+    output_on_gpu = bool(plan.machine.gpus) and s.n_gpu_layers > 0
     embd = next(t.n_bytes for t in m.tensors if t.name == "token_embd.weight")
     dup = embd if tied and output_on_gpu else 0
     if not copies:

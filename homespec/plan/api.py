@@ -8,6 +8,7 @@ from dataclasses import replace
 from homespec.errors import UsageError
 from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
+from homespec.plan.network import link_from_arg
 from homespec.plan.parallel import most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
 from homespec.types import Machine, ModelSpec
@@ -65,10 +66,13 @@ def make_plan(
     parallel: int = 1,
     swa_full: bool = False,
     max_parallel: bool = False,
+    remote: tuple[str, ...] = (),
+    link: str | None = None,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
-    the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel)."""
+    the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `remote`:
+    other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`."""
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
 
@@ -87,7 +91,15 @@ def make_plan(
         raise UsageError(f"exllamav2 has no '{kv_type}' cache", hint="use --kv-type f16, q8, q6 or q4")
     if be == "exl2" and target.format not in ("exl2", "catalogue", "hf"):
         raise UsageError(f"the exl2 backend cannot run a {target.format} file", hint="use --backend llamacpp for GGUF files")
-    machine = machine_from_args(gpu, ram)
+    machine = machine_from_args(gpu, ram, tuple(remote))
+    if link is not None:
+        if not remote:
+            raise UsageError("--link is the network to other machines, and no --remote names one",
+                             hint="add --remote GPU@HOST, or drop --link")
+        link_from_arg(link)  # checked here, once
+        machine = replace(machine, link=link)
+    if remote and be != "llamacpp":
+        raise UsageError(f"the {be} backend runs on one machine", hint="plan several machines with --backend llamacpp")
     if head is not None and head.kind == "mtp":
         # MTP layers draft a chain (llama.cpp draft-mtp): top-k 1, MTP_DEPTH tokens unless asked
         draft_topk, draft_depth = 1, MTP_DEPTH if draft_depth is None else draft_depth

@@ -91,7 +91,7 @@ def to_json(plan: Plan) -> dict:
         "suggestions": list(plan.suggestions),
         "notes": list(plan.notes),
         "message": verdict_line(plan),
-    }
+    } | ({"network": plan.network.as_json()} if plan.network is not None else {})
 
 
 def _family_json(m) -> dict:

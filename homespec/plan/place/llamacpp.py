@@ -1,6 +1,7 @@
-"""llama.cpp's placement (llama-model.cpp, load_tensors): with -ngl L the *last* L repeating layers
-go to the GPUs; the output layer goes to a GPU only when L > n_layer; the input embedding always
-stays on the host ("very little benefit to offloading the input layer"). The solver binary searches
+"""llama.cpp's placement (llama-model.cpp, load_tensors): with -ngl L the last L of the n_layer + 1
+slots go to the GPUs, the output layer (the last slot) first, then the repeating layers from the
+last down; the input embedding always stays on the host ("very little benefit to offloading the
+input layer"). The solver binary searches
 the largest L whose GPU side fits; what is left runs on the CPU from RAM."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from homespec.plan import cpu_buffers as cpu
 from homespec.plan import memory as mem
 from homespec.plan.devices import Device, devices_for
+from homespec.plan.network import DEFAULT_LINK, Network, hops, link_from_arg
 from homespec.plan.place.ledger import (Layout, Ledger, Placement, add_draft, add_layers, assign_layers, cpu_moe_layers,
                                         used_gpus)
 from homespec.plan.settings import Settings
@@ -20,6 +22,7 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     """The line items of s.n_gpu_layers layers on the GPUs (s.layer_split of them on each)."""
     led = Ledger(machine)
     placement = assign_layers(model, s, led.gpus)
+    led.network = _network(led, model, machine, placement)
     out_dev = add_layers(led, model, s, placement)
     _add_cpu_buffers(led, model, machine, s, placement)
     on_gpus = used_gpus(placement)
@@ -37,7 +40,7 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     for g in led.gpus:
         if g.id in on_gpus:
             led.add("reserve", g.id, _reserve(g), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
-    draft_dev = led.by_id[on_gpus[0]] if on_gpus else led.host
+    draft_dev = _draft_device(led, on_gpus, out_dev)
     draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device="host", embeddings_copy=True)
     return led.finish(s, draft, draft_dev, draft_bytes)
 
@@ -84,6 +87,28 @@ def cpu_build(machine: Machine, s: Settings) -> cpu.CpuBuild:
     type takes them first (nothing repacked); else the CPU's instruction sets and the build's extra buffers."""
     host_buffer = any(g.vendor in ("nvidia", "amd") for g in machine.gpus)
     return cpu.CpuBuild(machine.cpu_features, s.cpu_buffers, host_buffer)
+
+
+def _network(led: Ledger, model: ModelSpec, machine: Machine, placement: list[str]) -> Network | None:
+    """The links a forward crosses when layers sit on other machines' GPUs (homespec.plan.network)."""
+    remote_of = {g.id: g.remote for g in led.gpus if g.remote}
+    if not remote_of:
+        return None
+    found = hops(placement, remote_of, model.n_embd, model.n_vocab)
+    return Network(link_from_arg(machine.link or DEFAULT_LINK), model.n_embd, found) if found else None
+
+
+def _draft_device(led: Ledger, on_gpus: list[str], out_dev: str) -> Device:
+    """The draft runs on the first GPU holding layers; over several machines it stays on the main host,
+    beside the target's output layer (llama-server loads the draft on its own devices)."""
+    if not on_gpus:
+        return led.host
+    if led.network is None:
+        return led.by_id[on_gpus[0]]
+    local = [g for g in on_gpus if not led.by_id[g].remote]
+    if out_dev in local:
+        return led.by_id[out_dev]
+    return led.by_id[local[0]] if local else led.host
 
 
 def _kernels(d: Device) -> str:
@@ -166,4 +191,6 @@ def _search(attempt, lo: int, hi: int, *, want_largest: bool):
 
 def _placement(found, n: int) -> Placement:
     s2, lay, _ = found
-    return Placement(s2, lay, n - min(n, s2.n_gpu_layers), output_on_host=s2.n_gpu_layers <= n)
+    # -ngl L holds the output layer and the last L - 1 repeating layers (i_gpu_start = n_layer + 1 - L)
+    ngl = min(s2.n_gpu_layers, n + 1)
+    return Placement(s2, lay, n - max(0, ngl - 1), output_on_host=ngl == 0)
