@@ -13,7 +13,8 @@ from __future__ import annotations
 from homespec.types import ModelSpec
 
 Shape = tuple[int, ...]
-FAMILY_ARCHS = ("qwen3moe", "gpt-oss", "deepseek2", "qwen3next", "qwen35moe", "glm4moe", "llama4", "command-r", "cohere2")
+FAMILY_ARCHS = ("qwen3moe", "gpt-oss", "deepseek2", "qwen3next", "qwen35moe", "glm4", "glm4moe", "llama4", "command-r",
+                "cohere2")
 
 
 def _moe(b: str, m: ModelSpec) -> list[tuple[str, Shape]]:
@@ -101,6 +102,18 @@ def _dense_ffn(b: str, m: ModelSpec) -> list[tuple[str, Shape]]:
     return [(b + "ffn_gate.weight", (d, f)), (b + "ffn_up.weight", (d, f)), (b + "ffn_down.weight", (f, d))]
 
 
+def glm4_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
+    """glm4.cpp (GLM-4-0414, the dense GLM-4): q/k/v with biases (config attention_bias, on in the published
+    checkpoints), an RMS norm after attention and another after the MLP (post_attention_norm, post_ffw_norm,
+    beside attn_norm and ffn_norm), and gate and up fused in one ffn_up of twice the FFN width
+    (HF gate_up_proj; glm4.cpp: ffn_up {n_embd, 2 n_ff})."""
+    b, d, hd = f"blk.{i}.", m.n_embd, m.head_dim
+    return [(b + "attn_norm.weight", (d,)), (b + "post_attention_norm.weight", (d,)), (b + "ffn_norm.weight", (d,)),
+            (b + "post_ffw_norm.weight", (d,)), (b + "attn_q.bias", (m.n_head * hd,)),
+            (b + "attn_k.bias", (m.n_head_kv * hd,)), (b + "attn_v.bias", (m.n_head_kv * (m.head_dim_v or hd),))] + \
+        _qkv(b, m, m.n_head * hd) + [(b + "ffn_up.weight", (d, 2 * m.n_ff)), (b + "ffn_down.weight", (m.n_ff, d))]
+
+
 def glm4moe_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
     """glm4-moe.cpp (GLM-4.5 / 4.5-Air): q/k/v biases, post_attention_norm as the FFN norm, dense
     leading layers, then router + expert-score bias + experts + shared expert."""
@@ -136,8 +149,9 @@ def command_r_layer(m: ModelSpec, i: int) -> list[tuple[str, Shape]]:
 
 
 LAYER_SHAPES = {"qwen3moe": qwen3moe_layer, "gpt-oss": gpt_oss_layer, "deepseek2": deepseek2_layer,
-                "qwen3next": qwen3next_layer, "qwen35moe": qwen3next_layer, "glm4moe": glm4moe_layer, "llama4": llama4_layer,
-                "command-r": command_r_layer, "cohere2": command_r_layer}
+                "qwen3next": qwen3next_layer, "qwen35moe": qwen3next_layer, "glm4": glm4_layer,
+                "glm4moe": glm4moe_layer, "llama4": llama4_layer, "command-r": command_r_layer,
+                "cohere2": command_r_layer}
 # Architectures whose output matrix is always the token embedding (command-r.cpp, cohere2.cpp)
 ALWAYS_TIED = frozenset({"command-r", "cohere2"})
 

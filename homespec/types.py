@@ -24,6 +24,9 @@ class GPU:
     driver: str | None = None
     fp16_tflops: float | None = None  # dense fp16 tensor throughput, for prefill estimates
     source: str = ""  # "nvml" | "sysctl" | "catalogue"
+    # Another machine's GPU, reached through llama.cpp's RPC backend (its ggml-rpc-server's "host[:port]");
+    # "" = a GPU of the machine that runs the server.
+    remote: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,12 @@ class Machine:
     os: str = ""
     ram_bandwidth_gbs: float | None = None  # for offloaded layers / CPU decoding
     source: str = ""  # "probe" | "catalogue"
+    # The CPU's instruction sets by llama.cpp's names ("AVX2", "AVX512", "AMX_INT8", "NEON", ...): which
+    # weight layouts its CPU backend repacks (homespec.hardware.isa.llama_features; empty = unknown).
+    cpu_features: frozenset[str] = frozenset()
+    # The network to the machines whose GPUs are remote (GPU.remote): "1gbe", "10gbe", "tb4", ... or a line
+    # rate in Gbit/s (homespec.plan.network.link_from_arg); "" = the default.
+    link: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,3 +34,19 @@ def smollm2_path() -> Path:
     from homespec.embedded import smollm2_path
 
     return smollm2_path()
+
+
+def this_cpu_machine(ram_gib: int = 64):
+    """This machine's CPU alone, as llama-cpp-python here loads weights on it (its instruction sets and the
+    installed build's extra buffer types): what a comparison with llama.cpp's own buffer lines plans for."""
+    from homespec.hardware.isa import cpu_flags, llama_features
+    from homespec.types import Machine
+
+    return Machine(gpus=(), ram_bytes=ram_gib << 30, cpu_cores=2, cpu_features=llama_features(cpu_flags()),
+                   source="probe")
+
+
+def this_cpu_buffers() -> str:
+    from homespec.plan.api import cpu_buffers_for
+
+    return cpu_buffers_for(this_cpu_machine())

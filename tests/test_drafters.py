@@ -70,7 +70,7 @@ def _plain_greedy(backend, prompt, n):
 
 
 def _speculate(backend, drafter, prompt, n):
-    """A minimal greedy speculative loop (the real one is homespec.speculative.steps)."""
+    """A minimal greedy speculative loop (the real one is homespec.engine.step)."""
     backend.reset()
     fwd = backend.prefill(prompt)
     drafter.begin(prompt, fwd)

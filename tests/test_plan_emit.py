@@ -185,3 +185,28 @@ def test_a_directory_holding_one_gguf_emits_the_file(capsys, smollm2_path, tmp_p
     words = shlex.split(p["emit"]["command"])
     assert code == 0 and words[words.index("-m") + 1] == str(tmp_path / "target" / "m.gguf")
     assert words[words.index("--spec-draft-model") + 1] == str(tmp_path / "draft" / "m.gguf")
+
+
+def test_vllm_emit_reports_its_kv_capacity_by_hand():
+    """vLLM's KV after weights at --gpu-memory-utilization (homespec.plan.vllm_kv), worked by hand for
+    Llama-3.1-8B F16 on one H100 SXM (80 GB) at 0.9: 128 KiB of K and V per token (32 layers x 8 heads x
+    (128 + 128) x 2 bytes)."""
+    from homespec.plan.api import make_plan
+    from homespec.plan.emit import emit
+    from homespec.plan.vllm_kv import MAX_BATCHED_TOKENS, MAX_SEQS
+
+    p = make_plan(model="llama-3.1-8b-f16", gpu="h100-sxm", ram=64, ctx=32768, draft="none")
+    e = emit(p, "vllm")
+    kv = e.kv_capacity
+    weights = sum(t.n_bytes for t in p.model.tensors)
+    acts = MAX_BATCHED_TOKENS * (2 * 4096 + 2 * 14336) * 2 + MAX_SEQS * 128256 * 4
+    budget = int(p.machine.gpus[0].total_bytes * 0.9) - weights - acts - 450 * 2**20
+    assert kv["budget_bytes"] == budget and kv["per_token_bytes"] == 32 * 8 * 256 * 2
+    assert kv["tokens"] == budget // (32 * 8 * 256 * 2) and kv["sequences"] == budget // (32 * 8 * 256 * 2 * 32768)
+    assert f"about {kv['tokens']:,} tokens" in e.text()
+    low = emit(p, "vllm", gpu_memory_utilization=0.5)
+    assert "--gpu-memory-utilization 0.5" in low.command and low.kv_capacity["tokens"] < kv["tokens"]
+    from homespec.errors import UsageError
+
+    with pytest.raises(UsageError):
+        emit(p, "vllm", gpu_memory_utilization=1.5)

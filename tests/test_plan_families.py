@@ -21,7 +21,6 @@ from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
 from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
-from homespec.types import Machine
 
 MIB = 1 << 20
 
@@ -81,11 +80,23 @@ CONFIGS = [_config(), _config(n_ctx=2048, n_ubatch=256, fa=False), _config(n_ctx
            _config(swa_full=True)]
 
 
+def this_cpu_machine():
+    from conftest import this_cpu_machine as machine
+
+    return machine()
+
+
+def this_cpu_buffers() -> str:
+    from conftest import this_cpu_buffers as buffers
+
+    return buffers()
+
+
 def _planned(spec, c: dict) -> dict[str, int]:
     s = Settings(backend="llamacpp", n_ctx=c["n_ctx"], n_ubatch=c["n_ubatch"], flash_attn=c["fa"],
-                 type_k=c["kv"], type_v=c["kv"], n_seq=c["n_seq"], swa_full=c["swa_full"])
-    plan = solve(spec, None, Machine(gpus=(), ram_bytes=64 << 30, cpu_cores=2), s, suggest=False)
-    names = {"model": ("weights", "weights (CPU repack)"), "KV": ("target KV",), "RS": ("recurrent state",),
+                 type_k=c["kv"], type_v=c["kv"], n_seq=c["n_seq"], swa_full=c["swa_full"], cpu_buffers=this_cpu_buffers())
+    plan = solve(spec, None, this_cpu_machine(), s, suggest=False)
+    names = {"model": ("weights", "weights (CPU repack)", "weights (AMX)"), "KV": ("target KV",), "RS": ("recurrent state",),
              "compute": ("compute",)}
     return {k: sum(i.bytes for i in plan.items if i.name in v) for k, v in names.items()}
 
@@ -104,7 +115,7 @@ def family_files(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3moe", "gpt-oss", "gemma3", "qwen3next", "qwen35moe", "deepseek2",
-                                    "glm4moe", "llama4", "command-r"])
+                                    "glm4", "glm4moe", "llama4", "command-r"])
 def test_family_buffers_match_llamacpp(family_files, family):
     path = family_files[family]
     spec = model_spec_from_gguf(read_gguf_header(path))

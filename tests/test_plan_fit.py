@@ -20,7 +20,10 @@ MIB = 1 << 20
 def f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, n_vocab=128256, tied=False, bpw=2.0) -> ModelSpec:
     """A Llama-shaped spec whose tensors cost `bpw` bytes per weight (2.0 = f16, 0.5625 = Q4_K-ish)."""
     hd = n_embd // n_head
-    tensors = [TensorInfo("token_embd.weight", (n_embd, n_vocab), "F16", n_embd * n_vocab * 2)]
+    # in the order llama-quantize writes a file: output and token_embd first, then the blocks
+    tensors = [] if tied else [TensorInfo("output.weight", (n_embd, n_vocab), "F16", int(n_embd * n_vocab * bpw))]
+    tensors += [TensorInfo("output_norm.weight", (n_embd,), "F32", n_embd * 4),
+                TensorInfo("token_embd.weight", (n_embd, n_vocab), "F16", n_embd * n_vocab * 2)]
     for i in range(n_layer):
         for name, shape in (
             ("attn_q", (n_embd, n_head * hd)), ("attn_k", (n_embd, n_head_kv * hd)), ("attn_v", (n_embd, n_head_kv * hd)),
@@ -31,9 +34,6 @@ def f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, n_voc
             tensors.append(TensorInfo(f"blk.{i}.{name}.weight", shape, "F16", int(n * bpw), i))
         for name in ("attn_norm", "ffn_norm"):
             tensors.append(TensorInfo(f"blk.{i}.{name}.weight", (n_embd,), "F32", n_embd * 4, i))
-    tensors.append(TensorInfo("output_norm.weight", (n_embd,), "F32", n_embd * 4))
-    if not tied:
-        tensors.append(TensorInfo("output.weight", (n_embd, n_vocab), "F16", int(n_embd * n_vocab * bpw)))
     return ModelSpec(
         name="test-model", arch="llama", n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
         head_dim=hd, n_ff=n_ff, n_vocab=n_vocab, n_ctx_train=131072, tied_embeddings=tied, tensors=tuple(tensors),

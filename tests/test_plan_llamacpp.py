@@ -23,6 +23,12 @@ from homespec.types import Machine
 
 MIB = 1 << 20
 
+
+def this_cpu_buffers() -> str:
+    from conftest import this_cpu_buffers as buffers
+
+    return buffers()
+
 # One subprocess loads the model once per config and prints llama.cpp's log lines between markers.
 _PROBE = r"""
 import json, sys, llama_cpp
@@ -36,7 +42,9 @@ for c in configs:
     llm.close()
     del llm
 """
-_LINE = re.compile(r"(\S+) (model|KV|compute) buffer size =\s+([\d.]+) MiB")
+_LINE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s+([\d.]+) MiB")
+# llama.cpp's weight buffers on the CPU, by the name the plan gives each (homespec.plan.cpu_buffers)
+_WEIGHT_BUFFERS = {"CPU_REPACK": "repack", "AMX": "amx"}
 
 
 def llamacpp_buffers(path: Path, configs: list[dict]) -> list[dict[str, float]]:
@@ -50,13 +58,15 @@ def llamacpp_buffers(path: Path, configs: list[dict]) -> list[dict[str, float]]:
             continue
         m = _LINE.search(line)
         if m and out:
-            kind = "repack" if m.group(1) == "CPU_REPACK" else m.group(2)
+            kind = _WEIGHT_BUFFERS.get(m.group(1), m.group(2))
             out[-1][kind] = out[-1].get(kind, 0.0) + float(m.group(3)) * MIB
     return out
 
 
 def cpu_machine() -> Machine:
-    return Machine(gpus=(), ram_bytes=64 << 30, cpu_cores=2)
+    from conftest import this_cpu_machine
+
+    return this_cpu_machine()
 
 
 CONFIGS = [
@@ -77,19 +87,17 @@ def _compare(path: Path, configs: list[dict]) -> list[str]:
     failures = []
     for c, rep in zip(configs, reported):
         s = Settings(backend="llamacpp", n_ctx=c["n_ctx"], n_batch=c["n_batch"], n_ubatch=c["n_ubatch"],
-                     flash_attn=c["fa"], type_k=c["kv"], type_v=c["kv"])
+                     flash_attn=c["fa"], type_k=c["kv"], type_v=c["kv"], cpu_buffers=this_cpu_buffers())
         plan = solve(spec, None, cpu_machine(), s, suggest=False)
-        # llama.cpp reports the mmapped file and the CPU repack buffer separately; the planner counts
-        # each tensor's bytes once (the repacked copy replaces the tensor's mmapped pages).
+        # llama.cpp reports the mmapped file (its span) and each copy it makes for its CPU kernels apart
         got = {k: sum(i.bytes for i in plan.items if i.name in names)
-               for k, names in (("model", ("weights", "weights (CPU repack)")), ("KV", ("target KV",)),
-                                ("compute", ("compute",)))}
-        repack = sum(i.bytes for i in plan.items if i.name == "weights (CPU repack)")
-        if repack or rep.get("repack"):
-            err = abs(repack - rep.get("repack", 0.0))
-            if err > max(0.01 * rep.get("repack", 0.0), 0.006 * MIB):
-                failures.append(f"{path.name}: CPU repack planned {repack / MIB:.2f} MiB, llama.cpp {rep.get('repack', 0) / MIB:.2f} MiB")
-        for kind, tol in (("model", 0.01), ("KV", 0.01), ("compute", 0.10)):
+               for k, names in (("model", ("weights",)), ("repack", ("weights (CPU repack)",)),
+                                ("amx", ("weights (AMX)",)), ("KV", ("target KV",)), ("compute", ("compute",)),
+                                ("output", ("output buffer",)))}
+        for kind in ("repack", "amx"):
+            if abs(got[kind] - rep.get(kind, 0.0)) > max(0.01 * rep.get(kind, 0.0), 0.006 * MIB):
+                failures.append(f"{path.name}: {kind} planned {got[kind] / MIB:.2f} MiB, llama.cpp {rep.get(kind, 0) / MIB:.2f} MiB")
+        for kind, tol in (("model", 0.01), ("KV", 0.01), ("compute", 0.10), ("output", 0.01)):
             want = rep[kind]
             err = abs(got[kind] - want) / want
             if abs(got[kind] - want) > max(tol * want, 0.006 * MIB):  # the log prints 2 decimals of MiB

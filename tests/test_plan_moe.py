@@ -66,9 +66,15 @@ def test_solver_keeps_the_fewest_layers_experts_in_ram(qwen3_moe_config):
     # with one layer fewer in RAM the whole model no longer fits on the GPU: whole layers go instead
     tighter = _plan(qwen3_moe_config, gpu="rtx-3060-12g", ram=64, ctx=32768, n_cpu_moe=k - 1)
     assert tighter.settings.n_cpu_moe == k - 1 and tighter.settings.n_gpu_layers < 49
-    # the host holds exactly those layers' experts (plus the embeddings)
+    # the host holds exactly those layers' experts (plus the embeddings), in llama.cpp's one mmapped buffer
+    # spanning the file from token_embd to the last of them: the attention tensors between them count too
     g = mem.group_weights(p.model)
-    assert _on(p, "weights", "host") == sum(g.per_layer_exps[:k]) + g.embd + g.other
+    names = [t.name for t in p.model.tensors]
+    first = names.index("token_embd.weight")
+    last = max(i for i, t in enumerate(p.model.tensors) if t.layer == k - 1 and mem.is_expert_tensor(t.name))
+    span = sum(t.n_bytes for t in p.model.tensors[first:last + 1])
+    assert span > sum(g.per_layer_exps[:k]) + g.embd + g.other
+    assert _on(p, "weights", "host") == span
 
 
 def test_fixed_n_cpu_moe_is_kept_and_slows_decoding(qwen3_moe_config):

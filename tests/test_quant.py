@@ -288,3 +288,23 @@ def test_predict_tensors_matches_llama_cpp_quantiser(ftype, quantised_smollm2):
     assert not wrong, f"{ftype}: (llama.cpp, predicted) types differ: {dict(list(wrong.items())[:6])}"
     total_real, total_pred = sum(v[1] for v in real.values()), sum(v[1] for v in pred.values())
     assert abs(total_pred - total_real) <= 0.01 * total_real
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ftype", ["Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_M"])
+def test_gqa4_mix_matches_llama_cpp_quantiser(tmp_path, ftype):
+    """A Mistral-7B-shaped tiny model (4 query heads per KV head, 256-wide rows so K-quants need no
+    fallback): the GQA >= 4 branches of the mix (attn_v raised to Q4_K at Q2_K) that SmolLM2's 3 do not reach."""
+    import dataclasses
+
+    from tiny_models import _quantize, make_tiny_gguf
+
+    from homespec.formats.gguf import read_gguf_header
+    from homespec.formats.gguf_model import model_spec_from_gguf
+
+    src = make_tiny_gguf(tmp_path / "f32.gguf", n_layer=8, n_embd=256, n_head=8, n_head_kv=2, n_ff=512, tied=False)
+    dst = tmp_path / f"{ftype}.gguf"
+    _quantize(src, dst, ftype)
+    real = {t.name: (t.ggml_type, t.n_bytes) for t in read_gguf_header(dst).tensors}
+    spec = dataclasses.replace(model_spec_from_gguf(read_gguf_header(src)), tensors=None)
+    assert {t.name: (t.ggml_type, t.n_bytes) for t in predict_tensors(spec, ftype, imatrix=False)} == real

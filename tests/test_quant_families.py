@@ -22,11 +22,12 @@ CASES = [
     ("qwen3moe", dict(WIDE, n_head=4, head_dim=64, n_layer=8, n_expert=8)),  # Mixtral-style 8 experts
     ("deepseek2", dict(WIDE, n_ff=512, n_layer=4)),
     ("gpt-oss", dict(WIDE, n_head=4, head_dim=64)),
+    ("glm4", dict(n_embd=256, n_ff=512, n_head=4, head_dim=64, n_layer=8)),  # dense: fused 2 x n_ff ffn_up
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family,shape", CASES, ids=["qwen3moe", "qwen3moe-8x", "deepseek2", "gpt-oss"])
+@pytest.mark.parametrize("family,shape", CASES, ids=["qwen3moe", "qwen3moe-8x", "deepseek2", "gpt-oss", "glm4"])
 @pytest.mark.parametrize("ftype", ["Q4_K_M", "Q3_K_M", "MXFP4_MOE"])
 def test_predicted_types_match_llamacpp_quantize(tmp_path, family, shape, ftype):
     from tiny_families import make_family_gguf

@@ -41,6 +41,7 @@ FAMILIES: dict[str, ModelSpec] = {
     "deepseek2": _base("deepseek2", n_layer=3, n_expert=4, n_expert_used=2, n_ff_exp=32, n_expert_shared=1,
                        n_layer_dense_lead=1, kv_lora_rank=32, q_lora_rank=24, qk_rope_head_dim=16,
                        qk_nope_head_dim=16, v_head_dim=16),
+    "glm4": _base("glm4", n_layer=3),
     "glm4moe": _base("glm4moe", n_layer=3, n_expert=4, n_expert_used=2, n_ff_exp=32, n_expert_shared=1,
                      n_layer_dense_lead=1),
     "llama4": _base("llama4", n_expert=4, n_expert_used=1, n_ff_exp=32, moe_every=2, sliding_window=8192,

@@ -34,6 +34,10 @@ def plan(
     n_cpu_moe: Annotated[Optional[int], typer.Option("--n-cpu-moe", help="MoE: keep the routed experts of the first N layers in RAM (llama.cpp --n-cpu-moe). Default: the solver chooses.")] = None,
     parallel: Annotated[int, typer.Option("--parallel", "-np", help="Sequences served at once, each with --ctx tokens of KV (llama-server -np).")] = 1,
     swa_full: Annotated[bool, typer.Option("--swa-full", help="Sliding-window layers keep the whole context (llama.cpp --swa-full).")] = False,
+    max_parallel: Annotated[bool, typer.Option("--max-parallel", help="Plan the most sequences of --ctx tokens that fit (how many users at this context), the draft's KV per sequence included.")] = False,
+    remote: Annotated[Optional[list[str]], typer.Option("--remote", help="Another machine's GPUs, served by llama.cpp's RPC backend: GPU[,GPU...]@HOST[:PORT] (catalogue names; repeat per machine), e.g. --remote 3090@host2 --remote m3-ultra-96@mac.")] = None,
+    link: Annotated[Optional[str], typer.Option("--link", help="The network to the --remote machines: 1gbe (default), 2.5gbe, 5gbe, 10gbe, 25gbe, tb4, tb5, or a line rate in Gbit/s.")] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="--emit vllm: the share of each GPU vLLM may use (its KV capacity is reported at it).")] = 0.9,
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
@@ -43,7 +47,7 @@ def plan(
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
                   draft_topk=draft_topk, ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel,
-                  swa_full=swa_full)
+                  swa_full=swa_full, max_parallel=max_parallel, remote=tuple(remote or ()), link=link)
     for note in p.notes:
         if note.startswith("warning: "):  # an assumption the user should know of, also with --json
             print(note, file=sys.stderr)
@@ -51,7 +55,7 @@ def plan(
     if emit:
         from homespec.plan.emit import emit as emit_command
 
-        emitted = emit_command(p, emit, model, draft)
+        emitted = emit_command(p, emit, model, draft, gpu_memory_utilization=gpu_memory_utilization)
         for note in emitted.notes:  # what the command still needs before it runs as printed
             print(f"warning: {note}", file=sys.stderr)
     if json_out:

@@ -28,7 +28,8 @@ ARCHS = {
     "Mistral3ForConditionalGeneration": "llama", "SmolLM3ForCausalLM": "smollm3", "OlmoForCausalLM": "olmo",
     "Olmo2ForCausalLM": "olmo2", "Cohere2ForCausalLM": "cohere2", "Exaone4ForCausalLM": "exaone4",
     "Qwen3NextForCausalLM": "qwen3next", "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
-    "GptOssForCausalLM": "gpt-oss", "Glm4MoeForCausalLM": "glm4moe", "CohereForCausalLM": "command-r",
+    "GptOssForCausalLM": "gpt-oss", "Glm4ForCausalLM": "glm4", "Glm4MoeForCausalLM": "glm4moe",
+    "CohereForCausalLM": "command-r",
     "Llama4ForConditionalGeneration": "llama4", "Llama4ForCausalLM": "llama4",
     "Qwen3_5MoeForConditionalGeneration": "qwen35moe", "Qwen3_5ForConditionalGeneration": "qwen35",
 }

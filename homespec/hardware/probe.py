@@ -5,6 +5,7 @@ from __future__ import annotations
 from homespec.errors import HomespecError
 from homespec.hardware.apple import SysctlReading, catalogue_id, gpu_from_sysctl, read_sysctl
 from homespec.hardware.cpu import read_host
+from homespec.hardware.isa import apple_features, cpu_flags, llama_features
 from homespec.hardware.nvidia import gpus_from_nvml, read_nvml
 from homespec.types import GPU, Machine
 
@@ -33,6 +34,7 @@ def probe() -> Machine:
         cpu_cores=host.cpu_cores,
         os=host.os,
         source="probe",
+        cpu_features=apple_features(apple.chip) if apple is not None else llama_features(cpu_flags()),
     )
 
 

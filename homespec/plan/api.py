@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from homespec.errors import UsageError
+from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
+from homespec.plan.network import link_from_arg
+from homespec.plan.parallel import most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
-from homespec.types import ModelSpec
+from homespec.types import Machine, ModelSpec
 
 # The chain an MTP draft proposes per step when --draft-depth is not given (homespec's default): the
 # layers are trained to predict one token ahead, so a long chain of them loses acceptance fast.
@@ -62,9 +65,14 @@ def make_plan(
     n_cpu_moe: int | None = None,
     parallel: int = 1,
     swa_full: bool = False,
+    max_parallel: bool = False,
+    remote: tuple[str, ...] = (),
+    link: str | None = None,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
-    the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU)."""
+    the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
+    the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `remote`:
+    other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`."""
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
 
@@ -83,7 +91,15 @@ def make_plan(
         raise UsageError(f"exllamav2 has no '{kv_type}' cache", hint="use --kv-type f16, q8, q6 or q4")
     if be == "exl2" and target.format not in ("exl2", "catalogue", "hf"):
         raise UsageError(f"the exl2 backend cannot run a {target.format} file", hint="use --backend llamacpp for GGUF files")
-    machine = machine_from_args(gpu, ram)
+    machine = machine_from_args(gpu, ram, tuple(remote))
+    if link is not None:
+        if not remote:
+            raise UsageError("--link is the network to other machines, and no --remote names one",
+                             hint="add --remote GPU@HOST, or drop --link")
+        link_from_arg(link)  # checked here, once
+        machine = replace(machine, link=link)
+    if remote and be != "llamacpp":
+        raise UsageError(f"the {be} backend runs on one machine", hint="plan several machines with --backend llamacpp")
     if head is not None and head.kind == "mtp":
         # MTP layers draft a chain (llama.cpp draft-mtp): top-k 1, MTP_DEPTH tokens unless asked
         draft_topk, draft_depth = 1, MTP_DEPTH if draft_depth is None else draft_depth
@@ -91,11 +107,30 @@ def make_plan(
     settings = Settings(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
-        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe,
+        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
     )
+    if max_parallel and parallel != 1:
+        raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")
     plan = _solve(target, head, machine, settings, calibrate)
+    if max_parallel:
+        plan = most_sequences(target, head, machine, plan).plan
     notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
     return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+
+
+def cpu_buffers_for(machine: Machine) -> str:
+    """How the llama.cpp that runs the plan loads weights in RAM (homespec.plan.cpu_buffers): with its
+    extra buffer types unless HOMESPEC_LLAMA_AMX=off; AMX among them where the CPU has it and the build its
+    kernels: a default (-march=native) build does, the one scripts/setup.sh installs where AMX crashes
+    (variant `*-noamx`) does not. A crash of a build homespec did not make is found at load, not here."""
+    choice = amx_choice()
+    if choice == "off":
+        return "none"
+    if "AMX_INT8" not in machine.cpu_features or choice == "on":
+        return "amx" if "AMX_INT8" in machine.cpu_features else "repack"
+    if machine.source == "probe" and installed_variant()[0].endswith("-noamx"):
+        return "repack"
+    return "amx"
 
 
 def _unified_limit_note(plan: Plan) -> str | None:

@@ -57,6 +57,7 @@ class Device:
     fp16_tflops: float | None = None
     unified: bool = False  # shares the machine's RAM (Apple Silicon, Strix Halo, DGX Spark); the host too
     limit: str = ""  # what sets a unified GPU's capacity ("Metal working set", ...)
+    remote: str = ""  # the other machine ("host[:port]") whose ggml-rpc-server serves this GPU; "" = this one
 
     @property
     def is_gpu(self) -> bool:
@@ -105,6 +106,13 @@ def unified_limit(gpu: GPU) -> str:
     return "the pool: CUDA allocates from RAM"
 
 
+def _capacity(g: GPU, pool: int) -> int:
+    """A unified GPU of this machine shares its pool; a remote one (an RPC server's Mac) its own machine's."""
+    if not g.unified:
+        return gpu_capacity(g)
+    return min(gpu_capacity(g), host_usable(g.total_bytes) if g.remote else pool)
+
+
 def devices_for(machine: Machine) -> tuple[Device, ...]:
     """GPUs first (gpu0..), then the host.
 
@@ -116,19 +124,20 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
     out = [
         Device(
             id=f"gpu{i}",
-            name=g.name,
-            capacity_bytes=min(gpu_capacity(g), pool) if g.unified else gpu_capacity(g),
+            name=f"{g.name} @{g.remote}" if g.remote else g.name,
+            capacity_bytes=_capacity(g, pool),
             bandwidth_gbs=g.bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS,
             vendor=g.vendor,
             fp16_tflops=g.fp16_tflops,
-            unified=g.unified,
+            unified=g.unified and not g.remote,
             limit=unified_limit(g) if g.unified else "",
+            remote=g.remote,
         )
         for i, g in enumerate(machine.gpus)
     ]
-    unified = any(g.unified for g in machine.gpus)
+    unified = any(g.unified and not g.remote for g in machine.gpus)
     host_bw = machine.ram_bandwidth_gbs or (
-        out[0].bandwidth_gbs if unified and out else min(DEFAULT_HOST_BANDWIDTH_GBS, PER_CORE_BANDWIDTH_GBS * host_cores(machine))
+        next(d.bandwidth_gbs for d in out if d.unified) if unified else min(DEFAULT_HOST_BANDWIDTH_GBS, PER_CORE_BANDWIDTH_GBS * host_cores(machine))
     )
     out.append(
         Device(

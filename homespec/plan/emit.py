@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homespec.errors import UsageError
+from homespec.plan.emit_remote import (ray_commands, remotes, rpc_flags, rpc_notes, rpc_server_commands,
+                                       vllm_parallel_flags)
 from homespec.plan.fit import Plan
+from homespec.plan.vllm_kv import DEFAULT_UTILIZATION, vllm_kv
 from homespec.types import DraftSpec, ModelSpec
 
 TARGETS = ("llama-server", "vllm")
@@ -23,10 +26,11 @@ TARGETS = ("llama-server", "vllm")
 # tests/data/llama_server_flags.txt, the flags of llama.cpp's common/arg.cpp as vendored in
 # llama-cpp-python 0.3.36 (where --draft-max is removed in favour of --spec-draft-n-max).
 LLAMA_SERVER_FLAGS = ("-m", "--model-url", "-c", "-ngl", "-ub", "-fa", "--cache-type-k", "--cache-type-v",
-                      "--tensor-split", "--n-cpu-moe", "--cpu-moe", "--swa-full", "-np", "--spec-draft-model",
+                      "--tensor-split", "--rpc", "--n-cpu-moe", "--cpu-moe", "--swa-full", "-np", "--spec-draft-model",
                       "--spec-draft-ngl", "--spec-draft-n-max", "--spec-type")
-VLLM_FLAGS = ("--tokenizer", "--max-model-len", "--tensor-parallel-size", "--enable-expert-parallel", "--max-num-seqs",
-              "--kv-cache-dtype", "--speculative-config")
+VLLM_FLAGS = ("--tokenizer", "--max-model-len", "--tensor-parallel-size", "--pipeline-parallel-size",
+              "--distributed-executor-backend", "--enable-expert-parallel", "--max-num-seqs", "--kv-cache-dtype",
+              "--gpu-memory-utilization", "--speculative-config")
 
 UNQUANTISED = ("F32", "F16", "BF16")
 GGUF_PLUGIN = ("vLLM reads GGUF weights only through the vllm-gguf-plugin (`pip install vllm-gguf-plugin`; "
@@ -40,16 +44,29 @@ class Emitted:
     target: str
     command: str
     notes: tuple[str, ...] = ()
+    info: tuple[str, ...] = ()  # what the engine will make of the plan (vLLM's KV capacity), not a to-do
+    kv_capacity: dict | None = None
+    # A plan over several machines: (machine, command) to run there first (ggml-rpc-server, ray start).
+    remote_commands: tuple[tuple[str, str], ...] = ()
 
     def text(self) -> str:
-        return "".join(f"# {n}\n" for n in self.notes) + self.command
+        head = "".join(f"# {n}\n" for n in (*self.notes, *self.info))
+        if not self.remote_commands:
+            return head + self.command
+        first = "".join(f"# on {where}:\n{cmd}\n" for where, cmd in self.remote_commands)
+        return head + first + "# then, on this machine:\n" + self.command
 
     def as_json(self) -> dict:
-        return {"target": self.target, "command": self.command, "notes": list(self.notes)}
+        out = {"target": self.target, "command": self.command, "notes": list(self.notes)}
+        if self.remote_commands:
+            out["remote_commands"] = [{"machine": w, "command": c} for w, c in self.remote_commands]
+        return out | ({"info": list(self.info), "kv_capacity": self.kv_capacity} if self.info else {})
 
 
-def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str | None = None) -> Emitted:
-    """The `target` command for `plan`; `model_arg`/`draft_arg` are the user's --model/--draft spellings."""
+def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str | None = None, *,
+         gpu_memory_utilization: float = DEFAULT_UTILIZATION) -> Emitted:
+    """The `target` command for `plan`; `model_arg`/`draft_arg` are the user's --model/--draft spellings;
+    `gpu_memory_utilization` the share of each GPU vLLM takes (its KV capacity is reported at it)."""
     if target not in TARGETS:
         raise UsageError(f"unknown --emit target '{target}'", hint="use --emit llama-server or --emit vllm")
     notes: list[str] = []
@@ -57,9 +74,20 @@ def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str |
         from homespec.plan.render import verdict_line
 
         notes.append(f"the plan does not fit, so this command cannot load as planned: {verdict_line(plan)}")
-    build = _llama_server if target == "llama-server" else _vllm
-    cmd, more = build(plan, model_arg, draft_arg)
-    return Emitted(target, shlex.join(cmd), tuple(notes + more))
+    if target == "llama-server":
+        cmd, more = _llama_server(plan, model_arg, draft_arg)
+        return Emitted(target, shlex.join(cmd), tuple(notes + more + rpc_notes(plan)),
+                       remote_commands=rpc_server_commands(plan))
+    if not 0.05 <= gpu_memory_utilization <= 1.0:
+        raise UsageError(f"--gpu-memory-utilization {gpu_memory_utilization:g} is out of range",
+                         hint="give the share of each GPU vLLM may use, between 0.05 and 1 (vLLM's default 0.9)")
+    cmd, more = _vllm(plan, model_arg, draft_arg)
+    if gpu_memory_utilization != DEFAULT_UTILIZATION:
+        cmd[3:3] = ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
+    kv = vllm_kv(plan, gpu_memory_utilization)
+    info = (kv.line(),) if kv is not None else ()
+    ray = ray_commands(plan) if remotes(plan) else ()
+    return Emitted(target, shlex.join(cmd), tuple(notes + more), info, kv.as_json() if kv is not None else None, ray)
 
 
 # --- llama-server ------------------------------------------------------------------------------
@@ -73,6 +101,7 @@ def _llama_server(plan: Plan, model_arg: str | None, draft_arg: str | None) -> t
            "--cache-type-v", s.type_v]
     if len(s.layer_split) > 1:
         cmd += ["--tensor-split", ",".join(str(n) for n in s.layer_split)]
+    cmd += rpc_flags(plan)  # other machines' GPUs: first in llama.cpp's device order, as in the split
     cmd += _family_flags(plan)
     d = plan.draft
     if d is not None and d.kind == "mtp":
@@ -217,7 +246,11 @@ def _vllm(plan: Plan, model_arg: str | None, draft_arg: str | None) -> tuple[lis
     s = plan.settings
     model, extra, notes = _vllm_target(plan.model, model_arg)
     cmd = ["vllm", "serve", model, *extra, "--max-model-len", str(s.n_ctx)]
-    if len(plan.machine.gpus) > 1:
+    if remotes(plan):
+        flags, more = vllm_parallel_flags(plan)
+        cmd += flags
+        notes += more
+    elif len(plan.machine.gpus) > 1:
         cmd += ["--tensor-parallel-size", str(len(plan.machine.gpus))]
         if plan.model.is_moe:
             cmd.append("--enable-expert-parallel")  # experts spread over the GPUs, attention tensor-parallel

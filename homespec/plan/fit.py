@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
+from homespec.plan.network import Network
 from homespec.plan.place import DeviceUse, placer
 from homespec.plan.settings import Settings, check_settings
-from homespec.plan.speed import Estimate, estimate, scaled
+from homespec.plan.speed import Estimate, estimate, scaled, stage_seconds
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 FITS = "fits"
@@ -35,6 +36,7 @@ class Plan:
     offloaded_layers: int  # target layers left on the host
     suggestions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    network: Network | None = None  # the links to other machines' GPUs, when the plan spans machines
 
     @property
     def total_bytes(self) -> int:
@@ -74,8 +76,6 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         verdict = FITS if offloaded == 0 and not output_on_host and not experts_in_ram else FITS_OFFLOADED
     else:
         verdict = NO_FIT
-    if output_on_host and offloaded == 0:
-        notes.append("the output layer stays on the CPU (-ngl equal to the layer count); its matmul runs there")
     notes += _family_notes(model, s, s2, bool(machine.gpus))
     if s.n_ctx > model.n_ctx_train > 0:
         notes.append(f"--ctx {s.n_ctx} exceeds the model's trained context {model.n_ctx_train}")
@@ -91,7 +91,9 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
         notes.append(f"a {n}-node draft tree (--draft-tokens {n}) is estimated at {est.faster_spec_tokens_per_s:,.1f} tok/s "
                      f"here, against {est.spec_tokens_per_s:,.1f} with the {s2.tree_tokens} nodes budgeted")
     uses = lay.uses
-    plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes))
+    if lay.network is not None:
+        notes.append(_network_note(lay, est, host_cores(machine)))
+    plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes), lay.network)
     if not suggest:
         return plan
     from homespec.plan.suggest import no_pay_note, suggestions
@@ -99,6 +101,18 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     note = no_pay_note(plan)
     return replace(plan, suggestions=tuple(suggestions(plan)) if verdict != FITS else (),
                    notes=(*notes, note) if note else plan.notes)
+
+
+def _network_note(lay, est: Estimate, cores: int) -> str:
+    """What the network costs a token, and the rate a full pipeline of sequences could reach."""
+    net = lay.network
+    where = ", ".join(f"{h.remote} ({h.layers} layers on {'+'.join(h.devices)})" for h in net.hops)
+    slowest = max(stage_seconds(ld, 1, cores) for ld in lay.loads)
+    return (f"network: {len(net.hops)} remote machine(s) over {net.link.name}: {where}; "
+            f"{net.bytes_per_token():,} bytes and {net.seconds(1) * 1e3:.2f} ms per token "
+            f"({net.seconds(est.tree_tokens or 1) * 1e3:.2f} ms to verify {est.tree_tokens or 1} tokens); "
+            f"one sequence decodes through every stage in turn, several in flight at most "
+            f"{1 / slowest:,.1f} tok/s (the slowest stage with its transfers)")
 
 
 def _family_notes(model: ModelSpec, asked: Settings, solved: Settings, gpus: bool) -> list[str]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from homespec.errors import UsageError
+from homespec.hardware.isa import apple_features
 from homespec.types import GPU, Machine
 
 GIB = 1 << 30
@@ -12,11 +14,12 @@ _KEYWORDS = ("auto", "none", "cpu")
 _GPU_HINT = "use --gpu auto (probe this machine), --gpu none (CPU only), or catalogue names such as --gpu 4090,3090"
 
 
-def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None) -> Machine:
+def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None, remotes: tuple[str, ...] = ()) -> Machine:
     """`auto` probes this machine; `none`/`cpu` plans for the CPU alone; otherwise a comma list of
     catalogue GPU names (`4090`, `4090,3090`, `m3-ultra-512`), with this machine's RAM unless
     --ram says otherwise (a named Mac brings its own unified memory). None means `auto`; an empty
-    string is a mistake, never a silent probe."""
+    string is a mistake, never a silent probe. `remotes` (`--remote 3090@host2`) adds other machines'
+    GPUs, served by llama.cpp's RPC backend: they come first, as llama.cpp puts RPC devices first."""
     from homespec.hardware.probe import probe
 
     arg = "auto" if gpu_arg is None else gpu_arg.strip()
@@ -31,7 +34,7 @@ def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None) -> Mach
     if ram_gib is not None:
         if not 0.5 <= ram_gib <= 65536:
             raise UsageError(f"--ram {ram_gib} GiB is out of range", hint="give the machine's RAM in GiB, e.g. --ram 64")
-        chip = next((g for g in m.gpus if g.unified and g.source == "catalogue"), None)
+        chip = next((g for g in m.gpus if g.unified and g.source == "catalogue" and not g.remote), None)
         if chip is not None and ram_gib * GIB > chip.total_bytes:
             more = "a Mac with more, e.g. --gpu m3-ultra-512" if chip.vendor == "apple" else "a machine with more memory"
             raise UsageError(
@@ -39,7 +42,39 @@ def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None) -> Mach
                 hint=f"drop --ram (a named unified-memory machine brings its memory), or name {more}",
             )
         m = replace(m, ram_bytes=int(ram_gib * GIB), ram_free_bytes=None)
+    if remotes:
+        far = remote_gpus(remotes)
+        m = replace(m, gpus=tuple(replace(g, index=i) for i, g in enumerate((*far, *m.gpus))))
     return m
+
+
+REMOTE_HINT = "give each other machine as GPU[,GPU...]@HOST[:PORT], e.g. --remote 3090@host2 --remote m3-ultra-96@mac"
+DEFAULT_RPC_PORT = 50052  # ggml-rpc-server's default port (tools/rpc/rpc-server.cpp, rpc_server_params)
+
+
+def remote_gpus(specs: tuple[str, ...]) -> tuple[GPU, ...]:
+    """The GPUs of other machines, `NAMES@HOST[:PORT]` each (catalogue names, one machine per spec), in the
+    order given: the order of llama-server's --rpc list, which is llama.cpp's device order."""
+    from homespec.catalog import load_catalog
+
+    cat, out, seen = load_catalog(), [], set()
+    for spec in specs:
+        names, at, where = spec.strip().partition("@")
+        host, _, port = where.partition(":")
+        if not at or not names.strip() or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.\-_]*", host) or \
+                (port and not (port.isdigit() and 0 < int(port) < 65536)):
+            raise UsageError(f"--remote '{spec}' is not GPUs@HOST[:PORT]", hint=REMOTE_HINT)
+        address = f"{host}:{port or DEFAULT_RPC_PORT}"
+        if address in seen:
+            raise UsageError(f"--remote names {address} twice", hint="list all of a machine's GPUs in one --remote: 3090,3090@host2")
+        seen.add(address)
+        labels = [n.strip() for n in names.split(",")]
+        if any(n.lower() in _KEYWORDS or not n for n in labels):
+            raise UsageError(f"--remote '{spec}' needs catalogue GPU names before the @", hint=REMOTE_HINT)
+        gpus = tuple(replace(cat.gpu(n), remote=address) for n in labels)
+        check_one_machine(gpus, labels)
+        out += gpus
+    return tuple(out)
 
 
 def _catalogue_machine(arg: str, host: Machine) -> Machine:
@@ -57,6 +92,8 @@ def _catalogue_machine(arg: str, host: Machine) -> Machine:
     m = replace(host, gpus=gpus, ram_free_bytes=None, source="catalogue")
     if gpus[0].unified:  # a unified chip's GPU memory is its RAM, and its memory bandwidth the CPU's too
         m = replace(m, ram_bytes=gpus[0].total_bytes, ram_bandwidth_gbs=gpus[0].bandwidth_gbs)
+    if gpus[0].vendor == "apple":  # the Mac's own cores, not this machine's
+        m = replace(m, cpu_features=apple_features(gpus[0].name))
     return m
 
 

@@ -161,27 +161,6 @@ def active_params(model: ModelSpec) -> int:
     return int(g.n_params - g.n_params_exps * (1.0 - active_fraction(model)))
 
 
-# llama.cpp's CPU backend keeps an interleaved copy of these layer weights for its AVX2/NEON
-# GEMM kernels ("CPU_REPACK model buffer", ggml-cpu/repack.cpp: q4_0_8x8, q4_K_8x8, iq4_nl_8x8),
-# for matrices whose row count is a multiple of 8; token_embd (a row lookup) is never repacked.
-CPU_REPACK_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
-
-
-@_by_identity
-def _repack_per_layer(model: ModelSpec) -> tuple[int, ...]:
-    out = [0] * model.n_layer
-    for t in model.tensors or ():
-        if (t.layer is not None and 0 <= t.layer < model.n_layer and t.ggml_type in CPU_REPACK_TYPES
-                and len(t.shape) == 2 and t.shape[1] % 8 == 0):
-            out[t.layer] += t.n_bytes
-    return tuple(out)
-
-
-def cpu_repack_bytes(model: ModelSpec, host_layers: set[int]) -> int:
-    per_layer = _repack_per_layer(model)
-    return sum(per_layer[i] for i in host_layers if 0 <= i < model.n_layer)
-
-
 def torch_weight_bytes(model: ModelSpec, dtype_bytes: int) -> int:
     """The torch backend dequantises every weight to one float dtype."""
     return group_weights(model).n_params * dtype_bytes
@@ -286,7 +265,7 @@ def _torch_bytes(s: Settings) -> int:
 # --- compute buffers -------------------------------------------------------------------------
 
 
-def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) -> int:
+def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool, backend: str = "cpu") -> int:
     """llama.cpp's compute buffer on one device: the graph allocator's peak for one ubatch.
 
     The allocator reuses memory, so the peak is the largest of three phases plus the two hidden
@@ -295,8 +274,8 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
       * FFN: gate and up activations, 2 x u x n_ff f32;
       * attention. Without flash attention the score matrix n_head x u x n_ctx f32 plus its f32
         mask (n_ctx x u), a transposed f16 copy of V and the u x n_head x head_dim result; with
-        flash attention only the f16 mask, the result, and an f16 copy of K/V when the cache is
-        quantised.
+        flash attention the f16 mask and the result, plus what the device's flash-attention node adds
+        (fa_scratch_bytes: f16 copies of one layer's K and V on CUDA and Metal, none on the CPU).
     u = min(n_ubatch, n_batch, n_ctx): llama.cpp caps the batch at the context. Checked against
     llama.cpp 0.3.36's own "compute buffer size" lines (tests/test_plan_llamacpp.py).
     """
@@ -308,12 +287,31 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool) ->
     ffn = _ffn_phase(model, s, u, n_ctx)
     result = u * model.n_head * hd_v * 4
     if s.flash_attn:
-        attn = n_ctx * u * 2 + result
-        if s.type_k not in ("f16", "bf16", "f32"):
-            attn += n_ctx * model.n_head_kv * (model.head_dim + hd_v) * 2
+        attn = n_ctx * u * 2 + result + fa_scratch_bytes(model, s, n_ctx, u, backend)
     else:
         attn = model.n_head * u * n_ctx * 4 + n_ctx * u * 4 + n_ctx * model.n_head_kv * hd_v * 2 + result
     return max(logits, ffn, attn) + hidden
+
+
+def fa_scratch_bytes(model: ModelSpec, s: Settings, n_ctx: int, u: int, backend: str) -> int:
+    """What a backend's flash-attention node allocates beyond its result, in the compute buffer.
+
+    * "cuda" (CUDA, HIP): the tile and MMA kernels (every batch of more than a few tokens) read f16, so
+      the node of a K or V cache in another type also holds that cache's f16 copy for one layer
+      (ggml-cuda/fattn.cu, ggml_cuda_flash_attn_ext_get_alloc_size).
+    * "metal": f16 copies of K and V are reserved whatever the cache type ("always reserve the temp
+      buffer to avoid graph reallocations"), plus the per-workgroup partial results of min(u, 32) rows
+      x n_head x 32 workgroups x (head_dim_v + 2) f32 (ggml-metal-ops.cpp, flash_attn_ext_extra_*).
+    * "cpu": none; its kernel converts rows in its own work buffer. Measured: llama.cpp's CPU compute
+      buffer is the same for f16 and q8_0 caches at 8,192 to 262,144 cells."""
+    hd_v = model.head_dim_v or model.head_dim
+    k_f16 = n_ctx * model.n_head_kv * model.head_dim * 2
+    v_f16 = n_ctx * model.n_head_kv * hd_v * 2
+    if backend == "cuda":
+        return (k_f16 if s.type_k != "f16" else 0) + (v_f16 if s.type_v != "f16" else 0)
+    if backend == "metal":
+        return k_f16 + v_f16 + 4 * min(u, 32) * model.n_head * 32 * (hd_v + 2)
+    return 0
 
 
 def _ffn_phase(model: ModelSpec, s: Settings, u: int, n_ctx: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 
-ITEM_ORDER = ("weights", "weights (CPU repack)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "tree scratch", "draft embeddings", "reserve")
+ITEM_ORDER = ("weights", "weights (CPU repack)", "weights (AMX)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "output buffer", "tree scratch", "draft embeddings", "reserve")
 
 
 def gib(n: int) -> str:
@@ -91,7 +91,7 @@ def to_json(plan: Plan) -> dict:
         "suggestions": list(plan.suggestions),
         "notes": list(plan.notes),
         "message": verdict_line(plan),
-    }
+    } | ({"network": plan.network.as_json()} if plan.network is not None else {})
 
 
 def _family_json(m) -> dict:

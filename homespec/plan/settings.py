@@ -16,6 +16,7 @@ QUANTISED_KV_TYPES = frozenset(KV_TYPES) - FLOAT_KV_TYPES
 EXL2_CACHE = {"f16": "fp16", "fp16": "fp16", "q8_0": "q8", "q8": "q8", "q6": "q6", "q4_0": "q4", "q4": "q4"}
 
 MAX_CTX = 1 << 24  # 16M tokens: beyond any model's trained context; larger is a typo
+MAX_SEQ = 256  # sequences served at once (--parallel): llama.cpp's LLAMA_MAX_SEQ
 
 # The defaults of `homespec plan` and of a run (generate, chat, bench): one copy, so the default plan
 # is the plan of the default run.
@@ -61,7 +62,7 @@ class Settings:
     flash_attn: bool = True
     n_ubatch: int = DEFAULT_BATCH
     # Logical batch (the most tokens per decode call): what a run starts llama.cpp with,
-    # max(512, n_ubatch) (homespec.session.load); the buffers scale with n_ubatch only.
+    # max(512, n_ubatch) (homespec.engine.assemble); the buffers scale with n_ubatch only.
     n_batch: int = DEFAULT_BATCH
     # Speculation: the draft tree verified per step (nodes incl. the root) and its shape.
     tree_tokens: int = GPU_DRAFT[2]
@@ -81,6 +82,9 @@ class Settings:
     # MoE: the first n_cpu_moe layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N);
     # None = the solver chooses, and the solved settings carry its choice.
     n_cpu_moe: int | None = None
+    # How llama.cpp loads weights in RAM (homespec.plan.cpu_buffers): "repack" (its extra buffer types
+    # without AMX kernels), "amx" (a build with them, on a CPU with AMX), "none" (use_extra_bufts off).
+    cpu_buffers: str = "repack"
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
@@ -94,8 +98,8 @@ def check_settings(s: Settings) -> None:
         raise UsageError(f"context {s.n_ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
     if s.n_ubatch < 1 or s.n_ubatch > 65536:
         raise UsageError(f"ubatch {s.n_ubatch} is out of range", hint="use --ubatch between 1 and 65536 (default 512)")
-    if s.n_seq < 1 or s.n_seq > 256:
-        raise UsageError(f"--parallel {s.n_seq} is out of range", hint="use --parallel between 1 and 256 (default 1)")
+    if s.n_seq < 1 or s.n_seq > MAX_SEQ:
+        raise UsageError(f"--parallel {s.n_seq} is out of range", hint=f"use --parallel between 1 and {MAX_SEQ} (default 1)")
     if s.n_cpu_moe is not None and s.n_cpu_moe < 0:
         raise UsageError(f"--n-cpu-moe {s.n_cpu_moe} is negative", hint="use --n-cpu-moe 0 (all experts on the GPU) or more")
     if s.tree_tokens < 1 or s.tree_tokens > 4096:

@@ -56,6 +56,10 @@ class DeviceLoad:
     moe_layers: int = 0  # MoE layers whose routing runs on this device
     expert_bytes: int = 0  # routed-expert bytes resident on this device
     expert_share: float = 1.0  # n_expert_used / n_expert: the share one token reads
+    # The network to and from this device's machine when it is another one (homespec.plan.network): a fixed
+    # cost per forward (round trips) and a cost per token of the forward (activations both ways).
+    link_fixed_s: float = 0.0
+    link_per_token_s: float = 0.0
 
     def bytes_for(self, tokens: int) -> float:
         """Bytes one forward over `tokens` tokens reads. Each token picks its own experts: under
@@ -97,19 +101,23 @@ def _device_flops(d: Device, cpu_cores: int) -> float:
     return max(1, cpu_cores) * CPU_FLOPS_PER_CORE
 
 
+def stage_seconds(ld: DeviceLoad, tokens: int, cpu_cores: int) -> float:
+    """One device's part of a forward over `tokens` tokens, the network to its machine included."""
+    eff = BANDWIDTH_EFFICIENCY.get(ld.device.vendor, 0.6)
+    t_mem = ld.bytes_for(tokens) / (ld.device.bandwidth_gbs * 1e9 * eff)
+    t_tok = ld.flops_per_token / _device_flops(ld.device, cpu_cores)
+    if ld.device.is_gpu:
+        t = max(t_mem, t_tok * tokens)  # roofline: memory-bound until the ridge point
+    else:
+        t = max(t_mem, t_tok) + t_tok * (tokens - 1)  # CPUs pay each extra token's dot products
+    t += ld.switches * SWITCH_OVERHEAD_S + (ld.moe_layers * MOE_LAYER_OVERHEAD_S if ld.device.is_gpu else 0.0)
+    return t + ld.link_fixed_s + ld.link_per_token_s * tokens
+
+
 def forward_seconds(loads: list[DeviceLoad], tokens: int, cpu_cores: int) -> float:
     """Time of one target forward over `tokens` tokens: devices run one after another (a layer
     split is a pipeline of one request)."""
-    total = 0.0
-    for ld in loads:
-        eff = BANDWIDTH_EFFICIENCY.get(ld.device.vendor, 0.6)
-        t_mem = ld.bytes_for(tokens) / (ld.device.bandwidth_gbs * 1e9 * eff)
-        t_tok = ld.flops_per_token / _device_flops(ld.device, cpu_cores)
-        if ld.device.is_gpu:
-            total += max(t_mem, t_tok * tokens)  # roofline: memory-bound until the ridge point
-        else:
-            total += max(t_mem, t_tok) + t_tok * (tokens - 1)  # CPUs pay each extra token's dot products
-        total += ld.switches * SWITCH_OVERHEAD_S + (ld.moe_layers * MOE_LAYER_OVERHEAD_S if ld.device.is_gpu else 0.0)
+    total = sum(stage_seconds(ld, tokens, cpu_cores) for ld in loads)
     return total + FORWARD_OVERHEAD_S["gpu" if any(ld.device.is_gpu for ld in loads) else "host"]
 
 

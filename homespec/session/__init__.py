@@ -1,13 +1,12 @@
-"""The session layer: what a run needs, opened once (Session.open), answering as a stream of
-typed responses (Session.stream). chat, generate and bench are thin consumers of it.
+"""The session layer: one lane of the engine (homespec.engine), opened once (Session.open) and
+answering as a stream of typed responses (Session.stream). chat, generate and bench consume it.
 
-    options.py    RunOptions and every check that needs no weights
-    load.py       the target (from its plan), the drafter, the guard
     core.py       Session: open, stream, memory, close
-    detok.py      incremental text with stop strings
-    responses.py  StepFigures, TextDelta, Finish
     prompts.py    prompt token ids (plain or chat template)
     lockstep.py   several sessions a step each in turn
+
+RunOptions, the responses and `final` are the engine's (engine/options.py, engine/responses.py),
+named here for the commands.
 """
 
 from homespec.session.core import Session

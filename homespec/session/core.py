@@ -96,7 +96,7 @@ class Session:
         if self.plan is not None:
             items = self.plan.items
             out["planned"] = {
-                "weights_bytes": sum(i.bytes for i in items if i.name in ("weights", "weights (CPU repack)")),
+                "weights_bytes": sum(i.bytes for i in items if i.name in ("weights", "weights (CPU repack)", "weights (AMX)")),
                 "kv_bytes": sum(i.bytes for i in items if i.name == "target KV"),
                 "compute_bytes": sum(i.bytes for i in items if i.name == "compute"),
                 "total_bytes": self.plan.total_bytes,

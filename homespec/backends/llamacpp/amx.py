@@ -25,21 +25,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from homespec.errors import HomespecError, UsageError
+from homespec.errors import HomespecError
+from homespec.hardware.isa import amx_choice, installed_variant
 
-CHOICES = ("auto", "on", "off")
 UPSTREAM = "llama.cpp #20824"
 
 _decided: dict[str, bool] = {}  # library id -> allowed, for this process
 
-
-def amx_choice() -> str:
-    """HOMESPEC_LLAMA_AMX, checked: auto (the default), on or off."""
-    choice = os.environ.get("HOMESPEC_LLAMA_AMX", "auto").strip().lower() or "auto"
-    if choice not in CHOICES:
-        raise UsageError(f"HOMESPEC_LLAMA_AMX={choice} is not one of auto, on, off",
-                         hint="unset it to let homespec check this build, or use off to avoid AMX")
-    return choice
 
 
 def system_info(ll: Any) -> str:
@@ -181,14 +173,6 @@ def model_params(ll: Any) -> Any:
 
 # --- what `homespec probe` says about the installed build ---------------------------------------
 
-
-def installed_variant() -> tuple[str, str]:
-    """(variant, why) as scripts/setup.sh noted them in the venv; ("", "") for a build it did not make."""
-    try:
-        lines = (Path(sys.prefix) / "homespec-llama-variant").read_text().splitlines()
-    except OSError:
-        return "", ""
-    return (lines[0].strip() if lines else ""), (lines[1].strip() if len(lines) > 1 else "")
 
 
 def amx_status(cpu_has_amx: bool, build_has_amx: bool, choice: str, verdict: dict | None, why: str) -> str:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import Device, devices_for
+from homespec.plan.network import Network
 from homespec.plan.settings import Settings
 from homespec.plan.speed import DeviceLoad
 from homespec.types import DraftSpec, Machine, ModelSpec
@@ -35,7 +36,7 @@ def device_uses(devs: tuple[Device, ...], items: tuple[mem.LineItem, ...] | list
     """What each device holds; on a unified-memory machine the host's pool also holds the GPU's share."""
     used = {d.id: mem.sum_bytes(items, d.id) for d in devs}
     unified = any(d.unified for d in devs)
-    gpu_total = sum(used[d.id] for d in devs if d.is_gpu)
+    gpu_total = sum(used[d.id] for d in devs if d.is_gpu and not d.remote)
     return tuple(DeviceUse(d, used[d.id], gpu_total if unified and not d.is_gpu else 0) for d in devs)
 
 
@@ -49,6 +50,7 @@ class Layout:
     draft_bytes: int
     uses: tuple[DeviceUse, ...]
     over: dict[str, int]  # device id -> bytes over capacity (only devices that overflow)
+    network: Network | None = None  # the links to other machines' GPUs (llama.cpp's RPC backend)
 
     @property
     def fits(self) -> bool:
@@ -62,7 +64,7 @@ class Placement:
     settings: Settings  # with n_gpu_layers and layer_split filled in
     layout: Layout
     offloaded: int  # target layers left on the host
-    output_on_host: bool = False  # llama.cpp: -ngl <= n_layer keeps the output layer on the CPU
+    output_on_host: bool = False  # llama.cpp: only -ngl 0 keeps the output layer on the CPU
 
 
 # The two functions each backend module provides (homespec.plan.place.Placer).
@@ -86,6 +88,7 @@ class Ledger:
         self.moe_layers: dict[str, int] = {d.id: 0 for d in self.devs}
         self.experts: dict[str, int] = {d.id: 0 for d in self.devs}
         self.expert_share = 1.0
+        self.network: Network | None = None
 
     def add(self, name: str, device: str, n_bytes: int, detail: str = "") -> None:
         self.items.append(mem.LineItem(name, device, n_bytes, detail))
@@ -96,30 +99,40 @@ class Ledger:
         add_calibration(self, s)
         uses = device_uses(self.devs, self.items)
         over = {u.device.id: -u.headroom_bytes for u in uses if u.headroom_bytes < 0}
+        link = self._links()
         loads = [DeviceLoad(d, int(self.read[d.id]), 2 * self.params[d.id], self.switches[d.id], self.moe_layers[d.id],
-                            self.experts[d.id], self.expert_share)
+                            self.experts[d.id], self.expert_share, *link.get(d.id, (0.0, 0.0)))
                  for d in self.devs if self.read[d.id] > 0]
-        return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over)
+        return Layout(tuple(self.items), loads, draft_dev if draft is not None else None, draft_bytes, uses, over,
+                      self.network)
+
+    def _links(self) -> dict[str, tuple[float, float]]:
+        """Each remote machine's network cost, carried by the first of its devices in the plan."""
+        net = self.network
+        if net is None:
+            return {}
+        per_token = {h.devices[0]: (net.hop_seconds(h, 1) - net.hop_seconds(h, 0)) for h in net.hops}
+        return {h.devices[0]: (net.hop_seconds(h, 0), per_token[h.devices[0]]) for h in net.hops}
 
 
 # --- layers on devices (llama.cpp and exllamav2) -----------------------------------------------
 
 
 def assign_layers(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str]:
-    """Device id of every layer, index n_layer being the output layer: the last n_gpu_layers
-    layers go to the GPUs in order, layer_split[i] of them to GPU i (llama.cpp's -ngl and
-    --tensor-split; exllamav2's autosplit is the same with every layer)."""
+    """Device id of every layer, index n_layer being the output layer: the last n_gpu_layers of the
+    n_layer + 1 slots go to the GPUs in order, layer_split[i] of them to GPU i (llama.cpp's -ngl and
+    --tensor-split: src/llama-model.cpp, i_gpu_start = n_layer + 1 - n_gpu_layers, so -ngl 1 offloads
+    the output layer alone; exllamav2's autosplit is the same with every layer)."""
     n = model.n_layer
     ngl = max(0, min(s.n_gpu_layers, n + 1))
     placement = ["host"] * (n + 1)
     if not gpus or ngl == 0:
         return placement
-    first = n + 1 - ngl if ngl > n else n - ngl
     split = list(s.layer_split) or [ngl]
     gpu_of = []
     for i, count in enumerate(split):
         gpu_of += [gpus[min(i, len(gpus) - 1)].id] * count
-    for k, layer in enumerate(range(first, n + 1 if ngl > n else n)):
+    for k, layer in enumerate(range(n + 1 - ngl, n + 1)):
         placement[layer] = gpu_of[min(k, len(gpu_of) - 1)]
     return placement
 

@@ -1,27 +1,38 @@
-"""llama.cpp's placement (llama-model.cpp, load_tensors): with -ngl L the *last* L repeating layers
-go to the GPUs; the output layer goes to a GPU only when L > n_layer; the input embedding always
-stays on the host ("very little benefit to offloading the input layer"). The solver binary searches
+"""llama.cpp's placement (llama-model.cpp, load_tensors): with -ngl L the last L of the n_layer + 1
+slots go to the GPUs, the output layer (the last slot) first, then the repeating layers from the
+last down; the input embedding always stays on the host ("very little benefit to offloading the
+input layer"). The solver binary searches
 the largest L whose GPU side fits; what is left runs on the CPU from RAM."""
 
 from __future__ import annotations
 
+from homespec.plan import cpu_buffers as cpu
 from homespec.plan import memory as mem
 from homespec.plan.devices import Device, devices_for
-from homespec.plan.place.ledger import Layout, Ledger, Placement, add_draft, add_layers, assign_layers, used_gpus
+from homespec.plan.network import DEFAULT_LINK, Network, hops, link_from_arg
+from homespec.plan.place.ledger import (Layout, Ledger, Placement, add_draft, add_layers, assign_layers, cpu_moe_layers,
+                                        used_gpus)
 from homespec.plan.settings import Settings
-from homespec.types import DraftSpec, Machine, ModelSpec
+from homespec.types import DraftSpec, Machine, ModelSpec, TensorInfo
+
+MIB = 1 << 20
 
 
 def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings) -> Layout:
     """The line items of s.n_gpu_layers layers on the GPUs (s.layer_split of them on each)."""
     led = Ledger(machine)
     placement = assign_layers(model, s, led.gpus)
+    led.network = _network(led, model, machine, placement)
     out_dev = add_layers(led, model, s, placement)
-    _add_repack(led, model, placement)
+    _add_cpu_buffers(led, model, machine, s, placement)
     on_gpus = used_gpus(placement)
     for d in on_gpus or ["host"]:
-        led.add("compute", d, mem.llamacpp_compute_bytes(model, s, d == out_dev),
+        led.add("compute", d, mem.llamacpp_compute_bytes(model, s, d == out_dev, _kernels(led.by_id[d])),
                 f"ubatch {s.n_ubatch}, flash attention {'on' if s.flash_attn else 'off'}")
+    # llama.cpp's output buffer: the logits of n_seq_max rows, in host memory (the output device's host
+    # buffer type, else the CPU's) from the context's creation (llama-context.cpp, output_reserve).
+    led.add("output buffer", "host", model.n_vocab * max(1, s.n_seq) * 4,
+            f"logits of {max(1, s.n_seq)} sequence(s), f32")
     if on_gpus and out_dev != "host":
         # The host still runs the input embedding and receives the logits.
         host_compute = min(s.n_ubatch, s.n_batch) * model.n_embd * 4 * 2
@@ -29,22 +40,80 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     for g in led.gpus:
         if g.id in on_gpus:
             led.add("reserve", g.id, _reserve(g), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
-    draft_dev = led.by_id[on_gpus[0]] if on_gpus else led.host
+    draft_dev = _draft_device(led, on_gpus, out_dev)
     draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device="host", embeddings_copy=True)
     return led.finish(s, draft, draft_dev, draft_bytes)
 
 
-def _add_repack(led: Ledger, model: ModelSpec, placement: list[str]) -> None:
-    """The CPU backend's interleaved copy of Q4_0/Q4_K/IQ4_NL host layers (docs/planner.md, "CPU repack")."""
-    repack = mem.cpu_repack_bytes(model, {i for i in range(model.n_layer) if placement[i] == "host"})
-    if not repack:
+def _add_cpu_buffers(led: Ledger, model: ModelSpec, machine: Machine, s: Settings, placement: list[str]) -> None:
+    """The host's weights as the buffers llama.cpp allocates (docs/planner.md, "Weights in RAM"): the mmapped
+    file's span (`CPU_Mapped`), and the copies it makes for its fastest CPU kernels (`CPU_REPACK`, `AMX`)."""
+    if not model.tensors:
         return
-    # The repacked copy replaces those tensors' mmapped pages (clean page cache, reclaimable
-    # after load), so the host needs the file's bytes once: move them to their own line.
-    for i, it in enumerate(led.items):
-        if it.name == "weights" and it.device == "host":
-            led.items[i] = mem.LineItem("weights", "host", it.bytes - repack, it.detail + " (mmapped)")
-    led.add("weights (CPU repack)", "host", repack, "Q4_0/Q4_K/IQ4_NL layers interleaved for the CPU kernels")
+    build = cpu_build(machine, s)
+    n_cpu_moe = cpu_moe_layers(model, s)
+    on_host = [_tensor_on_host(t, model, placement, n_cpu_moe) for t in model.tensors]
+    tied_out = mem.group_weights(model).tied and placement[model.n_layer] == "host"
+    dup = tuple(t for t in model.tensors if t.name == "token_embd.weight") if tied_out else ()
+    hw = cpu.host_weights(model.tensors, on_host, build, dup)
+    k = next((i for i, it in enumerate(led.items) if it.name == "weights" and it.device == "host"), None)
+    if k is None or (not hw.repack and not hw.amx and hw.mapped <= led.items[k].bytes):
+        return  # the file's bytes once, as the ledger has them
+    it = led.items[k]
+    gap = hw.mapped - hw.in_file
+    span = f" (the file's span: {gap / MIB:,.1f} MiB of it held in other buffers)" if gap > 0 else ""
+    led.items[k] = mem.LineItem("weights", "host", hw.mapped, f"{cpu.MAPPED}: {it.detail}{span}")
+    if hw.repack:
+        led.add("weights (CPU repack)", "host", hw.repack,
+                f"{cpu.REPACK}: {'/'.join(hw.repack_types)} weights interleaved for the CPU kernels (a second copy)")
+    if hw.amx:
+        led.add("weights (AMX)", "host", hw.amx, f"{cpu.AMX}: {'/'.join(hw.amx_types)} weights packed for AMX tiles")
+
+
+def _tensor_on_host(t: TensorInfo, model: ModelSpec, placement: list[str], n_cpu_moe: int) -> bool:
+    """Whether llama.cpp keeps tensor `t` on the CPU: its layer's device, the output layer's, the input
+    embedding always; routed experts of the first n_cpu_moe layers; MTP layers are not loaded."""
+    if t.layer is not None:
+        if t.layer >= model.n_layer:
+            return False
+        return placement[t.layer] == "host" or (t.layer < n_cpu_moe and mem.is_expert_tensor(t.name))
+    if t.name.startswith("output"):
+        return placement[model.n_layer] == "host"
+    return True
+
+
+def cpu_build(machine: Machine, s: Settings) -> cpu.CpuBuild:
+    """What llama.cpp's CPU backend does with weights on this machine: a CUDA or HIP GPU's host buffer
+    type takes them first (nothing repacked); else the CPU's instruction sets and the build's extra buffers."""
+    host_buffer = any(g.vendor in ("nvidia", "amd") for g in machine.gpus)
+    return cpu.CpuBuild(machine.cpu_features, s.cpu_buffers, host_buffer)
+
+
+def _network(led: Ledger, model: ModelSpec, machine: Machine, placement: list[str]) -> Network | None:
+    """The links a forward crosses when layers sit on other machines' GPUs (homespec.plan.network)."""
+    remote_of = {g.id: g.remote for g in led.gpus if g.remote}
+    if not remote_of:
+        return None
+    found = hops(placement, remote_of, model.n_embd, model.n_vocab)
+    return Network(link_from_arg(machine.link or DEFAULT_LINK), model.n_embd, found) if found else None
+
+
+def _draft_device(led: Ledger, on_gpus: list[str], out_dev: str) -> Device:
+    """The draft runs on the first GPU holding layers; over several machines it stays on the main host,
+    beside the target's output layer (llama-server loads the draft on its own devices)."""
+    if not on_gpus:
+        return led.host
+    if led.network is None:
+        return led.by_id[on_gpus[0]]
+    local = [g for g in on_gpus if not led.by_id[g].remote]
+    if out_dev in local:
+        return led.by_id[out_dev]
+    return led.by_id[local[0]] if local else led.host
+
+
+def _kernels(d: Device) -> str:
+    """The ggml backend that runs a device's graph: "cuda" (NVIDIA, and AMD through HIP), "metal", "cpu"."""
+    return {"nvidia": "cuda", "amd": "cuda", "apple": "metal"}.get(d.vendor, "cpu")
 
 
 def _reserve(g: Device) -> int:
@@ -122,4 +191,6 @@ def _search(attempt, lo: int, hi: int, *, want_largest: bool):
 
 def _placement(found, n: int) -> Placement:
     s2, lay, _ = found
-    return Placement(s2, lay, n - min(n, s2.n_gpu_layers), output_on_host=s2.n_gpu_layers <= n)
+    # -ngl L holds the output layer and the last L - 1 repeating layers (i_gpu_start = n_layer + 1 - L)
+    ngl = min(s2.n_gpu_layers, n + 1)
+    return Placement(s2, lay, n - max(0, ngl - 1), output_on_host=ngl == 0)

@@ -1,7 +1,7 @@
 """The Drafter protocol: what the generate loop calls on a drafter, and the one knob the guard
 turns (the draft's shape), declared by the drafter instead of read off its attributes.
 
-A drafter's shape is a `DraftShape(depth, topk, total)`. The guard (homespec.speculative.guard)
+A drafter's shape is a `DraftShape(depth, topk, total)`. The guard (homespec.engine.guard)
 reads `drafter.shape`, asks `drafter.limits()` how far it may go, and calls
 `drafter.set_shape(depth, total)`; it never sets `topk` (a chain stays a chain, a tree a tree).
 Each drafter maps the shape onto its own parameters (docs/speculative.md, "Drafters").
