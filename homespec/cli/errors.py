@@ -9,6 +9,7 @@ import typer
 
 from homespec import interrupt
 from homespec.cli.app import app
+from homespec.cli.options import OutOfRange
 from homespec.errors import EXIT_RUNTIME, EXIT_USAGE, HomespecError
 
 
@@ -62,6 +63,11 @@ def _run(argv: list[str] | None) -> int:
     except click.NoArgsIsHelpError as e:  # `homespec` or `homespec draft` alone: the help
         if e.format_message().strip():  # rich help has printed itself already
             print(e.format_message(), file=sys.stderr)
+        return EXIT_USAGE
+    except OutOfRange as e:  # a number outside its range (homespec.limits)
+        flag = e.param.opts[0] if e.param is not None and e.param.opts else ""
+        print(f"error: {flag} {_one_line(e.message)}".strip(), file=sys.stderr)
+        print(f"hint: {e.hint}", file=sys.stderr)
         return EXIT_USAGE
     except click.UsageError as e:  # a bad flag or value, caught by the parser
         print(f"error: {_one_line(e.format_message())}", file=sys.stderr)

@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec import limits
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
-    ThreadsOpt, TopkOpt, WindowOpt, _run_options,
+    ThreadsOpt, TopkOpt, WindowOpt, _run_options, number,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -24,12 +25,12 @@ def serve(
     method: MethodOpt = "eagle3",
     backend: BackendOpt = "llamacpp",
     host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback needs --api-key to be safe.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8080,
+    port: Annotated[int, number(limits.PORT, help="Port to listen on (0: any free port).")] = 8080,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="HOMESPEC_API_KEY", show_envvar=True, help="Require `Authorization: Bearer KEY` on every route but /health.")] = None,
     alias: Annotated[Optional[str], typer.Option("--alias", "--model-name", help="The model's id in /v1/models and in answers. Default: the model file's name.")] = None,
-    parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
-    queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
-    max_body_mib: Annotated[int, typer.Option("--max-body-mib", help="Largest request body in MiB (413 beyond).")] = 8,
+    parallel: Annotated[Optional[int], number(limits.PARALLEL, "--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
+    queue: Annotated[int, number(limits.QUEUE, help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
+    max_body_mib: Annotated[int, number(limits.MAX_BODY_MIB, help="Largest request body in MiB, up to 1024 (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
     ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
@@ -57,8 +58,6 @@ def serve(
     if api_key is not None and not api_key.strip():
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
     origins = cors_origins(cors)
-    if max_body_mib < 1:
-        raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
     check_slots(1 if parallel is None else parallel, queue)
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
