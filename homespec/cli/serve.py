@@ -95,6 +95,9 @@ def cors_origins(value: str | None) -> tuple[str, ...]:
 
 def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
            cors: tuple[str, ...] = ()) -> None:
+    """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
+    a moment), for whatever supervises the server (systemd, a container) to restart it."""
+    from homespec.errors import HomespecError
     from homespec.server.app import create_app
     from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
 
@@ -104,10 +107,20 @@ def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body:
         if (warning := exposure_warning(host, api_key)) is not None:
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
-              f"api_key={'--api-key' if api_key else 'any'}; {engine.slots} parallel, "
+              f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
               f"{engine.n_ctx} tokens each); Ctrl-C stops", flush=True)
-        caught = serve_app(web, sock)
-        if caught:
+        caught = serve_app(web, sock, stop_when=lambda: engine.failure)
+        if caught and engine.failure is None:
             print(f"homespec serve: {caught}: stopped taking requests; closing", file=sys.stderr)
     finally:
         engine.close(timeout_s=5.0)
+    if engine.failure is not None:
+        raise HomespecError(f"the engine stopped: {engine.failure}",
+                            hint="the server's log above has the traceback; restart homespec serve")
+
+
+def _key_shown(api_key: str | None) -> str:
+    """What the start line says of the key: never the key itself (stdout ends up in logs)."""
+    if not api_key:
+        return "any"
+    return "<your $HOMESPEC_API_KEY>" if os.environ.get("HOMESPEC_API_KEY") == api_key else "<your --api-key>"

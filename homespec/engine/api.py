@@ -40,6 +40,11 @@ class EngineClosed(HomespecError):
     """The engine is shutting down and takes no new request."""
 
 
+class EngineFailed(HomespecError):
+    """The engine's thread has stopped on an error it could not pin on one request: no request can
+    be answered any more (the server answers 503 and exits non-zero; docs/server.md, "Errors")."""
+
+
 @dataclass(frozen=True, slots=True)
 class EngineRequest:
     prompt_ids: tuple[int, ...]
@@ -162,6 +167,15 @@ class Handle:
             yield item
 
 
+def fail(handle: Handle, error: HomespecError) -> None:
+    """End a request that the engine could not answer: `handle.error`, a Finish with no reason and
+    what was said so far (nothing), and the end. For a request that never reached a slot."""
+    from homespec.session.responses import Finish
+
+    handle.error = error
+    handle.put_all((Finish(None, "", (), tuple(handle.request.prompt_ids), (), 0.0, 0.0),), last=True)
+
+
 class Engine(Protocol):
     """A scheduler over one loaded target. Thread-safe: submit/stats/close from any thread."""
 
@@ -177,6 +191,11 @@ class Engine(Protocol):
         ...
 
     def stats(self) -> EngineStats: ...
+
+    @property
+    def failure(self) -> str | None:
+        """Why the engine's thread stopped (None while it serves): /health answers 503 with it."""
+        ...
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop taking requests; finish running ones within timeout_s, cancel the rest; free the target."""

@@ -19,11 +19,14 @@ One engine thread owns the target. Each step it
 from __future__ import annotations
 
 import collections
+import logging
+import math
 import threading
 import time
 from typing import TYPE_CHECKING
 
-from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, Handle, QueueFull
+from homespec.engine.api import EngineClosed, EngineFailed, EngineRequest, EngineStats, Handle, QueueFull, fail
+from homespec.engine.supervise import Supervised
 from homespec.errors import HomespecError, UsageError
 
 if TYPE_CHECKING:
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from homespec.engine.running import Running
     from homespec.session.options import RunOptions
     from homespec.speculative.loop import Step
+
+log = logging.getLogger("homespec.engine")
 
 
 class BatchedEngine:
@@ -61,8 +66,10 @@ class BatchedEngine:
         self._delivered: list[Handle] = []  # ended since the last wake-up
         self._closing = False
         self._cancel_all = False
-        self._thread = threading.Thread(target=self._run, name="homespec-engine", daemon=True)
-        self._thread.start()
+        # the engine thread, watched: if it stops anyway, every request waiting on it fails at once
+        self._super = Supervised(self._run, self._died)
+        self._thread = self._super.thread
+        self._super.start()
 
     @classmethod
     def open(cls, opt: "RunOptions", *, parallel: int, queue_size: int, prefill_chunk: int | None = None,
@@ -82,6 +89,10 @@ class BatchedEngine:
     def tokenizer(self) -> "Tokenizer":
         return self.backend.tokenizer
 
+    @property
+    def failure(self) -> str | None:
+        return self._super.failure
+
     # --- consumer side -------------------------------------------------------------------------
 
     def submit(self, request: EngineRequest) -> Handle:
@@ -94,11 +105,16 @@ class BatchedEngine:
         if request.max_tokens < 1:
             raise UsageError(f"max_tokens {request.max_tokens} is not positive", hint="ask for 1 token or more")
         with self._cond:
+            if self._super.failure is not None:
+                raise EngineFailed(f"the engine stopped: {self._super.failure}", hint="the server exits; restart it")
             if self._closing:
                 raise EngineClosed("the engine is shutting down", hint="send the request to a running server")
             # requests not yet in a slot beyond the free slots are the ones that wait
             if len(self._waiting) - len(self._free) >= self.queue_size:
-                raise QueueFull(max(1.0, self._request_s))
+                # every request ahead needs a slot first: rounds of `slots` answers, each of the
+                # recent mean time (docs/server.md, "Errors")
+                rounds = math.ceil((len(self._waiting) + 1) / self.slots)
+                raise QueueFull(max(1.0, self._request_s * rounds))
             handle = Handle(request, self._next_id)
             self._next_id += 1
             self._waiting.append(handle)
@@ -160,10 +176,15 @@ class BatchedEngine:
 
         while self._waiting and self._free:
             h = self._waiting.popleft()
-            lane = self._free.pop(0)
+            lane = self._free[0]
             drafter = self.parts.drafters[lane]
-            run = Running(h, lane, drafter if h.request.speculate else None, self._eos, self.n_ctx,
-                          Detokenizer(self.tokenizer, h.request.stop), shape0=self.parts.shape)
+            try:  # a request that cannot start fails alone, its slot still free
+                run = Running(h, lane, drafter if h.request.speculate else None, self._eos, self.n_ctx,
+                              Detokenizer(self.tokenizer, h.request.stop), shape0=self.parts.shape)
+            except Exception as e:  # noqa: BLE001
+                fail(h, _as_error(e, h))
+                continue
+            self._free.pop(0)
             self._running.append(run)
             self._stats.prompt_tokens_total += len(run.prompt)
 
@@ -217,7 +238,11 @@ class BatchedEngine:
             rows = self._plan_rows(decoding, prefilling)
             depth = self.guard.choose(len(decoding), rows) if self.guard is not None and decoding else 0
             for r in decoding:
-                work.append(r.draft(depth if r.drafter is not None else 0, self.backend))
+                try:  # a request whose draft fails is failed alone and left out of this step
+                    work.append(r.draft(depth if r.drafter is not None else 0, self.backend))
+                except Exception as e:  # noqa: BLE001
+                    self._fail_one(r, e)
+                    continue
                 owners.append(r)
             budget = min(self.prefill_chunk, max(1, self.backend.batch_rows - sum(len(w.tokens) for w in work)))
             for r in prefilling:
@@ -226,6 +251,9 @@ class BatchedEngine:
                     budget -= len(chunk.tokens)
                     work.append(chunk)
                     owners.append(r)
+            if not work:  # every decoding request failed its draft: nothing to decode this step
+                self._reap()
+                return
             self._wake()
             t1 = time.perf_counter()
             outs = self.backend.decode(work)
@@ -252,15 +280,18 @@ class BatchedEngine:
     def _finish_step(self, owners: list["Running"], outs, t_verify: float, t_step: float) -> list["Step"]:
         steps = []
         for r, fwd in zip(owners, outs):
-            if r.tree is not None:  # decoding: verify, commit, emit
-                step = r.verified(fwd, self.backend, t_verify, t_step)
-                steps.append(step)
-                if self.guard is not None and step.draft_size > 0:
-                    self.guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
-            else:
-                before = len(r.steps)
-                r.prefilled(fwd, self.backend, t_verify, t_step)
-                steps.extend(r.steps[before:])
+            try:  # one request's verification failing fails that request alone
+                if r.tree is not None:  # decoding: verify, commit, emit
+                    step = r.verified(fwd, self.backend, t_verify, t_step)
+                    steps.append(step)
+                    if self.guard is not None and step.draft_size > 0:
+                        self.guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
+                else:
+                    before = len(r.steps)
+                    r.prefilled(fwd, self.backend, t_verify, t_step)
+                    steps.extend(r.steps[before:])
+            except Exception as e:  # noqa: BLE001
+                self._fail_one(r, e)
         return steps
 
     def _count(self, steps: list["Step"], n_rows: int) -> None:
@@ -281,12 +312,43 @@ class BatchedEngine:
             self._rates.append((time.perf_counter(), tokens))
 
     def _fail(self, runs: list["Running"], e: Exception) -> None:
-        err = e if isinstance(e, HomespecError) else HomespecError(f"the engine failed a step: {e}",
-                                                                    hint="see HOMESPEC_DEBUG=1 output")
+        """A failure of the whole step (llama_decode itself): the requests in it fail; the engine
+        goes on with the next step."""
         for r in list(runs):
-            r.handle.error = err
-            r.end(None)
+            self._fail_one(r, e)
         self._reap()
+
+    def _fail_one(self, r: "Running", e: Exception) -> None:
+        """One request's failure: it ends with its error at the next reap; its neighbours go on."""
+        r.handle.error = _as_error(e, r.handle)
+        r.end(None)
+
+    def _died(self, err: HomespecError) -> None:
+        """The engine thread stopped (homespec.engine.supervise): every request still waiting or
+        running fails now, instead of hanging on a thread that will never step again."""
+        with self._cond:
+            self._closing = True
+            waiting, running = list(self._waiting), list(self._running)
+            self._waiting.clear()
+        for h in waiting:
+            fail(h, err)
+        for r in running:
+            r.handle.error = err
+            try:
+                r.end(None)
+                r.deliver()
+            except Exception:  # noqa: BLE001 - its responses may be half-made; end the stream anyway
+                r.handle.end()
+            r.handle.wake()
+
+
+def _as_error(e: Exception, handle: Handle) -> HomespecError:
+    """A request's failure as the HomespecError its handle carries; an unexpected one is logged with
+    its traceback (the 500's message says the log has the details)."""
+    if isinstance(e, HomespecError):
+        return e
+    log.error("request %d failed: %s: %s", handle.id, type(e).__name__, e, exc_info=e)
+    return HomespecError(f"{type(e).__name__}: {e}", hint="the server's log has the traceback")
 
 
 def _rate(rates: "collections.deque[tuple[float, int]]", window_s: float = 5.0) -> float:

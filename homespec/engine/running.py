@@ -23,6 +23,7 @@ from homespec.backends.llamacpp.multi import PrefillWork, TreeWork
 from homespec.session.detok import Detokenizer
 from homespec.session.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.loop import Limits, Step, _cut_at_eos, _finish, _pick, _root_only, _truncate
+from homespec.speculative.sampling import torch_seed
 from homespec.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class Running:
         r = self.handle.request
         self.prompt = list(r.prompt_ids)
         self.sampler = None if r.sampler is None or r.sampler.greedy else r.sampler
-        self.generator = torch.Generator().manual_seed(r.seed)
+        self.generator = torch.Generator().manual_seed(torch_seed(r.seed))  # any integer a client sent
         self.limits = Limits(max_tokens=r.max_tokens)
 
     @property

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, Handle, QueueFull
+from homespec.engine.api import EngineClosed, EngineFailed, EngineRequest, EngineStats, Handle, QueueFull, fail
+from homespec.engine.supervise import Supervised
 from homespec.engine.tally import SpeedWindow, add_finish
 from homespec.errors import HomespecError, UsageError
 
@@ -65,8 +66,10 @@ class SerialEngine:
         self._ids = itertools.count(1)
         self._closed = threading.Event()
         self._running: Handle | None = None
-        self._thread = threading.Thread(target=self._work, name="homespec-engine", daemon=True)
-        self._thread.start()
+        # the worker, watched: if it stops anyway, every request waiting on it fails at once
+        self._super = Supervised(self._work, self._died)
+        self._thread = self._super.thread
+        self._super.start()
 
     @classmethod
     def open(cls, opt: "RunOptions", *, parallel: int = 1, queue_size: int = 32) -> "SerialEngine":
@@ -87,9 +90,15 @@ class SerialEngine:
     def tokenizer(self) -> "Tokenizer":
         return self.session.backend.tokenizer
 
+    @property
+    def failure(self) -> str | None:
+        return self._super.failure
+
     # --- the consumer's side -------------------------------------------------------------------
 
     def submit(self, request: EngineRequest) -> Handle:
+        if self._super.failure is not None:
+            raise EngineFailed(f"the engine stopped: {self._super.failure}", hint="the server exits; restart it")
         if self._closed.is_set():
             raise EngineClosed("the server is shutting down", hint="retry once it is back")
         handle = Handle(request, next(self._ids))
@@ -186,11 +195,29 @@ class SerialEngine:
                     stream.close()  # the loop ends between two steps
                     break
         except Exception as e:  # noqa: BLE001 - one request's failure must not stop the server
-            log.error("request %d failed: %s", handle.id, e, exc_info=bool(os.environ.get("HOMESPEC_DEBUG")))
+            # the 500 says the log has the details: the traceback of what was not a HomespecError
+            log.error("request %d failed: %s: %s", handle.id, type(e).__name__, e,
+                      exc_info=e if not isinstance(e, HomespecError) or os.environ.get("HOMESPEC_DEBUG") else None)
             handle.error = e if isinstance(e, HomespecError) else HomespecError(  # type: ignore[attr-defined]
                 f"{type(e).__name__}: {e}", hint="HOMESPEC_DEBUG=1 shows the traceback")
             return _cut_short(req, steps, ids, parts, reason="error")
         return _cut_short(req, steps, ids, parts)
+
+    def _died(self, err: HomespecError) -> None:
+        """The worker stopped (homespec.engine.supervise): the running request and every waiting one
+        fail now, instead of hanging on a worker that will never take them."""
+        self._closed.set()
+        with self._lock:
+            running, self._running = self._running, None
+        if running is not None:
+            fail(running, err)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, Handle):
+                fail(item, err)
 
     def _end(self, handle: Handle, finish: "Finish") -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from homespec.session.detok import Detokenizer
 from homespec.session.options import RunOptions, check_options
 from homespec.session.responses import Finish, Response, StepFigures, TextDelta
 from homespec.speculative.loop import Limits, decode
+from homespec.speculative.sampling import torch_seed
 
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
@@ -89,7 +90,7 @@ class Session:
         if self.drafter is not None:
             self.drafter.reset()
         steps = decode(self.backend, self.drafter, prompt, sampler=sampler, limits=limits,
-                       generator=torch.Generator().manual_seed(seed), controller=guard)
+                       generator=torch.Generator().manual_seed(torch_seed(seed)), controller=guard)
         return _answer(steps, Detokenizer(self.backend.tokenizer, stop), prompt)
 
     def close(self) -> None:
