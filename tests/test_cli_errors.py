@@ -51,3 +51,26 @@ def test_a_truncated_gguf_is_truncated_for_generate_as_for_plan(capsys, tmp_path
     for command in (["plan"], ["generate", "-p", "hi", "--method", "none"]):
         code, _, err = run(capsys, *command, "--model", str(cut))
         assert code == 1 and "truncated" in err.splitlines()[0], err
+
+
+def test_ctrl_c_while_models_are_torn_down_is_an_interrupt(capsys):
+    """A Ctrl-C that lands in a finaliser (llama-cpp-python's Llama.__del__ at the end of bench)
+    used to print a traceback from __del__ and exit 0: it is an interrupt, said in one line."""
+    import gc
+    import signal
+
+    class Model:
+        def __del__(self):  # torn down by the collector at the end of the command
+            signal.raise_signal(signal.SIGINT)
+
+    gc.disable()
+    try:
+        m = Model()
+        m.cycle = m  # freed only by the collector: at the end of main()
+        del m
+        code = main(["plan", "--json"])
+    finally:
+        gc.enable()
+    err = capsys.readouterr().err
+    assert code == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
+    assert "Traceback" not in err and "Exception ignored" not in err

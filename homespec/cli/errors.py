@@ -46,11 +46,26 @@ def main(argv: list[str] | None = None) -> int:
     interrupt.install()
     try:
         code = _run(argv)
+        _finalise()
     finally:
         interrupt.uninstall()
+    if code == 0 and interrupt.swallowed():  # a Ctrl-C while the models were torn down
+        code = interrupt.EXIT_INTERRUPTED
     if code == interrupt.EXIT_INTERRUPTED and interrupt.seen():  # typer turns a Ctrl-C into a plain exit 130
         print(interrupt.message(), file=sys.stderr)
     return code
+
+
+def _finalise() -> None:
+    """Tear down what the command left to the garbage collector (llama.cpp models and their
+    contexts) while a Ctrl-C is still noted, not during the interpreter's exit."""
+    import gc
+
+    try:
+        gc.collect()
+    except KeyboardInterrupt:
+        interrupt.note()
+        interrupt.swallow()
 
 
 def _run(argv: list[str] | None) -> int:
@@ -98,4 +113,8 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _entry() -> None:  # pragma: no cover
-    sys.exit(main())
+    code = main()
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: a late Ctrl-C must not print a traceback
+    sys.exit(code)
