@@ -142,3 +142,27 @@ def test_the_server_says_so_on_health_and_exits_non_zero(prompt):
     assert not server.is_alive()
     err = outcome["error"]
     assert err.exit_code == 1 and "the engine stopped: SystemExit" in err.message
+
+
+def test_retry_after_counts_every_request_ahead(prompt):
+    """A full queue's Retry-After is the wait for every request ahead: rounds of `slots` answers of
+    the recent mean time (it was one answer's time, whatever the queue held)."""
+    from homespec.engine.api import QueueFull
+
+    eng = _open(parallel=1, queue_size=2)
+    try:
+        final(eng.submit(EngineRequest(prompt_ids=prompt, max_tokens=8)))  # one answer's time, measured
+        held = [eng.submit(EngineRequest(prompt_ids=prompt, max_tokens=200))]
+        deadline = time.monotonic() + 30
+        while eng.stats().active < 1:  # it holds the slot
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        held += [eng.submit(EngineRequest(prompt_ids=prompt, max_tokens=4)) for _ in range(2)]  # these two wait
+        with pytest.raises(QueueFull) as full:
+            eng.submit(EngineRequest(prompt_ids=prompt, max_tokens=4))
+        mean = eng._request_s
+        assert full.value.retry_after_s == pytest.approx(max(1.0, 3 * mean))  # 2 waiting + this one, 1 slot
+        for h in held:
+            h.cancel()
+    finally:
+        eng.close(timeout_s=1)
