@@ -1,7 +1,5 @@
 """`python -m homespec` runs the CLI."""
 
-import sys
+from homespec.cli import _entry
 
-from homespec.cli import main
-
-sys.exit(main())
+_entry()

@@ -115,7 +115,7 @@ class Chat:
         signal.signal(signal.SIGINT, stop.interrupt)
         try:
             said, ended = self._stream(stop, answer)
-        except HomespecError:
+        except Exception:  # a HomespecError, or worse: the turn that got no answer is not kept
             self.history.pop()
             self._start = start  # the turns left out for this message come back
             raise
@@ -186,7 +186,8 @@ class Chat:
         if not self.history and not self.file.path.exists():
             self._note("no messages in this conversation: nothing to save")
             return True
-        if self._unsaved and not self.autosave():
+        # saved means the file is there: an answer that failed before its autosave left it unwritten
+        if (self._unsaved or not self.file.path.exists()) and not self.autosave() or not self.file.path.exists():
             self._note(f"error: the chat is not saved\nhint: set HOMESPEC_CHATS_DIR to a writable folder, "
                        f"or /save FILE before leaving")
             return False
@@ -291,6 +292,10 @@ def _loop(chat: Chat, read: Callable[[str], str]) -> None:
             return
         if not line.strip():
             continue
+        if not _is_text(line):
+            chat._note("error: that line is not UTF-8 text (a byte no character has); it was not sent\n"
+                       "hint: check the encoding of the terminal or of the input")
+            continue
         if line.startswith("/"):
             if not chat.command(line):
                 return
@@ -301,3 +306,13 @@ def _loop(chat: Chat, read: Callable[[str], str]) -> None:
             return
         except HomespecError as e:
             chat._note(f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else ""))
+
+
+def _is_text(line: str) -> bool:
+    """Whether a line read from stdin is text: bytes that are not UTF-8 arrive as lone surrogates
+    (Python's surrogateescape), which no tokenizer and no saved chat can hold."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

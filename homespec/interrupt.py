@@ -12,6 +12,7 @@ names it (a partial download is kept and resumes on the next run).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -27,17 +28,46 @@ def _on_sigint(signum, frame) -> None:
     signal.default_int_handler(signum, frame)
 
 
+_swallowed: list[bool] = [False]  # a Ctrl-C raised inside a finaliser, which Python only prints
+_previous_hook: list[Callable] = []
+
+
+def _unraisable(u) -> None:
+    """A KeyboardInterrupt raised in a finaliser (llama-cpp-python's Llama.__del__ while a model is
+    torn down) cannot propagate: Python prints a traceback and goes on, and the command would exit 0.
+    Note it instead; main() then reports the interrupt."""
+    if isinstance(u.exc_value, KeyboardInterrupt):
+        _seen[0] = _swallowed[0] = True
+        return
+    (_previous_hook[0] if _previous_hook else sys.__unraisablehook__)(u)
+
+
 def install() -> None:
     """Note SIGINTs from now on (main thread only; a handler someone else installed is left alone)."""
-    _seen[0] = False
+    _seen[0] = _swallowed[0] = False
     _kept.clear()
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
+    if sys.unraisablehook is not _unraisable:
+        _previous_hook[:] = [sys.unraisablehook]
+        sys.unraisablehook = _unraisable
 
 
 def uninstall() -> None:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is _on_sigint:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if sys.unraisablehook is _unraisable:
+        sys.unraisablehook = _previous_hook[0] if _previous_hook else sys.__unraisablehook__
+
+
+def swallow() -> None:
+    """A Ctrl-C that reached no command (it came while the models were torn down)."""
+    _seen[0] = _swallowed[0] = True
+
+
+def swallowed() -> bool:
+    """Whether a Ctrl-C was raised inside a finaliser since install() (and so never reached a command)."""
+    return _swallowed[0]
 
 
 def note() -> None:

@@ -292,3 +292,40 @@ def test_help_lists_the_commands_and_where_chats_go():
     for name, _ in COMMANDS:
         assert name in out
     assert "--resume" in out and "HOMESPEC_CHATS_DIR" in out and "homespec/chats" in out
+
+
+class _BrokenSampler:
+    """A sampler whose distribution raises mid-answer: an answer that fails before its autosave."""
+
+    greedy = False
+    temperature, top_k, top_p, seed = 1.0, 0, 1.0, 0
+
+    def probs(self, logits):
+        raise RuntimeError("sampling broke")
+
+    def sample(self, logits, generator=None):
+        raise RuntimeError("sampling broke")
+
+
+def test_leaving_says_saved_only_when_the_file_is_there(session, chats_dir):
+    from homespec.chat_store import ChatFile
+
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, sampler=_BrokenSampler(), max_tokens=4, out=out, err=err, file=ChatFile.new())
+    lines = iter(["Hi", "/quit"])
+    with pytest.raises(RuntimeError, match="sampling broke"):
+        repl(chat, read=lambda _: next(lines))
+    assert not chat.file.path.exists()
+    assert "chat saved" not in err.getvalue() and "--resume" not in err.getvalue()
+
+
+def test_a_line_that_is_not_utf8_is_not_sent(session, chats_dir):
+    from homespec.chat_store import ChatFile
+
+    out, err = TTYless(), TTYless()
+    chat = Chat(session, max_tokens=4, out=out, err=err, file=ChatFile.new())
+    lines = iter(["\udcff\udcfe", "Hi", "/quit"])  # bytes 0xff 0xfe as Python's stdin decodes them
+    assert repl(chat, read=lambda _: next(lines)) == 0
+    assert "is not UTF-8 text" in err.getvalue() and len(chat.history) == 2
+    saved = json.loads(chat.file.path.read_text())
+    assert [m["content"] for m in saved["messages"]][0] == "Hi" and "chat saved to" in err.getvalue()

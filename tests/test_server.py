@@ -46,7 +46,7 @@ class Server:
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.err: list[str] = []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
-        self.base, self.port = "", 0
+        self.base, self.port, self.line = "", 0, ""
 
     def wait_ready(self) -> "Server":
         line = self.proc.stdout.readline()  # blocks until the model is loaded (or the process fails)
@@ -54,7 +54,7 @@ class Server:
         if m is None:
             self.proc.wait(30)
             raise RuntimeError(f"serve did not start: {line!r} {''.join(self.err)[-2000:]}")
-        self.base, self.port = m.group(1), int(m.group(2))
+        self.base, self.port, self.line = m.group(1), int(m.group(2)), line
         self.slots = int(re.search(r"(\d+) parallel", line).group(1))
         return self
 

@@ -1,7 +1,5 @@
 """`python -m homespec.cli`, as `homespec`."""
 
-import sys
+from homespec.cli.errors import _entry
 
-from homespec.cli.errors import main
-
-sys.exit(main())
+_entry()

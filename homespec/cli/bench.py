@@ -10,8 +10,8 @@ import typer
 
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
-    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, ThreadsOpt, TopkOpt, WindowOpt,
-    _run_options,
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt,
+    TopkOpt, WindowOpt, _run_options, max_tokens_opt,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -73,9 +73,9 @@ def bench(
     backend: BackendOpt = "llamacpp",
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL ('prompt' or 'turns'); default: homespec's held-out test prompts.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Prompts to run.")] = 20,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Tokens per prompt.")] = 128,
-    temperature: Annotated[float, typer.Option("--temperature", "-t")] = 0.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    max_tokens: Annotated[int, max_tokens_opt("Tokens per prompt.")] = 128,
+    temperature: TemperatureOpt = 0.0,
+    seed: SeedOpt = 0,
     ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
@@ -103,11 +103,9 @@ def bench(
     from homespec.session.prompts import prompt_tokens
     from homespec.prompts import load_prompts, read_prompts_file
 
-    names = [m.strip() for m in methods.split(",") if m.strip()]
-    if "none" in names:  # the baseline first, so speedups have their reference
-        names = ["none"] + [m for m in names if m != "none"]
-    if limit < 1 or max_tokens < 1:
-        raise UsageError("--limit and --max-tokens must be positive", hint="e.g. --limit 20 --max-tokens 128")
+    names = _method_names(methods)
+    if limit < 1:
+        raise UsageError("--limit must be positive", hint="e.g. --limit 20")
     if json_file == "-":
         json_stdout, json_file = True, None
     for flag, path, example in (("--json-out", json_file, "bench.json"), ("--markdown", markdown_file, "bench.md"),
@@ -146,6 +144,14 @@ def bench(
 
         record["against_llama_server"], side = as_json(rows), table(rows)
     _write_results(result, record, side, json_stdout, json_file, markdown_file, plot_file)
+
+
+def _method_names(methods: str) -> list[str]:
+    """--methods as a list, the baseline (none) first so speedups have their reference."""
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    if not names:
+        raise UsageError(f"--methods {methods!r} names no method", hint="e.g. --methods none,ngram,eagle3")
+    return ["none"] + [m for m in names if m != "none"] if "none" in names else names
 
 
 def _write_results(result, record: dict, side: str, json_stdout: bool, json_file: Optional[str],

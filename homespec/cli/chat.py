@@ -10,8 +10,8 @@ import typer
 
 from homespec.cli.app import app
 from homespec.cli.options import (
-    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, ThreadsOpt, TopkOpt,
-    WindowOpt, _run_options,
+    AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt,
+    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, _run_options, max_tokens_opt,
 )
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -35,13 +35,13 @@ def chat(
     draft: DraftOpt = None,
     method: MethodOpt = "eagle3",
     backend: BackendOpt = "llamacpp",
-    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
-    top_k: Annotated[int, typer.Option("--top-k")] = 0,
-    top_p: Annotated[float, typer.Option("--top-p")] = 1.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    temperature: TemperatureOpt = 0.0,
+    top_k: TopKOpt = 0,
+    top_p: TopPOpt = 1.0,
+    seed: SeedOpt = 0,
     ctx: CtxOpt = DEFAULT_CTX,
     system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens per answer.")] = 512,
+    max_tokens: Annotated[int, max_tokens_opt("Most tokens per answer.")] = 512,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
     draft_tokens: NodesOpt = None,

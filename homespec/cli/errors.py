@@ -9,6 +9,7 @@ import typer
 
 from homespec import interrupt
 from homespec.cli.app import app
+from homespec.cli.options import OutOfRange
 from homespec.errors import EXIT_RUNTIME, EXIT_USAGE, HomespecError
 
 
@@ -45,11 +46,26 @@ def main(argv: list[str] | None = None) -> int:
     interrupt.install()
     try:
         code = _run(argv)
+        _finalise()
     finally:
         interrupt.uninstall()
+    if code == 0 and interrupt.swallowed():  # a Ctrl-C while the models were torn down
+        code = interrupt.EXIT_INTERRUPTED
     if code == interrupt.EXIT_INTERRUPTED and interrupt.seen():  # typer turns a Ctrl-C into a plain exit 130
         print(interrupt.message(), file=sys.stderr)
     return code
+
+
+def _finalise() -> None:
+    """Tear down what the command left to the garbage collector (llama.cpp models and their
+    contexts) while a Ctrl-C is still noted, not during the interpreter's exit."""
+    import gc
+
+    try:
+        gc.collect()
+    except KeyboardInterrupt:
+        interrupt.note()
+        interrupt.swallow()
 
 
 def _run(argv: list[str] | None) -> int:
@@ -62,6 +78,11 @@ def _run(argv: list[str] | None) -> int:
     except click.NoArgsIsHelpError as e:  # `homespec` or `homespec draft` alone: the help
         if e.format_message().strip():  # rich help has printed itself already
             print(e.format_message(), file=sys.stderr)
+        return EXIT_USAGE
+    except OutOfRange as e:  # a number outside its range (homespec.limits)
+        flag = e.param.opts[0] if e.param is not None and e.param.opts else ""
+        print(f"error: {flag} {_one_line(e.message)}".strip(), file=sys.stderr)
+        print(f"hint: {e.hint}", file=sys.stderr)
         return EXIT_USAGE
     except click.UsageError as e:  # a bad flag or value, caught by the parser
         print(f"error: {_one_line(e.format_message())}", file=sys.stderr)
@@ -92,4 +113,8 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _entry() -> None:  # pragma: no cover
-    sys.exit(main())
+    code = main()
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: a late Ctrl-C must not print a traceback
+    sys.exit(code)

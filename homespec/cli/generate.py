@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, JsonOpt, MethodOpt, ModelOpt,
-    NodesOpt, ThreadsOpt, TopkOpt, WindowOpt, _run_options,
+    NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, _run_options, max_tokens_opt,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -25,11 +25,11 @@ def generate(
     backend: BackendOpt = "llamacpp",
     prompt: Annotated[Optional[str], typer.Option("--prompt", "-p", help="The prompt text.")] = None,
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL file: one object per line with 'prompt' or 'turns'.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Most tokens to generate per prompt.")] = 256,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")] = 0.0,
-    top_k: Annotated[int, typer.Option("--top-k", help="Sample from the k most likely tokens (0 = all).")] = 0,
-    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")] = 1.0,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampling.")] = 0,
+    max_tokens: Annotated[int, max_tokens_opt("Most tokens to generate per prompt.")] = 256,
+    temperature: TemperatureOpt = 0.0,
+    top_k: TopKOpt = 0,
+    top_p: TopPOpt = 1.0,
+    seed: SeedOpt = 0,
     chat: Annotated[bool, typer.Option("--chat/--no-chat", help="Wrap the prompt in the model's chat template.")] = True,
     system: Annotated[Optional[str], typer.Option("--system", help="System prompt (chat only).")] = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop string (repeatable).")] = None,
@@ -53,8 +53,6 @@ def generate(
 
     if (prompt is None) == (prompts is None):
         raise UsageError("give exactly one of --prompt and --prompts", hint='e.g. --prompt "Why is the sky blue?"')
-    if max_tokens < 1:
-        raise UsageError(f"--max-tokens {max_tokens} is not positive", hint="use --max-tokens 256")
     if prompts is not None:
         from homespec.prompts import read_prompts_file
 

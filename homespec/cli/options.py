@@ -6,10 +6,40 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec import limits
 from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
 
+
+class OutOfRange(typer.BadParameter):
+    """A number outside its option's range: `error: --flag VALUE is outside [lo, hi]` and a hint
+    naming a value that works (homespec.cli.errors renders it)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def number(r: limits.Range, *names: str, help: str = "", **kw) -> typer.models.OptionInfo:
+    """An option parsed through its range (homespec.limits): nan, inf and values outside the range
+    are the parser's usage errors, before anything loads."""
+    def parse(text):
+        try:
+            return r.parse(text)
+        except ValueError as e:
+            raise OutOfRange(str(e), hint=f"use {(names or (r.name,))[0]} {r.example}") from None
+
+    return typer.Option(*(names or (r.name,)), parser=parse, metavar="INTEGER" if r.integer else "FLOAT",
+                        help=help, **kw)
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU threads.")]
+ThreadsOpt = Annotated[Optional[int], number(
+    limits.THREADS, help="CPU threads (at most one per CPU; default: every physical core, or $HOMESPEC_THREADS).")]
+# sampling, shared by generate, chat and bench (the server takes the same ranges)
+TemperatureOpt = Annotated[float, number(limits.TEMPERATURE, "--temperature", "-t", help="0 = greedy; at most 2.")]
+TopKOpt = Annotated[int, number(limits.TOP_K, help="Sample from the k most likely tokens (0 = all).")]
+TopPOpt = Annotated[float, number(limits.TOP_P, help="Nucleus sampling mass, in (0, 1] (1 = off).")]
+SeedOpt = Annotated[int, number(limits.SEED, help="Random seed for sampling (a signed 64-bit integer).")]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="torch backend: cpu, cuda or mps (auto).")]
 ExactOpt = Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with the one-token kernels (bit-exact, slower).")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
@@ -35,10 +65,30 @@ MethodOpt = Annotated[str, typer.Option("--method", help="none, ngram, draft or 
 BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
 
 
+def max_tokens_opt(help: str) -> typer.models.OptionInfo:
+    return number(limits.MAX_TOKENS, "--max-tokens", "-n", help=help)
+
+
+def threads_for_run(threads: int | None) -> int | None:
+    """--threads, else HOMESPEC_THREADS, capped at the CPUs this process may use (saying so once)."""
+    import sys
+
+    source = "--threads"
+    if threads is None:
+        threads, source = limits.env_threads(), "HOMESPEC_THREADS"
+    if threads is None:
+        return None
+    threads, note = limits.cap_threads(threads, source)
+    if note:
+        print(note, file=sys.stderr)
+    return threads
+
+
 def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False,
                  window=None, guard=False, adapt=False):
     from homespec.engine.options import RunOptions, draft_shape
 
+    threads = threads_for_run(threads)
     depth, topk, nodes = draft_shape(backend, device, depth, topk, nodes)
     return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,
                       draft_depth=depth, draft_topk=topk, draft_tokens=nodes, threads=threads, exact=exact,

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec import limits
 from homespec.cli.app import _stdout, app
-from homespec.cli.options import CtxOpt, DepthOpt, JsonOpt, NodesOpt, TopkOpt
+from homespec.cli.options import CtxOpt, DepthOpt, JsonOpt, NodesOpt, TopkOpt, number
 from homespec.errors import EXIT_NO_FIT
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -28,7 +29,7 @@ def plan(
     draft_tokens: NodesOpt = None,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
-    ram: Annotated[Optional[float], typer.Option("--ram", help="Host RAM in GiB (default: this machine's).")] = None,
+    ram: Annotated[Optional[float], number(limits.RAM_GIB, help="Host RAM in GiB (default: this machine's).")] = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan (with --json: as the 'emit' field).")] = None,
     calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
     n_cpu_moe: Annotated[Optional[int], typer.Option("--n-cpu-moe", help="MoE: keep the routed experts of the first N layers in RAM (llama.cpp --n-cpu-moe). Default: the solver chooses.")] = None,

@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec import limits
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
-    ThreadsOpt, TopkOpt, WindowOpt, _run_options,
+    ThreadsOpt, TopkOpt, WindowOpt, _run_options, number,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -24,13 +25,13 @@ def serve(
     method: MethodOpt = "eagle3",
     backend: BackendOpt = "llamacpp",
     host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback needs --api-key to be safe.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8080,
+    port: Annotated[int, number(limits.PORT, help="Port to listen on (0: any free port).")] = 8080,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="HOMESPEC_API_KEY", show_envvar=True, help="Require `Authorization: Bearer KEY` on every route but /health.")] = None,
     alias: Annotated[Optional[str], typer.Option("--alias", "--model-name", help="The model's id in /v1/models and in answers. Default: the model file's name.")] = None,
-    parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
-    queue: Annotated[int, typer.Option("--queue", help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
+    parallel: Annotated[Optional[int], number(limits.PARALLEL, "--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
+    queue: Annotated[int, number(limits.QUEUE, help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
     cache_prompt: Annotated[bool, typer.Option("--cache-prompt/--no-cache-prompt", help="Keep each slot's KV after an answer and reuse the longest shared prefix of the next prompt (a request's own cache_prompt: false opts out).")] = True,
-    max_body_mib: Annotated[int, typer.Option("--max-body-mib", help="Largest request body in MiB (413 beyond).")] = 8,
+    max_body_mib: Annotated[int, number(limits.MAX_BODY_MIB, help="Largest request body in MiB, up to 1024 (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
     ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
@@ -58,10 +59,6 @@ def serve(
     if api_key is not None and not api_key.strip():
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
     origins = cors_origins(cors)
-    if max_body_mib < 1:
-        raise UsageError(f"--max-body-mib {max_body_mib} is not positive", hint="use --max-body-mib 8")
-    if queue < 1:
-        raise UsageError(f"--queue {queue} is not positive", hint="use --queue 1 or more (waiting requests)")
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
@@ -100,6 +97,9 @@ def cors_origins(value: str | None) -> tuple[str, ...]:
 
 def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
            cors: tuple[str, ...] = ()) -> None:
+    """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
+    a moment), for whatever supervises the server (systemd, a container) to restart it."""
+    from homespec.errors import HomespecError
     from homespec.server.app import create_app
     from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
 
@@ -109,10 +109,20 @@ def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body:
         if (warning := exposure_warning(host, api_key)) is not None:
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
-              f"api_key={'--api-key' if api_key else 'any'}; {engine.slots} parallel, "
+              f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
               f"{engine.n_ctx} tokens each); Ctrl-C stops", flush=True)
-        caught = serve_app(web, sock)
-        if caught:
+        caught = serve_app(web, sock, stop_when=lambda: engine.failure)
+        if caught and engine.failure is None:
             print(f"homespec serve: {caught}: stopped taking requests; closing", file=sys.stderr)
     finally:
         engine.close(timeout_s=5.0)
+    if engine.failure is not None:
+        raise HomespecError(f"the engine stopped: {engine.failure}",
+                            hint="the server's log above has the traceback; restart homespec serve")
+
+
+def _key_shown(api_key: str | None) -> str:
+    """What the start line says of the key: never the key itself (stdout ends up in logs)."""
+    if not api_key:
+        return "any"
+    return "<your $HOMESPEC_API_KEY>" if os.environ.get("HOMESPEC_API_KEY") == api_key else "<your --api-key>"

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from homespec import interrupt
+from homespec import interrupt, limits
 from homespec.cli.app import draft_app
+from homespec.cli.options import number
 from homespec.train.config import TrainConfig  # light (no torch): the defaults of `draft train`
 
 _TRAIN = TrainConfig()  # the option defaults below: one source for the CLI and the library
@@ -30,7 +31,7 @@ def draft_train(
     backend: Annotated[Optional[str], typer.Option("--backend", help="llamacpp (GGUF) or torch. Default: from the target.")] = _TRAIN.backend,
     eagle3: Annotated[bool, typer.Option("--eagle3", help="Plain EAGLE-3: fc_norm and norm_output off.")] = _TRAIN.eagle3,
     freeze_lm_head: Annotated[bool, typer.Option("--freeze-lm-head", help="Keep the draft read-out at the target's output rows.")] = _TRAIN.freeze_lm_head,
-    hidden_weight: Annotated[float, typer.Option("--hidden-weight", help="Weight of the regression onto the target's hidden state (0: off).")] = _TRAIN.hidden_weight,
+    hidden_weight: Annotated[float, number(limits.HIDDEN_WEIGHT, help="Weight of the regression onto the target's hidden state (0: off).")] = _TRAIN.hidden_weight,
     init: Annotated[Optional[str], typer.Option("--init", help="Start from this head's weights (a directory in the EAGLE-3 layout) instead of a fresh head.")] = _TRAIN.init,
     skip_shards: Annotated[int, typer.Option("--skip-shards", help="Begin data at this shard of the prompt order (64 prompts each), e.g. past the ones an --init head was trained on.")] = _TRAIN.skip_shards,
     keep_vocab: Annotated[bool, typer.Option("--keep-vocab", help="Keep the --init head's draft vocabulary instead of counting one on this run's data.")] = _TRAIN.keep_vocab,

@@ -15,12 +15,15 @@ whose reason is None and `handle.error` set (a HomespecError: message and hint).
 from __future__ import annotations
 
 import collections
+import logging
 import queue
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from homespec.errors import HomespecError
+
+log = logging.getLogger("homespec.engine")
 
 if TYPE_CHECKING:
     from homespec.backends.base import Tokenizer
@@ -38,6 +41,11 @@ class QueueFull(HomespecError):
 
 class EngineClosed(HomespecError):
     """The engine is shutting down and takes no new request."""
+
+
+class EngineFailed(HomespecError):
+    """The engine's thread has stopped on an error it could not pin on one request: no request can
+    be answered any more (the server answers 503 and exits non-zero; docs/server.md, "Errors")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,3 +172,21 @@ class Handle:
     def __iter__(self) -> Iterator["Response"]:
         while (item := self.get()) is not None:
             yield item
+
+
+def fail(handle: Handle, error: HomespecError) -> None:
+    """End a request that the engine could not answer: `handle.error`, a Finish with no reason and
+    what was said so far (nothing), and the end. For a request that never reached a slot."""
+    from homespec.engine.responses import Finish
+
+    handle.error = error
+    handle.put_all((Finish(None, "", (), tuple(handle.request.prompt_ids), (), 0.0, 0.0),), last=True)
+
+
+def as_error(e: Exception, handle: Handle) -> HomespecError:
+    """A request's failure as the HomespecError its handle carries; an unexpected one is logged with
+    its traceback (the 500's message says the log has the details)."""
+    if isinstance(e, HomespecError):
+        return e
+    log.error("request %d failed: %s: %s", handle.id, type(e).__name__, e, exc_info=e)
+    return HomespecError(f"{type(e).__name__}: {e}", hint="the server's log has the traceback")

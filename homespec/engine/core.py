@@ -20,14 +20,16 @@ from __future__ import annotations
 import collections
 import logging
 import math
-import os
 import threading
 import time
 from typing import TYPE_CHECKING, Iterator
 
-from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, Handle, QueueFull
+from homespec.engine.api import (
+    EngineClosed, EngineFailed, EngineRequest, EngineStats, Handle, QueueFull, as_error, fail,
+)
 from homespec.engine.responses import Finish
 from homespec.engine.reuse import Lane, choose_lane, reuse
+from homespec.engine.supervise import Supervised
 from homespec.engine.tally import add_steps
 from homespec.errors import HomespecError, UsageError
 
@@ -71,6 +73,7 @@ class Engine:
         self._closing = False
         self._cancel_all = False
         self._thread: threading.Thread | None = None
+        self._super: Supervised | None = None  # the engine's own thread, watched (start())
 
     @classmethod
     def open(cls, opt: "RunOptions", *, parallel: int = 1, queue_size: int = 32, prefill_chunk: int | None = None,
@@ -88,6 +91,11 @@ class Engine:
     def tokenizer(self) -> "Tokenizer":
         return self.target.tokenizer
 
+    @property
+    def failure(self) -> str | None:
+        """Why the engine's thread stopped (None while it serves): /health answers 503 with it."""
+        return self._super.failure if self._super is not None else None
+
     # --- consumer side -------------------------------------------------------------------------
 
     def submit(self, request: EngineRequest) -> Handle:
@@ -100,6 +108,8 @@ class Engine:
         if request.max_tokens < 1:
             raise UsageError(f"max_tokens {request.max_tokens} is not positive", hint="ask for 1 token or more")
         with self._cond:
+            if self.failure is not None:
+                raise EngineFailed(f"the engine stopped: {self.failure}", hint="the server exits; restart it")
             if self._closing:
                 raise EngineClosed("the engine is shutting down", hint="send the request to a running server")
             free = sum(lane.running is None for lane in self._lanes)
@@ -139,9 +149,11 @@ class Engine:
             return not self._waiting and all(lane.running is None for lane in self._lanes)
 
     def start(self) -> "Engine":
-        """Run the engine on its own thread (a server); without it the caller calls step()."""
-        self._thread = threading.Thread(target=self._run, name="homespec-engine", daemon=True)
-        self._thread.start()
+        """Run the engine on its own thread (a server), watched: should it stop anyway, every
+        waiting request fails at once (homespec.engine.supervise). Without it the caller steps."""
+        self._super = Supervised(self._run, self._died)
+        self._thread = self._super.thread
+        self._super.start()
         return self
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -222,10 +234,16 @@ class Engine:
             req = h.request
             lane = choose_lane(free, req.prompt_ids)
             drafter = lane.drafter if req.speculate else None
-            kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter,
-                         enabled=self.cache_prompt and req.cache_prompt)
-            detok = Detokenizer(self.tokenizer, req.stop) if self.parts.text else None
-            run = Running(h, lane.index, drafter, self._eos, self.n_ctx, detok, shape0=self.parts.shape, kept=kept)
+            try:  # a request that cannot start fails alone, its lane emptied and free
+                kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter,
+                             enabled=self.cache_prompt and req.cache_prompt)
+                detok = Detokenizer(self.tokenizer, req.stop) if self.parts.text else None
+                run = Running(h, lane.index, drafter, self._eos, self.n_ctx, detok, shape0=self.parts.shape,
+                              kept=kept)
+            except Exception as e:  # noqa: BLE001
+                self._forget(lane)
+                fail(h, as_error(e, h))
+                continue
             with self._cond:
                 lane.running = run
                 self._stats.prompt_tokens_total += len(run.prompt)
@@ -283,19 +301,47 @@ class Engine:
             self._rates.append((time.perf_counter(), tokens))
 
     def _fail(self, runs: list["Running"], e: Exception) -> None:
-        err = e if isinstance(e, HomespecError) else HomespecError(f"the engine failed a step: {e}",
-                                                                    hint="HOMESPEC_DEBUG=1 shows the traceback")
-        log.error("a step failed (%d request(s)): %s", len(runs), e, exc_info=bool(os.environ.get("HOMESPEC_DEBUG")))
+        """A failure of the whole pass (the target itself): the requests in it fail; the engine goes
+        on with the next step. One request's own failure fails it alone (engine/step.py)."""
         for r in runs:
+            if not r.done:
+                r.handle.error = as_error(e, r.handle)
+                r.end(None)
+
+    def _forget(self, lane: Lane) -> None:
+        """A lane whose state is not trusted any more: its cache and its drafter's state go."""
+        lane.cached, lane.drafter_len = [], 0
+        if lane.drafter is not None:
+            lane.drafter.reset()
+        try:
+            self.target.free(lane.index)
+        except Exception:  # noqa: BLE001 - the next request's reuse() frees it again
+            log.warning("freeing lane %d failed", lane.index, exc_info=True)
+
+    def _died(self, err: HomespecError) -> None:
+        """The engine's thread stopped (homespec.engine.supervise): every request still waiting or
+        running fails now, instead of hanging on a thread that will never step again."""
+        with self._cond:
+            self._closing = True
+            waiting = list(self._waiting)
+            self._waiting.clear()
+            running = [lane.running for lane in self._lanes if lane.running is not None]
+        for h in waiting:
+            fail(h, err)
+        for r in running:
             r.handle.error = err
-            r.end(None)
+            try:
+                r.end(None)
+                r.deliver()
+            except Exception:  # noqa: BLE001 - its responses may be half-made; end the stream anyway
+                r.handle.end()
+            r.handle.wake()
 
     def _retry_after(self) -> float:
-        """Seconds until a waiting request would start: the requests ahead of it, a lane-time each,
-        shared by the lanes (called holding the lock)."""
-        per = self._request_s or 5.0
-        ahead = len(self._waiting) + 1
-        return max(1.0, math.ceil(per * ahead / max(1, self.slots)))
+        """Seconds until a waiting request would start: every request ahead needs a lane first,
+        rounds of `slots` answers each of the recent mean time (called holding the lock)."""
+        rounds = math.ceil((len(self._waiting) + 1) / max(1, self.slots))
+        return max(1.0, (self._request_s or 5.0) * rounds)
 
 
 def follow(engine: Engine, handle: Handle) -> Iterator[Response]:

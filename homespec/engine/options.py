@@ -6,7 +6,6 @@ The plan that `homespec plan` prints for the same arguments is the one that star
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,19 +74,12 @@ def default_head(model_path: str) -> Path | None:
 
 
 def threads_of(opt: RunOptions) -> int | None:
-    """--threads, else HOMESPEC_THREADS, else None (the engine's own choice: every physical core)."""
-    if opt.threads is not None:
-        if opt.threads < 1:
-            raise UsageError(f"--threads {opt.threads} is not positive",
-                             hint="pass --threads 1 or more, or leave it out to use every physical core")
-        return opt.threads
-    env = os.environ.get("HOMESPEC_THREADS", "").strip()
-    if not env:
-        return None
-    if not env.isdigit() or int(env) < 1:
-        raise UsageError(f"HOMESPEC_THREADS={env} is not a positive number of threads",
-                         hint="set HOMESPEC_THREADS=4 (say), or unset it to use every physical core")
-    return int(env)
+    """--threads, else HOMESPEC_THREADS, else None (the engine's own choice: every physical core);
+    at most one per CPU this process may use (the CLI says so when it caps: homespec.cli.options)."""
+    from homespec.limits import cap_threads, env_threads
+
+    threads, source = (opt.threads, "--threads") if opt.threads is not None else (env_threads(), "HOMESPEC_THREADS")
+    return None if threads is None else cap_threads(threads, source)[0]
 
 
 def tree_nodes(opt: RunOptions) -> int:
@@ -118,6 +110,11 @@ def check_options(opt: RunOptions) -> str:
         models.append(resolve_model_path(opt.draft))
     if opt.backend == "llamacpp" and any(Path(m).is_dir() for m in models):
         raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
+    if opt.backend == "llamacpp":
+        from homespec.formats.gguf import read_model_header
+
+        for m in models:  # a truncated or damaged file is named as `plan` names it, before llama.cpp reads it
+            read_model_header(m)
     if opt.method == "eagle3":
         head_dir(opt, path)
     return path

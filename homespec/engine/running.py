@@ -22,6 +22,7 @@ import torch
 from homespec.backends.base import Forward, PrefillWork, TreeWork
 from homespec.engine.detok import Detokenizer
 from homespec.engine.responses import Finish, StepFigures, TextDelta
+from homespec.speculative.sampling import torch_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
 from homespec.speculative.verify import Verdict, verify_greedy, verify_sampled
 
@@ -62,7 +63,7 @@ class Running:
         r = self.handle.request
         self.prompt = list(r.prompt_ids)
         self.sampler = None if r.sampler is None or r.sampler.greedy else r.sampler
-        self.generator = torch.Generator().manual_seed(r.seed)
+        self.generator = torch.Generator().manual_seed(torch_seed(r.seed))  # any integer a client sent
         self.limits = Limits(max_tokens=r.max_tokens)
         self.fed = self.kept
         # committed tokens the drafter's state covers: the kept prefix (trimmed to it at

@@ -45,7 +45,11 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
     work: list["PrefillWork | TreeWork"] = []
     owners: list["Running"] = []
     for r in decoding:  # --- draft: a tree rooted at each lane's pending token ------------------
-        work.append(r.draft(depth if r.drafter is not None else 0, target))
+        try:  # a request whose draft fails is failed alone and left out of this pass
+            work.append(r.draft(depth if r.drafter is not None else 0, target))
+        except Exception as e:  # noqa: BLE001
+            fail_alone(r, e)
+            continue
         owners.append(r)
     budget = min(prefill_chunk, max(1, target.batch_rows - sum(len(w.tokens) for w in work)))
     for r in prefilling:  # --- prompt chunks ride along in what is left of the pass -----------
@@ -54,6 +58,8 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
             budget -= len(chunk.tokens)
             work.append(chunk)
             owners.append(r)
+    if not work:  # every decoding request failed its draft: nothing to pass
+        return Outcome((), 0, 0.0)
     before_pass()
     t1 = time.perf_counter()
     outs = target.decode(work)  # --- one target pass: logits [T, V] and features per item -------
@@ -83,14 +89,26 @@ def _verify_all(owners: list["Running"], outs: list["Forward"], target: "Lanes",
     steps: list["Step"] = []
     verified: list["Step"] = []
     for r, fwd in zip(owners, outs):
-        if r.tree is not None:  # decoding: verify, commit, emit
-            step = r.verified(fwd, target, t_pass, t_step)
-            steps.append(step)
-            verified.append(step)
-            if guard is not None and step.draft_size > 0:
-                guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
-        else:
-            before = len(r.steps)
-            r.prefilled(fwd, target, t_pass, t_step)
-            steps.extend(r.steps[before:])
+        try:  # one request's verification failing fails that request alone
+            if r.tree is not None:  # decoding: verify, commit, emit
+                step = r.verified(fwd, target, t_pass, t_step)
+                steps.append(step)
+                verified.append(step)
+                if guard is not None and step.draft_size > 0:
+                    guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
+            else:
+                before = len(r.steps)
+                r.prefilled(fwd, target, t_pass, t_step)
+                steps.extend(r.steps[before:])
+        except Exception as e:  # noqa: BLE001
+            fail_alone(r, e)
     return steps, verified
+
+
+def fail_alone(r: "Running", e: Exception) -> None:
+    """One request's own failure: it ends with its error when the engine next reaps (its lane is
+    then emptied); the requests beside it go on."""
+    from homespec.engine.api import as_error
+
+    r.handle.error = as_error(e, r.handle)
+    r.end(None)

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from homespec.errors import UsageError
+from homespec.formats.local import existing
 from homespec.types import DraftSpec, ModelSpec
 
 # llama.cpp's speculative decoding accepts draft and target vocabularies this far apart
@@ -112,8 +113,8 @@ def resolve_model(arg: str, quant: str | None = None) -> ModelSpec:
     arg = resolve_for_plan(arg)  # org/repo[:QUANT], ollama:NAME, ... -> a local path or the file's hub URL
     if is_url(arg):
         return _model_from_gguf(arg, quant)
-    path = Path(os.path.expanduser(arg))
-    if path.exists():
+    path = existing(arg)
+    if path is not None:
         return _model_from_path(path, quant)
     if _looks_like_path(arg):
         raise UsageError(f"no such file or directory: {arg}", hint="check the path (or give a catalogue name)")
@@ -242,8 +243,8 @@ def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     elif (hub := _hub_draft(arg)) is not None:
         draft = hub
     else:
-        path = Path(os.path.expanduser(arg))
-        if path.exists():
+        path = existing(arg, "draft")
+        if path is not None:
             draft = _draft_from_path(path)
         elif _looks_like_path(arg):
             raise UsageError(f"no such file or directory: {arg}", hint="check the path (or give a catalogue draft name)")

@@ -45,6 +45,12 @@ def check_args(fmt: str, out: str, dtype: str | None) -> None:
         raise UsageError(f"--out {out} is a directory; a GGUF is one file", hint=f"e.g. --out {p / 'head.gguf'}")
     if fmt != "gguf" and p.is_file():
         raise UsageError(f"--out {out} is a file; the {fmt} layout is a directory", hint="name a new or empty directory")
+    from homespec.atomic import nearest_existing
+
+    parent = nearest_existing(p)  # where the file or directory would be made: checked before any work
+    if not parent.is_dir():
+        raise UsageError(f"--out {out}: {parent} is a file, not a directory",
+                         hint=f"name a path in a directory, e.g. --out {'head.gguf' if fmt == 'gguf' else 'head'}")
 
 
 def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None, twin: bool = False,

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from homespec.errors import UsageError
+from homespec.limits import MAX_CTX  # noqa: F401 - re-exported: --ctx's bound, 16M tokens
+
+MAX_SEQ = 256  # sequences served at once (--parallel): llama.cpp's LLAMA_MAX_SEQ (homespec.limits.PARALLEL)
 
 BACKENDS = ("llamacpp", "exl2", "torch")
 # KV cache element types llama.cpp accepts for --cache-type-k/-v (llama.cpp common/arg.cpp), all of
@@ -15,8 +18,6 @@ QUANTISED_KV_TYPES = frozenset(KV_TYPES) - FLOAT_KV_TYPES
 # exllamav2 cache classes: ExLlamaV2Cache, _Q8, _Q6, _Q4 (the --kv-type names map onto them).
 EXL2_CACHE = {"f16": "fp16", "fp16": "fp16", "q8_0": "q8", "q8": "q8", "q6": "q6", "q4_0": "q4", "q4": "q4"}
 
-MAX_CTX = 1 << 24  # 16M tokens: beyond any model's trained context; larger is a typo
-MAX_SEQ = 256  # sequences served at once (--parallel): llama.cpp's LLAMA_MAX_SEQ
 
 # The defaults of `homespec plan` and of a run (generate, chat, bench): one copy, so the default plan
 # is the plan of the default run.
@@ -99,7 +100,7 @@ def check_settings(s: Settings) -> None:
     if s.n_ubatch < 1 or s.n_ubatch > 65536:
         raise UsageError(f"ubatch {s.n_ubatch} is out of range", hint="use --ubatch between 1 and 65536 (default 512)")
     if s.n_seq < 1 or s.n_seq > MAX_SEQ:
-        raise UsageError(f"--parallel {s.n_seq} is out of range", hint=f"use --parallel between 1 and {MAX_SEQ} (default 1)")
+        raise UsageError(f"--parallel {s.n_seq} is out of range", hint=f"use --parallel between 1 and {MAX_SEQ}")
     if s.n_cpu_moe is not None and s.n_cpu_moe < 0:
         raise UsageError(f"--n-cpu-moe {s.n_cpu_moe} is negative", hint="use --n-cpu-moe 0 (all experts on the GPU) or more")
     if s.tree_tokens < 1 or s.tree_tokens > 4096:

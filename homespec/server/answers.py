@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from starlette.requests import Request
 
-from homespec.engine.api import EngineClosed, EngineRequest, QueueFull
+from homespec.engine.api import EngineClosed, EngineFailed, EngineRequest, QueueFull
 from homespec.errors import HomespecError
 from homespec.server.errors import ApiError
 from homespec.server.schemas import ChatRequest, CompletionRequest, Sampling
@@ -88,6 +88,8 @@ def submit(engine: "Engine", request: EngineRequest) -> "Handle":
     except QueueFull as e:
         raise ApiError(503, e.message, code="server_busy",
                        headers={"Retry-After": str(max(1, round(e.retry_after_s)))}) from None
+    except EngineFailed as e:
+        raise ApiError(503, e.message, code="engine_failed") from None
     except EngineClosed as e:
         raise ApiError(503, e.message, code="shutting_down", headers={"Retry-After": "5"}) from None
     except HomespecError as e:  # a request the engine itself refuses
@@ -130,6 +132,7 @@ async def follow(handle: "Handle", request: Request) -> AsyncIterator[list["Resp
         handle.on_ready(None)
         if not ended:
             handle.cancel()
+            log.info("%s %s: request %d cancelled: the client left", request.method, request.url.path, handle.id)
 
 
 def _failure(handle: "Handle", fin: Finish) -> ApiError | None:
@@ -161,11 +164,13 @@ async def whole(handle: "Handle", request: Request, answer: Answer) -> dict[str,
 
 async def sse(handle: "Handle", request: Request, answer: Answer, include_usage: bool) -> AsyncIterator[str]:
     """The answer as server-sent events: a chunk per piece of text, the finish, `[DONE]`. The
-    events of one batch of responses go out in one write."""
-    if answer.kind == "chat":
-        yield _event(chunk(answer, first=True))
+    events of one batch of responses go out in one write. A chat's first chunk (the role) goes
+    out with the first batch, once the engine has read the prompt: sent while the request still
+    waited for a slot, it would make a client time its first token from the queue."""
+    role = answer.kind == "chat"
     async for batch in follow(handle, request):
-        events = []
+        events = [_event(chunk(answer, first=True))] if role else []
+        role = False
         for r in batch:
             if isinstance(r, TextDelta) and r.text:
                 events.append(_event(chunk(answer, r.text)))
@@ -178,6 +183,7 @@ async def sse(handle: "Handle", request: Request, answer: Answer, include_usage:
 
 def _finish_events(handle: "Handle", request: Request, answer: Answer, fin: Finish, include_usage: bool) -> list[str]:
     if (err := _failure(handle, fin)) is not None:
+        log.warning("%s %s -> %d (in the stream): %s", request.method, request.url.path, err.status, err.message)
         return [_event({"error": {"message": err.message, "type": "server_error", "param": None, "code": err.code}})]
     _log_answer(request, fin)
     out = [_event(chunk(answer, fin=fin))]

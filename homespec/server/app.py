@@ -52,10 +52,25 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
                cors: tuple[str, ...] = ()):
     """The ASGI app: the routes behind the guard (key, body limit, counts), behind CORS (a
     browser's preflight carries no key, so it is answered before the guard asks for one)."""
+    reg, http_count = registry(engine, model_name)
+    guarded = Guard(routes(engine, model_name, reg), api_key=api_key, max_body=max_body, count=http_count.add)
+    return CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
+                          allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600)
+
+
+def openapi_schema() -> dict:
+    """The OpenAPI schema FastAPI makes of the routes and their pydantic bodies (not served; the
+    tests generate requests from it). The routes read no engine until a request comes."""
+    from prometheus_client import CollectorRegistry
+
+    return routes(None, "model", CollectorRegistry()).openapi()  # type: ignore[arg-type]
+
+
+def routes(engine: "Engine", model_name: str, reg) -> FastAPI:
+    """The routes over `engine`, with OpenAI's error shape for every failure."""
     app = FastAPI(title="homespec", docs_url=None, redoc_url=None, openapi_url=None)
     errors.install(app)
     created = int(time.time())
-    reg, http_count = registry(engine, model_name)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest, request: Request):
@@ -96,6 +111,8 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
 
     @app.get("/health")
     async def health():
+        if (failure := getattr(engine, "failure", None)) is not None:  # the engine thread has stopped
+            raise errors.ApiError(503, f"the engine stopped: {failure}; the server is exiting", code="engine_failed")
         return {"status": "ok"}
 
     @app.get("/metrics")
@@ -104,6 +121,4 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
 
         return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
 
-    guarded = Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)
-    return CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
-                          allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600)
+    return app

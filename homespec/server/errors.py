@@ -40,7 +40,8 @@ def _line(request: Request) -> str:
 
 # pydantic names the member of a union it tried after the field: what each member means to a user
 _KINDS = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
-          "list[str]": "a list of strings", "list[int]": "a list of token ids", "list[TextPart]": "a list of text parts"}
+          "list[str]": "a list of strings", "list[int]": "a list of token ids", "list[constrained-int]": "a list of token ids",
+          "list[TextPart]": "a list of text parts"}
 
 
 def _split(loc: tuple) -> tuple[list[str], str | None]:
@@ -67,10 +68,20 @@ def _union_error(errs: list[dict]) -> ApiError | None:
     return ApiError(400, f"{param}: should be {' or '.join(kinds)}", param=param, code="invalid_value")
 
 
+# complaints that say more than "should be a string or ...": a value of the right type whose
+# content is wrong (a lone surrogate, NaN) is named for what it is, not for the union it is in
+_SPECIFIC = ("invalid_text", "missing_content", "finite_number")
+
+
 def validation_error(exc: RequestValidationError) -> ApiError:
     """pydantic's first complaint as one sentence naming the field."""
-    first = exc.errors()[0] if exc.errors() else {"msg": "invalid body", "loc": ()}
-    if (union := _union_error(list(exc.errors()))) is not None and first.get("type") != "json_invalid":
+    errs = list(exc.errors())
+    first = errs[0] if errs else {"msg": "invalid body", "loc": ()}
+    specific = next((e for e in errs if e.get("type") in _SPECIFIC), None)
+    if specific is not None:
+        param = ".".join(_split(specific.get("loc", ()))[0]) or None
+        return ApiError(400, f"{param}: {specific['msg']}", param=param, code="invalid_value")
+    if (union := _union_error(errs)) is not None and first.get("type") != "json_invalid":
         return union
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     if first.get("type") == "json_invalid":
@@ -82,6 +93,24 @@ def validation_error(exc: RequestValidationError) -> ApiError:
     if first.get("type") == "too_short" and param:
         return ApiError(400, f"{param} is empty: send at least one", param=param, code="invalid_value")
     return ApiError(400, f"{param}: {first['msg']}" if param else first["msg"], param=param, code="invalid_value")
+
+
+def _unreadable_body(exc: HTTPException) -> ApiError | None:
+    """FastAPI's 400 for a body its JSON reader raised on with something other than a syntax error
+    (bytes that are not UTF-8, an array nested deeper than the reader recurses): malformed JSON,
+    said as such."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        why = f"byte {cause.start} is not UTF-8"
+    elif isinstance(cause, RecursionError):
+        why = "it is nested too deeply"
+    elif isinstance(cause, ValueError):
+        why = " ".join(str(cause).split())
+    else:
+        return None
+    return ApiError(400, f"the body is not valid JSON ({why})", code="invalid_json")
 
 
 def install(app: FastAPI) -> None:
@@ -98,11 +127,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        if (unreadable := _unreadable_body(exc)) is not None:
+            return error_response(_line(request), unreadable)
         message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
         return error_response(_line(request), ApiError(exc.status_code, message.get(exc.status_code, str(exc.detail)),
                                                        headers=dict(exc.headers or {})))
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("%s failed", _line(request))
+        log.error("%s failed", _line(request), exc_info=exc)
         return error_response(_line(request), ApiError(500, f"internal error: {type(exc).__name__}: {exc}"))

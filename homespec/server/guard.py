@@ -45,7 +45,7 @@ class Guard:
                 body, refusal = await self._read_body(scope, receive)
             if refusal is not None:
                 return await error_response(f"{scope['method']} {path}", refusal)(scope, receive, counted)
-            await self.app(scope, _replay(body, receive), counted)
+            await self.app(_as_json(scope), _replay(body, receive), counted)
         finally:
             self.count(route, status[0])
 
@@ -73,6 +73,21 @@ class Guard:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 return b"".join(chunks), None
+
+
+JSON_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
+
+
+def _as_json(scope: Scope) -> Scope:
+    """A completion body is read as JSON whatever its Content-Type says (text/plain from curl -d
+    with a wrong -H, none at all), as llama-server reads it: the body itself decides."""
+    if scope["method"] != "POST" or scope["path"] not in JSON_ROUTES:
+        return scope
+    headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+    declared = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+    if declared == b"application/json" or declared.endswith(b"+json"):
+        return scope
+    return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
 
 
 def _too_large(limit: int) -> ApiError:

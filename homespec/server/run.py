@@ -10,10 +10,16 @@ import logging
 import signal
 import socket
 import sys
+import threading
+import time
+from typing import Callable
 
 from homespec.errors import HomespecError, UsageError
+from homespec.server.conns import HEADER_TIMEOUT_S, MAX_IDLE, guarded_protocol
 
 SHUTDOWN_S = 10.0  # seconds running answers get to finish after SIGINT / SIGTERM
+WATCH_S = 0.25  # how often the server looks whether its engine has stopped
+FAILED_LINGER_S = 2.0  # then how long /health says why, before the server exits
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -79,20 +85,42 @@ def log_to_stderr() -> None:
         logger.propagate = False
 
 
-def serve(app, sock: socket.socket, *, shutdown_s: float = SHUTDOWN_S) -> str | None:
-    """Run until SIGINT / SIGTERM -> the signal's name (None if the server stopped by itself).
+def serve(app, sock: socket.socket, *, shutdown_s: float = SHUTDOWN_S, stop_when: Callable[[], str | None] | None = None,
+          header_timeout_s: float = HEADER_TIMEOUT_S, max_idle: int = MAX_IDLE) -> str | None:
+    """Run until SIGINT / SIGTERM, or until `stop_when()` gives a reason (the engine has stopped) ->
+    the signal's name or that reason (None if the server stopped by itself).
 
     uvicorn handles both signals while it runs and raises them again once it has shut down;
-    handlers installed here first take them then, so the process is not killed on its way out."""
+    handlers installed here first take them then, so the process is not killed on its way out.
+    Outside the main thread (a test's server) no handler is installed. Connections that send no
+    request are bounded (homespec.server.conns)."""
     import uvicorn
 
-    caught: list[int] = []
-    previous = {s: signal.signal(s, lambda sig, _f: caught.append(sig)) for s in (signal.SIGINT, signal.SIGTERM)}
+    caught: list[str] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, lambda sig, _f: caught.append(signal.Signals(sig).name))
+                for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=shutdown_s, timeout_keep_alive=5)
+                            timeout_graceful_shutdown=shutdown_s, timeout_keep_alive=5,
+                            http=guarded_protocol(header_timeout_s, max_idle))
+    server = uvicorn.Server(config)
+    if stop_when is not None:
+        threading.Thread(target=_watch, args=(server, stop_when, caught), name="homespec-watch", daemon=True).start()
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-    return signal.Signals(caught[0]).name if caught else None
+    return caught[0] if caught else None
+
+
+def _watch(server, stop_when: Callable[[], str | None], caught: list[str]) -> None:
+    """Stop the server once `stop_when` gives a reason, FAILED_LINGER_S later: meanwhile /health
+    answers 503 with it, for a load balancer (or a test) to see."""
+    while not server.should_exit:
+        if (why := stop_when()) is not None:
+            time.sleep(FAILED_LINGER_S)
+            caught.append(why)
+            server.should_exit = True
+            return
+        time.sleep(WATCH_S)

@@ -6,12 +6,38 @@ use (user, presence_penalty, logit_bias, ...) are accepted and ignored, as llama
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (AllowInfNan, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
+                      ValidationInfo, field_validator)
+from pydantic_core import PydanticCustomError
 
-Number = Union[StrictFloat, StrictInt]
+from homespec import limits
+
+# numbers as JSON writes them; Python's JSON reader takes NaN and Infinity, which no range holds
+Number = Union[Annotated[StrictFloat, AllowInfNan(False)], StrictInt]
 MAX_STOPS = 16  # OpenAI allows 4; llama-server any number
+MAX_TOKEN_ID = (1 << 31) - 1  # llama.cpp's llama_token is an int32
+
+
+def _bounded(r: limits.Range, **kw: Any) -> Any:
+    """pydantic's bounds for a field from its range (homespec.limits): the CLI's, for one check."""
+    low = {"gt": r.lo} if r.lo_open else {"ge": r.lo}
+    return Field(**low, le=r.hi, **kw)
+
+
+def _text(value: Any) -> Any:
+    """Strings (or lists of them) that UTF-8 can encode: JSON's "\ud800" escape makes a lone
+    surrogate, which is no character, and which no tokenizer can read."""
+    for s in [value] if isinstance(value, str) else value if isinstance(value, list) else ():
+        text = s if isinstance(s, str) else getattr(s, "text", None)
+        if isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise PydanticCustomError("invalid_text", "contains a lone surrogate ({code}), which is not a "
+                                          "character", {"code": f"\\u{ord(text[e.start]):04x}"}) from None
+    return value
 
 
 class _Body(BaseModel):
@@ -22,10 +48,21 @@ class TextPart(_Body):
     type: Literal["text"]
     text: StrictStr
 
+    _utf8 = field_validator("text")(lambda cls, v: _text(v))
+
 
 class Message(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Union[StrictStr, list[TextPart], None] = None
+    # required, as OpenAI's: null only for an assistant's turn (one that called tools)
+    content: Union[StrictStr, list[TextPart], None]
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, v: Any, info: ValidationInfo) -> Any:
+        if v is None and info.data.get("role") != "assistant":
+            raise PydanticCustomError("missing_content", "null is only allowed in an assistant's message; "
+                                      "send a string or a list of text parts")
+        return _text(v)
 
     def text(self) -> str:
         if isinstance(self.content, list):
@@ -41,16 +78,19 @@ class Sampling(_Body):
     """What both endpoints share: length, sampling, stop strings, streaming."""
 
     model: Optional[StrictStr] = None  # any name: this server serves one model
-    max_tokens: Optional[Annotated[StrictInt, Field(ge=1)]] = None
-    temperature: Annotated[Number, Field(ge=0, le=2)] = 1.0  # OpenAI's default; 0 = greedy
-    top_p: Annotated[Number, Field(gt=0, le=1)] = 1.0
-    top_k: Annotated[StrictInt, Field(ge=0)] = 0  # llama-server's extension; 0 = off
-    seed: Optional[StrictInt] = None  # None: a fresh seed per request
+    # the ranges are the CLI's (homespec.limits), so a request is refused where a flag would be
+    max_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = None
+    temperature: Annotated[Number, _bounded(limits.TEMPERATURE)] = 1.0  # OpenAI's default; 0 = greedy
+    top_p: Annotated[Number, _bounded(limits.TOP_P)] = 1.0
+    top_k: Annotated[StrictInt, _bounded(limits.TOP_K)] = 0  # llama-server's extension; 0 = off
+    seed: Optional[Annotated[StrictInt, _bounded(limits.SEED)]] = None  # None: a fresh seed per request
     stop: Union[StrictStr, Annotated[list[StrictStr], Field(max_length=MAX_STOPS)], None] = None
-    n: Annotated[StrictInt, Field(ge=1)] = 1
+    n: Annotated[StrictInt, Field(ge=1, le=MAX_TOKEN_ID)] = 1
     stream: StrictBool = False
     stream_options: Optional[StreamOptions] = None
     cache_prompt: StrictBool = True  # llama-server's field: False starts from an empty cache
+
+    _utf8 = field_validator("stop")(lambda cls, v: _text(v))
 
     def stops(self) -> tuple[str, ...]:
         stops = [self.stop] if isinstance(self.stop, str) else (self.stop or [])
@@ -59,7 +99,7 @@ class Sampling(_Body):
 
 class ChatRequest(Sampling):
     messages: Annotated[list[Message], Field(min_length=1)]
-    max_completion_tokens: Optional[Annotated[StrictInt, Field(ge=1)]] = None  # OpenAI's newer name
+    max_completion_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = None  # OpenAI's newer name
 
     def wanted_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
@@ -68,8 +108,10 @@ class ChatRequest(Sampling):
 class CompletionRequest(Sampling):
     # one prompt: a string, a list of one string, or token ids
     prompt: Union[StrictStr, Annotated[list[StrictStr], Field(min_length=1, max_length=1)],
-                  Annotated[list[StrictInt], Field(min_length=1)]]
-    max_tokens: Optional[Annotated[StrictInt, Field(ge=1)]] = 16  # OpenAI's default for completions
+                  Annotated[list[Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_ID)]], Field(min_length=1)]]
+    max_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = 16  # OpenAI's default for completions
+
+    _utf8 = field_validator("prompt")(lambda cls, v: _text(v))
 
     def wanted_tokens(self) -> int | None:
         return self.max_tokens

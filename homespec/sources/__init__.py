@@ -15,10 +15,10 @@ The spellings are in homespec.sources.names; the GGUF choice inside a repo in ho
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from homespec.errors import UsageError
+from homespec.formats.local import existing
 from homespec.sources.names import HubRef, LMStudioRef, OllamaRef, SourceRef, parse
 
 
@@ -37,7 +37,7 @@ def _local(ref: SourceRef) -> Path | None:
 
 def source_ref(name: str) -> SourceRef | None:
     """The source `name` points at, or None when it is an existing path or no source name."""
-    if not name or os.path.exists(os.path.expanduser(name)):
+    if not name or existing(name) is not None:
         return None
     return parse(name)
 
@@ -82,8 +82,8 @@ def resolve_for_run(name: str | None) -> str:
         from homespec.embedded import smollm2_path
 
         return str(smollm2_path())
-    path = Path(name).expanduser()
-    if path.exists():
+    path = existing(name)
+    if path is not None:
         return str(path)
     ref = source_ref(name)
     if ref is None:
@@ -106,8 +106,8 @@ def resolve_for_run(name: str | None) -> str:
 
 def resolve_head_for_run(name: str) -> Path:
     """An EAGLE-3 head: an existing directory or file, or a hub repo fetched whole into the cache."""
-    path = Path(name).expanduser()
-    if path.exists():
+    path = existing(name, "draft")
+    if path is not None:
         return path
     ref = source_ref(name)
     if is_head_repo(name):

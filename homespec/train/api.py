@@ -189,6 +189,9 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     if c.device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError("--device cuda but torch sees no CUDA GPU", hint="use --device cpu")
     cfg = read_target_config(target)
+    if c.draft_vocab > cfg.n_vocab and not c.keep_vocab:  # before hours of data generation
+        raise UsageError(f"--draft-vocab {c.draft_vocab} is more than the target's {cfg.n_vocab} tokens",
+                         hint=f"use --draft-vocab {min(8192, cfg.n_vocab)} (at most {cfg.n_vocab})")
     backend = c.backend or ("torch" if Path(target).is_dir() else "llamacpp")
     if backend == "llamacpp" and Path(target).is_dir():
         raise UsageError("llama.cpp reads GGUF files, the target is a directory", hint="use --backend torch")

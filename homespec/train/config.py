@@ -11,12 +11,14 @@ This module imports nothing heavy: `homespec --help` reads the defaults.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from homespec.errors import UsageError
+from homespec.limits import HIDDEN_WEIGHT
 
 TRAIN_BACKENDS = ("llamacpp", "torch")
 
@@ -73,7 +75,6 @@ class TrainConfig:
             ("--tokens", self.tokens, 1, "500000"), ("--epochs", self.epochs, 1, "2"),
             ("--ttt-steps", self.ttt_steps, 1, "5"), ("--max-new-tokens", self.max_new_tokens, 1, "256"),
             ("--draft-vocab", self.draft_vocab, 2, "8192"),
-            ("--hidden-weight", self.hidden_weight, 0, "1.0, or 0 to switch it off"),
             ("--skip-shards", self.skip_shards, 0, "96"),
             ("parallel", self.parallel, 1, "16"), ("shard_prompts", self.shard_prompts, 1, "64"),
             ("batch_tokens", self.batch_tokens, 1, "4096"), ("weight_decay", self.weight_decay, 0, "0.0"),
@@ -82,6 +83,10 @@ class TrainConfig:
         ):
             if v < least:
                 raise UsageError(f"{flag} must be at least {least}, got {v}", hint=f"e.g. {flag} {example}")
+        HIDDEN_WEIGHT.check(self.hidden_weight)  # finite, 0 to 1000 (nan < 0 is false)
+        for name in ("lr", "weight_decay", "warmup", "min_lr", "clip"):
+            if not math.isfinite(getattr(self, name)):
+                raise UsageError(f"{name} {getattr(self, name)} is not a finite number", hint=f"e.g. {name}=0.0")
         if self.n_threads is not None and self.n_threads < 1:
             raise UsageError(f"n_threads must be at least 1, got {self.n_threads}", hint="e.g. 1, or None for every core")
         if self.lr <= 0:

@@ -1,0 +1,127 @@
+"""The range of every number a user can type: finite, bounded below and above.
+
+One table, read by the command line (homespec.cli.options parses each option through its Range,
+so a bad value is a usage error before anything loads) and by the server (homespec.server.schemas
+gives pydantic the same bounds), so `--temperature 3` and `"temperature": 3` are refused alike.
+The math behind each range is total over it: a temperature too small for float32 to divide by
+is greedy, a top-p that keeps nothing keeps the most likely token (homespec.speculative.sampling).
+
+Ground floor: imports nothing of homespec but its errors.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from homespec.errors import UsageError
+
+MAX_CTX = 1 << 24  # 16M tokens (also --ctx's bound in homespec.plan.settings): beyond any trained context
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """[lo, hi] (lo excluded when `lo_open`), of ints when `integer`; `example`: a value that works."""
+
+    name: str  # the option's flag, or the field's name for the server
+    lo: float
+    hi: float
+    example: str
+    integer: bool = False
+    lo_open: bool = False
+
+    def problem(self, value: object) -> str | None:
+        """Why `value` is outside the range (None when it is inside)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{value!r} is not a number"
+        if self.integer and not isinstance(value, int):
+            return f"{value!r} is not a whole number"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{value} is not a finite number"
+        if value < self.lo or (self.lo_open and value == self.lo) or value > self.hi:
+            return f"{value:g} is outside {self.describe()}" if isinstance(value, float) else \
+                f"{value} is outside {self.describe()}"
+        return None
+
+    def describe(self) -> str:
+        lo, hi = (_show(self.lo), _show(self.hi))
+        return f"{'(' if self.lo_open else '['}{lo}, {hi}]"
+
+    def check(self, value, flag: str | None = None):
+        """`value` unchanged when inside the range, else a UsageError naming the flag."""
+        why = self.problem(value)
+        if why is not None:
+            raise UsageError(f"{flag or self.name} {value}: {why}", hint=f"use {flag or self.name} {self.example}")
+        return value
+
+    def parse(self, text: str | int | float):
+        """A command-line word (or a default, already a number) -> the checked number (ValueError
+        with the reason otherwise)."""
+        if isinstance(text, str):
+            try:
+                value = int(text.strip()) if self.integer else float(text.strip())
+            except ValueError:
+                raise ValueError(f"{text!r} is not {'a whole number' if self.integer else 'a number'}") from None
+        else:
+            value = float(text) if not self.integer and isinstance(text, int) else text
+        why = self.problem(value)
+        if why is not None:
+            raise ValueError(why)
+        return value
+
+
+def _show(x: float) -> str:
+    if x in (INT64_MIN, INT64_MAX):
+        return "-2**63" if x < 0 else "2**63-1"
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+# --- sampling (CLI: generate, chat, bench; server: both completion routes) ---------------------
+TEMPERATURE = Range("--temperature", 0.0, 2.0, "0.7 (0 = greedy)")  # OpenAI's range
+TOP_P = Range("--top-p", 0.0, 1.0, "0.9 (1 = off)", lo_open=True)
+TOP_K = Range("--top-k", 0, 1 << 31, "40 (0 = off)", integer=True)
+SEED = Range("--seed", INT64_MIN, INT64_MAX, "0", integer=True)  # OpenAI's (a signed 64-bit integer)
+MAX_TOKENS = Range("--max-tokens", 1, MAX_CTX, "256", integer=True)
+# --- the machine -------------------------------------------------------------------------------
+THREADS = Range("--threads", 1, 1 << 16, "4", integer=True)  # then capped at the CPUs there are
+# --- the server --------------------------------------------------------------------------------
+PORT = Range("--port", 0, 65535, "8080 (0: any free port)", integer=True)
+PARALLEL = Range("--parallel", 1, 256, "4", integer=True)  # the planner's bound (homespec.plan.settings)
+QUEUE = Range("--queue", 1, 1 << 16, "32", integer=True)
+MAX_BODY_MIB = Range("--max-body-mib", 1, 1024, "8", integer=True)  # a 16M-token prompt is ~64 MiB of text
+# --- draft train -------------------------------------------------------------------------------
+HIDDEN_WEIGHT = Range("--hidden-weight", 0.0, 1000.0, "1.0 (0 = off)")
+# --- plan --------------------------------------------------------------------------------------
+RAM_GIB = Range("--ram", 0.5, 65536.0, "64")
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity mask, which a container or taskset narrows)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def cap_threads(n: int, source: str = "--threads") -> tuple[int, str | None]:
+    """Threads as asked, at most one per CPU this process may use -> (threads, a note when capped).
+    More threads than CPUs only make them wait for each other (and for every other program)."""
+    THREADS.check(n, source)
+    cpus = cpu_count()
+    if n <= cpus:
+        return n, None
+    return cpus, f"note: {source} {n} is more than the {cpus} CPUs this machine gives homespec; using {cpus}"
+
+
+def env_threads(env: dict[str, str] | None = None) -> int | None:
+    """HOMESPEC_THREADS, checked (None when unset or empty)."""
+    raw = (os.environ if env is None else env).get("HOMESPEC_THREADS", "").strip()
+    if not raw:
+        return None
+    try:
+        return THREADS.parse(raw)
+    except ValueError as e:
+        raise UsageError(f"HOMESPEC_THREADS={raw}: {e}",
+                         hint="set HOMESPEC_THREADS=4 (say), or unset it to use every physical core") from None
