@@ -90,7 +90,8 @@ THREADS = Range("--threads", 1, 1 << 16, "4", integer=True)  # then capped at th
 PORT = Range("--port", 0, 65535, "8080 (0: any free port)", integer=True)
 PARALLEL = Range("--parallel", 1, 256, "4", integer=True)  # the planner's bound (homespec.plan.settings)
 QUEUE = Range("--queue", 1, 1 << 16, "32", integer=True)
-MAX_BODY_MIB = Range("--max-body-mib", 1, 1024, "8", integer=True)  # a 16M-token prompt is ~64 MiB of text
+MAX_BODY_MIB = Range("--max-body-mib", 1, 1024, "8", integer=True)
+CACHE_RAM_MIB = Range("--cache-ram", 0, 1 << 20, "4096 (0 = off)", integer=True)  # up to 1 TiB of host RAM  # a 16M-token prompt is ~64 MiB of text
 # --- draft train -------------------------------------------------------------------------------
 HIDDEN_WEIGHT = Range("--hidden-weight", 0.0, 1000.0, "1.0 (0 = off)")
 # --- plan --------------------------------------------------------------------------------------

@@ -34,7 +34,8 @@ def test_generate_json_fields_and_greedy_methods_agree(capsys, tmp_path):
     r = none_rows[0]
     # the row's fields are an interface: exactly these (plus "guard" when a guard ran)
     assert set(r) == {"text", "token_ids", "prompt_token_ids", "tokens_per_s", "mean_accepted", "target_passes",
-                      "acceptance_by_depth", "prefill_ms", "finish", "method", "backend", "model", "memory"}
+                      "acceptance_by_depth", "prefill_ms", "finish", "cached_tokens", "method", "backend", "model",
+                      "memory"}
     assert r["model"].endswith(".gguf")
     assert r["mean_accepted"] == pytest.approx(1.0)
     assert r["target_passes"] == len(r["token_ids"]) or r["finish"] == "eos"

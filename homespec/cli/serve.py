@@ -31,6 +31,7 @@ def serve(
     parallel: Annotated[Optional[int], number(limits.PARALLEL, "--parallel", "-np", help="Sequences decoded at once, each with --ctx tokens of KV. Default: 4 on llama.cpp where the plan fits the KV for 4 as well as for 1 (else 2 or 1); 1 on torch, exl2 and --method draft.")] = None,
     queue: Annotated[int, number(limits.QUEUE, help="Requests that may wait for a slot; beyond them: 503 with Retry-After.")] = 32,
     cache_prompt: Annotated[bool, typer.Option("--cache-prompt/--no-cache-prompt", help="Keep each slot's KV after an answer and reuse the longest shared prefix of the next prompt (a request's own cache_prompt: false opts out).")] = True,
+    cache_ram: Annotated[int, number(limits.CACHE_RAM_MIB, help="MiB of host RAM for idle conversations' states: saved when another request takes their slot, loaded when they come back (llama.cpp targets; 0 = off).")] = 0,
     max_body_mib: Annotated[int, number(limits.MAX_BODY_MIB, help="Largest request body in MiB, up to 1024 (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
     ctx: CtxOpt = DEFAULT_CTX,
@@ -73,7 +74,8 @@ def serve(
             parallel = choose_parallel(opts, path)[0]
         how = method if method == "none" else f"{method}, {'guarded' if guard else 'unguarded'}"
         with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {backend}, {parallel} parallel)"):
-            engine = Engine.open(opts, parallel=parallel, queue_size=queue, cache_prompt=cache_prompt).start()
+            engine = Engine.open(opts, parallel=parallel, queue_size=queue, cache_prompt=cache_prompt,
+                                 cache_ram=cache_ram << 20).start()
     except BaseException:
         sock.close()
         raise

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -81,6 +82,10 @@ class EngineStats:
     prompt_tokens_reused_total: int = 0  # prompt tokens found in a lane's cache, not prefilled
     prompt_tokens_prefilled_total: int = 0  # prompt tokens the target processed
     cached_tokens: int = 0  # tokens held in the lanes' caches now (kept for the next request)
+    host_cache_bytes: int = 0  # --cache-ram: idle conversations' states held in host RAM
+    host_cache_entries: int = 0
+    host_cache_saves: int = 0  # lane states saved there
+    host_cache_loads: int = 0  # ... and put back into a lane
 
 
 class Handle:
@@ -184,9 +189,11 @@ def fail(handle: Handle, error: HomespecError) -> None:
 
 
 def as_error(e: Exception, handle: Handle) -> HomespecError:
-    """A request's failure as the HomespecError its handle carries; an unexpected one is logged with
-    its traceback (the 500's message says the log has the details)."""
+    """A request's failure as the HomespecError its handle carries. An unexpected one is logged with
+    its traceback where a log is kept (serve's stderr log; HOMESPEC_DEBUG=1 anywhere); a command
+    that steps the engine itself prints the error line alone."""
     if isinstance(e, HomespecError):
         return e
-    log.error("request %d failed: %s: %s", handle.id, type(e).__name__, e, exc_info=e)
-    return HomespecError(f"{type(e).__name__}: {e}", hint="the server's log has the traceback")
+    if log.hasHandlers() or os.environ.get("HOMESPEC_DEBUG"):
+        log.error("request %d failed: %s: %s", handle.id, type(e).__name__, e, exc_info=e)
+    return HomespecError(f"{type(e).__name__}: {e}", hint="the log has the traceback (HOMESPEC_DEBUG=1 shows it)")

@@ -28,7 +28,8 @@ from homespec.engine.api import (
     EngineClosed, EngineFailed, EngineRequest, EngineStats, Handle, QueueFull, as_error, fail,
 )
 from homespec.engine.responses import Finish
-from homespec.engine.reuse import Lane, choose_lane, reuse
+from homespec.engine.host_cache import MIN_GAIN, MIN_SAVE, HostCache, Saved
+from homespec.engine.reuse import Lane, choose_lane, keep_for, reuse
 from homespec.engine.supervise import Supervised
 from homespec.engine.tally import add_steps
 from homespec.errors import HomespecError, UsageError
@@ -48,7 +49,7 @@ class Engine:
     slots and close from any thread; step from one (the engine's thread, or the caller's)."""
 
     def __init__(self, parts: "RunParts", *, queue_size: int, prefill_chunk: int | None = None,
-                 cache_prompt: bool = True) -> None:
+                 cache_prompt: bool = True, cache_ram: int = 0) -> None:
         self.parts = parts
         self.target = parts.target
         self.model_path = parts.model_path
@@ -59,6 +60,9 @@ class Engine:
         self.cache_prompt = cache_prompt  # False: every request starts from an empty cache
         self.prefill_chunk = min(prefill_chunk or self.target.batch_rows, self.target.batch_rows)
         self.guard = parts.guard
+        # --cache-ram: idle conversations' states in host RAM (engine/host_cache.py), where the
+        # target can save them (llama.cpp)
+        self.host = HostCache(cache_ram) if cache_ram > 0 and getattr(self.target, "can_save", False) else None
         self._eos = frozenset(self.target.tokenizer.eos_ids) if parts.stop_at_eos else frozenset()
         self._cond = threading.Condition()
         self._waiting: collections.deque[Handle] = collections.deque()
@@ -77,7 +81,7 @@ class Engine:
 
     @classmethod
     def open(cls, opt: "RunOptions", *, parallel: int = 1, queue_size: int = 32, prefill_chunk: int | None = None,
-             ubatch: int | None = None, cache_prompt: bool = True) -> "Engine":
+             ubatch: int | None = None, cache_prompt: bool = True, cache_ram: int = 0) -> "Engine":
         """Plan once, load the target with KV for `parallel` lanes of opt.ctx tokens, a drafter per
         lane and the guard (homespec.engine.assemble.prepare)."""
         from homespec.engine.assemble import prepare
@@ -85,7 +89,8 @@ class Engine:
         if queue_size < 0:
             raise UsageError(f"queue size {queue_size} is negative", hint="pass 0 (no waiting) or more")
         parts = prepare(opt, parallel=parallel, ubatch=ubatch)
-        return cls(parts, queue_size=queue_size, prefill_chunk=prefill_chunk, cache_prompt=cache_prompt)
+        return cls(parts, queue_size=queue_size, prefill_chunk=prefill_chunk, cache_prompt=cache_prompt,
+                   cache_ram=cache_ram)
 
     @property
     def tokenizer(self) -> "Tokenizer":
@@ -131,6 +136,9 @@ class Engine:
             out.active, out.queued = len(busy), len(self._waiting)
             out.live_sequences = len(busy)
             out.cached_tokens = sum(len(lane.cached) for lane in self._lanes)
+            if self.host is not None:
+                out.host_cache_bytes, out.host_cache_entries = self.host.nbytes, len(self.host.entries)
+                out.host_cache_saves, out.host_cache_loads = self.host.saves, self.host.loads
             out.tokens_per_s = _rate(self._rates)
             return out
 
@@ -208,6 +216,7 @@ class Engine:
                 out = run_step(self.target, running, self.guard, prefill_chunk=self.prefill_chunk,
                                before_pass=self._wake)
                 self._count(out.steps)
+                self._checkpoint(running)
         except Exception as e:  # noqa: BLE001 - one failed pass fails its requests, not the engine
             self._fail(running, e)
         self._reap()
@@ -232,11 +241,13 @@ class Engine:
                 self._end_unstarted(h)
                 continue
             req = h.request
+            enabled = self.cache_prompt and req.cache_prompt
             lane = choose_lane(free, req.prompt_ids)
-            drafter = lane.drafter if req.speculate else None
             try:  # a request that cannot start fails alone, its lane emptied and free
-                kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter,
-                             enabled=self.cache_prompt and req.cache_prompt)
+                if self.host is not None and enabled:
+                    lane = self._through_host(lane, free, req.prompt_ids)
+                drafter = lane.drafter if req.speculate else None
+                kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter, enabled=enabled)
                 detok = Detokenizer(self.tokenizer, req.stop) if self.parts.text else None
                 run = Running(h, lane.index, drafter, self._eos, self.n_ctx, detok, shape0=self.parts.shape,
                               kept=kept)
@@ -249,6 +260,60 @@ class Engine:
                 self._stats.prompt_tokens_total += len(run.prompt)
                 self._stats.prompt_tokens_reused_total += kept
                 self._stats.prompt_tokens_prefilled_total += len(run.prompt) - kept
+
+    # --- host RAM (--cache-ram) -----------------------------------------------------------------
+
+    def _through_host(self, lane: Lane, free: list[Lane], prompt) -> Lane:
+        """Before `lane` takes `prompt`: save what it would throw away, or, when a saved
+        conversation shares more with `prompt` than any free lane, load it into the free lane with
+        least to lose -> the lane the request takes."""
+        assert self.host is not None
+        found = self.host.best(prompt)
+        if found is not None and keep_for(found[0].tokens, prompt) >= keep_for(lane.cached, prompt) + MIN_GAIN:
+            lane = min(free, key=lambda ln: (len(ln.cached), ln.last_used))
+            self._stash(lane)
+            self._unstash(lane, found[0])
+        elif len(lane.cached) - keep_for(lane.cached, prompt) >= MIN_SAVE:
+            self._stash(lane)
+        return lane
+
+    def _stash(self, lane: Lane) -> None:
+        """Save the lane's conversation to host RAM, if it holds one worth keeping."""
+        if len(lane.cached) < MIN_SAVE:
+            return
+        snap, dlen = None, 0
+        if lane.drafter is not None and hasattr(lane.drafter, "snapshot") and lane.drafter_len:
+            dlen, snap = lane.drafter.snapshot(lane.drafter_len)
+        elif lane.drafter is not None and not hasattr(lane.drafter, "snapshot"):
+            dlen = lane.drafter_len if lane.drafter.trim(lane.drafter_len) == lane.drafter_len else 0
+        self.host.put(Saved(list(lane.cached), self.target.save_state(lane.index), snap, dlen, list(lane.checkpoints)))
+
+    def _unstash(self, lane: Lane, saved: Saved) -> None:
+        """Load a saved conversation into `lane` (on a refusal the lane is simply empty)."""
+        self.host.take(saved)
+        lane.checkpoints = []
+        if not self.target.load_state(lane.index, saved.state, len(saved.tokens)):
+            lane.cached, lane.drafter_len = [], 0
+            return
+        lane.cached, lane.checkpoints = list(saved.tokens), list(saved.checkpoints)
+        lane.drafter_len = 0
+        if lane.drafter is not None:
+            lane.drafter.reset()
+            if saved.drafter is not None and hasattr(lane.drafter, "restore"):
+                lane.drafter_len = lane.drafter.restore(saved.drafter)
+            elif saved.drafter is None and not hasattr(lane.drafter, "snapshot"):
+                lane.drafter_len = saved.drafter_len  # a drafter with no state of its own
+
+    def _checkpoint(self, running: list["Running"]) -> None:
+        """Lanes whose prompt went in this step: keep where a later prompt can resume from, where
+        the memory cannot be cut anywhere (engine/reuse.py)."""
+        fn = getattr(self.target, "checkpoint", None)
+        for r in running:
+            if r.just_prefilled:
+                r.just_prefilled = False
+                cp = fn(r.lane) if fn is not None and not r.done else None
+                if cp is not None:
+                    self._lanes[r.lane].add_checkpoint(*cp)
 
     def _end_unstarted(self, h: Handle) -> None:
         """A request cancelled before it took a lane: an empty answer, reason "cancelled"."""

@@ -89,6 +89,30 @@ class OneLane:
         self._check(lane)
         self.backend.reset()
 
+    # --- the state in bytes, where the backend has it (llama.cpp: backends/llamacpp/state.py) ----
+
+    def checkpoint(self, lane: int) -> tuple[int, bytes] | None:
+        self._check(lane)
+        fn = getattr(self.backend, "checkpoint", None)
+        return fn() if fn is not None else None
+
+    def resume(self, lane: int, pos: int, data: bytes) -> bool:
+        self._check(lane)
+        fn = getattr(self.backend, "resume", None)
+        return bool(fn(pos, data)) if fn is not None else False
+
+    @property
+    def can_save(self) -> bool:
+        return hasattr(self.backend, "save_state")
+
+    def save_state(self, lane: int) -> bytes:
+        self._check(lane)
+        return self.backend.save_state()
+
+    def load_state(self, lane: int, data: bytes, n_past: int) -> bool:
+        self._check(lane)
+        return bool(self.backend.load_state(data, n_past))
+
     def memory_report(self) -> "MemoryReport":
         return self.backend.memory_report()
 

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+MAX_CHECKPOINTS = 4  # per lane: the prefills of the last few turns (llama-server keeps 8 by default)
+
 if TYPE_CHECKING:
     from homespec.backends.base import Lanes
     from homespec.engine.running import Running
@@ -42,13 +44,19 @@ class Lane:
     drafter_len: int = 0  # of those, how many the drafter's state covers
     last_used: float = 0.0
     running: "Running | None" = None
+    # (position, partial state) saved right after a prompt was prefilled, where the memory cannot be
+    # cut anywhere (a recurrent state, a sliding window): where a later prompt can resume from
+    checkpoints: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def add_checkpoint(self, pos: int, data: bytes) -> None:
+        self.checkpoints = [c for c in self.checkpoints if c[0] < pos][-(MAX_CHECKPOINTS - 1):] + [(pos, data)]
 
     def leave(self, r: "Running", *, failed: bool) -> None:
         """Record what a finished (or cancelled, or failed) request left in the lane."""
         self.running = None
         self.last_used = time.monotonic()
         if failed:  # the cache may hold a half-verified tree: nothing in it is trusted
-            self.cached, self.drafter_len = [], 0
+            self.cached, self.drafter_len, self.checkpoints = [], 0, []
             return
         self.cached = r.cached
         # a request decoded without the drafter left its state behind the cache
@@ -90,14 +98,26 @@ def reuse(lanes: "Lanes", lane: Lane, prompt: Sequence[int], *, drafter: "Drafte
         keep = drafter.trim(keep) if keep else _reset(drafter)
     elif lane.drafter is not None:  # this request decodes plainly: the drafter falls behind
         lane.drafter.reset()
-    if keep == 0:
-        lanes.free(lane.index)  # whatever the lane held (a failed request's cells too) goes
-    elif keep < len(lane.cached) and not lanes.trim(lane.index, keep):
-        keep = 0  # the memory could not be cut there: the lane is empty now
-        if drafter is not None:
-            drafter.reset()
+    if keep < len(lane.cached) or keep == 0:
+        got = _cut(lanes, lane, keep)
+        if got < keep and drafter is not None:  # resumed from an earlier checkpoint: the drafter too
+            got = drafter.trim(got) if got else _reset(drafter)
+        keep = got
     lane.cached = lane.cached[:keep]
+    lane.checkpoints = [c for c in lane.checkpoints if c[0] <= keep]
     return keep
+
+
+def _cut(lanes: "Lanes", lane: Lane, keep: int) -> int:
+    """Cut the lane's target memory to `keep` tokens -> tokens it holds now: `keep`; else the
+    position of the latest checkpoint at or before it, resumed; else 0 (the lane emptied)."""
+    if keep > 0 and lanes.trim(lane.index, keep):
+        return keep
+    for pos, data in reversed(lane.checkpoints):
+        if 0 < pos <= keep and getattr(lanes, "resume", None) is not None and lanes.resume(lane.index, pos, data):
+            return pos
+    lanes.free(lane.index)  # whatever the lane held (a failed request's cells too) goes
+    return 0
 
 
 def _reset(drafter: "Drafter") -> int:

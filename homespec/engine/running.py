@@ -58,6 +58,7 @@ class Running:
     tree: "DraftTree | None" = None  # this step's draft, verified and not yet committed
     t_draft: float = 0.0
     depth: int = 0  # the draft depth the guard gave this step
+    just_prefilled: bool = False  # the prompt's last chunk went in this step
 
     def __post_init__(self) -> None:
         r = self.handle.request
@@ -105,6 +106,7 @@ class Running:
             self.drafter_len = len(self.prompt)
         self._feats = []
         self.n_out = 1
+        self.just_prefilled = True  # the engine checkpoints the lane here, where it needs to (reuse.py)
         n_past = backend.n_past(self.lane)
         finish = finish_reason([self.root], 1, self.eos, self.limits, n_past, self.max_context)
         t2 = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 
-ITEM_ORDER = ("weights", "weights (CPU repack)", "weights (AMX)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "output buffer", "tree scratch", "draft embeddings", "reserve")
+ITEM_ORDER = ("weights", "weights (CPU repack)", "weights (AMX)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "output buffer", "tree scratch", "draft embeddings", "prompt cache", "reserve")
 
 
 def gib(n: int) -> str:

@@ -80,6 +80,8 @@ class Settings:
     n_seq: int = 1
     # Sliding-window layers keep the whole context (llama.cpp --swa-full) instead of the window.
     swa_full: bool = False
+    # homespec serve --cache-ram: host RAM kept for idle conversations' states (bytes; 0 = none)
+    cache_ram_bytes: int = 0
     # MoE: the first n_cpu_moe layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N);
     # None = the solver chooses, and the solved settings carry its choice.
     n_cpu_moe: int | None = None

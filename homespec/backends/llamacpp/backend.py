@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from homespec.backends.base import Forward, check_rollback, nothing_verified
+from homespec.backends.llamacpp import state
 from homespec.backends.llamacpp.core import LlamaCppCore, as_tensor
 from homespec.backends.llamacpp.tree import (
     DEFAULT_MAX_LEAVES,
@@ -222,19 +223,45 @@ class LlamaCppBackend(LlamaCppCore):
 
     def trim(self, keep: int) -> bool:
         """Keep the first `keep` committed tokens, drop the rest (a later prompt shares that
-        prefix). False, with the cache emptied, where llama.cpp cannot cut there: a recurrent
-        state, or an SWA cache whose window has moved past `keep`."""
+        prefix). False where llama.cpp cannot cut there (a recurrent state, an SWA window moved
+        past `keep`): the caller then resumes from a checkpoint, or resets."""
         self._discard_pending()
         keep = max(0, min(keep, self._n_past))
         if keep == self._n_past:
             return True
-        ok = bool(self._ll.llama_memory_seq_rm(self._mem, 0, keep, -1))
-        if ok and keep > 0 and self.n_swa > 0:  # the window must still hold what the next token sees
-            ok = self._ll.llama_memory_seq_pos_min(self._mem, 0) <= max(0, keep - self.n_swa)
-        if not ok:
-            self.reset()
+        if not state.cut(self, 0, keep):
             return False
         self._n_past = keep
+        return True
+
+    # --- the sequence's state in bytes (prompt reuse; backends/llamacpp/state.py) ---------------
+
+    def checkpoint(self) -> tuple[int, bytes] | None:
+        """(position, partial state) to resume from later, where the memory cannot be cut anywhere."""
+        if state.cut_anywhere(self):
+            return None
+        self._discard_pending()
+        return self._n_past, state.read(self, 0, partial=True)
+
+    def resume(self, pos: int, data: bytes) -> bool:
+        """Back to `pos` from checkpoint(): False (the cache empty) if llama.cpp refuses."""
+        self._discard_pending()
+        ok = pos <= self._n_past and state.resume(self, 0, pos, data)
+        self._n_past = pos if ok else 0
+        return ok
+
+    def save_state(self) -> bytes:
+        """The whole sequence's state (--cache-ram)."""
+        self._discard_pending()
+        return state.read(self, 0)
+
+    def load_state(self, data: bytes, n_past: int) -> bool:
+        """Replace the cache with a state save_state() returned for `n_past` tokens."""
+        self.reset()
+        if not state.write(self, 0, data):
+            self.reset()
+            return False
+        self._n_past = n_past
         return True
 
     def reset(self) -> None:

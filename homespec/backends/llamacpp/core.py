@@ -59,6 +59,10 @@ class LlamaCppCore:
             # a sliding-window cache keeps only the last n_swa positions: a cut prefix is usable
             # only while its window's cells are still there (trim)
             self.n_swa = int(ll.llama_model_n_swa(self._model))
+            # a recurrent state (hybrid models) cannot be cut back: prompt reuse resumes from
+            # checkpoints instead (backends/llamacpp/state.py)
+            self.recurrent = bool(ll.llama_model_is_recurrent(self._model) or ll.llama_model_is_hybrid(self._model))
+            self.swa_full = False  # the window alone, as planned (new_context)
             self._capture = choose_capture(ll, feature_capture, self._n_layer, self._n_embd)
             try:
                 self._ctx = new_context(ll, self._model, settings, n_seq, self._capture, self._log, path,

@@ -67,6 +67,9 @@ def new_context(
     cp.flash_attn_type = {None: ll.LLAMA_FLASH_ATTN_TYPE_AUTO, True: ll.LLAMA_FLASH_ATTN_TYPE_ENABLED,
                           False: ll.LLAMA_FLASH_ATTN_TYPE_DISABLED}[s.flash_attn]
     cp.embeddings = False  # logits only; features come from the capture, not the pooled embedding
+    # a sliding-window cache of the window alone (llama-server's default; what the plan budgets):
+    # prompt reuse past the window resumes from checkpoints (backends/llamacpp/state.py)
+    cp.swa_full = False
     cp.no_perf = True
     if isinstance(capture, EvalCallbackCapture):
         cp.cb_eval = capture.callback

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from homespec.backends.base import Forward, PrefillWork, TreeWork, nothing_verified
+from homespec.backends.llamacpp import state
 from homespec.backends.llamacpp.core import LlamaCppCore, Row, as_tensor
 from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
@@ -149,21 +150,49 @@ class MultiSeqBackend(LlamaCppCore):
 
     def trim(self, lane_id: int, keep: int) -> bool:
         """Keep the lane's first `keep` committed tokens (a later request shares that prefix) and
-        drop the rest. llama.cpp cannot cut a recurrent state, nor an SWA cache whose window has
-        moved past `keep` (its older cells are gone): then the lane is emptied and False returned."""
+        drop the rest. False where llama.cpp cannot cut there (a recurrent state, an SWA window
+        moved past `keep`): the caller then resumes from a checkpoint, or frees the lane."""
         lane = self._lane[lane_id]
         self._discard(lane_id)
         keep = max(0, min(keep, lane.n_past))
         if keep == lane.n_past:
             return True
-        ok = bool(self._ll.llama_memory_seq_rm(self._mem, self._base(lane_id), keep, -1))
-        if ok and keep > 0 and self.n_swa > 0:
-            # the sliding window must still hold the cells the next token attends to
-            ok = self._ll.llama_memory_seq_pos_min(self._mem, self._base(lane_id)) <= max(0, keep - self.n_swa)
-        if not ok:
-            self.free(lane_id)
+        if not state.cut(self, self._base(lane_id), keep):
             return False
         lane.n_past = keep
+        return True
+
+    # --- a lane's state in bytes (prompt reuse; backends/llamacpp/state.py) ----------------------
+
+    def checkpoint(self, lane_id: int) -> tuple[int, bytes] | None:
+        """(position, partial state) to resume from later, where the memory cannot be cut anywhere."""
+        if state.cut_anywhere(self):
+            return None
+        self._discard(lane_id)
+        return self._lane[lane_id].n_past, state.read(self, self._base(lane_id), partial=True)
+
+    def resume(self, lane_id: int, pos: int, data: bytes) -> bool:
+        """Back to `pos` from checkpoint(): False (the lane empty) if llama.cpp refuses."""
+        lane = self._lane[lane_id]
+        self._discard(lane_id)
+        ok = pos <= lane.n_past and state.resume(self, self._base(lane_id), pos, data)
+        lane.n_past = pos if ok else 0
+        return ok
+
+    can_save = True
+
+    def save_state(self, lane_id: int) -> bytes:
+        """The lane's whole state (--cache-ram)."""
+        self._discard(lane_id)
+        return state.read(self, self._base(lane_id))
+
+    def load_state(self, lane_id: int, data: bytes, n_past: int) -> bool:
+        """Replace the lane's cache with a state save_state() returned for `n_past` tokens."""
+        self.free(lane_id)
+        if not state.write(self, self._base(lane_id), data):
+            self.free(lane_id)
+            return False
+        self._lane[lane_id].n_past = n_past
         return True
 
     def free(self, lane_id: int) -> None:

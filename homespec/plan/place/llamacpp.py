@@ -42,6 +42,8 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
             led.add("reserve", g.id, _reserve(g), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
     draft_dev = _draft_device(led, on_gpus, out_dev)
     draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device="host", embeddings_copy=True)
+    if s.cache_ram_bytes:  # serve --cache-ram: a budget the server fills with idle conversations' states
+        led.add("prompt cache", "host", s.cache_ram_bytes, "--cache-ram: idle conversations' KV in host RAM")
     return led.finish(s, draft, draft_dev, draft_bytes)
 
 

@@ -179,6 +179,22 @@ class Eagle3Drafter:
         self.cache.truncate(0)
         self._pending_features, self._pending_tokens, self._last = None, [], None
 
+    def snapshot(self, keep: int) -> tuple[int, object]:
+        """The head's state for the first `keep` committed tokens, as a copy (--cache-ram keeps it
+        in host RAM) -> (entries kept, the copy). Trims the drafter to them, as trim() does."""
+        kept = self.trim(keep)
+        return kept, (self.cache.k[:kept].clone(), self.cache.v[:kept].clone())
+
+    def restore(self, saved: object) -> int:
+        """Put back a snapshot() -> the committed tokens it covers."""
+        k, v = saved  # type: ignore[misc]
+        n = int(k.shape[0])
+        self.reset()
+        self.cache.k[:n] = k
+        self.cache.v[:n] = v
+        self.cache.length = n
+        return n
+
     # --- the shape the guard may set (drafters/base.py) --------------------------------------
 
     @property
