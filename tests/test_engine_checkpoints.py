@@ -106,3 +106,17 @@ def test_a_conversation_overwritten_in_the_only_lane_comes_back_from_host_ram(sm
                 assert _near_tie(b, back.prompt_token_ids, fresh.token_ids, back.token_ids)
     finally:
         eng.close()
+
+
+def test_a_hybrid_model_decodes_without_a_drafter_and_says_so(family_gguf, capfd):
+    """Rejected draft tokens cannot be taken out of a recurrent state: speculation would corrupt it."""
+    from homespec.session import Session
+
+    s = Session.open(RunOptions(model=str(family_gguf["qwen3next"]), method="ngram", ctx=256, threads=1))
+    try:
+        assert s.drafter is None and s.guard is None
+        assert "recurrent state cannot drop rejected draft tokens" in capfd.readouterr().err
+        out = final(s.stream(list(range(100, 140)) * 2, limits=Limits(max_tokens=8, stop_at_eos=False)))
+        assert len(out.token_ids) == 8 and not any(st.speculative for st in out.steps)
+    finally:
+        s.close()

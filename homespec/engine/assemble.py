@@ -104,9 +104,23 @@ def _one(opt: RunOptions, path: str, plan: "Plan | None", target: "Backend | Non
         raise
     if draft_backend is not None:
         owned.append(draft_backend)
+    if drafter is not None and not rolls_back(backend):
+        drafter = None
     shape = drafter.shape if drafter is not None else None
     return RunParts(OneLane(backend), [drafter], make_guard(drafter, opt), path, plan, shape, opt,
                     backend=backend, owned=owned)
+
+
+def rolls_back(target: Any) -> bool:
+    """Whether the target can drop rejected draft tokens. A recurrent state (hybrid models) takes in
+    every verified token and cannot give them back: such a target decodes without a drafter, and says so."""
+    if not getattr(target, "recurrent", False):
+        return True
+    import sys
+
+    print("note: this model's recurrent state cannot drop rejected draft tokens: decoding without a drafter",
+          file=sys.stderr)
+    return False
 
 
 def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: int | None) -> RunParts:
@@ -123,7 +137,7 @@ def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: in
         opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
     target = MultiSeqBackend(path, settings, lanes=parallel, lane_ctx=opt.ctx, leaves_per_lane=leaves)
     try:
-        drafters = lane_drafters(target, path, opt, parallel)
+        drafters = lane_drafters(target, path, opt, parallel) if rolls_back(target) else [None] * parallel
     except BaseException:
         target.close()
         raise
