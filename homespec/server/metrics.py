@@ -34,6 +34,9 @@ class EngineCollector:
             ("num_slots", "Sequences the engine decodes at once (--parallel).", s.slots),
             ("live_sequences", "Slots holding a request (0 when idle).", s.live_sequences),
             ("cached_tokens", "Tokens kept in the slots' caches for the next requests.", s.cached_tokens),
+            ("host_cache_bytes", "Bytes of idle conversations' states held in host RAM (--cache-ram).",
+             s.host_cache_bytes),
+            ("host_cache_entries", "Idle conversations held in host RAM (--cache-ram).", s.host_cache_entries),
             ("generation_tokens_per_second", "Generated tokens per second over the last seconds.", s.tokens_per_s),
         )
         for name, doc, value in gauges:
@@ -47,6 +50,8 @@ class EngineCollector:
              s.prompt_tokens_reused_total),
             ("prompt_tokens_processed", "Prompt tokens the target processed (prefilled).",
              s.prompt_tokens_prefilled_total),
+            ("host_cache_saves", "Slot states saved to host RAM (--cache-ram).", s.host_cache_saves),
+            ("host_cache_loads", "Slot states loaded back from host RAM (--cache-ram).", s.host_cache_loads),
             ("generation_tokens", "Tokens generated.", s.generation_tokens_total),
             ("target_passes", "Target forward passes.", s.target_passes_total),
             ("spec_decode_num_drafts", "Sequence-steps that verified a draft.", s.spec_num_drafts),
