@@ -54,6 +54,7 @@ class Chat:
     max_tokens: int = 512
     system: str | None = None
     seed: int = 0
+    cache_prompt: bool = True  # False: every turn from an empty cache (each prefills the whole history)
     out: TextIO = sys.stdout
     err: TextIO = sys.stderr
     history: list[dict[str, str]] = field(default_factory=list)
@@ -143,7 +144,7 @@ class Chat:
                 if stop.stop:  # Ctrl-C before the answer began
                     raise KeyboardInterrupt
                 stream = self.session.stream(ids, sampler=self.sampler, limits=Limits(max_tokens=self.max_tokens),
-                                             seed=self.seed)
+                                             seed=self.seed, cache_prompt=self.cache_prompt)
                 for r in stream:
                     if isinstance(r, StepFigures):
                         if r.prefill:

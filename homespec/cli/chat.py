@@ -49,6 +49,7 @@ def chat(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
+    cache_prompt: Annotated[bool, typer.Option("--cache-prompt/--no-cache-prompt", help="Keep the conversation's KV between turns, so a turn prefills only what it adds (default on).")] = True,
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="[ID|FILE]", help="Continue a saved chat: alone, the latest; or its id (the file name in the chats folder) or a file.")] = None,
 ) -> None:
     """Chat with live tokens/s and acceptance. With no arguments: the embedded SmolLM2 with its shipped head.
@@ -93,7 +94,7 @@ def chat(
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))
         c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
-                 max_tokens=max_tokens, system=system, seed=seed, file=ChatFile.new())
+                 max_tokens=max_tokens, system=system, seed=seed, file=ChatFile.new(), cache_prompt=cache_prompt)
         if saved is not None:
             c.resume(saved)
         code = repl(c)
