@@ -1,6 +1,6 @@
 """`homespec chat`'s time to first token per turn, with prompt reuse and without (--no-cache-prompt).
 
-    .venv/bin/python scripts/bench_chat_reuse.py [--turns 8] [--doc-tokens 1000] [--tokens 96] [--rounds 2]
+    .venv/bin/python scripts/bench_chat_reuse.py [--turns 8] [--doc-tokens 1200] [--tokens 96] [--rounds 2]
         [--json FILE]
 
 Runs `homespec chat` (the defaults: the embedded SmolLM2, its head, the guard) on the same lines read from
@@ -46,7 +46,7 @@ def run_chat(lines: list[str], tokens: int, reuse: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=8)
-    ap.add_argument("--doc-tokens", type=int, default=1000)
+    ap.add_argument("--doc-tokens", type=int, default=1200)
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json")

@@ -1,6 +1,6 @@
 """Prompt reuse, measured: multi-turn conversations against `homespec serve` with and without it.
 
-    .venv/bin/python scripts/bench_reuse.py [--turns 8] [--doc-tokens 1000] [--tokens 128] [--rounds 2]
+    .venv/bin/python scripts/bench_reuse.py [--turns 8] [--doc-tokens 1200] [--tokens 128] [--rounds 2]
         [--method eagle3] [--threads 2] [--json FILE]
 
 One server on 127.0.0.1 (the embedded SmolLM2, 2 slots, --ctx 4096) answers, through the official `openai`
@@ -38,9 +38,21 @@ QUESTIONS = ["Summarise the document in three sentences.", "Who is the person mo
 
 
 def document(tokens: int) -> str:
+    """About `tokens` tokens of the embedded model's tokenizer: a long prompt of homespec's own
+    material, cut on a word boundary."""
+    from homespec.embedded import smollm2_path
     from homespec.longprompts.compose import long_prompts
+    from homespec.tokenizer import load_tokenizer
 
-    return long_prompts(tokens, 1, seed=11)[0].turns[0]
+    text = long_prompts(tokens, 1, seed=11)[0].turns[0]
+    tok = load_tokenizer(str(smollm2_path()))
+    try:
+        words = text.split(" ")
+        while len(words) > 1 and len(tok.encode(" ".join(words), add_bos=False)) > tokens:
+            words = words[: int(len(words) * 0.9)]
+        return " ".join(words)
+    finally:
+        tok.close()
 
 
 def ask(client, messages: list[dict], tokens: int, cache_prompt: bool) -> dict:
@@ -79,7 +91,7 @@ def agents(client, doc: str, tokens: int) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=8)
-    ap.add_argument("--doc-tokens", type=int, default=1000)
+    ap.add_argument("--doc-tokens", type=int, default=1200)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--method", default="eagle3")
