@@ -70,12 +70,13 @@ def serve(
         check_parallel(opts, parallel)
     sock = bind(host, port)  # a port in use fails here, before the model loads
     try:
+        plan = None
         if parallel is None:
-            parallel = choose_parallel(opts, path)[0]
+            parallel, plan = choose_parallel(opts, path)  # the plan the engine then starts from
         how = method if method == "none" else f"{method}, {'guarded' if guard else 'unguarded'}"
         with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {backend}, {parallel} parallel)"):
             engine = Engine.open(opts, parallel=parallel, queue_size=queue, cache_prompt=cache_prompt,
-                                 cache_ram=cache_ram << 20).start()
+                                 cache_ram=cache_ram << 20, plan=plan).start()
     except BaseException:
         sock.close()
         raise

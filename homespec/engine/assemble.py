@@ -60,16 +60,18 @@ class RunParts:
 
 
 def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = None,
-            target: "Backend | None" = None, with_plan: bool = True) -> RunParts:
+            target: "Backend | None" = None, with_plan: bool = True, plan: "Plan | None" = None) -> RunParts:
     """Check, plan, load. `parallel` None: the most lanes (up to DEFAULT_PARALLEL) whose KV the
     plan fits as well as one's. `target`: a loaded one-sequence backend to draft on (its owner
-    closes it; bench shares one target between methods)."""
+    closes it; bench shares one target between methods). `plan`: the plan already made for these
+    options and `parallel` (serve's choose_parallel made it): not made again."""
     path = check_options(opt)
     if parallel is None:
         parallel, plan = choose_parallel(opt, path)
     else:
         check_parallel(opt, parallel)
-        plan = plan_for_run(opt, path, parallel=parallel) if with_plan or parallel > 1 else None
+        if plan is None and (with_plan or parallel > 1):
+            plan = plan_for_run(opt, path, parallel=parallel)
     if parallel > 1:
         return _several(opt, path, parallel, plan, ubatch)
     return _one(opt, path, plan, target)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from homespec.engine.options import RunOptions
     from homespec.engine.responses import Response
     from homespec.engine.running import Running
+    from homespec.plan.fit import Plan
 
 log = logging.getLogger("homespec.engine")
 
@@ -81,14 +82,16 @@ class Engine:
 
     @classmethod
     def open(cls, opt: "RunOptions", *, parallel: int = 1, queue_size: int = 32, prefill_chunk: int | None = None,
-             ubatch: int | None = None, cache_prompt: bool = True, cache_ram: int = 0) -> "Engine":
-        """Plan once, load the target with KV for `parallel` lanes of opt.ctx tokens, a drafter per
-        lane and the guard (homespec.engine.assemble.prepare)."""
+             ubatch: int | None = None, cache_prompt: bool = True, cache_ram: int = 0,
+             plan: "Plan | None" = None) -> "Engine":
+        """Plan once (or take `plan`, made for these options and `parallel`), load the target with KV
+        for `parallel` lanes of opt.ctx tokens, a drafter per lane and the guard
+        (homespec.engine.assemble.prepare)."""
         from homespec.engine.assemble import prepare
 
         if queue_size < 0:
             raise UsageError(f"queue size {queue_size} is negative", hint="pass 0 (no waiting) or more")
-        parts = prepare(opt, parallel=parallel, ubatch=ubatch)
+        parts = prepare(opt, parallel=parallel, ubatch=ubatch, plan=plan)
         return cls(parts, queue_size=queue_size, prefill_chunk=prefill_chunk, cache_prompt=cache_prompt,
                    cache_ram=cache_ram)
 
