@@ -16,6 +16,7 @@ from homespec.server.run import bind, exposure_warning, is_loopback, url_of
     (["--port", "70000"], "--port 70000"),
     (["--api-key", " "], "--api-key is empty"),
     (["--max-body-mib", "0"], "--max-body-mib 0"),
+    (["--cache-ram", "-1"], "--cache-ram"),
     (["--method", "magic"], "unknown method"),
     (["--ctx", "8"], "--ctx 8"),
     (["--cors", "chat.example.org"], "is not an origin"),
