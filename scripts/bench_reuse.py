@@ -12,6 +12,9 @@ client, streamed and greedy:
                 `cache_prompt: false`, the order alternating by round, so both see the machine alike.
   agents        two clients sharing one long system prompt (the document) with different questions,
                 one after the other on a server with reuse: the second's prompt tokens processed.
+  cache-ram     (--cache-ram MIB) a second server, 2 slots and MIB of host RAM: conversation A, then
+                two others with documents of their own that take both slots, then A's next turn: its
+                history comes back from host RAM instead of being prefilled again.
 
 Per turn: time to first token (client-side, first content chunk), timings.prompt_ms, cache_n and
 prompt_n; per conversation: its wall time. Printed: medians over rounds per turn, the last turn's
@@ -37,14 +40,14 @@ QUESTIONS = ["Summarise the document in three sentences.", "Who is the person mo
              "Which numbers appear in the document?", "Write a two-line poem about it."]
 
 
-def document(tokens: int) -> str:
+def document(tokens: int, seed: int = 11) -> str:
     """About `tokens` tokens of the embedded model's tokenizer: a long prompt of homespec's own
     material, cut on a word boundary."""
     from homespec.embedded import smollm2_path
     from homespec.longprompts.compose import long_prompts
     from homespec.tokenizer import load_tokenizer
 
-    text = long_prompts(tokens, 1, seed=11)[0].turns[0]
+    text = long_prompts(tokens, 1, seed=seed)[0].turns[0]
     tok = load_tokenizer(str(smollm2_path()))
     try:
         words = text.split(" ")
@@ -88,6 +91,32 @@ def agents(client, doc: str, tokens: int) -> list[dict]:
             for q in (QUESTIONS[1], QUESTIONS[3])]
 
 
+def host_ram(cache_ram: int, threads: int, method: str, doc_tokens: int, tokens: int) -> dict:
+    """A's second turn after two other conversations took both slots, on a server with --cache-ram."""
+    import openai
+    from bench_serve import Proc, free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "homespec", "serve", "--port", str(port), "--parallel", "2", "--ctx", "4096",
+           "--threads", str(threads), "--method", method, "--cache-ram", str(cache_ram)]
+    server = Proc("homespec serve --cache-ram", cmd, port, Path("/tmp/bench_reuse_ram.log")).wait_ready()
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=600)
+    try:
+        docs = [document(doc_tokens), *(document(doc_tokens, seed=s) for s in (21, 31))]
+        a = [{"role": "user", "content": f"Read this document.\n\n{docs[0]}\n\n{QUESTIONS[0]}"}]
+        first = ask(client, a, tokens, True)
+        for d in docs[1:]:  # two others take both slots: A's state goes to host RAM
+            ask(client, [{"role": "user", "content": f"Read this document.\n\n{d}\n\n{QUESTIONS[1]}"}], tokens, True)
+        a += [{"role": "assistant", "content": first["text"]}, {"role": "user", "content": QUESTIONS[2]}]
+        back = ask(client, a, tokens, True)
+        fresh = ask(client, a, tokens, False)
+    finally:
+        server.stop()
+    keys = ("ttft_s", "prompt_ms", "cache_n", "prompt_n")
+    return {"first": {k: first[k] for k in keys}, "back_from_ram": {k: back[k] for k in keys},
+            "same_turn_fresh": {k: fresh[k] for k in keys}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=8)
@@ -96,8 +125,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--method", default="eagle3")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cache-ram", type=int, default=0, help="MiB: also run the host-RAM scenario")
+    ap.add_argument("--only-cache-ram", action="store_true", help="run the host-RAM scenario alone")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.only_cache_ram:
+        out = host_ram(a.cache_ram or 512, a.threads, a.method, a.doc_tokens, a.tokens)
+        print(json.dumps(out, indent=1))
+        if a.json:
+            from homespec.atomic import write_text
+
+            write_text(a.json, json.dumps({"args": vars(a), "cache_ram": out}, indent=1) + "\n")
+        return
     import openai
     from bench_serve import Proc, free_port
 
