@@ -39,9 +39,11 @@ IMPLS = ("torch", "triton", "cuda", "metal")
 
 
 def kernels_dir() -> Path:
-    """The folder holding triton/, cuda/ and metal/: this package's own, or HOMESPEC_KERNELS_DIR."""
+    """The folder holding triton/, cuda/ and metal/: the project's top-level kernels/, which the
+    package carries as homespec/data/kernels (a link in a checkout, a copy in a wheel), or
+    HOMESPEC_KERNELS_DIR."""
     env = os.environ.get("HOMESPEC_KERNELS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent
+    return Path(env) if env else (Path(__file__).resolve().parent.parent / "data" / "kernels").resolve()
 
 
 @dataclass(frozen=True, slots=True)
