@@ -38,6 +38,7 @@ def plan(
     max_parallel: Annotated[bool, typer.Option("--max-parallel", help="Plan the most sequences of --ctx tokens that fit (how many users at this context), the draft's KV per sequence included.")] = False,
     remote: Annotated[Optional[list[str]], typer.Option("--remote", help="Another machine's GPUs, served by llama.cpp's RPC backend: GPU[,GPU...]@HOST[:PORT] (catalogue names; repeat per machine), e.g. --remote 3090@host2 --remote m3-ultra-96@mac.")] = None,
     link: Annotated[Optional[str], typer.Option("--link", help="The network to the --remote machines: 1gbe (default), 2.5gbe, 5gbe, 10gbe, 25gbe, tb4, tb5, or a line rate in Gbit/s.")] = None,
+    workload: Annotated[Optional[str], typer.Option("--workload", help="chat or code-edit: say which drafter (prompt lookup, the suffix store, the draft head) is expected to pay on it, with homespec's measured acceptance of each.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="--emit vllm: the share of each GPU vLLM may use (its KV capacity is reported at it).")] = 0.9,
     json_out: JsonOpt = False,
 ) -> None:
@@ -48,7 +49,8 @@ def plan(
     p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
                   draft_topk=draft_topk, ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel,
-                  swa_full=swa_full, max_parallel=max_parallel, remote=tuple(remote or ()), link=link)
+                  swa_full=swa_full, max_parallel=max_parallel, remote=tuple(remote or ()), link=link,
+                  workload=workload)
     for note in p.notes:
         if note.startswith("warning: "):  # an assumption the user should know of, also with --json
             print(note, file=sys.stderr)

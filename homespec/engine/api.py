@@ -81,6 +81,8 @@ class EngineStats:
     prompt_tokens_reused_total: int = 0  # prompt tokens found in a lane's cache, not prefilled
     prompt_tokens_prefilled_total: int = 0  # prompt tokens the target processed
     cached_tokens: int = 0  # tokens held in the lanes' caches now (kept for the next request)
+    # per drafter ("ngram", "suffix", "eagle3", ...): [drafts, draft tokens, accepted tokens]
+    spec_by_drafter: dict[str, list[int]] = field(default_factory=dict)
 
 
 class Handle:

@@ -26,11 +26,10 @@ match length that failed, which is the finer lesson. The backoff still follows m
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from homespec.plan.lookups import pooled_alpha, read_record
 from homespec.speculative.drafters.base import Offer
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ PRIOR_WEIGHT = 4.0  # drafts the prior counts as
 # a few times and its own statistics then decide (a pessimistic prior would never be corrected).
 FIRST = {1: 0.15, 2: 0.3, 3: 0.45, 4: 0.55, 6: 0.6, 8: 0.7, 12: 0.75, 16: 0.8, 24: 0.85, 32: 0.9}
 FOLLOW = 0.85
-RECORD = Path(__file__).resolve().parent.parent / "data" / "profiles" / "lookup_acceptance.json"
 SWEEPS = 3
 
 
@@ -117,15 +115,10 @@ class CopyStats:
         return out
 
 
-def read_copy_prior(path: Path = RECORD) -> dict[tuple[str, int], tuple[float, ...]]:
-    """The recorded acceptance of the lookups by match-length bucket (pooled over homespec's dev
-    sets), or {} where there is none: {"sources": {"ngram": {"4": [a1, a2, ...], ...}, ...}}."""
-    try:
-        data = json.loads(path.read_text())
-        return {(src, int(b)): tuple(float(a) for a in alphas)
-                for src, by in data["sources"].items() for b, alphas in by.items() if alphas}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+def read_copy_prior() -> dict[tuple[str, int], tuple[float, ...]]:
+    """The lookups' recorded acceptance by match-length bucket, pooled over homespec's dev sets
+    (homespec.plan.lookups), or {} where there is none."""
+    return pooled_alpha(read_record())
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from homespec.errors import UsageError
 from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
+from homespec.plan.lookups import WORKLOADS, workload_outlook
 from homespec.plan.network import link_from_arg
 from homespec.plan.parallel import most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
@@ -68,13 +69,18 @@ def make_plan(
     max_parallel: bool = False,
     remote: tuple[str, ...] = (),
     link: str | None = None,
+    workload: str | None = None,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
     the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `remote`:
-    other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`."""
+    other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`. `workload`
+    (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups)."""
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
+
+    if workload is not None and workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
 
     if model is None:
         from homespec.embedded import smollm2_path
@@ -115,7 +121,11 @@ def make_plan(
     if max_parallel:
         plan = most_sequences(target, head, machine, plan).plan
     notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
-    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+    plan = replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+    if workload is not None:
+        plan = replace(plan, workload=workload,
+                       outlook=workload_outlook(plan.estimate, head.kind if head is not None else None, workload))
+    return plan
 
 
 def cpu_buffers_for(machine: Machine) -> str:
