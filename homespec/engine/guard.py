@@ -40,7 +40,7 @@ from homespec.engine.choice import PLAIN, Choice, CopyStats, choose_each, forced
 from homespec.speculative.drafters.base import Offer
 
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
-NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a drafter with no recorded acceptance (n-gram lookup)
+NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)
 
 
 @dataclass
