@@ -55,9 +55,12 @@ def items(split: str, category: str | None, limit: int):
 def lockstep_bench(prompt_items, methods, a) -> dict:
     """bench --lockstep over the items -> bench's JSON summary."""
     from homespec.bench.run import run_bench, summary
+    from homespec.engine.options import draft_shape
     from homespec.session.prompts import prompt_tokens
 
-    opts = RunOptions(method=methods[0], guard=True, threads=a.threads, ctx=2048)
+    depth, topk, nodes = draft_shape("llamacpp", None, None, None, None)  # the CLI's: a chain of 4 on a CPU
+    opts = RunOptions(method=methods[0], guard=True, threads=a.threads, ctx=2048, draft_depth=depth, draft_topk=topk,
+                      draft_tokens=nodes)
 
     def token_prompts(session):
         return [prompt_tokens(session, list(i.turns[:1]), True) for i in prompt_items]

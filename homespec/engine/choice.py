@@ -76,23 +76,21 @@ class CopyStats:
     hits: dict[tuple[str, int], list[float]] = field(default_factory=dict)
 
     def alpha(self, source: str, length: int, j: int) -> float:
-        key = (source, bucket(length))
-        tried, hits = self.tried.get(key, ()), self.hits.get(key, ())
-        t = tried[j - 1] if j <= len(tried) else 0.0
-        h = hits[j - 1] if j <= len(hits) else 0.0
-        return (h + PRIOR_WEIGHT * self._prior(key, j)) / (t + PRIOR_WEIGHT)
-
-    def _prior(self, key: tuple[str, int], j: int) -> float:
-        rec = self.prior.get(key)
-        if rec:
-            return rec[j - 1] if j <= len(rec) else rec[-1] * FOLLOW ** (j - len(rec))
-        return FIRST[key[1]] * FOLLOW ** (j - 1)
+        return self.tokens(source, length, j)[j] - self.tokens(source, length, j - 1)[j - 1]
 
     def tokens(self, source: str, length: int, n: int) -> list[float]:
         """Expected tokens of a step verifying the first 0..n tokens of the chain: [1, 1 + a1, ...]."""
+        key = (source, bucket(length))
+        tried, hits, rec = self.tried.get(key, ()), self.hits.get(key, ()), self.prior.get(key)
         out = [1.0]
         for j in range(1, n + 1):
-            out.append(out[-1] + self.alpha(source, length, j))
+            if rec:
+                prior = rec[j - 1] if j <= len(rec) else rec[-1] * FOLLOW ** (j - len(rec))
+            else:
+                prior = FIRST[key[1]] * FOLLOW ** (j - 1)
+            t = tried[j - 1] if j <= len(tried) else 0.0
+            h = hits[j - 1] if j <= len(hits) else 0.0
+            out.append(out[-1] + (h + PRIOR_WEIGHT * prior) / (t + PRIOR_WEIGHT))
         return out
 
     def record(self, source: str, length: int, drafted: int, accepted: int) -> None:
@@ -121,23 +119,23 @@ def read_copy_prior() -> dict[tuple[str, int], tuple[float, ...]]:
     return pooled_alpha(read_record())
 
 
-@dataclass(frozen=True, slots=True)
-class _Option:
-    choice: Choice
-    rows: int
-    tokens: float
-    draft_s: float
+# An option of one lane: (choice, rows, expected tokens, drafting seconds)
+_Option = tuple[Choice, int, float, float]
+_PLAIN_OPTION: _Option = (PLAIN, 1, 1.0, 0.0)
 
 
 def options(guard: "BatchGuard", offers: Sequence[Offer], model_ok: bool) -> list[_Option]:
     """Plain first, then every cut of every known chain, then every depth of a model's draft."""
-    out = [_Option(PLAIN, 1, 1.0, 0.0)]
+    out = [_PLAIN_OPTION]
     for o in offers:
         if o.known:
             gains = guard.copies.tokens(o.source, o.key, len(o.tokens))
-            out += [_Option(Choice(o, n), 1 + n, gains[n], 0.0) for n in range(1, len(o.tokens) + 1)]
+            out += [(Choice(o, n), 1 + n, gains[n], 0.0) for n in range(1, len(o.tokens) + 1)]
         elif model_ok:
-            out += [_Option(Choice(o, d), guard.nodes(d), guard.tokens(d), d * guard.draft_level_s)
+            gains = [1.0]
+            for d in range(1, guard.depth + 1):
+                gains.append(gains[-1] + guard.alpha(d))
+            out += [(Choice(o, d), guard.nodes(d), gains[d], d * guard.draft_level_s)
                     for d in range(1, guard.depth + 1)]
     return out
 
@@ -155,26 +153,28 @@ def choose_each(guard: "BatchGuard", offers: Sequence[Sequence[Offer]], extra: i
         return memo[rows]
 
     model_ok = guard.plain_left == 0
-    opts = [options(guard, lane, model_ok) for lane in offers]
+    opts = [options(guard, lane, model_ok) if lane else [_PLAIN_OPTION] for lane in offers]
     picked = [o[0] for o in opts]
     rows, tokens, draft_s = n + extra, float(n), 0.0
     plain = n / cost(n + extra)
-    for _ in range(SWEEPS):
+    for _ in range(SWEEPS if n > 1 else 1):  # one lane: its best option is found in one pass
         changed = False
         for i, lane in enumerate(opts):
-            cur = picked[i]
-            r0, t0, d0 = rows - cur.rows, tokens - cur.tokens, draft_s - cur.draft_s
-            best = max(lane, key=lambda o: (t0 + o.tokens) / (cost(r0 + o.rows) + d0 + o.draft_s))
-            if best is not cur:
+            if len(lane) == 1:
+                continue
+            _, r, t, d = picked[i]
+            r0, t0, d0 = rows - r, tokens - t, draft_s - d
+            best = max(lane, key=lambda o: (t0 + o[2]) / (cost(r0 + o[1]) + d0 + o[3]))
+            if best is not picked[i]:
                 picked[i], changed = best, True
-                rows, tokens, draft_s = r0 + best.rows, t0 + best.tokens, d0 + best.draft_s
+                rows, tokens, draft_s = r0 + best[1], t0 + best[2], d0 + best[3]
         if not changed:
             break
     rate = tokens / (cost(rows) + draft_s)
     guard.predicted = rate / plain
     if rate < plain * (1 + guard.margin):
         return [PLAIN] * n
-    return [o.choice for o in picked]
+    return [o[0] for o in picked]
 
 
 def forced(offers: Sequence[Offer], depth: int | None) -> Choice:

@@ -36,8 +36,11 @@ def matches(seq: np.ndarray, *, max_ngram: int = 3, min_ngram: int = 1, cap: int
     size = len(seq)
     starts, n = np.empty(0, dtype=np.int64), 0
     for n in range(min(max_ngram, size - 1), min_ngram - 1, -1):
-        windows = np.lib.stride_tricks.sliding_window_view(seq[:-1], n)  # [L-n, n]: starts 0 .. L-1-n
-        starts = np.flatnonzero((windows == seq[-n:]).all(axis=1))
+        # windows start at 0 .. L-1-n: compare them token by token with the newest n tokens
+        hit = seq[:size - n] == seq[size - n]
+        for k in range(1, n):
+            hit &= seq[k:size - n + k] == seq[size - n + k]
+        starts = np.flatnonzero(hit)
         if len(starts):
             break
     if not len(starts):
@@ -47,8 +50,7 @@ def matches(seq: np.ndarray, *, max_ngram: int = 3, min_ngram: int = 1, cap: int
     alive = np.ones(len(starts), dtype=bool)
     for k in range(n, min(cap, size - 1)):  # compare seq[start - 1 - (k - n)] with seq[L - 1 - k]
         before = starts - 1 - (k - n)
-        alive &= before >= 0
-        alive &= seq[np.maximum(before, 0)] == seq[size - 1 - k]
+        alive &= (before >= 0) & (seq[np.maximum(before, 0)] == seq[size - 1 - k])
         if not alive.any():
             break
         length += alive

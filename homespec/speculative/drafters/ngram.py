@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
-from homespec.speculative.matching import matches
+from homespec.speculative.matching import Match, matches
 from homespec.speculative.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -99,7 +99,10 @@ class NgramDrafter:
     def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
         """The continuation of the longest earlier match of `context + [root]`'s newest tokens."""
         seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
-        found = matches(seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram)
+        return self.offer_in(seq, matches(seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram))
+
+    def offer_in(self, seq: np.ndarray, found: list[Match]) -> tuple[Offer, ...]:
+        """The offer from a search already made over `seq` (context + root): `found`, best first."""
         if not found:
             return ()
         best = found[0]

@@ -29,7 +29,7 @@ import numpy as np
 
 from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
 from homespec.speculative.drafters.ngram import merge_paths
-from homespec.speculative.matching import MAX_MATCH, matches
+from homespec.speculative.matching import MAX_MATCH, Match, matches
 from homespec.speculative.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -144,7 +144,13 @@ class SuffixDrafter:
     def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
         """The chain most earlier occurrences of the longest match continue with."""
         seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
-        found = [(m.length, seq[m.end:m.end + self.num_draft].tolist()) for m in matches(seq)]
+        return self.offer_in(seq, matches(seq))
+
+    def offer_in(self, seq: np.ndarray, own: list[Match]) -> tuple[Offer, ...]:
+        """The offer from this sequence's matches already found (`own`, over `seq`: context + root)
+        and the store's."""
+        best = own[0].length if own else 0
+        found = [(m.length, seq[m.end:m.end + self.num_draft].tolist()) for m in own if m.length == best]
         found += self.store.find(seq, skip=self._doc)
         if not found:
             return ()
