@@ -153,7 +153,8 @@ def serve_bench(a) -> dict:
 
     tok = load_tokenizer(str(smollm2_path()))
     n = 2 * a.per_client
-    edit_ids = [encode_prompt(tok, list(i.turns[:1]), True) for i in items("edit", None, 100)[-n:]]
+    code = [i for i in items("edit", None, 100) if i.category != "rewrite"]  # the editing clients edit code
+    edit_ids = [encode_prompt(tok, list(i.turns[:1]), True) for i in code[-n:]]
     chat_ids = [encode_prompt(tok, list(i.turns[:1]), True) for i in items("test", "chat", 100)[-n:]]
     logs = Path(a.out) / "serve-logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -179,7 +180,7 @@ def serve_bench(a) -> dict:
     total = {m: sum(x["tokens"] for x in v) / sum(x["wall_s"] for x in v) for m, v in runs.items()}
     return {"rounds": runs, "auto_over_none": round(total["auto"] / total["none"], 4),
             "round_ratios": [round(x, 4) for x in paired], "median_round_ratio": round(statistics.median(paired), 4),
-            "drafter_counters": counters, "clients": "2 editing (edit.jsonl) + 2 chatting (test.jsonl chat)",
+            "drafter_counters": counters, "clients": "2 editing code (edit.jsonl, the last prompts) + 2 chatting (test.jsonl chat, the last)",
             "requests_per_client": a.per_client}
 
 

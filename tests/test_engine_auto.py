@@ -127,3 +127,25 @@ def test_a_reused_prefix_keeps_every_drafter_in_step(prompts, smollm2_path):
         eng.close()
         ref.close()
     assert _within_floor([follow], [expect], [second.token_ids], smollm2_path) == 1
+
+
+def test_sampled_answers_verify_copied_chains(prompts):
+    """Under sampling a copied chain is verified by the deterministic-children rule, which keeps the
+    target's distribution (docs/speculative.md; tests/test_verify.py measures it): the engine runs it
+    and keeps what the rule accepts. (Which tokens a seed gives depends on the drafts verified, as
+    with any drafter under the guard: the coins a step draws follow its tree.)"""
+    from homespec.speculative.sampling import Sampler
+
+    eng = _open("auto", 1, guard=False)
+    try:
+        ids = _ids(eng, prompts[:1])[0]
+        sampler = Sampler(temperature=0.5, top_p=0.9)
+        handles = [eng.submit(EngineRequest(prompt_ids=ids, max_tokens=32, sampler=sampler, seed=s)) for s in (5, 6)]
+        while not eng.idle:
+            eng.step()
+        runs = [final(h) for h in handles]
+    finally:
+        eng.close()
+    assert all(r.finish in ("length", "eos") and len(r.token_ids) <= 32 for r in runs)
+    chains = [s for r in runs for s in r.steps if s.drafter in ("ngram", "suffix")]
+    assert chains and sum(s.accepted for s in chains) > 0
