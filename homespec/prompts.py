@@ -15,7 +15,7 @@ from pathlib import Path
 
 from homespec.errors import HomespecError, UsageError
 
-SPLITS = ("train", "dev", "test", "long")
+SPLITS = ("train", "dev", "test", "long", "edit", "edit-dev")
 DATA_DIR = Path(__file__).resolve().parent / "data" / "prompts"
 
 
@@ -95,7 +95,8 @@ def read_prompts_file(path: str | os.PathLike[str], default_category: str = "use
 
 
 def load_prompts(split: str) -> list[PromptItem]:
-    """The packaged prompt set `split` (train, dev, test or long) written by scripts/build_prompts.py."""
+    """The packaged prompt set `split` written by scripts/build_prompts.py: train, dev, test, long, or
+    the edit set (edit: test families, edit-dev: dev families; docs/prompts.md, "The edit set")."""
     if split not in SPLITS:
         raise UsageError(f"unknown prompt split {split!r}", hint=f"use one of: {', '.join(SPLITS)}")
     path = DATA_DIR / f"{split}.jsonl"

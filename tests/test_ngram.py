@@ -23,7 +23,19 @@ def test_longer_ngram_wins_over_recency():
     # (1, 2) is followed by 3 early on; the later occurrence of just (2) is followed by 9
     context = [1, 2, 3, 4, 2, 9, 8, 1]
     assert NgramDrafter(max_ngram=2, num_draft=2).propose(2, context).tokens.tolist() == [2, 3, 4]
-    assert NgramDrafter(max_ngram=1, num_draft=2).propose(2, context).tokens.tolist() == [2, 9, 8]
+    # a lookup of the newest token alone still measures each match backwards: (1, 2) agrees longer
+    assert NgramDrafter(max_ngram=1, num_draft=2).propose(2, context).tokens.tolist() == [2, 3, 4]
+    # ... and among matches of equal length the latest wins
+    assert NgramDrafter(max_ngram=1, num_draft=2).propose(2, [5, 2, 9, 6, 2, 8, 7]).tokens.tolist() == [2, 8, 7]
+
+
+def test_an_offer_is_the_chain_and_its_match_length():
+    d = NgramDrafter(max_ngram=3, num_draft=3)
+    #          0  1  2  3  4  5  6  7  8  9
+    context = [4, 5, 6, 7, 1, 2, 4, 5, 6, 7]
+    (offer,) = d.offers(1, context)  # newest 3-gram (6, 7, 1) first at 2..4; matched back 5 long
+    assert (offer.source, offer.tokens, offer.key) == ("ngram", (2, 4, 5), 5)
+    assert d.offers(9, [1, 2, 3]) == ()  # nothing earlier: nothing offered
 
 
 def test_no_repeat_gives_a_bare_root():

@@ -15,10 +15,14 @@ from homespec.errors import HomespecError, UsageError
 from homespec.longprompts import approx_tokens, long_prompts
 from homespec.longprompts.material import MATERIAL_PATH, load_source
 from homespec.prompts import DATA_DIR, PromptItem, load_prompts, read_prompts_file
+from tools.prompts import edits
 from tools.prompts.build import (
     CATEGORY_POOLS,
     DEFAULT_SEED,
+    EDIT_FILES,
+    EDIT_PER_KIND,
     all_pools,
+    build_edit,
     build_long_sample,
     build_split,
     check_family_consistency,
@@ -174,8 +178,25 @@ def test_generation_is_deterministic_and_seeded():
     assert {i.turns for i in a} != {i.turns for i in c}
 
 
+def test_the_edit_sets_are_a_fresh_build_with_every_kind_held_out():
+    """edit.jsonl (test families) and edit-dev.jsonl (dev families): every kind, each prompt asking
+    for a given text back changed; their material and phrasings never in train, nor shared."""
+    for split, name in EDIT_FILES.items():
+        fresh = build_edit(split, DEFAULT_SEED)
+        assert "".join(item_to_json(i) + "\n" for i in fresh) == (DATA_DIR / name).read_text(encoding="utf-8")
+        assert Counter(i.category for i in fresh) == {k: EDIT_PER_KIND for k in edits.KINDS}
+        assert all(("```" in i.prompt) == (i.category != "rewrite") for i in fresh)
+    assert [i.id for i in load_prompts("edit")] == [i.id for i in build_edit("test")]
+    for pool in edits.POOLS:
+        held = {split: families(pool, split) for split in ("train", "dev", "test")}
+        assert all(topics and templates for topics, templates in held.values()), pool.name
+        keys = {split: {t.key for t in templates} for split, (_, templates) in held.items()}
+        assert not keys["test"] & keys["train"] and not keys["dev"] & (keys["train"] | keys["test"])
+    assert not {i.prompt for i in load_prompts("edit")} & {i.prompt for i in load_prompts("edit-dev")}
+
+
 def test_no_public_benchmark_text(packaged):
-    for split, items in packaged.items():
+    for split, items in {**packaged, "edit": load_prompts("edit"), "edit-dev": load_prompts("edit-dev")}.items():
         for item in items:
             for turn in item.turns:
                 lowered = turn.lower()

@@ -99,8 +99,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def launched():
-    s = Server("--no-guard", "--api-key", KEY, "--alias", ALIAS, "--ctx", str(CTX), "--threads", str(THREADS),
-               "--queue", "8")
+    s = Server("--method", "eagle3", "--no-guard", "--api-key", KEY, "--alias", ALIAS, "--ctx", str(CTX),
+               "--threads", str(THREADS), "--queue", "8")
     yield s
     s.stop()
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from homespec.atomic import write_bytes
+from homespec.bench.categories import by_category
 from homespec.bench.run import BenchResult, by_prompt_length, summary
 
 COLUMNS = ("method", "tok/s", "speedup", "tokens/pass", "accept@1", "accept@3", "p50 ms", "p95 ms", "identical", "fallback")
@@ -39,6 +40,20 @@ def _length_rows(result: BenchResult) -> list[list[str]]:
     return rows
 
 
+CATEGORY_COLUMNS = ("category", "method", "prompts", "tok/s", "speedup", "tau (spec steps)")
+
+
+def _category_rows(result: BenchResult) -> list[list[str]]:
+    """One row per (prompt category, method), where the prompts carry more than one category."""
+    table = by_category(result)
+    if len(table) < 2:
+        return []
+    return [[c["category"], name, str(m["prompts"]), f"{m['tokens_per_s']:.1f}",
+             "" if m["speedup"] is None else f"{m['speedup']:.2f}x",
+             "" if m["spec_tau"] is None else f"{m['spec_tau']:.2f}"]
+            for c in table for name, m in c["methods"].items()]
+
+
 def _long(result: BenchResult) -> bool:
     return any(s.by_context for s in result.methods.values())
 
@@ -65,6 +80,13 @@ def render(result: BenchResult, console) -> None:
         for r in _length_rows(result):
             t.add_row(*r)
         console.print(t)
+    if rows := _category_rows(result):
+        t = Table(title="by category (total tokens over total decode time)")
+        for c in CATEGORY_COLUMNS:
+            t.add_column(c, justify="left" if c in ("category", "method") else "right")
+        for r in rows:
+            t.add_row(*r)
+        console.print(t)
 
 
 def markdown(result: BenchResult) -> str:
@@ -75,6 +97,9 @@ def markdown(result: BenchResult) -> str:
     if _long(result):
         lines += ["", "| " + " | ".join(LENGTH_COLUMNS) + " |", "|" + "---|" * len(LENGTH_COLUMNS)]
         lines += ["| " + " | ".join(r) + " |" for r in _length_rows(result)]
+    if rows := _category_rows(result):
+        lines += ["", "| " + " | ".join(CATEGORY_COLUMNS) + " |", "|" + "---|" * len(CATEGORY_COLUMNS)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
     m = result.machine
     lines += ["", f"machine: {m.get('platform', '')}, {m.get('cpu_cores', '?')} cores; homespec {m.get('homespec', '')}, "
                   f"torch {m.get('torch', '-')}, llama_cpp {m.get('llama_cpp', '-')}"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
 from homespec.errors import UsageError
+from homespec.bench.categories import by_category
 from homespec.bench.sessions import MethodSessions, open_methods
 from homespec.session import Finish, RunOptions, Session, final
 from homespec.engine.options import METHODS, check_options
@@ -48,6 +49,8 @@ class MethodStats:
     memory: dict | None = None
     guard: dict | None = None  # the stability guard's own account, when one ran
     draft: dict | None = None  # the drafter's shape (an EAGLE head's: depth, topk, nodes, window)
+    # per drafter (auto has several): [sequence-steps it drafted, tokens drafted, tokens accepted]
+    drafters: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float:
@@ -63,7 +66,7 @@ class MethodStats:
         not diluted by the steps the guard ran plainly."""
         return self.spec_emitted / self.spec_steps if self.spec_steps else None
 
-    def add(self, res) -> None:
+    def add(self, res, category: str | None = None) -> None:
         self.outputs.append(list(res.token_ids))
         tokens = max(0, len(res.token_ids) - 1)
         self.tokens += tokens
@@ -83,6 +86,8 @@ class MethodStats:
             if s.speculative and s.draft_size > 0:
                 self.spec_steps += 1
                 self.spec_emitted += len(s.tokens)
+                mine = self.drafters.setdefault(s.drafter or self.method, [0, 0, 0])
+                mine[0], mine[1], mine[2] = mine[0] + 1, mine[1] + s.draft_size, mine[2] + s.accepted
                 spec[0] += 1
                 spec[1] += len(s.tokens)
                 while len(self.depth_hits) < s.accepted:
@@ -96,7 +101,7 @@ class MethodStats:
             pos += len(s.tokens)
         self.fallback_steps += fallback
         self.per_prompt.append({
-            "prompt_tokens": len(res.prompt_token_ids), "tokens": tokens, "decode_s": round(res.decode_s, 4),
+            "category": category, "prompt_tokens": len(res.prompt_token_ids), "tokens": tokens, "decode_s": round(res.decode_s, 4),
             "tokens_per_s": round(tokens / res.decode_s, 3) if res.decode_s > 0 else 0.0,
             "spec_tau": round(spec[1] / spec[0], 4) if spec[0] else None, "spec_steps": spec[0],
             "spec_tokens": spec[1], "fallback_steps": fallback,
@@ -193,6 +198,7 @@ def run_bench(
     bin_size: int = POSITION_BIN,
     repeat: int = 1,
     lockstep: bool = False,
+    categories: Sequence[str] | None = None,
 ) -> BenchResult:
     from homespec.speculative.steps import Limits
     from homespec.speculative.sampling import Sampler
@@ -224,7 +230,7 @@ def run_bench(
                 # each answer from an empty cache: the methods share one target, and a bench times decoding
                 run_kw = dict(sampler=sampler, limits=limits, seed=seed + i, cache_prompt=False)
                 for m, res in _answers(opened, order, ids, lockstep, run_kw):
-                    stats[m].add(res)
+                    stats[m].add(res, categories[i] if categories else None)
                     guard = sessions[m].guard  # the guard the session answered under (opts.guard)
                     if guard is not None:
                         stats[m].guard = guard.as_json()
@@ -291,6 +297,7 @@ def summary(result: BenchResult) -> dict:
             "memory": s.memory,
             "guard": s.guard,
             "draft": s.draft,
+            "drafters": {d: {"steps": v[0], "drafted": v[1], "accepted": v[2]} for d, v in sorted(s.drafters.items())},
         }
     return {
         "methods": methods,
@@ -307,6 +314,7 @@ def summary(result: BenchResult) -> dict:
         "plan_estimate": result.plan_estimate,
         "median_speedup": _median_speedup(result),
         "by_prompt_length": by_prompt_length(result),
+        "by_category": by_category(result),
     }
 
 

@@ -22,7 +22,7 @@ from homespec.session import RunOptions, Session
 if TYPE_CHECKING:
     from homespec.backends.base import Backend
 
-DRAFTING = ("draft", "eagle3")  # methods whose plan reserves memory for a drafter
+DRAFTING = ("draft", "eagle3", "auto")  # methods whose plan reserves memory for a drafter (auto: its head)
 
 
 @dataclass

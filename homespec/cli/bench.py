@@ -67,11 +67,12 @@ def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
 
 @app.command(cls=_BenchCommand)
 def bench(
-    methods: Annotated[str, typer.Option("--methods", help="Comma list of: none, ngram, draft, eagle3.")] = "none,ngram,eagle3",
+    methods: Annotated[str, typer.Option("--methods", help="Comma list of: auto, none, ngram, suffix, draft, eagle3.")] = "none,auto",
     model: ModelOpt = None,
     draft: DraftOpt = None,
     backend: BackendOpt = "llamacpp",
-    prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL ('prompt' or 'turns'); default: homespec's held-out test prompts.")] = None,
+    prompts: Annotated[Optional[str], typer.Option("--prompts", help="A packaged set (test, dev, edit: code and prose edits, edit-dev) or a JSONL file ('prompt' or 'turns'); default: homespec's held-out test prompts.")] = None,
+    category: Annotated[Optional[str], typer.Option("--category", help="Only prompts of these categories (comma list), e.g. chat; results are reported per category.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Prompts to run.")] = 20,
     max_tokens: Annotated[int, max_tokens_opt("Tokens per prompt.")] = 128,
     temperature: TemperatureOpt = 0.0,
@@ -101,7 +102,6 @@ def bench(
 
     from homespec.bench.run import run_bench, summary
     from homespec.session.prompts import prompt_tokens
-    from homespec.prompts import load_prompts, read_prompts_file
 
     names = _method_names(methods)
     if limit < 1:
@@ -112,11 +112,7 @@ def bench(
                                 ("--plot", plot_file, "bench.png")):
         _check_output_file(flag, path, example)
     server_bin = _check_against(against_, server, server_draft, temperature, long, repeat, lockstep)
-    if long:
-        items = None
-    else:
-        items = read_prompts_file(prompts) if prompts else load_prompts("test")
-        items = items[:limit]
+    items = None if long else _prompt_items(prompts, category)[:limit]
     opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads,
                         window=window, guard=guard, adapt=adapt)
     with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
@@ -136,7 +132,8 @@ def bench(
         result = run_bench(opts, names, token_prompts,
                            max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
                            by_context=long,
-                           bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep)
+                           bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep,
+                           categories=[i.category for i in items] if items else None)
     record, side = summary(result), ""
     if server_bin is not None:
         rows = _run_against(result, asked, server_bin, server_draft, server_draft_n, max_tokens, ctx, threads)
@@ -144,6 +141,24 @@ def bench(
 
         record["against_llama_server"], side = as_json(rows), table(rows)
     _write_results(result, record, side, json_stdout, json_file, markdown_file, plot_file)
+
+
+PACKAGED = ("test", "dev", "edit", "edit-dev")  # the sets --prompts names (train is too large to bench)
+
+
+def _prompt_items(prompts: Optional[str], category: Optional[str]) -> list:
+    """--prompts (a packaged set's name or a JSONL file) and --category, as prompt items."""
+    from homespec.prompts import load_prompts, read_prompts_file
+
+    items = load_prompts(prompts or "test") if prompts is None or prompts in PACKAGED else read_prompts_file(prompts)
+    if category is None:
+        return items
+    wanted = {c.strip() for c in category.split(",") if c.strip()}
+    chosen = [i for i in items if i.category in wanted]
+    if not chosen:
+        found = ", ".join(sorted({i.category for i in items}))
+        raise UsageError(f"--category {category}: no such prompts in this set", hint=f"its categories: {found}")
+    return chosen
 
 
 def _method_names(methods: str) -> list[str]:

@@ -33,7 +33,7 @@ class _ResumeCommand(typer.core.TyperCommand):
 def chat(
     model: ModelOpt = None,
     draft: DraftOpt = None,
-    method: MethodOpt = "eagle3",
+    method: MethodOpt = "auto",
     backend: BackendOpt = "llamacpp",
     temperature: TemperatureOpt = 0.0,
     top_k: TopKOpt = 0,

@@ -21,7 +21,7 @@ from homespec.plan.settings import DEFAULT_CTX
 def generate(
     model: ModelOpt = None,
     draft: DraftOpt = None,
-    method: MethodOpt = "eagle3",
+    method: MethodOpt = "auto",
     backend: BackendOpt = "llamacpp",
     prompt: Annotated[Optional[str], typer.Option("--prompt", "-p", help="The prompt text.")] = None,
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="JSONL file: one object per line with 'prompt' or 'turns'.")] = None,

@@ -39,6 +39,7 @@ def plan(
     remote: Annotated[Optional[list[str]], typer.Option("--remote", help="Another machine's GPUs, served by llama.cpp's RPC backend: GPU[,GPU...]@HOST[:PORT] (catalogue names; repeat per machine), e.g. --remote 3090@host2 --remote m3-ultra-96@mac.")] = None,
     link: Annotated[Optional[str], typer.Option("--link", help="The network to the --remote machines: 1gbe (default), 2.5gbe, 5gbe, 10gbe, 25gbe, tb4, tb5, or a line rate in Gbit/s.")] = None,
     cache_ram: Annotated[int, number(limits.CACHE_RAM_MIB, help="MiB of host RAM `homespec serve --cache-ram` keeps for idle conversations: budgeted on the host.")] = 0,
+    workload: Annotated[Optional[str], typer.Option("--workload", help="chat or code-edit: say which drafter (prompt lookup, the suffix store, the draft head) is expected to pay on it, with homespec's measured acceptance of each.")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", help="--emit vllm: the share of each GPU vLLM may use (its KV capacity is reported at it).")] = 0.9,
     json_out: JsonOpt = False,
 ) -> None:
@@ -50,7 +51,7 @@ def plan(
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
                   draft_topk=draft_topk, ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel,
                   swa_full=swa_full, max_parallel=max_parallel, remote=tuple(remote or ()), link=link,
-                  cache_ram=cache_ram)
+                  cache_ram=cache_ram, workload=workload)
     for note in p.notes:
         if note.startswith("warning: "):  # an assumption the user should know of, also with --json
             print(note, file=sys.stderr)

@@ -22,7 +22,7 @@ from homespec.plan.settings import DEFAULT_CTX
 def serve(
     model: ModelOpt = None,
     draft: DraftOpt = None,
-    method: MethodOpt = "eagle3",
+    method: MethodOpt = "auto",
     backend: BackendOpt = "llamacpp",
     host: Annotated[str, typer.Option("--host", help="Address to listen on. Anything but loopback needs --api-key to be safe.")] = "127.0.0.1",
     port: Annotated[int, number(limits.PORT, help="Port to listen on (0: any free port).")] = 8080,

@@ -86,6 +86,8 @@ class EngineStats:
     host_cache_entries: int = 0
     host_cache_saves: int = 0  # lane states saved there
     host_cache_loads: int = 0  # ... and put back into a lane
+    # per drafter ("ngram", "suffix", "eagle3", ...): [drafts, draft tokens, accepted tokens]
+    spec_by_drafter: dict[str, list[int]] = field(default_factory=dict)
 
 
 class Handle:

@@ -6,8 +6,9 @@
     3. load the target as lanes: several sequences in one llama.cpp context
        (backends/llamacpp/multi.py) when more than one is asked for, else one sequence of any
        backend behind the one-lane adapter (homespec.engine.lanes);
-    4. a drafter per lane (EAGLE drafters share one head's weights, each keeps its own KV) and
-       the guard over them (homespec.engine.guard).
+    4. a drafter per lane (EAGLE drafters share one head's weights, each keeps its own KV; the
+       suffix drafters share one store of the lanes' answers) and the guard over them
+       (homespec.engine.guard).
 
 chat, generate, bench (one lane) and serve (N lanes) all start here.
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homespec.engine.options import (
-    METHODS, RUN_BACKENDS, RunOptions, check_options, head_dir, resolve_model_path, threads_of, tree_nodes,
+    METHODS, RUN_BACKENDS, RunOptions, auto_head, check_options, drafts_with_head, head_dir, lookup_depth,
+    resolve_model_path, threads_of, tree_nodes,
 )
 from homespec.errors import UsageError
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from homespec.engine.guard import BatchGuard
     from homespec.plan.fit import Plan
     from homespec.speculative.drafters.base import Drafter, DraftShape
+    from homespec.speculative.drafters.suffix import SuffixStore
 
 # Micro-batch rows below which a sequence's numbers do not depend on what shares its pass: under
 # 64 query rows llama.cpp's CPU flash attention treats each row on its own (docs/backends.md,
@@ -86,7 +89,7 @@ def check_parallel(opt: RunOptions, parallel: int) -> None:
         raise UsageError(f"--parallel {parallel}: the {opt.backend} backend decodes one sequence at a time",
                          hint="use --parallel 1 (requests then wait in the queue), or a GGUF with --backend llamacpp")
     if opt.method == "draft":
-        raise UsageError(f"--parallel {parallel}: several lanes draft with eagle3, ngram or none",
+        raise UsageError(f"--parallel {parallel}: several lanes draft with auto, eagle3, ngram, suffix or none",
                          hint="use --parallel 1 with --method draft")
     if opt.exact:
         raise UsageError(f"--parallel {parallel}: --exact verifies one sequence at a time",
@@ -134,8 +137,9 @@ def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: in
     settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx)
     if ubatch is not None:
         settings = replace(settings, n_ubatch=max(1, min(settings.n_ubatch, ubatch)))
-    leaves = lane_leaves(opt, parallel, settings.n_batch)
-    if opt.method == "eagle3" and opt.draft_topk > 1:
+    trees = drafts_with_head(opt, path) and opt.draft_topk > 1
+    leaves = lane_leaves(opt, parallel, settings.n_batch, trees=trees)
+    if trees:
         opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
     target = MultiSeqBackend(path, settings, lanes=parallel, lane_ctx=opt.ctx, leaves_per_lane=leaves)
     try:
@@ -160,7 +164,7 @@ def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel
 
     if gpu is None:
         gpu = "none" if opt.backend == "torch" and opt.device == "cpu" else "auto"
-    draft = opt.draft if opt.method in ("eagle3", "draft") else "none"
+    draft = opt.draft if opt.method == "draft" or drafts_with_head(opt, path) else "none"
     return make_plan(model=path, gpu=gpu, draft=draft, ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
                      parallel=parallel)
@@ -232,19 +236,41 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
     raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
 
 
-def make_drafter(backend: "Any", model_path: str, opt: RunOptions) -> tuple["Drafter | None", "Backend | None"]:
-    """The drafter `opt.method` names, drafting on `backend` (and the draft model it loaded)."""
+def make_drafter(backend: "Any", model_path: str, opt: RunOptions, *,
+                 store: "SuffixStore | None" = None) -> tuple["Drafter | None", "Backend | None"]:
+    """The drafter `opt.method` names, drafting on `backend` (and the draft model it loaded).
+    `store`: the suffix store the engine's lanes share (None: one of its own)."""
     if opt.method not in METHODS:
         raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
     if opt.method == "none":
         return None, None
-    if opt.method == "ngram":
-        from homespec.speculative.drafters.ngram import NgramDrafter
-
-        return NgramDrafter(max_ngram=3, num_draft=max(1, opt.draft_depth)), None
     if opt.method == "draft":
         return _draft_model(backend, opt)
-    where = head_dir(opt, model_path)
+    if opt.method in ("ngram", "suffix"):
+        return _lookup(opt.method, max(1, opt.draft_depth), store), None
+    if opt.method == "eagle3":
+        return _eagle(backend, head_dir(opt, model_path), opt), None
+    from homespec.speculative.drafters.auto import AutoDrafter
+
+    where = auto_head(opt, model_path)
+    head = _eagle(backend, where, opt) if where is not None else None
+    depth = lookup_depth(opt)
+    return AutoDrafter([_lookup("ngram", depth), _lookup("suffix", depth, store)], head), None
+
+
+def _lookup(method: str, depth: int, store: "SuffixStore | None" = None) -> "Drafter":
+    """Prompt lookup (ngram) or suffix drafting, offering chains of at most `depth` tokens."""
+    if method == "ngram":
+        from homespec.speculative.drafters.ngram import NgramDrafter
+
+        return NgramDrafter(max_ngram=3, num_draft=depth)
+    from homespec.speculative.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(store, num_draft=depth)
+
+
+def _eagle(backend: "Any", where: Path, opt: RunOptions) -> "Drafter":
+    """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
     from homespec.models.eagle3 import load_head
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
     from homespec.speculative.record import read_prior
@@ -255,7 +281,7 @@ def make_drafter(backend: "Any", model_path: str, opt: RunOptions) -> tuple["Dra
     drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
                             window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(where))
     drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
-    return drafter, None
+    return drafter
 
 
 def _draft_model(backend: "Backend", opt: RunOptions) -> tuple["Drafter", "Backend"]:
@@ -271,43 +297,59 @@ def _draft_model(backend: "Backend", opt: RunOptions) -> tuple["Drafter", "Backe
     return DraftModelDrafter(draft_backend, depth=opt.draft_depth), draft_backend
 
 
-def lane_leaves(opt: RunOptions, parallel: int, n_batch: int) -> int:
-    """Tree paths (llama.cpp sequence ids) each lane gets: one for a chain, else what the draft
-    tree needs within llama.cpp's 256 ids (and n_batch) shared by every lane."""
+def lane_leaves(opt: RunOptions, parallel: int, n_batch: int, *, trees: bool) -> int:
+    """Tree paths (llama.cpp sequence ids) each lane gets: one for a chain, else (`trees`: an EAGLE
+    head drafting trees) what the draft tree needs within llama.cpp's 256 ids (and n_batch) shared
+    by every lane."""
     from homespec.backends.llamacpp.tree import MAX_SEQ, tree_leaves
 
-    if opt.method != "eagle3" or opt.draft_topk == 1:
+    if not trees:
         return 1
     return max(1, min(tree_leaves(opt.draft_tokens), MAX_SEQ // parallel, n_batch // parallel))
 
 
 def lane_drafters(target: "Lanes", path: str, opt: RunOptions, parallel: int) -> list["Drafter | None"]:
-    """One drafter per lane; EAGLE drafters share one head (its weights), each keeps its own KV."""
-    first, _ = make_drafter(target, path, opt)
+    """One drafter per lane; EAGLE drafters share one head (its weights), each keeps its own KV;
+    suffix drafters share one store of every lane's answers."""
+    from homespec.speculative.drafters.suffix import SuffixStore
+
+    store = SuffixStore()
+    first, _ = make_drafter(target, path, opt, store=store)
     if first is None:
         return [None] * parallel
-    out: list["Drafter | None"] = [first]
-    for _ in range(1, parallel):
-        if opt.method == "ngram":
-            from homespec.speculative.drafters.ngram import NgramDrafter
+    return [first] + [_sibling(first, target, store) for _ in range(1, parallel)]
 
-            out.append(NgramDrafter(max_ngram=first.max_ngram, num_draft=first.num_draft))
-        else:
-            from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
-            d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
-                              window=first.window, capacity=first.cache.capacity, source=first.source)
-            d.expected_acceptance = first.expected_acceptance
-            out.append(d)
-    return out
+def _sibling(first: "Drafter", target: "Lanes", store: "SuffixStore") -> "Drafter":
+    """Another lane's drafter like `first`: the same head's weights, the same store, its own state."""
+    from homespec.speculative.drafters.auto import AutoDrafter
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.speculative.drafters.ngram import NgramDrafter
+    from homespec.speculative.drafters.suffix import SuffixDrafter
+
+    if isinstance(first, AutoDrafter):
+        model = _sibling(first.model, target, store) if first.model is not None else None
+        return AutoDrafter([_sibling(d, target, store) for d in first.lookups], model)
+    if isinstance(first, NgramDrafter):
+        return NgramDrafter(max_ngram=first.max_ngram, num_draft=first.num_draft)
+    if isinstance(first, SuffixDrafter):
+        return SuffixDrafter(store, num_draft=first.num_draft)
+    if isinstance(first, Eagle3Drafter):
+        d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
+                          window=first.window, capacity=first.cache.capacity, source=first.source)
+        d.expected_acceptance = first.expected_acceptance
+        return d
+    raise UsageError(f"several lanes cannot draft with {first.name}", hint="use --parallel 1 with this method")
 
 
 def make_guard(drafter: "Drafter | None", opt: RunOptions) -> "BatchGuard | None":
     """The guard over the drafters (with --no-guard: forced to full depth every step)."""
     if drafter is None:
         return None
+    from homespec.engine.choice import CopyStats, read_copy_prior
     from homespec.engine.guard import BatchGuard
 
     shape = drafter.shape
     return BatchGuard(depth=shape.depth, nodes_per_level=(shape.total - 1) / shape.depth,
-                      prior=getattr(drafter, "expected_acceptance", None) or None, forced=not opt.guard)
+                      prior=getattr(drafter, "expected_acceptance", None) or None, forced=not opt.guard,
+                      copies=CopyStats(prior=read_copy_prior()))

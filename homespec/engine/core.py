@@ -135,6 +135,7 @@ class Engine:
             s = self._stats
             out = EngineStats(**{k: getattr(s, k) for k in s.__dataclass_fields__})
             out.spec_accepted_per_pos = list(s.spec_accepted_per_pos)
+            out.spec_by_drafter = {d: list(v) for d, v in s.spec_by_drafter.items()}
             busy = [lane for lane in self._lanes if lane.running is not None]
             out.active, out.queued = len(busy), len(self._waiting)
             out.live_sequences = len(busy)

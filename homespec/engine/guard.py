@@ -22,6 +22,11 @@ the chance a draft accepts at least j tokens, starts from the head's recorded ac
 (homespec.plan.acceptance: its acceptance.json, weighted as `prior_weight` steps) and follows
 what this engine's drafts accept; draft_level is the measured drafting time per level and
 sequence.
+
+Where a lane's drafters offer more than one candidate (`--method auto`: prompt lookup, the suffix
+store and the EAGLE head; or a lookup alone), `choose_lanes` prices each lane's candidates with
+the same cost table and picks per lane (homespec.engine.choice); a lookup's chain is priced by
+its own statistics by match length (`copies`), the head's tree by alpha and draft_level above.
 """
 
 from __future__ import annotations
@@ -31,8 +36,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from homespec.engine.choice import PLAIN, Choice, CopyStats, choose_each, forced
+from homespec.speculative.drafters.base import Offer
+
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
-NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a drafter with no recorded acceptance (n-gram lookup)
+NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)
 
 
 @dataclass
@@ -56,6 +64,9 @@ class BatchGuard:
     wins: int = 0
     spec_steps: int = 0  # sequence-steps that verified a draft
     plain_steps: int = 0  # sequence-steps decoded plainly (the first token of an answer not counted)
+    copies: CopyStats = field(default_factory=CopyStats)  # known chains' acceptance by source and match length
+    # per drafter: [sequence-steps it drafted, tokens drafted, tokens accepted]
+    by_source: dict[str, list[int]] = field(default_factory=dict)
     _plain_left: int = 0
     _backoff_now: int = 0
 
@@ -83,6 +94,30 @@ class BatchGuard:
         self.predicted = best_rate / plain  # the best draft depth's tokens/s over plain decoding's
         self.chosen = best if best_rate >= plain * (1 + self.margin) else 0
         return self.chosen
+
+    def choose_lanes(self, offers: Sequence[Sequence[Offer]], extra_rows: int = 0) -> list[Choice]:
+        """Each decoding lane's draft this step, from what its drafters offer (no offers: plain).
+        Only model drafters on offer: the common depth of `choose`; a known chain on offer: the
+        per-lane choice of homespec.engine.choice; forced (no guard): every lane's longest chain,
+        else its model at full depth."""
+        n = len(offers)
+        if self.forced:
+            self.chosen = self.depth
+            return [forced(lane, self.depth) for lane in offers]
+        if not any(o.known for lane in offers for o in lane):
+            depth = self.choose(n, extra_rows) if any(offers) else 0
+            return [Choice(lane[0], depth) if lane and depth else PLAIN for lane in offers]
+        if len(self.costs) < 2:  # too little measured to price a draft: a plain step first
+            return [PLAIN] * n
+        out = choose_each(self, offers, extra_rows)
+        self._plain_left = max(0, self._plain_left - 1)
+        self.chosen = max((c.depth or 0 for c in out), default=0)
+        return out
+
+    @property
+    def plain_left(self) -> int:
+        """Steps of the backoff still to run plainly (model drafts only wait them out)."""
+        return self._plain_left
 
     def nodes(self, d: int) -> int:
         """Rows of a depth-d draft, the root included."""
@@ -162,11 +197,21 @@ class BatchGuard:
         self.draft_level_s = per_level if not self.draft_level_s else (
             (1 - self.alpha_ewma) * self.draft_level_s + self.alpha_ewma * per_level)
 
+    def record_copy(self, source: str, key: int, drafted: int, accepted: int) -> None:
+        """A known chain of `drafted` tokens from a match of `key` tokens had `accepted` kept."""
+        if drafted >= 1:
+            self.copies.record(source, key, drafted, accepted)
+
     def count(self, verified: Sequence) -> None:
-        """Tally a pass's verification steps (not its prefills' first tokens): speculative or plain."""
+        """Tally a pass's verification steps (not its prefills' first tokens): speculative or
+        plain, and per drafter what it drafted and what was accepted."""
         for st in verified:
             if st.speculative and st.draft_size > 0:
                 self.spec_steps += 1
+                mine = self.by_source.setdefault(st.drafter or "?", [0, 0, 0])
+                mine[0] += 1
+                mine[1] += st.draft_size
+                mine[2] += st.accepted
             else:
                 self.plain_steps += 1
 
@@ -176,6 +221,9 @@ class BatchGuard:
                f"{self.losses} fallbacks")
         if self.predicted is not None and not self.spec_steps:
             out += f" (predicted {self.predicted:.2f}x plain)"
+        if self.by_source:
+            out += "; accepted / drafted by drafter: " + ", ".join(
+                f"{name} {v[2]}/{v[1]}" for name, v in sorted(self.by_source.items()))
         return out
 
     def as_json(self) -> dict:
@@ -185,6 +233,9 @@ class BatchGuard:
                 "predicted_speedup": None if self.predicted is None else round(self.predicted, 4),
                 "draft_level_ms": round(self.draft_level_s * 1e3, 3),
                 "alpha": [round(self.alpha(d), 3) for d in range(1, self.depth + 1)],
+                "drafters": {name: {"steps": v[0], "drafted": v[1], "accepted": v[2]}
+                             for name, v in sorted(self.by_source.items())},
+                "copies": self.copies.as_json(),
                 "costs_ms": {r: round(s * 1e3, 3) for r, s in sorted(self.costs.items())[:64]}}
 
 

@@ -13,7 +13,11 @@ from homespec.embedded import shipped_head
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
 
-METHODS = ("none", "ngram", "draft", "eagle3")
+METHODS = ("auto", "none", "ngram", "suffix", "draft", "eagle3")
+LOOKUPS = ("ngram", "suffix")  # drafters that find their chains in text already written
+# auto: the longest chain a lookup offers; the guard verifies the part of it that pays (on this
+# project's 2-core CPU 2-5 tokens, on a GPU, where rows are nearly free, all of it)
+LOOKUP_DEPTH = 8
 RUN_BACKENDS = ("torch", "llamacpp", "exl2")
 
 
@@ -21,7 +25,7 @@ RUN_BACKENDS = ("torch", "llamacpp", "exl2")
 class RunOptions:
     model: str | None = None  # a GGUF file or HF directory; None = the embedded SmolLM2
     draft: str | None = None  # head dir (eagle3) or GGUF/HF model (draft); None = the default pairing
-    method: str = "eagle3"
+    method: str = "auto"  # auto: per step, prompt lookup, the suffix store or the EAGLE head (when there is one)
     backend: str = "llamacpp"
     device: str | None = None  # torch backend: cpu / cuda / mps (auto)
     ctx: int = DEFAULT_CTX
@@ -84,10 +88,32 @@ def threads_of(opt: RunOptions) -> int | None:
 
 def tree_nodes(opt: RunOptions) -> int:
     """Nodes of the largest tree one verification holds, the root included: eagle3 drafts a tree
-    of --draft-tokens nodes, ngram and draft models a chain of --draft-depth tokens."""
+    of --draft-tokens nodes, ngram, suffix and draft models a chain of --draft-depth tokens, auto
+    either an EAGLE tree or a lookup's chain of lookup_depth tokens."""
     if opt.method == "none":
         return 1
+    if opt.method == "auto":
+        return max(opt.draft_tokens, lookup_depth(opt) + 1)
     return opt.draft_tokens if opt.method == "eagle3" else opt.draft_depth + 1
+
+
+def lookup_depth(opt: RunOptions) -> int:
+    """The longest chain auto's lookups offer (at least --draft-depth)."""
+    return max(LOOKUP_DEPTH, opt.draft_depth)
+
+
+def auto_head(opt: RunOptions, model_path: str) -> Path | None:
+    """The EAGLE head auto drafts with beside its lookups: --draft (which must be a head), else the
+    shipped head of the embedded model, else none (auto then drafts with lookups alone)."""
+    if opt.draft:
+        return head_dir(opt, model_path)
+    where = default_head(model_path)
+    return where if where is not None and where.exists() else None
+
+
+def drafts_with_head(opt: RunOptions, model_path: str) -> bool:
+    """Whether this run loads an EAGLE head (eagle3, or auto with a head)."""
+    return opt.method == "eagle3" or (opt.method == "auto" and auto_head(opt, model_path) is not None)
 
 
 def check_options(opt: RunOptions) -> str:
@@ -117,6 +143,8 @@ def check_options(opt: RunOptions) -> str:
             read_model_header(m)
     if opt.method == "eagle3":
         head_dir(opt, path)
+    if opt.method == "auto":
+        auto_head(opt, path)  # --draft must name a head
     return path
 
 
@@ -129,11 +157,11 @@ def _check_tree(opt: RunOptions) -> None:
     if not 16 <= opt.ctx <= MAX_CTX:  # the planner's range, for every backend
         raise UsageError(f"--ctx {opt.ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
     nodes = tree_nodes(opt)
-    flag = "--draft-tokens" if opt.method == "eagle3" else "--draft-depth"
+    flag = "--draft-tokens" if opt.method in ("eagle3", "auto") else "--draft-depth"
     if nodes >= opt.ctx:
         raise UsageError(f"--ctx {opt.ctx} cannot hold a prompt and a draft tree of {nodes} nodes",
                          hint=f"raise --ctx (e.g. --ctx {max(256, 2 * nodes)}) or lower {flag}")
-    if opt.backend == "llamacpp" and opt.method == "eagle3" and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
+    if opt.backend == "llamacpp" and opt.method in ("eagle3", "auto") and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
         raise UsageError(f"--draft-tokens {nodes} allows a tree of {nodes - 1} leaves; llama.cpp verifies at most "
                          f"{MAX_SEQ} (one sequence each)", hint=f"use --draft-tokens {MAX_SEQ + 1} or fewer")
 

@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from homespec.backends.base import Forward, PrefillWork, TreeWork
+from homespec.engine.choice import PLAIN, Choice
 from homespec.engine.detok import Detokenizer
 from homespec.engine.responses import Finish, StepFigures, TextDelta
+from homespec.speculative.drafters.base import Offer
 from homespec.speculative.sampling import torch_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
+from homespec.speculative.tree import chain
 from homespec.speculative.verify import Verdict, verify_greedy, verify_sampled
 
 if TYPE_CHECKING:
@@ -59,6 +62,8 @@ class Running:
     t_draft: float = 0.0
     depth: int = 0  # the draft depth the guard gave this step
     just_prefilled: bool = False  # the prompt's last chunk went in this step
+    choice: Choice = PLAIN  # what the guard chose for this step (homespec.engine.choice)
+    t_offer: float = 0.0  # this step's lookups (what the drafters offered), part of its drafting time
 
     def __post_init__(self) -> None:
         r = self.handle.request
@@ -114,22 +119,38 @@ class Running:
 
     # --- decode --------------------------------------------------------------------------------
 
-    def draft(self, depth: int | None, backend: "Lanes") -> TreeWork:
-        """This step's tree: the drafter's proposal cut to `depth` levels (None: its own shape),
-        or the root alone (0)."""
+    def offers(self) -> tuple[Offer, ...]:
+        """What this lane's drafter can draft this step (a lookup's chain is found now)."""
+        if self.drafter is None:
+            return ()
+        t0 = time.perf_counter()
+        find = getattr(self.drafter, "offers", None)  # a drafter without offers() drafts when chosen
+        out = find(self.root, self.context) if find is not None else (Offer(self.drafter.name),)
+        self.t_offer = time.perf_counter() - t0
+        return out
+
+    def draft(self, choice: Choice, backend: "Lanes") -> TreeWork:
+        """This step's tree: the chosen chain cut to its depth, or the drafter's proposal at the
+        chosen depth (None: its own shape), or the root alone (depth 0)."""
         t0 = time.perf_counter()
         room = self.max_context - backend.n_past(self.lane)
         tree = root_only(self.root)
-        if depth is None:
-            depth = self.drafter.shape.depth if self.drafter is not None else 0
-        elif depth > 0 and self.drafter is not None and self.drafter.shape.depth != depth:
-            nodes = _nodes_at(self.shape0 or self.drafter.shape, depth)
-            self.drafter.set_shape(*self.drafter.limits().clamp(depth, nodes))
-        if depth > 0 and self.drafter is not None and room > 1:
+        depth, offer = choice.depth, choice.offer
+        if offer is not None and not offer.known:  # a model drafter, at the chosen depth
+            if depth is None:
+                depth = self.drafter.shape.depth
+            elif depth > 0 and self.drafter.shape.depth != depth:
+                nodes = _nodes_at(self.shape0 or self.drafter.shape, depth)
+                self.drafter.set_shape(*self.drafter.limits().clamp(depth, nodes))
+        depth = depth or 0
+        if depth > 0 and offer is not None and room > 1 and offer.known:
+            tree = chain((self.root, *offer.tokens[:depth]))
+        elif depth > 0 and offer is not None and room > 1:
             tree = self.drafter.propose(self.root, self.context)
         if tree.size > room:  # keep the tree inside the context: drop the deepest nodes
             tree = truncate(tree, room)
-        self.tree, self.depth, self.t_draft = tree, depth, time.perf_counter() - t0
+        self.tree, self.depth, self.choice = tree, depth, choice
+        self.t_draft, self.t_offer = self.t_offer + time.perf_counter() - t0, 0.0
         return TreeWork(self.lane, tuple(tree.tokens.tolist()), tuple(tree.parents.tolist()))
 
     def verified(self, fwd: Forward, backend: "Lanes", t_verify: float, t_step: float) -> Step:
@@ -157,7 +178,7 @@ class Running:
         finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.max_context)
         t_own = self.t_draft + time.perf_counter() - t0
         step = Step(tuple(new), verdict.accepted, tree.size - 1, n_past, t_own, t_verify, t_step + t_own,
-                    self.depth > 0, finish)
+                    self.depth > 0, finish, self.choice.source if tree.size > 1 else None)
         self.root = verdict.next_token
         self.tree = None
         self._emit(step)

@@ -1,7 +1,9 @@
 """One engine step: every lane's work in one target pass, whoever asked for the answers.
 
-    1. the guard chooses a draft depth for the decoding lanes (0: plain), from the costs of the
-       passes it has measured and the drafts' acceptance (homespec.engine.guard);
+    1. each decoding lane's drafters say what they offer (a lookup's chain, found now; a model's
+       draft, made when chosen), and the guard chooses per lane one offer and its depth, or plain
+       decoding, from the costs of the passes it has measured and each drafter's acceptance
+       (homespec.engine.guard, homespec.engine.choice);
     2. each decoding lane drafts its tree (or its root alone);
     3. what is left of the pass (n_batch rows) carries prompt chunks of lanes still prefilling,
        so a long prompt never stalls the answers already streaming;
@@ -18,8 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from homespec.engine.choice import forced
+
 if TYPE_CHECKING:
     from homespec.backends.base import Forward, Lanes, PrefillWork, TreeWork
+    from homespec.engine.choice import Choice
     from homespec.engine.guard import BatchGuard
     from homespec.engine.running import Running
     from homespec.speculative.steps import Step
@@ -40,13 +45,12 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
     decoding = [r for r in running if not r.prefilling]
     prefilling = [r for r in running if r.prefilling]
     extra = _prefill_rows(target, decoding, prefilling, prefill_chunk)
-    # None (no guard at all): every drafter drafts its own full shape
-    depth = (guard.choose(len(decoding), extra) if decoding else 0) if guard is not None else None
+    decoding, choices = _choose(decoding, guard, extra)
     work: list["PrefillWork | TreeWork"] = []
     owners: list["Running"] = []
-    for r in decoding:  # --- draft: a tree rooted at each lane's pending token ------------------
+    for r, choice in zip(decoding, choices):  # --- draft: a tree rooted at each lane's pending token
         try:  # a request whose draft fails is failed alone and left out of this pass
-            work.append(r.draft(depth if r.drafter is not None else 0, target))
+            work.append(r.draft(choice, target))
         except Exception as e:  # noqa: BLE001
             fail_alone(r, e)
             continue
@@ -69,11 +73,29 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
     if guard is not None:  # --- the guard learns the pass's cost and the drafts' worth --------
         guard.record_pass(rows, t_pass)
         guard.count(verified)
-        if depth:
+        if any(c.offer is not None and not c.offer.known and c.depth for c in choices):  # a model drafted
             spec = [s for s in verified if s.speculative]
             guard.record_step(len(spec), extra, sum(len(s.tokens) for s in spec),
                               t_pass + sum(s.t_draft for s in spec))
     return Outcome(tuple(steps), rows, t_pass)
+
+
+def _choose(decoding: list["Running"], guard: "BatchGuard | None",
+            extra: int) -> tuple[list["Running"], list["Choice"]]:
+    """What each decoding lane drafts this step; without a guard, every drafter its longest
+    chain or its own full shape (homespec.engine.choice.forced). A lane whose lookup fails is
+    failed alone and left out."""
+    kept, offers = [], []
+    for r in decoding:
+        try:
+            offers.append(r.offers())
+        except Exception as e:  # noqa: BLE001
+            fail_alone(r, e)
+            continue
+        kept.append(r)
+    if guard is None:
+        return kept, [forced(o, None) for o in offers]
+    return kept, guard.choose_lanes(offers, extra)
 
 
 def _prefill_rows(target: "Lanes", decoding: list["Running"], prefilling: list["Running"], chunk: int) -> int:
@@ -95,7 +117,7 @@ def _verify_all(owners: list["Running"], outs: list["Forward"], target: "Lanes",
                 steps.append(step)
                 verified.append(step)
                 if guard is not None and step.draft_size > 0:
-                    guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
+                    _learn(guard, r, step)
             else:
                 before = len(r.steps)
                 r.prefilled(fwd, target, t_pass, t_step)
@@ -103,6 +125,16 @@ def _verify_all(owners: list["Running"], outs: list["Forward"], target: "Lanes",
         except Exception as e:  # noqa: BLE001
             fail_alone(r, e)
     return steps, verified
+
+
+def _learn(guard: "BatchGuard", r: "Running", step: "Step") -> None:
+    """The guard learns what a lane's draft earned: a known chain by its match length, a model's
+    tree by depth (and its drafting time)."""
+    offer = r.choice.offer
+    if offer is not None and offer.known:
+        guard.record_copy(offer.source, offer.key, step.draft_size, step.accepted)
+    else:
+        guard.record_draft(step.draft_size, step.accepted, r.depth, step.t_draft)
 
 
 def fail_alone(r: "Running", e: Exception) -> None:

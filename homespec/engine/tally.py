@@ -4,7 +4,9 @@ so `/metrics` means the same whichever engine serves.
 A draft is one sequence-step that verified a tree of at least one drafted node (vLLM's
 `spec_decode_num_drafts`); its draft tokens are the tree's nodes beyond the root; the accepted
 tokens are the drafted ones the target kept, counted per depth of the accepted path
-(`num_accepted_tokens_per_pos`: position 0 is the first drafted token after the root).
+(`num_accepted_tokens_per_pos`: position 0 is the first drafted token after the root). The same
+three counts are kept per drafter (`spec_by_drafter`): with `--method auto` they say who drafted
+what was accepted.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ def add_steps(stats: EngineStats, steps: Iterable["Step"]) -> None:
         stats.spec_num_drafts += 1
         stats.spec_num_draft_tokens += s.draft_size
         stats.spec_num_accepted_tokens += s.accepted
+        mine = stats.spec_by_drafter.setdefault(s.drafter or "?", [0, 0, 0])
+        mine[0], mine[1], mine[2] = mine[0] + 1, mine[1] + s.draft_size, mine[2] + s.accepted
         if len(stats.spec_accepted_per_pos) < s.accepted:
             stats.spec_accepted_per_pos.extend([0] * (s.accepted - len(stats.spec_accepted_per_pos)))
         for pos in range(s.accepted):

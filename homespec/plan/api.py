@@ -8,6 +8,7 @@ from dataclasses import replace
 from homespec.errors import UsageError
 from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
+from homespec.plan.lookups import WORKLOADS, workload_outlook
 from homespec.plan.network import link_from_arg
 from homespec.plan.parallel import most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
@@ -69,14 +70,19 @@ def make_plan(
     remote: tuple[str, ...] = (),
     link: str | None = None,
     cache_ram: int = 0,
+    workload: str | None = None,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
     the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `remote`:
     other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`. `cache_ram`:
-    MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only)."""
+    MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload`
+    (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups)."""
     from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
+
+    if workload is not None and workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
 
     if model is None:
         from homespec.embedded import smollm2_path
@@ -89,19 +95,8 @@ def make_plan(
     head = resolve_draft(draft, target)
     be = backend or default_backend(target)
     kv = kv_type.lower()
-    if be == "exl2" and kv not in EXL2_CACHE:
-        raise UsageError(f"exllamav2 has no '{kv_type}' cache", hint="use --kv-type f16, q8, q6 or q4")
-    if be == "exl2" and target.format not in ("exl2", "catalogue", "hf"):
-        raise UsageError(f"the exl2 backend cannot run a {target.format} file", hint="use --backend llamacpp for GGUF files")
-    machine = machine_from_args(gpu, ram, tuple(remote))
-    if link is not None:
-        if not remote:
-            raise UsageError("--link is the network to other machines, and no --remote names one",
-                             hint="add --remote GPU@HOST, or drop --link")
-        link_from_arg(link)  # checked here, once
-        machine = replace(machine, link=link)
-    if remote and be != "llamacpp":
-        raise UsageError(f"the {be} backend runs on one machine", hint="plan several machines with --backend llamacpp")
+    _check_backend(be, kv, target)
+    machine = _machine(machine_from_args(gpu, ram, tuple(remote)), be, remote, link)
     if head is not None and head.kind == "mtp":
         # MTP layers draft a chain (llama.cpp draft-mtp): top-k 1, MTP_DEPTH tokens unless asked
         draft_topk, draft_depth = 1, MTP_DEPTH if draft_depth is None else draft_depth
@@ -118,7 +113,32 @@ def make_plan(
     if max_parallel:
         plan = most_sequences(target, head, machine, plan).plan
     notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
-    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+    plan = replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+    if workload is not None:
+        plan = replace(plan, workload=workload,
+                       outlook=workload_outlook(plan.estimate, head.kind if head is not None else None, workload))
+    return plan
+
+
+def _check_backend(be: str, kv: str, target: ModelSpec) -> None:
+    """What the exl2 backend cannot do: a cache type exllamav2 lacks, a file it cannot run."""
+    if be == "exl2" and kv not in EXL2_CACHE:
+        raise UsageError(f"exllamav2 has no '{kv}' cache", hint="use --kv-type f16, q8, q6 or q4")
+    if be == "exl2" and target.format not in ("exl2", "catalogue", "hf"):
+        raise UsageError(f"the exl2 backend cannot run a {target.format} file", hint="use --backend llamacpp for GGUF files")
+
+
+def _machine(machine: Machine, be: str, remote: tuple[str, ...], link: str | None) -> Machine:
+    """The machine planned for, with the network to its --remote machines; both checked."""
+    if link is not None:
+        if not remote:
+            raise UsageError("--link is the network to other machines, and no --remote names one",
+                             hint="add --remote GPU@HOST, or drop --link")
+        link_from_arg(link)  # checked here, once
+        machine = replace(machine, link=link)
+    if remote and be != "llamacpp":
+        raise UsageError(f"the {be} backend runs on one machine", hint="plan several machines with --backend llamacpp")
+    return machine
 
 
 def cpu_buffers_for(machine: Machine) -> str:

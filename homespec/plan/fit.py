@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
+from homespec.plan.lookups import DrafterOutlook
 from homespec.plan.network import Network
 from homespec.plan.place import DeviceUse, placer
 from homespec.plan.settings import Settings, check_settings
@@ -37,6 +38,8 @@ class Plan:
     suggestions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     network: Network | None = None  # the links to other machines' GPUs, when the plan spans machines
+    workload: str | None = None  # plan --workload: the drafters' outlook is for it
+    outlook: tuple[DrafterOutlook, ...] = ()  # each drafter's expected speedup on the workload, best first
 
     @property
     def total_bytes(self) -> int:

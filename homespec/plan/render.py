@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
+from homespec.plan.lookups import outlook_line
 
 ITEM_ORDER = ("weights", "weights (CPU repack)", "weights (AMX)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "output buffer", "tree scratch", "draft embeddings", "prompt cache", "reserve")
 
@@ -91,7 +92,17 @@ def to_json(plan: Plan) -> dict:
         "suggestions": list(plan.suggestions),
         "notes": list(plan.notes),
         "message": verdict_line(plan),
-    } | ({"network": plan.network.as_json()} if plan.network is not None else {})
+    } | ({"network": plan.network.as_json()} if plan.network is not None else {}) | _workload_json(plan)
+
+
+def _workload_json(plan: Plan) -> dict:
+    """plan --workload: each drafter's expected speedup on it, best first, and who is expected to pay."""
+    if plan.workload is None:
+        return {}
+    best = plan.outlook[0] if plan.outlook and plan.outlook[0].speedup > 1.0 else None
+    return {"workload": {"name": plan.workload, "expected_drafter": None if best is None else best.drafter,
+                         "drafters": [{"drafter": o.drafter, "speedup": round(o.speedup, 3), "tau": round(o.tau, 3),
+                                       "basis": o.basis} for o in plan.outlook]}}
 
 
 def _family_json(m) -> dict:
@@ -156,6 +167,8 @@ def render(plan: Plan, console) -> None:
     if e.spec_tokens_per_s is not None:
         line += f", {e.spec_tokens_per_s:,.1f} tok/s with {d.kind if d else 'draft'} ({e.speedup:.2f}x)"
     console.print(line + f"  [dim]({e.basis})[/]")
+    if plan.workload is not None:
+        console.print(outlook_line(plan.workload, plan.outlook))
     for n in plan.notes:
         console.print(f"[dim]note: {n}[/]")
     for sug in plan.suggestions:

@@ -45,6 +45,9 @@ SWITCH_OVERHEAD_S = 0.00012
 SMALLER_TREES = (2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048)
 # A smaller tree is worth a note only when it is clearly faster (the estimate is coarse).
 FASTER_MARGIN = 1.05
+# Rows of the passes whose time the estimate keeps (Estimate.rows_ms): the chains a lookup verifies
+# (homespec.plan.lookups prices them for a workload).
+PRICED_ROWS = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,7 @@ class Estimate:
     # The fastest tree tried (the budgeted one or a smaller one), whether or not it beats plain decoding.
     best_tree_tokens: int | None = None
     best_spec_tokens_per_s: float | None = None
+    rows_ms: tuple[float, ...] = ()  # [r-1]: a target pass of r rows, r = 1..PRICED_ROWS
 
     @property
     def pays(self) -> bool | None:
@@ -154,9 +158,10 @@ def estimate(
     draft_loads: list[DeviceLoad] | None = None,
 ) -> Estimate:
     plain = forward_seconds(loads, 1, cpu_cores)
+    rows_ms = tuple(forward_seconds(loads, r, cpu_cores) * 1e3 for r in range(1, PRICED_ROWS + 1))
     basis = "memory-bandwidth roofline; an estimate, not a measurement"
     if draft is None or draft_device is None:
-        return Estimate(1 / plain, None, None, None, None, None, plain * 1e3, basis)
+        return Estimate(1 / plain, None, None, None, None, None, plain * 1e3, basis, rows_ms=rows_ms)
     acc = acceptance_model(draft, tree_tokens, depth)
     faster = best = None
     if draft.kind == "model" and draft_loads:
@@ -181,7 +186,7 @@ def estimate(
         basis += "; speculation would not pay with this draft shape, so homespec's guard keeps plain decoding"
     return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, nodes,
                     faster[0] if faster else None, faster[1] if faster else None,
-                    best[0] if best else None, best[1] if best else None)
+                    best[0] if best else None, best[1] if best else None, rows_ms)
 
 
 def scaled(e: Estimate, factor: float) -> Estimate:
@@ -199,4 +204,5 @@ def scaled(e: Estimate, factor: float) -> Estimate:
     return replace(e, plain_tokens_per_s=e.plain_tokens_per_s * factor, spec_tokens_per_s=times(e.spec_tokens_per_s),
                    faster_spec_tokens_per_s=times(e.faster_spec_tokens_per_s),
                    best_spec_tokens_per_s=times(e.best_spec_tokens_per_s), verify_ms=over(e.verify_ms),
-                   draft_ms=over(e.draft_ms), plain_ms=e.plain_ms / factor)
+                   draft_ms=over(e.draft_ms), plain_ms=e.plain_ms / factor,
+                   rows_ms=tuple(t / factor for t in e.rows_ms))

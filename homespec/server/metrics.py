@@ -2,7 +2,8 @@
 
 Speculation counters follow vLLM's names under homespec's prefix (`homespec:spec_decode_num_drafts`,
 `..._num_draft_tokens`, `..._num_accepted_tokens`, `..._num_accepted_tokens_per_pos{position}`;
-Prometheus adds `_total` to counters), so dashboards built for vLLM read them with one rename.
+Prometheus adds `_total` to counters), so dashboards built for vLLM read them with one rename. The
+same three counts per drafter (`..._by_drafter{drafter}`) say who drafted what under `--method auto`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,17 @@ class EngineCollector:
         for pos, n in enumerate(s.spec_accepted_per_pos):
             per_pos.add_metric([self.model_name, str(pos)], n)
         yield per_pos
+        yield from self._by_drafter(s.spec_by_drafter)
+
+    def _by_drafter(self, by: dict[str, list[int]]) -> Iterator[Metric]:
+        """Drafts, draft tokens and accepted tokens per drafter (prompt lookup, suffix, EAGLE head)."""
+        for i, (name, doc) in enumerate((("num_drafts", "Sequence-steps that verified a draft, by drafter."),
+                                         ("num_draft_tokens", "Draft tokens proposed, by drafter."),
+                                         ("num_accepted_tokens", "Draft tokens accepted, by drafter."))):
+            family = CounterMetricFamily(P + f"spec_decode_{name}_by_drafter", doc, labels=["model_name", "drafter"])
+            for drafter, counts in sorted(by.items()):
+                family.add_metric([self.model_name, drafter], counts[i])
+            yield family
 
     def _one(self, family, value) -> Metric:
         family.add_metric([self.model_name], value)

@@ -33,6 +33,7 @@ class Step:
     t_step: float  # seconds for the whole step
     speculative: bool = True  # False when this step ran plain decoding (guard fallback or --method none)
     finish: str | None = None  # "eos" | "stop" | "length" | "context" on the last step
+    drafter: str | None = None  # who drafted this step's tree ("ngram", "suffix", "eagle3", ...); None: plain
 
 
 @dataclass(frozen=True, slots=True)

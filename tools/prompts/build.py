@@ -15,7 +15,7 @@ from pathlib import Path
 
 from homespec.longprompts.material import MATERIAL_PATH
 from homespec.prompts import DATA_DIR, PromptItem
-from tools.prompts import chat, coding, extraction, maths, multiturn, rewrite, writing
+from tools.prompts import chat, coding, edits, extraction, maths, multiturn, rewrite, writing
 from tools.prompts.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
 from tools.prompts.jsonl import write_file, write_prompts_file
 from tools.prompts.long import long_drafts, long_prompts, source_json
@@ -45,6 +45,9 @@ QUOTAS: dict[str, dict[str, int]] = {
 TRAIN_LONG = (400, (400, 2000))
 LONG_SAMPLE_TOKENS = (1024, 2048, 4096, 8192)
 LONG_SAMPLE_PER_SIZE = 6
+# The edit set (edit.jsonl from test families, edit-dev.jsonl from dev ones): prompts per kind.
+EDIT_PER_KIND = 12
+EDIT_FILES = {TEST: "edit.jsonl", DEV: "edit-dev.jsonl"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +116,24 @@ def build_long_sample(seed: int = DEFAULT_SEED) -> list[PromptItem]:
     return items
 
 
+def build_edit(split: str, seed: int = DEFAULT_SEED) -> list[PromptItem]:
+    """The edit set of `split`: EDIT_PER_KIND prompts of each kind (edits.KINDS), ids by kind."""
+    seen: set[str] = set()
+    items: list[PromptItem] = []
+    for kind in edits.KINDS:
+        pools = [p for p in edits.POOLS if p.category == kind]
+        drafts = _sample_category(pools, split, EDIT_PER_KIND, seed, seen)
+        items += [PromptItem(f"edit-{split}-{kind}-{i:03d}", kind, d.turns) for i, d in enumerate(drafts)]
+    random.Random(f"{seed}:{split}:edit-order").shuffle(items)  # any prefix mixes the kinds
+    return items
+
+
 def all_pools() -> tuple[Pool, ...]:
-    return tuple(p for pools in CATEGORY_POOLS.values() for p in pools)
+    return tuple(p for pools in CATEGORY_POOLS.values() for p in pools) + edits.POOLS
 
 
 def write_all(out_dir: Path = DATA_DIR, seed: int = DEFAULT_SEED) -> dict[str, tuple[int | None, int]]:
-    """Write train/dev/test/long.jsonl and the long-context material into `out_dir`; returns
+    """Write train/dev/test/long.jsonl, the edit sets and the long-context material into `out_dir`; returns
     {file name: (prompts, bytes)}, with no prompt count for the material."""
     check_family_consistency(all_pools())
     out_dir = Path(out_dir)
@@ -128,5 +143,8 @@ def write_all(out_dir: Path = DATA_DIR, seed: int = DEFAULT_SEED) -> dict[str, t
         written[f"{split}.jsonl"] = (len(items), write_prompts_file(out_dir / f"{split}.jsonl", items))
     long_items = build_long_sample(seed)
     written["long.jsonl"] = (len(long_items), write_prompts_file(out_dir / "long.jsonl", long_items))
+    for split, name in EDIT_FILES.items():
+        edit_items = build_edit(split, seed)
+        written[name] = (len(edit_items), write_prompts_file(out_dir / name, edit_items))
     written[MATERIAL_PATH.name] = (None, write_file(out_dir / MATERIAL_PATH.name, source_json()))
     return written

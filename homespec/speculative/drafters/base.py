@@ -1,6 +1,11 @@
 """The Drafter protocol: what the generate loop calls on a drafter, and the one knob the guard
 turns (the draft's shape), declared by the drafter instead of read off its attributes.
 
+Before the guard decides a step, each drafter says what it can offer (`offers`): a lookup finds
+its chain at once (an `Offer` with its tokens and the match length that found it, at no cost to
+the target); a model drafter offers to draft when chosen (an `Offer` without tokens). The guard
+picks one offer per lane, or none (homespec.engine.choice).
+
 A drafter's shape is a `DraftShape(depth, topk, total)`. The guard (homespec.engine.guard)
 reads `drafter.shape`, asks `drafter.limits()` how far it may go, and calls
 `drafter.set_shape(depth, total)`; it never sets `topk` (a chain stays a chain, a tree a tree).
@@ -61,6 +66,20 @@ class ShapeLimits:
                                 hint="clamp the shape with drafter.limits().clamp(depth, total)")
 
 
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """What one drafter can draft this step, before the guard chooses."""
+
+    source: str  # the drafter's name: "ngram", "suffix", "eagle3", "draft-model"
+    tokens: tuple[int, ...] | None = None  # a deterministic chain found now; None: drafted when chosen
+    key: int = 0  # what the drafter knew up front (a lookup: the length of the match that found it)
+
+    @property
+    def known(self) -> bool:
+        """A chain known before the guard chooses (a lookup), not one a model drafts when chosen."""
+        return self.tokens is not None
+
+
 class Drafter(Protocol):
     name: str
 
@@ -77,6 +96,11 @@ class Drafter(Protocol):
 
     def propose(self, root: int, context: Sequence[int]) -> "DraftTree":
         """Draft continuations of `context + [root]`; `context` is every committed token."""
+        ...
+
+    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+        """What it can draft after `context + [root]` this step: a lookup's chain (none when
+        nothing matches), a model drafter's promise to draft when chosen."""
         ...
 
     def accept(self, tokens: Sequence[int], features: "torch.Tensor | None", next_token: int) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from homespec.errors import HomespecError
-from homespec.speculative.drafters.base import DraftShape, ShapeLimits
+from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
 from homespec.speculative.tree import DraftTree, build_dynamic_tree, chain
 
 if TYPE_CHECKING:
@@ -53,6 +53,10 @@ class DraftModelDrafter:
         if self.topk == 1:
             return self._chain(int(root))
         return self._tree(int(root))
+
+    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+        """A draft model drafts when chosen: what it offers is known only then."""
+        return (Offer(self.name),)
 
     def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
         tokens = [int(t) for t in tokens]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from homespec.errors import HomespecError
-from homespec.speculative.drafters.base import MAX_DEPTH, DraftShape, ShapeLimits
+from homespec.speculative.drafters.base import MAX_DEPTH, DraftShape, Offer, ShapeLimits
 from homespec.speculative.tree import DraftTree, build_dynamic_tree
 
 if TYPE_CHECKING:
@@ -156,6 +156,10 @@ class Eagle3Drafter:
         tree = build_dynamic_tree(step, root, depth=self.depth, topk=self.topk, total=self.total, token_map=self._token_map)
         self.cache.truncate(committed)  # the tree levels were speculative
         return tree
+
+    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+        """An EAGLE head drafts when chosen: what it offers is known only then."""
+        return (Offer(self.name),)
 
     def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
         tokens = [int(t) for t in tokens]

@@ -1,8 +1,13 @@
 """Prompt-lookup drafting (Saxena 2023, "prompt lookup decoding"): no model at all.
 
-The newest n tokens are searched for earlier in the context; what followed their latest earlier
-occurrence is proposed. Long n first, so a longer (more specific) match wins. With
+The newest n tokens are searched for earlier in the context; what followed the earlier
+occurrence whose match is longest (measured backwards, homespec.speculative.matching; the latest
+among equals) is proposed. Long n first, so a longer (more specific) match wins. With
 `candidates > 1` the continuations of several earlier occurrences are merged into a tree.
+
+`offers` is the same lookup as the guard sees it: the chain and the match length that found it
+(the key of its acceptance statistics, homespec.engine.choice); a lookup that finds nothing offers
+nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
-from homespec.speculative.drafters.base import DraftShape, ShapeLimits
+from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
+from homespec.speculative.matching import Match, matches
 from homespec.speculative.tree import DraftTree
 
 if TYPE_CHECKING:
@@ -81,11 +87,26 @@ class NgramDrafter:
         return keep  # nothing of its own to cut
 
     def propose(self, root: int, context: Sequence[int]) -> DraftTree:
+        if self.candidates == 1:
+            found = self.offers(root, context)
+            return merge_paths(int(root), [list(found[0].tokens)] if found else [])
         seq = list(context) + [int(root)]
         conts = find_continuations(
             seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram, num_draft=self.num_draft, candidates=self.candidates
         )
         return merge_paths(int(root), conts)
+
+    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+        """The continuation of the longest earlier match of `context + [root]`'s newest tokens."""
+        seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
+        return self.offer_in(seq, matches(seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram))
+
+    def offer_in(self, seq: np.ndarray, found: list[Match]) -> tuple[Offer, ...]:
+        """The offer from a search already made over `seq` (context + root): `found`, best first."""
+        if not found:
+            return ()
+        best = found[0]
+        return (Offer(self.name, tuple(seq[best.end:best.end + self.num_draft].tolist()), best.length),)
 
     def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
         pass
