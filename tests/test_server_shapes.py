@@ -61,7 +61,8 @@ def test_a_completion_has_openais_fields_and_the_speculation_figures():
     assert body["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "hello", "refusal": None},
                                 "logprobs": None, "finish_reason": "length"}]
     assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8,
-                             "prompt_tokens_details": {"cached_tokens": 0}}
+                             "prompt_tokens_details": {"cached_tokens": 0},
+                             "completion_tokens_details": {"reasoning_tokens": 0}}
     t = timings(_finish())
     assert (t["cache_n"], t["prompt_n"], t["predicted_n"], t["draft_n"], t["draft_n_accepted"]) == (0, 3, 5, 8, 2)
     import dataclasses

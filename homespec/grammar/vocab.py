@@ -9,6 +9,7 @@ directory's from its tokenizer.json.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from homespec.errors import HomespecError
@@ -37,7 +38,10 @@ def _build(tokenizer: "Tokenizer") -> Any:
     if llama_vocab is not None:
         from llguidance.llamacpp import lltokenizer_from_vocab
 
-        return lltokenizer_from_vocab(llama_vocab, n_vocab=getattr(tokenizer, "n_vocab", None), eos_token=eos or None)
+        with warnings.catch_warnings():  # it reads attributes through a name llama-cpp-python deprecates, per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return lltokenizer_from_vocab(llama_vocab, n_vocab=getattr(tokenizer, "n_vocab", None),
+                                          eos_token=eos or None)
     json_path = getattr(tokenizer, "tokenizer_json", None)
     if json_path is not None:
         from llguidance import LLTokenizer
