@@ -99,6 +99,7 @@ def prepare(tok: "Tokenizer", settings: ChatSettings, body: "ChatRequest") -> Tu
         if forced:
             raise ApiError(400, "this model's chat template takes no tools, so no call can be forced; start the "
                            "server with --chat-template-file naming a template that renders tools", param="tool_choice")
+        _say_once("tools left out: this model's chat template takes none (--chat-template-file gives it one that does)")
         tools = []
     if not isinstance(choice, (str, type(None))) and tools:
         tools = [t for t in tools if t["function"]["name"] == choice.function.name]
@@ -116,6 +117,15 @@ def prepare(tok: "Tokenizer", settings: ChatSettings, body: "ChatRequest") -> Tu
     if not (settings.thinks or starts_open or (fmt is not None and fmt.reads_reasoning)):
         thinking = "none"
     return Turn(prompt, ids, grammar, fmt, thinking, starts_open)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _SAID:
+        _SAID.add(line)
+        log.info(line)
 
 
 def _render(tok: "Tokenizer", body: "ChatRequest", tools: list[dict[str, Any]]) -> str:
