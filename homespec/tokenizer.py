@@ -6,7 +6,9 @@
   (or chat_template.jinja).
 
 Chat templates are Jinja run in a sandbox, with the variables Hugging Face templates expect
-(messages, add_generation_prompt, bos_token, eos_token, raise_exception, strftime_now).
+(messages, add_generation_prompt, bos_token, eos_token, raise_exception, strftime_now; tools and
+a request's template arguments such as enable_thinking when given) and transformers' `tojson`
+(plain JSON, not Jinja's HTML-escaped one).
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ def _template_env() -> Any:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
+    env.filters["tojson"] = _tojson
     return env
+
+
+def _tojson(value: Any, indent: int | None = None, separators: Any = None, sort_keys: bool = False,
+            ensure_ascii: bool = False) -> str:
+    """transformers' tojson: the JSON a template's author saw (Jinja's escapes <, > and & for HTML)."""
+    return json.dumps(value, indent=indent, separators=separators, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
 
 
 class ChatTemplate:
@@ -43,7 +52,8 @@ class ChatTemplate:
         self.origin = origin
         self._compiled = None
 
-    def render(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool) -> str:
+    def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool, **extra: Any) -> str:
+        """The prompt; `extra`: more variables (tools, enable_thinking, reasoning_effort, ...)."""
         if not self.source:
             raise HomespecError(
                 f"{self.origin} has no chat template",
@@ -57,11 +67,16 @@ class ChatTemplate:
             except TemplateError as exc:
                 raise FormatError(f"{self.origin}: chat template does not parse ({exc})", hint="the template is broken") from exc
         return self._compiled.render(
+            **extra,
             messages=list(messages),
             add_generation_prompt=add_generation_prompt,
             bos_token=self.bos_token,
             eos_token=self.eos_token,
         )
+
+    def replaced(self, source: str, origin: str) -> "ChatTemplate":
+        """Another template with this one's BOS and EOS (`serve --chat-template-file`)."""
+        return ChatTemplate(source, self.bos_token, self.eos_token, origin)
 
 
 class LlamaCppTokenizer:
@@ -98,6 +113,11 @@ class LlamaCppTokenizer:
             model_path,
         )
 
+    @property
+    def llama_vocab(self) -> object:
+        """llama.cpp's llama_vocab pointer (what a constrained-decoding library reads the vocabulary from)."""
+        return self._llama._model.vocab
+
     def piece(self, token: int) -> str:
         """The token's text with special tokens spelled out (e.g. "<|im_end|>")."""
         return self._llama.detokenize([token], special=True).decode("utf-8", errors="replace")
@@ -106,11 +126,23 @@ class LlamaCppTokenizer:
         # add_bos follows llama.cpp: BOS is prepended only when the vocabulary asks for it
         return self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
 
-    def decode(self, ids: Sequence[int]) -> str:
-        return self._llama.detokenize(list(ids)).decode("utf-8", errors="replace")
+    def decode(self, ids: Sequence[int], special: bool = False) -> str:
+        """`special`: control tokens spelled out (a tool-call marker), else left out as llama.cpp does."""
+        return self._llama.detokenize(list(ids), special=special).decode("utf-8", errors="replace")
 
-    def chat_prompt(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return self._template.render(messages, add_generation_prompt)
+    def token_bytes(self, token: int) -> bytes:
+        return self._llama.detokenize([token], special=True)
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._template
+
+    @chat_template.setter
+    def chat_template(self, template: ChatTemplate) -> None:
+        self._template = template
+
+    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
+        return self._template.render(messages, add_generation_prompt, **extra)
 
     def close(self) -> None:
         self._llama.close()
@@ -127,6 +159,7 @@ class HFTokenizer:
         if not tj.is_file():
             raise FormatError(f"{directory}: no tokenizer.json", hint="download the model's tokenizer files too")
         self._tok = Tokenizer.from_file(str(tj))
+        self.tokenizer_json = tj
         self.model_path = directory
         cfg = _read_json(root / "tokenizer_config.json")
         model_cfg = _read_json(root / "config.json")
@@ -164,11 +197,22 @@ class HFTokenizer:
             ids = [self.bos_id, *ids]
         return ids
 
-    def decode(self, ids: Sequence[int]) -> str:
+    def decode(self, ids: Sequence[int], special: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)
 
-    def chat_prompt(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return self._template.render(messages, add_generation_prompt)
+    def token_bytes(self, token: int) -> bytes:
+        return self._tok.decode([token], skip_special_tokens=False).encode("utf-8")
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._template
+
+    @chat_template.setter
+    def chat_template(self, template: ChatTemplate) -> None:
+        self._template = template
+
+    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
+        return self._template.render(messages, add_generation_prompt, **extra)
 
     def close(self) -> None:
         pass

@@ -22,6 +22,7 @@ from homespec.server.run import bind, exposure_warning, is_loopback, url_of
     (["--cors", "chat.example.org"], "is not an origin"),
     (["--cors", "https://chat.example.org/app"], "is not an origin"),
     (["--cors", ","], "--cors is empty"),
+    (["--reasoning-format", "verbose"], "--reasoning-format 'verbose'"),
     # the torch backend's engine decodes one sequence at a time: refused before the weights load
     (["--port", "0", "--backend", "torch", "--method", "none", "--parallel", "2"], "--parallel 2"),
 ])
@@ -32,11 +33,20 @@ def test_bad_flags_are_one_line_usage_errors(capsys, args, words):
     assert len(error) == 1 and words in error[0] and err[-1].startswith("hint: ")
 
 
+def test_a_chat_template_file_that_does_not_render_is_a_usage_error(capsys, tmp_path):
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for m in messages %}{{ m.content }")
+    assert main(["serve", "--port", "0", "--chat-template-file", str(broken)]) == 2
+    assert "--chat-template-file" in capsys.readouterr().err
+    assert main(["serve", "--port", "0", "--chat-template-file", str(tmp_path / "missing.jinja")]) == 2
+
+
 def test_serve_lists_its_flags(capsys):
     assert main(["serve", "--help"]) == 0
     out = capsys.readouterr().out
     for flag in ("--host", "--port", "--api-key", "--alias", "--parallel", "--queue", "--max-body-mib", "--ctx",
-                 "--method", "--draft", "--backend", "--threads", "--cors", "HOMESPEC_API_KEY"):
+                 "--method", "--draft", "--backend", "--threads", "--cors", "HOMESPEC_API_KEY", "--chat-template-file",
+                 "--reasoning-format"):
         assert flag in out, flag
 
 

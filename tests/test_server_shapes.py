@@ -61,7 +61,8 @@ def test_a_completion_has_openais_fields_and_the_speculation_figures():
     assert body["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "hello", "refusal": None},
                                 "logprobs": None, "finish_reason": "length"}]
     assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8,
-                             "prompt_tokens_details": {"cached_tokens": 0}}
+                             "prompt_tokens_details": {"cached_tokens": 0},
+                             "completion_tokens_details": {"reasoning_tokens": 0}}
     t = timings(_finish())
     assert (t["cache_n"], t["prompt_n"], t["predicted_n"], t["draft_n"], t["draft_n_accepted"]) == (0, 3, 5, 8, 2)
     import dataclasses
@@ -111,3 +112,58 @@ def test_metrics_render_the_engines_figures_in_prometheus_text():
     assert samples[("homespec:spec_decode_num_accepted_tokens_per_pos_total", "1")] == 2
     assert samples[("homespec:http_requests_total", "200")] == 2
     assert not any(name.endswith("_created") for name, _ in samples)
+
+
+class _Tok:
+    """A tokenizer as ChatOutput reads one: ids are characters' code points."""
+
+    eos_ids = frozenset({0})
+    bos_id = None
+
+    def encode(self, text, add_bos=True, special=False):
+        return [ord(c) for c in text]
+
+    def decode(self, ids, special=False):
+        return "".join(chr(i) for i in ids)
+
+
+def _deltas(text: str):
+    from homespec.engine.responses import TextDelta
+
+    return [TextDelta(c, (ord(c),)) for c in text]
+
+
+def test_a_thinking_answer_streams_reasoning_then_content_and_counts_it():
+    """A template that opened a <think> block: the answer's thinking is reasoning_content (streamed as
+    its own deltas), what follows </think> the content; usage counts the thinking's tokens."""
+    from homespec.server.chat import Turn
+    from homespec.server.outputs import ChatOutput
+
+    text = "The user greets.</think>\nHello!"
+    fin = Finish("eos", text, tuple(ord(c) for c in text), (1, 2), (), 0.1, 0.2)
+    out = ChatOutput(Answer("chat", "m"), _Tok(), Turn("", [1, 2], None, None, "deepseek", starts_open=True))
+    chunks = [c for d in _deltas(text) for c in out.stream(d)] + out.end(fin, include_usage=True)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "The user greets."
+    assert "".join(d.get("content", "") for d in deltas) == "Hello!"
+    assert chunks[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] == len("The user greets.")
+    whole = ChatOutput(Answer("chat", "m"), _Tok(), Turn("", [1, 2], None, None, "deepseek", starts_open=True))
+    for d in _deltas(text):
+        whole.take(d)
+    message = whole.body(fin)["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == ("The user greets.", "Hello!")
+
+
+def test_a_parsed_call_ends_with_finish_reason_tool_calls():
+    from homespec.chatformat.hermes import Hermes
+    from homespec.server.chat import Turn
+    from homespec.server.outputs import ChatOutput
+
+    text = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+    fin = Finish("eos", text, tuple(ord(c) for c in text), (1,), (), 0.1, 0.2)
+    out = ChatOutput(Answer("chat", "m"), _Tok(), Turn("", [1], None, Hermes(), "none", False))
+    for d in _deltas(text):
+        out.take(d)
+    choice = out.body(fin)["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"x": 1}'}

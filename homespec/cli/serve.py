@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -14,6 +15,7 @@ from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
     ThreadsOpt, TopkOpt, WindowOpt, _run_options, number,
 )
+from homespec.chatformat.reasoning import FORMATS as REASONING_FORMATS
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -34,6 +36,8 @@ def serve(
     cache_ram: Annotated[int, number(limits.CACHE_RAM_MIB, help="MiB of host RAM for idle conversations' states: saved when another request takes their slot, loaded when they come back (llama.cpp targets; 0 = off).")] = 0,
     max_body_mib: Annotated[int, number(limits.MAX_BODY_MIB, help="Largest request body in MiB, up to 1024 (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
+    chat_template_file: Annotated[Optional[Path], typer.Option("--chat-template-file", exists=True, dir_okay=False, help="A Jinja chat template to use instead of the model's (llama-server's flag): e.g. one that renders tools for a model whose own does not.")] = None,
+    reasoning_format: Annotated[str, typer.Option("--reasoning-format", help="How thinking (<think>...</think>, gpt-oss's analysis) is returned: deepseek (in message.reasoning_content), deepseek-legacy (there and in content), none (left in content), auto (= deepseek). A request's reasoning_format overrides it.")] = "auto",
     ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
@@ -47,7 +51,8 @@ def serve(
 ) -> None:
     """Serve the model over an OpenAI-compatible API: point any OpenAI client at the printed URL.
 
-    Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics.
+    Routes: POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize; GET /v1/models,
+    /props, /slots, /health, /metrics.
     Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
     """
     from homespec.embedded import DEFAULT_HEAD
@@ -60,12 +65,19 @@ def serve(
     if api_key is not None and not api_key.strip():
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
     origins = cors_origins(cors)
+    if reasoning_format not in REASONING_FORMATS:
+        raise UsageError(f"--reasoning-format {reasoning_format!r} is not one of {', '.join(REASONING_FORMATS)}",
+                         hint="use --reasoning-format auto (thinking in reasoning_content) or none")
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
     opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
                         exact, window=window, guard=guard, adapt=adapt)
     path = check_options(opts)  # bad arguments are refused before anything binds or loads
+    if chat_template_file is not None:
+        from homespec.server.chat import checked_template
+
+        checked_template(chat_template_file)
     if parallel is not None:
         check_parallel(opts, parallel)
     sock = bind(host, port)  # a port in use fails here, before the model loads
@@ -81,7 +93,7 @@ def serve(
         sock.close()
         raise
     _serve(engine, sock, host=host, api_key=api_key, name=alias or os.path.basename(path), max_body=max_body_mib << 20,
-           cors=origins)
+           cors=origins, template_file=chat_template_file, reasoning_format=reasoning_format)
 
 
 def cors_origins(value: str | None) -> tuple[str, ...]:
@@ -99,16 +111,18 @@ def cors_origins(value: str | None) -> tuple[str, ...]:
 
 
 def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
-           cors: tuple[str, ...] = ()) -> None:
+           cors: tuple[str, ...] = (), template_file: Path | None = None, reasoning_format: str = "auto") -> None:
     """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
     a moment), for whatever supervises the server (systemd, a container) to restart it."""
     from homespec.errors import HomespecError
     from homespec.server.app import create_app
+    from homespec.server.chat import chat_settings
     from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
 
     log_to_stderr()
     try:
-        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body, cors=cors)
+        chat = chat_settings(engine.tokenizer, template_file, reasoning_format)
+        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body, cors=cors, chat=chat)
         if (warning := exposure_warning(host, api_key)) is not None:
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "

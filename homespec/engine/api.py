@@ -29,6 +29,7 @@ log = logging.getLogger("homespec.engine")
 if TYPE_CHECKING:
     from homespec.backends.base import Tokenizer
     from homespec.engine.responses import Response
+    from homespec.grammar import Grammar
     from homespec.speculative.sampling import Sampler
 
 
@@ -58,6 +59,8 @@ class EngineRequest:
     seed: int = 0
     speculate: bool = True  # False: this request decodes plainly whatever the guard says
     cache_prompt: bool = True  # False: start from an empty cache (llama-server's cache_prompt)
+    grammar: "Grammar | None" = None  # decode under this grammar (structured output, a forced tool call)
+    logprobs: int | None = None  # score each emitted token, with this many alternatives (None: not at all)
 
 
 @dataclass

@@ -9,9 +9,12 @@ and the answer's totals.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import TYPE_CHECKING, Iterable, Union
 
 from homespec.speculative.steps import Step
+
+if TYPE_CHECKING:
+    from homespec.speculative.logprobs import TokenLogprob
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,7 @@ class StepFigures:
 class TextDelta:
     text: str  # new visible text ("" while a character or a stop string is incomplete)
     token_ids: tuple[int, ...]  # the ids emitted with it (() for the text released at the end)
+    logprobs: tuple["TokenLogprob", ...] = ()  # one per id, when the request asked (EngineRequest.logprobs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from homespec.engine.choice import PLAIN, Choice
 from homespec.engine.detok import Detokenizer
 from homespec.engine.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.drafters.base import Offer
+from homespec.speculative.logprobs import token_logprobs
 from homespec.speculative.sampling import torch_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
 from homespec.speculative.tree import chain
@@ -75,6 +76,10 @@ class Running:
         # committed tokens the drafter's state covers: the kept prefix (trimmed to it at
         # admission), the whole prompt after begin(), every committed token after each accept()
         self.drafter_len = self.kept if self.drafter is not None else 0
+        # a grammar (structured output, a forced tool call): this answer's own matcher, never a lane's
+        self.guide = r.grammar.start() if r.grammar is not None else None
+        self.masks: torch.Tensor | None = None  # the grammar's mask after each node of this step's tree
+        self.scores: tuple = ()  # this step's tokens' log-probabilities, when the request asks for them
 
     @property
     def cached(self) -> list[int]:
@@ -103,7 +108,8 @@ class Running:
         if self.prefilling:
             return
         t1 = time.perf_counter()
-        self.root = pick(fwd.logits[-1], self.sampler, self.generator)
+        self.root = pick(self._allowed(fwd.logits[-1:])[0], self.sampler, self.generator)
+        self._follow([self.root], fwd.logits, (-1,))
         self.context = list(self.prompt)
         if self.drafter is not None:  # its state holds the kept prefix; the features cover the rest
             feats = torch.cat(self._feats) if self._feats else None
@@ -149,6 +155,8 @@ class Running:
             tree = self.drafter.propose(self.root, self.context)
         if tree.size > room:  # keep the tree inside the context: drop the deepest nodes
             tree = truncate(tree, room)
+        if self.guide is not None:  # nodes whose path leaves the grammar go before the target sees them
+            tree, self.masks = self.guide.prune(tree)
         self.tree, self.depth, self.choice = tree, depth, choice
         self.t_draft, self.t_offer = self.t_offer + time.perf_counter() - t0, 0.0
         return TreeWork(self.lane, tuple(tree.tokens.tolist()), tuple(tree.parents.tolist()))
@@ -157,12 +165,13 @@ class Running:
         """Accept, commit and emit this step's tokens. -> the step (for the guard and the stats)."""
         t0 = time.perf_counter()
         tree = self.tree
+        logits = self._allowed(fwd.logits, self.masks)  # [T, V]
         if self.sampler is None and tree.size == 1:  # plain greedy decoding: the root's argmax
-            verdict = Verdict((0,), int(torch.argmax(fwd.logits[0])))
+            verdict = Verdict((0,), int(torch.argmax(logits[0])))
         elif self.sampler is None:
-            verdict = verify_greedy(tree, fwd.logits)
+            verdict = verify_greedy(tree, logits)
         else:
-            verdict = verify_sampled(tree, fwd.logits, self.sampler, self.generator)
+            verdict = verify_sampled(tree, logits, self.sampler, self.generator)
         backend.commit(self.lane, verdict.path)
         path_tokens = [int(tree.tokens[i]) for i in verdict.path]
         if self.drafter is not None:
@@ -173,6 +182,7 @@ class Running:
             self.drafter_len = len(self.context)
         new = cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
         new = new[:max(0, self.limits.max_tokens - self.n_out)]
+        self._follow(path_tokens[1:] + [verdict.next_token], fwd.logits, verdict.path, new)
         self.n_out += len(new)
         n_past = backend.n_past(self.lane)
         finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.max_context)
@@ -180,9 +190,28 @@ class Running:
         step = Step(tuple(new), verdict.accepted, tree.size - 1, n_past, t_own, t_verify, t_step + t_own,
                     self.depth > 0, finish, self.choice.source if tree.size > 1 else None)
         self.root = verdict.next_token
-        self.tree = None
+        self.tree, self.masks = None, None
         self._emit(step)
         return step
+
+    # --- a grammar and log-probabilities, for the requests that ask -----------------------------
+
+    def _allowed(self, logits: torch.Tensor, masks: torch.Tensor | None = None) -> torch.Tensor:
+        """logits [T, V] with what the request's grammar forbids at -inf (`masks`: one row per
+        tree node, from Guide.prune; None: the grammar's state now)."""
+        if self.guide is None:
+            return logits
+        return self.guide.constrain(logits, masks if masks is not None else self.guide.mask().unsqueeze(0))
+
+    def _follow(self, emitted: list[int], logits: torch.Tensor, rows: tuple[int, ...],
+                kept: list[int] | None = None) -> None:
+        """The grammar consumes the emitted tokens; `kept` (the ones the answer keeps, default all)
+        are scored on the raw logits[rows] they were drawn from (homespec.speculative.logprobs)."""
+        if self.guide is not None:
+            self.guide.advance(emitted)
+        top = self.handle.request.logprobs
+        if top is not None:
+            self.scores = token_logprobs(logits[list(rows)], emitted if kept is None else kept, top)
 
     # --- responses -----------------------------------------------------------------------------
 
@@ -196,7 +225,7 @@ class Running:
         # the end-of-generation token has no text of its own
         text = "" if self.detok is None else self.detok.push(step.tokens[:-1] if step.finish == "eos" else step.tokens)
         self.parts.append(text)
-        self.handle.put_all((StepFigures(step, prefill=first), TextDelta(text, step.tokens)), wake=False)
+        self.handle.put_all((StepFigures(step, prefill=first), TextDelta(text, step.tokens, self.scores)), wake=False)
         if self.detok is not None and self.detok.stopped:
             self.end("stop")
         elif step.finish:

@@ -15,36 +15,28 @@ import time
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from starlette.requests import Request
+from starlette.responses import StreamingResponse
 
 from homespec.engine.api import EngineClosed, EngineFailed, EngineRequest, QueueFull
 from homespec.errors import HomespecError
 from homespec.server.errors import ApiError
-from homespec.server.schemas import ChatRequest, CompletionRequest, Sampling
-from homespec.server.shapes import Answer, chunk, completion
+from homespec.server.schemas import CompletionRequest, Sampling
 from homespec.engine.responses import Finish, TextDelta
 
 if TYPE_CHECKING:
     from homespec.engine.api import Handle
     from homespec.engine.core import Engine
     from homespec.engine.responses import Response
+    from homespec.grammar import Grammar
+    from homespec.server.outputs import ChatOutput, TextOutput
+
+    Output = ChatOutput | TextOutput
 
 log = logging.getLogger("homespec.server")
 POLL_S = 0.25  # how often a waiting answer looks whether its client is still there
 # ... and how often one whose tokens keep coming does: a short answer can otherwise be decoded
 # to its end after its client left, never waiting POLL_S for a token
 FLOWING_CHECK_S = 0.05
-
-
-def chat_ids(engine: "Engine", body: ChatRequest) -> list[int]:
-    """The messages through the model's own chat template (developer is the system role)."""
-    from homespec.session.prompts import encode_prompt
-
-    messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in body.messages]
-    try:
-        return encode_prompt(engine.tokenizer, messages, chat=True)
-    except Exception as e:  # noqa: BLE001 - a template that raises on these roles or their order
-        raise ApiError(400, f"the model's chat template refused these messages: {' '.join(str(e).split())}",
-                       param="messages") from None
 
 
 def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
@@ -58,9 +50,11 @@ def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
     return list(prompt)
 
 
-def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int | None, param: str) -> EngineRequest:
+def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int | None, param: str, *,
+                   grammar: "Grammar | None" = None, logprobs: int | None = None) -> EngineRequest:
     """The checks that need the prompt's length, then the request the engine takes. `param`:
-    the field the prompt came from (messages or prompt)."""
+    the field the prompt came from (messages or prompt); `grammar`: what the answer must follow;
+    `logprobs`: score each token with this many alternatives."""
     from homespec.speculative.sampling import Sampler
 
     if body.n != 1:
@@ -79,7 +73,8 @@ def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int
     sampler = None if body.temperature == 0 else Sampler(temperature=float(body.temperature), top_k=body.top_k,
                                                           top_p=float(body.top_p), seed=seed)
     return EngineRequest(prompt_ids=tuple(ids), max_tokens=wanted or engine.n_ctx - len(ids), sampler=sampler,
-                         stop=body.stops(), seed=seed, cache_prompt=body.cache_prompt)
+                         stop=body.stops(), seed=seed, cache_prompt=body.cache_prompt, grammar=grammar,
+                         logprobs=logprobs)
 
 
 def submit(engine: "Engine", request: EngineRequest) -> "Handle":
@@ -135,6 +130,22 @@ async def follow(handle: "Handle", request: Request) -> AsyncIterator[list["Resp
             log.info("%s %s: request %d cancelled: the client left", request.method, request.url.path, handle.id)
 
 
+class AnswerStream(StreamingResponse):
+    """An SSE answer that cancels its handle however the response ends: a client gone before the
+    stream's first event never runs the generator, whose own clean-up would otherwise never come
+    (the engine would decode the whole answer for nobody). Cancelling a finished answer does nothing."""
+
+    def __init__(self, handle: "Handle", content, **kwargs) -> None:
+        super().__init__(content, **kwargs)
+        self.handle = handle
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.handle.cancel()
+
+
 def _failure(handle: "Handle", fin: Finish) -> ApiError | None:
     """An answer that did not end well: the engine failed it (`handle.error`, or the reason
     "error"), or it was cancelled while the client still waited (the server shutting down)."""
@@ -147,49 +158,54 @@ def _failure(handle: "Handle", fin: Finish) -> ApiError | None:
     return None
 
 
-async def whole(handle: "Handle", request: Request, answer: Answer) -> dict[str, Any] | None:
+async def whole(handle: "Handle", request: Request, out: "Output") -> dict[str, Any] | None:
     """The answer as one body (None when the client left before it was ready)."""
+    fin = await ended(handle, request, out)
+    return out.body(fin) if fin is not None else None
+
+
+async def ended(handle: "Handle", request: Request, out: "Output") -> Finish | None:
+    """Follow the answer to its end, its text into `out` -> its Finish (None: the client left)."""
     fin = None
     async for batch in follow(handle, request):
         for r in batch:
-            if isinstance(r, Finish):
+            if isinstance(r, TextDelta):
+                out.take(r)
+            elif isinstance(r, Finish):
                 fin = r
     if fin is None:
         return None
     if (err := _failure(handle, fin)) is not None:
         raise err
     _log_answer(request, fin)
-    return completion(answer, fin)
+    return fin
 
 
-async def sse(handle: "Handle", request: Request, answer: Answer, include_usage: bool) -> AsyncIterator[str]:
-    """The answer as server-sent events: a chunk per piece of text, the finish, `[DONE]`. The
-    events of one batch of responses go out in one write. A chat's first chunk (the role) goes
-    out with the first batch, once the engine has read the prompt: sent while the request still
-    waited for a slot, it would make a client time its first token from the queue."""
-    role = answer.kind == "chat"
+async def sse(handle: "Handle", request: Request, out: "Output", include_usage: bool) -> AsyncIterator[str]:
+    """The answer as server-sent events: chunks as its pieces become final, the finish, `[DONE]`.
+    The events of one batch of responses go out in one write. The first chunk (a chat's role, an
+    echoed prompt) goes out with the first batch, once the engine has read the prompt: sent while
+    the request still waited for a slot, it would make a client time its first token from the queue."""
+    first = True
     async for batch in follow(handle, request):
-        events = [_event(chunk(answer, first=True))] if role else []
-        role = False
+        events = [_event(c) for c in out.first()] if first else []
+        first = False
         for r in batch:
-            if isinstance(r, TextDelta) and r.text:
-                events.append(_event(chunk(answer, r.text)))
+            if isinstance(r, TextDelta):
+                events.extend(_event(c) for c in out.stream(r))
             elif isinstance(r, Finish):
-                events.extend(_finish_events(handle, request, answer, r, include_usage))
+                events.extend(_finish_events(handle, request, out, r, include_usage))
         if events:
             yield "".join(events)
     yield "data: [DONE]\n\n"
 
 
-def _finish_events(handle: "Handle", request: Request, answer: Answer, fin: Finish, include_usage: bool) -> list[str]:
+def _finish_events(handle: "Handle", request: Request, out: "Output", fin: Finish, include_usage: bool) -> list[str]:
     if (err := _failure(handle, fin)) is not None:
         log.warning("%s %s -> %d (in the stream): %s", request.method, request.url.path, err.status, err.message)
         return [_event({"error": {"message": err.message, "type": "server_error", "param": None, "code": err.code}})]
     _log_answer(request, fin)
-    out = [_event(chunk(answer, fin=fin))]
-    if include_usage:
-        out.append(_event(chunk(answer, fin=fin, usage_only=True)))
-    return out
+    return [_event(c) for c in out.end(fin, include_usage)]
 
 
 def _event(body: dict[str, Any]) -> str:

@@ -9,7 +9,8 @@ from typing import Awaitable, Callable
 from homespec.server.errors import ApiError, error_response
 
 OPEN_PATHS = frozenset({"/health"})  # answered without a key (a load balancer's probe)
-ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics",
+                    "/props", "/slots", "/tokenize", "/detokenize", "/apply-template"})
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -75,7 +76,8 @@ class Guard:
                 return b"".join(chunks), None
 
 
-JSON_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
+JSON_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/tokenize", "/detokenize",
+                         "/apply-template"})
 
 
 def _as_json(scope: Scope) -> Scope:

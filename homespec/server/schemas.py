@@ -2,6 +2,8 @@
 
 Numbers and strings are strict (a "5" is not a 5); fields OpenAI defines that homespec does not
 use (user, presence_penalty, logit_bias, ...) are accepted and ignored, as llama-server does.
+Tools, tool_choice, response_format, logprobs and the reasoning fields are read here and acted on
+in homespec/server/chat.py.
 """
 
 from __future__ import annotations
@@ -51,10 +53,25 @@ class TextPart(_Body):
     _utf8 = field_validator("text")(lambda cls, v: _text(v))
 
 
+class FunctionCall(_Body):
+    name: StrictStr
+    arguments: StrictStr = "{}"  # JSON text, as OpenAI sends it
+
+
+class MessageToolCall(_Body):
+    id: StrictStr = ""
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     # required, as OpenAI's: null only for an assistant's turn (one that called tools)
     content: Union[StrictStr, list[TextPart], None]
+    tool_calls: Optional[list[MessageToolCall]] = None  # an assistant's calls, rendered back
+    tool_call_id: Optional[StrictStr] = None  # a tool's answer: which call it answers
+    name: Optional[StrictStr] = None
+    reasoning_content: Optional[StrictStr] = None  # an assistant's thinking, for templates that keep it
 
     @field_validator("content")
     @classmethod
@@ -68,6 +85,47 @@ class Message(_Body):
         if isinstance(self.content, list):
             return "".join(p.text for p in self.content)
         return self.content or ""
+
+
+FUNCTION_NAME = r"^[A-Za-z0-9_.:\-]{1,64}$"  # OpenAI's rule, with the dots and colons some MCP tools use
+MAX_TOOLS = 512
+REASONING_FORMATS = Literal["none", "deepseek", "deepseek-legacy", "auto"]  # llama-server's
+
+
+class FunctionSpec(_Body):
+    name: Annotated[StrictStr, Field(pattern=FUNCTION_NAME)]
+    description: Optional[StrictStr] = None
+    parameters: Optional[dict[str, Any]] = None  # a JSON schema
+    strict: Optional[StrictBool] = None
+
+
+class Tool(_Body):
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class ChosenFunction(_Body):
+    name: StrictStr
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"] = "function"
+    function: ChosenFunction
+
+
+class JsonSchemaSpec(_Body):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    name: StrictStr = "response"
+    description: Optional[StrictStr] = None
+    schema_: Optional[dict[str, Any]] = Field(default=None, alias="schema")
+    strict: Optional[StrictBool] = None
+
+
+class ResponseFormat(_Body):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: Optional[JsonSchemaSpec] = None
+    schema_: Optional[dict[str, Any]] = Field(default=None, alias="schema")  # llama-server's json_object + schema
 
 
 class StreamOptions(_Body):
@@ -89,6 +147,9 @@ class Sampling(_Body):
     stream: StrictBool = False
     stream_options: Optional[StreamOptions] = None
     cache_prompt: StrictBool = True  # llama-server's field: False starts from an empty cache
+    # llama-server's constraints: a JSON schema, or a GBNF grammar (read through llguidance)
+    json_schema: Optional[dict[str, Any]] = None
+    grammar: Optional[StrictStr] = None
 
     _utf8 = field_validator("stop")(lambda cls, v: _text(v))
 
@@ -100,6 +161,15 @@ class Sampling(_Body):
 class ChatRequest(Sampling):
     messages: Annotated[list[Message], Field(min_length=1)]
     max_completion_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = None  # OpenAI's newer name
+    tools: Optional[Annotated[list[Tool], Field(max_length=MAX_TOOLS)]] = None
+    tool_choice: Union[Literal["none", "auto", "required"], NamedToolChoice, None] = None
+    parallel_tool_calls: StrictBool = True
+    response_format: Optional[ResponseFormat] = None
+    logprobs: StrictBool = False
+    top_logprobs: Optional[Annotated[StrictInt, Field(ge=0, le=20)]] = None
+    reasoning_format: Optional[REASONING_FORMATS] = None  # llama-server's; default: --reasoning-format
+    reasoning_effort: Optional[StrictStr] = None  # passed to templates that take it (gpt-oss)
+    chat_template_kwargs: Optional[dict[str, Any]] = None  # e.g. {"enable_thinking": false}
 
     def wanted_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
@@ -110,6 +180,8 @@ class CompletionRequest(Sampling):
     prompt: Union[StrictStr, Annotated[list[StrictStr], Field(min_length=1, max_length=1)],
                   Annotated[list[Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_ID)]], Field(min_length=1)]]
     max_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = 16  # OpenAI's default for completions
+    logprobs: Optional[Annotated[StrictInt, Field(ge=0, le=20)]] = None  # the legacy API's: alternatives per token
+    echo: StrictBool = False  # the prompt's text before the answer's
 
     _utf8 = field_validator("prompt")(lambda cls, v: _text(v))
 

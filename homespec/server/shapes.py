@@ -34,11 +34,13 @@ class Answer:
                 "system_fingerprint": None}
 
 
-def usage(fin: "Finish") -> dict[str, Any]:
-    """OpenAI's usage; prompt_tokens_details.cached_tokens: the prompt tokens a slot's cache held."""
+def usage(fin: "Finish", reasoning_tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's usage; prompt_tokens_details.cached_tokens: the prompt tokens a slot's cache held;
+    completion_tokens_details.reasoning_tokens: the answer's thinking (homespec/server/outputs.py)."""
     prompt, completion = len(fin.prompt_token_ids), len(fin.token_ids)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": fin.cached_tokens}}
+            "prompt_tokens_details": {"cached_tokens": fin.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}
 
 
 def timings(fin: "Finish") -> dict[str, float | int]:
@@ -59,38 +61,49 @@ def figures(fin: "Finish") -> dict[str, float | int]:
             "speculative_steps": sum(1 for s in fin.steps if s.speculative and s.draft_size > 0)}
 
 
-def _tail(fin: "Finish") -> dict[str, Any]:
-    return {"usage": usage(fin), "timings": timings(fin), "homespec": figures(fin)}
+def _tail(fin: "Finish", reasoning_tokens: int = 0) -> dict[str, Any]:
+    return {"usage": usage(fin, reasoning_tokens), "timings": timings(fin), "homespec": figures(fin)}
 
 
-def completion(a: Answer, fin: "Finish") -> dict[str, Any]:
-    """The whole answer: chat.completion or text_completion."""
+def reason_of(fin: "Finish", called: bool = False) -> str:
+    """OpenAI's finish_reason; "tool_calls" for an answer that ended after calling tools."""
     reason = FINISH_REASONS.get(fin.finish, "stop")
+    return "tool_calls" if called and reason == "stop" else reason
+
+
+def completion(a: Answer, fin: "Finish", *, message: dict[str, Any] | None = None, text: str | None = None,
+               logprobs: dict[str, Any] | None = None, reasoning_tokens: int = 0) -> dict[str, Any]:
+    """The whole answer: chat.completion (`message`: content, reasoning_content, tool_calls; default
+    the text) or text_completion (`text`: default the answer's)."""
     if a.kind == "chat":
-        choice = {"index": 0, "message": {"role": "assistant", "content": fin.text, "refusal": None},
-                  "logprobs": None, "finish_reason": reason}
-        return {**a.head("chat.completion"), "choices": [choice], **_tail(fin)}
-    choice = {"index": 0, "text": fin.text, "logprobs": None, "finish_reason": reason}
+        message = message or {"role": "assistant", "content": fin.text, "refusal": None}
+        choice = {"index": 0, "message": message, "logprobs": logprobs,
+                  "finish_reason": reason_of(fin, bool(message.get("tool_calls")))}
+        return {**a.head("chat.completion"), "choices": [choice], **_tail(fin, reasoning_tokens)}
+    choice = {"index": 0, "text": fin.text if text is None else text, "logprobs": logprobs,
+              "finish_reason": reason_of(fin)}
     return {**a.head("text_completion"), "choices": [choice], **_tail(fin)}
 
 
 def chunk(a: Answer, text: str | None = None, *, first: bool = False, fin: "Finish | None" = None,
-          usage_only: bool = False) -> dict[str, Any]:
-    """One SSE chunk: the role first (chat), then text, then the finish reason with the timings;
-    with stream_options.include_usage, a last chunk of no choices and the usage."""
+          usage_only: bool = False, delta: dict[str, Any] | None = None, logprobs: dict[str, Any] | None = None,
+          called: bool = False, reasoning_tokens: int = 0) -> dict[str, Any]:
+    """One SSE chunk: the role first (chat), then text (or a `delta` of reasoning_content and
+    tool_calls), then the finish reason with the timings; with stream_options.include_usage, a
+    last chunk of no choices and the usage."""
     if usage_only:
         assert fin is not None
         return {**a.head("chat.completion.chunk" if a.kind == "chat" else "text_completion"), "choices": [],
-                "usage": usage(fin)}
-    reason = FINISH_REASONS.get(fin.finish, "stop") if fin is not None else None
+                "usage": usage(fin, reasoning_tokens)}
+    reason = reason_of(fin, called) if fin is not None else None
     if a.kind == "chat":
-        delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else {}
+        body_delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else dict(delta or {})
         if text:
-            delta["content"] = text
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            body_delta["content"] = text
+        choice = {"index": 0, "delta": body_delta, "logprobs": logprobs, "finish_reason": reason}
         body = {**a.head("chat.completion.chunk"), "choices": [choice]}
     else:
-        body = {**a.head("text_completion"), "choices": [{"index": 0, "text": text or "", "logprobs": None,
+        body = {**a.head("text_completion"), "choices": [{"index": 0, "text": text or "", "logprobs": logprobs,
                                                           "finish_reason": reason}]}
     if fin is not None:
         body.update(timings=timings(fin), homespec=figures(fin))

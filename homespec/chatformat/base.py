@@ -1,0 +1,103 @@
+"""What every tool-call format shares: a parsed call, a parsed answer, the Format protocol, and the
+small text helpers the parsers use (a marker's beginning held back while an answer streams)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+# a marker (e.g. "<tool_call>") as a grammar writes it: the literal text, or a special token's id
+# spelled `<[id]>`, which only the tokenizer knows (the caller supplies it)
+Term = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+    id: str = field(default_factory=lambda: "call_" + secrets.token_hex(12))
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """An answer read back: visible text, thinking, calls. While the answer is still coming
+    (`final=False` to a parser) `content` stops before anything that may yet turn into a call."""
+
+    content: str
+    calls: tuple[ToolCall, ...] = ()
+    reasoning: str = ""
+
+
+class ToolFormat(Protocol):
+    name: str
+    needs_special: bool  # its markers are special tokens: parse text decoded with them spelled out
+    reads_reasoning: bool  # its own syntax carries the thinking (harmony's analysis channel)
+
+    def parse(self, text: str, final: bool) -> Parsed: ...
+
+    def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
+        """A Lark grammar (llguidance's dialect) of one call (`parallel`: one or more) of `tools`."""
+        ...
+
+
+def held_prefix(text: str, markers: Sequence[str]) -> int:
+    """How many characters at the end of `text` could begin one of `markers` (held back while
+    streaming: "<tool" may become "<tool_call>")."""
+    best = 0
+    for m in markers:
+        for n in range(min(len(m) - 1, len(text)), best, -1):
+            if text.endswith(m[:n]):
+                best = n
+                break
+    return best
+
+
+def arguments_text(value: Any) -> str:
+    """A call's arguments as OpenAI's JSON text (a string that is already JSON stays as it is)."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+            return value
+        except ValueError:
+            return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
+
+
+def first_json(text: str) -> tuple[Any, int] | None:
+    """The JSON value at the start of `text` (after whitespace) and where it ends, or None."""
+    start = len(text) - len(text.lstrip())
+    try:
+        value, end = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return None
+    return value, end
+
+
+def call_schema(tools: Sequence[dict[str, Any]], name_key: str = "name", args_key: str = "arguments") -> dict:
+    """The JSON schema of one call object {name, arguments} of any of `tools`."""
+    options = [{"type": "object", "properties": {name_key: {"const": t["function"]["name"]},
+                                                 args_key: parameters(t)},
+                "required": [name_key, args_key], "additionalProperties": False} for t in tools]
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def parameters(tool: dict[str, Any]) -> dict:
+    """A tool's parameter schema (an object of anything when it gives none). Its properties are all
+    the keys a forced call may write unless it says `additionalProperties` (a small model otherwise
+    copies the schema's own keywords, "type" and "enum", into the arguments)."""
+    params = tool["function"].get("parameters")
+    if not isinstance(params, dict) or not params:
+        return {"type": "object"}
+    if "properties" in params and "additionalProperties" not in params:
+        return {**params, "additionalProperties": False}
+    return params
+
+
+def lark_json(schema: dict) -> str:
+    return "%json " + json.dumps(schema, ensure_ascii=False)
+
+
+def lark_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)

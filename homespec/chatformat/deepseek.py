@@ -1,0 +1,69 @@
+"""DeepSeek V3 / R1 calls, in DeepSeek's call tokens. V3 and R1 write the type, the name and the
+arguments in a fenced block:
+
+    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather
+    ```json
+    {"city": "Paris"}
+    ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+
+V3.1 and later the name and the JSON alone: `<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from homespec.chatformat.base import (Parsed, Term, ToolCall, arguments_text, first_json, held_prefix, lark_json,
+                                      lark_string, parameters)
+
+CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+FENCE = "```json"
+
+
+class DeepSeek:
+    name = "deepseek"
+    needs_special = True
+    reads_reasoning = False
+
+    def __init__(self, fenced: bool = True) -> None:
+        self.fenced = fenced  # V3 / R1: type, name and a fenced block; V3.1: name and JSON
+
+    def parse(self, text: str, final: bool) -> Parsed:
+        at = min((i for i in (text.find(CALLS_BEGIN), text.find(CALL_BEGIN)) if i >= 0), default=-1)
+        if at < 0:
+            return Parsed(text if final else text[:len(text) - held_prefix(text, [CALLS_BEGIN, CALL_BEGIN])])
+        if not final:
+            return Parsed(text[:at])
+        calls = []
+        for piece in text[at:].split(CALL_BEGIN)[1:]:
+            call = _read(piece.split(CALL_END)[0])
+            if call is None:
+                return Parsed(text)
+            calls.append(call)
+        return Parsed(text[:at].strip(), tuple(calls)) if calls else Parsed(text)
+
+    def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
+        rules = []
+        for i, tool in enumerate(tools):
+            name = tool["function"]["name"]
+            head = f'"function" {term(SEP)} {lark_string(name + chr(10) + FENCE + chr(10))}' if self.fenced \
+                else f"{lark_string(name)} {term(SEP)}"
+            tail = lark_string("\n```") if self.fenced else ""
+            rules.append(f"call{i}: {term(CALL_BEGIN)} {head} {lark_json(parameters(tool))} {tail} {term(CALL_END)}")
+        calls = "call call*" if parallel else "call"
+        return (f"start: {term(CALLS_BEGIN)} {calls} {term(CALLS_END)}\n"
+                f"call: {' | '.join(f'call{i}' for i in range(len(tools)))}\n" + "\n".join(rules) + "\n")
+
+
+def _read(body: str) -> ToolCall | None:
+    left, sep, right = body.partition(SEP)
+    if not sep:
+        return None
+    if left.strip() == "function":  # V3 / R1: the name on the first line, then the fenced JSON
+        name, _, rest = right.partition("\n")
+        rest = rest.strip().removeprefix(FENCE).removesuffix("```")
+    else:
+        name, rest = left, right
+    found = first_json(rest)
+    return ToolCall(name.strip(), arguments_text(found[0])) if found is not None else None

@@ -1,0 +1,69 @@
+"""gpt-oss's harmony format: the answer is a series of messages, each on a channel,
+
+    <|channel|>analysis<|message|>The user asks for the weather...<|end|>
+    <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>
+
+`analysis` is the thinking (reasoning_content), `final` the answer (content), a `commentary`
+message addressed `to=functions.NAME` a call. The markers are special tokens, so the answer is
+read from text decoded with them spelled out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from homespec.chatformat.base import Parsed, Term, ToolCall, arguments_text, first_json, held_prefix, lark_json, \
+    lark_string, parameters
+
+MESSAGE, CHANNEL, CONSTRAIN = "<|message|>", "<|channel|>", "<|constrain|>"
+ENDS = ("<|end|>", "<|call|>", "<|return|>")
+START = "<|start|>"
+RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
+
+
+class Harmony:
+    name = "harmony"
+    needs_special = True
+    reads_reasoning = True
+
+    def parse(self, text: str, final: bool) -> Parsed:
+        if MESSAGE not in text and CHANNEL not in text:  # not harmony after all (or nothing yet)
+            return Parsed(text if final else "")
+        content, reasoning, calls = [], [], []
+        pos = 0
+        while (m := text.find(MESSAGE, pos)) >= 0:
+            header = text[pos:m]
+            end, closed = _body_end(text, m + len(MESSAGE))
+            body = text[m + len(MESSAGE):end]
+            if not closed and not final:
+                body = body[:len(body) - held_prefix(body, [*ENDS, START])]
+            channel = header.split(CHANNEL, 1)[1].split()[0] if CHANNEL in header else ""
+            recipient = RECIPIENT.search(header)
+            if recipient is not None:
+                if closed or final:
+                    found = first_json(body)
+                    calls.append(ToolCall(recipient.group(1), arguments_text(found[0] if found else body.strip())))
+            elif channel == "analysis":
+                reasoning.append(body)
+            else:
+                content.append(body)
+            pos = end
+            for mark in (*ENDS, START, "assistant"):  # past the message's end and the next one's role
+                if text.startswith(mark, pos):
+                    pos += len(mark)
+        return Parsed("".join(content), tuple(calls), "".join(reasoning))
+
+    def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
+        rules = []
+        for i, tool in enumerate(tools):
+            head = lark_string(f"commentary to=functions.{tool['function']['name']} ")
+            rules.append(f"call{i}: {term(CHANNEL)} {head} {term(CONSTRAIN)} \"json\" {term(MESSAGE)} "
+                         f"{lark_json(parameters(tool))}")
+        return "start: " + " | ".join(f"call{i}" for i in range(len(tools))) + "\n" + "\n".join(rules) + "\n"
+
+
+def _body_end(text: str, start: int) -> tuple[int, bool]:
+    """Where a message's body ends (its end marker or the next message's start) and whether it did."""
+    hits = [i for i in (text.find(mark, start) for mark in (*ENDS, START)) if i >= 0]
+    return (min(hits), True) if hits else (len(text), False)

@@ -1,0 +1,162 @@
+"""A chat request into the prompt the model reads and what its answer is read with.
+
+    settings = chat_settings(engine.tokenizer, template_file, "auto")  # once, at start
+    turn = prepare(engine.tokenizer, settings, body)                   # per request
+
+The messages go through the model's chat template (or `--chat-template-file`'s) with the tools,
+the request's template arguments (`chat_template_kwargs`, `reasoning_effort`) and the calls and
+tool answers of earlier turns, as llama-server's `--jinja` renders them. A template that takes no
+tools gets none (a forced call is then a 400 saying which flag gives it one). The Turn says how to
+read the answer: the template's tool-call format, whether and how thinking is split out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homespec.chatformat import ToolFormat, tool_format
+from homespec.chatformat.reasoning import OPEN, opens_thinking
+from homespec.errors import UsageError
+from homespec.server import constrain
+from homespec.server.errors import ApiError
+
+if TYPE_CHECKING:
+    from homespec.backends.base import Tokenizer
+    from homespec.grammar import Grammar
+    from homespec.server.schemas import ChatRequest, Message
+    from homespec.tokenizer import ChatTemplate
+
+log = logging.getLogger("homespec.server")
+RESERVED = ("messages", "add_generation_prompt", "bos_token", "eos_token")  # template variables a client cannot set
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """What the server reads once from the chat template."""
+
+    fmt: ToolFormat | None  # the template's tool-call format (None: it takes no tools)
+    thinks: bool  # the template writes <think> blocks
+    reasoning_format: str = "auto"  # --reasoning-format: none | deepseek | deepseek-legacy | auto
+
+
+@dataclass(frozen=True)
+class Turn:
+    prompt: str  # the rendered template
+    ids: list[int]
+    grammar: "Grammar | None"
+    fmt: ToolFormat | None  # read tool calls in the answer with it (None: no tools offered)
+    thinking: str  # none | deepseek | deepseek-legacy: how the answer's thinking is split out
+    starts_open: bool  # the prompt ends inside a thinking block
+
+    @property
+    def plain(self) -> bool:
+        """Nothing to read out of the text: it is all content."""
+        return self.fmt is None and self.thinking == "none"
+
+
+def chat_settings(tok: "Tokenizer", template_file: Path | None = None, reasoning_format: str = "auto") -> ChatSettings:
+    """Read the template (after replacing it with `template_file`'s); build the vocabulary a grammar
+    needs now, so the first constrained request does not wait for it."""
+    if template_file is not None:
+        tok.chat_template = checked_template(template_file, tok.chat_template)
+    source = tok.chat_template.source or ""
+    try:
+        constrain.vocabulary(tok)
+    except Exception as e:  # noqa: BLE001 - structured output then answers 400 per request, the rest works
+        log.warning("constrained decoding is unavailable: %s", e)
+    return ChatSettings(tool_format(source), OPEN in source, reasoning_format)
+
+
+def checked_template(path: Path, like: "ChatTemplate | None" = None) -> "ChatTemplate":
+    """`--chat-template-file`'s template (with `like`'s BOS and EOS), refused at start if it does not
+    render one user message."""
+    from homespec.tokenizer import ChatTemplate
+
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--chat-template-file {path}: cannot read it ({e})", hint="give a UTF-8 text file") from None
+    template = like.replaced(source, str(path)) if like is not None else ChatTemplate(source, "", "", str(path))
+    try:
+        template.render([{"role": "user", "content": "Hi"}], True)
+    except Exception as e:  # noqa: BLE001 - a template that does not parse, or raises on one user message
+        raise UsageError(f"--chat-template-file {path}: {' '.join(str(e).split())}",
+                         hint="give a Jinja chat template in Hugging Face's form") from None
+    return template
+
+
+def prepare(tok: "Tokenizer", settings: ChatSettings, body: "ChatRequest") -> Turn:
+    choice = body.tool_choice
+    tools = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    if choice == "none":
+        tools = []
+    forced = bool(tools) and (choice == "required" or not isinstance(choice, (str, type(None))))
+    if tools and settings.fmt is None:
+        if forced:
+            raise ApiError(400, "this model's chat template takes no tools, so no call can be forced; start the "
+                           "server with --chat-template-file naming a template that renders tools", param="tool_choice")
+        _say_once("tools left out: this model's chat template takes none (--chat-template-file gives it one that does)")
+        tools = []
+    if not isinstance(choice, (str, type(None))) and tools:
+        tools = [t for t in tools if t["function"]["name"] == choice.function.name]
+        if not tools:
+            raise ApiError(400, f"tool_choice names '{choice.function.name}', which is not among the tools",
+                           param="tool_choice")
+    prompt = _render(tok, body, tools)
+    ids = tok.encode(prompt, add_bos=False, special=True)
+    grammar = constrain.tool_call(tok, settings.fmt, tools, body.parallel_tool_calls) if forced \
+        else constrain.requested(tok, body)
+    fmt = settings.fmt if tools else None
+    starts_open = opens_thinking(prompt)
+    thinking = body.reasoning_format or settings.reasoning_format
+    thinking = "deepseek" if thinking == "auto" else thinking
+    if not (settings.thinks or starts_open or (fmt is not None and fmt.reads_reasoning)):
+        thinking = "none"
+    return Turn(prompt, ids, grammar, fmt, thinking, starts_open)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _SAID:
+        _SAID.add(line)
+        log.info(line)
+
+
+def _render(tok: "Tokenizer", body: "ChatRequest", tools: list[dict[str, Any]]) -> str:
+    extra = {k: v for k, v in (body.chat_template_kwargs or {}).items() if k not in RESERVED}
+    if body.reasoning_effort is not None:
+        extra.setdefault("reasoning_effort", body.reasoning_effort)
+    if tools:
+        extra["tools"] = tools
+    try:
+        return tok.chat_prompt([template_message(m) for m in body.messages], True, **extra)
+    except Exception as e:  # noqa: BLE001 - a template that raises on these roles or their order
+        raise ApiError(400, f"the model's chat template refused these messages: {' '.join(str(e).split())}",
+                       param="messages") from None
+
+
+def template_message(m: "Message") -> dict[str, Any]:
+    """A message as Hugging Face templates read it: developer is system; a call's arguments an
+    object (templates write them with tojson), a tool's answer with the call it answers."""
+    out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.function.name, "arguments": _object(c.function.arguments)}}
+                             for c in m.tool_calls]
+    for key in ("tool_call_id", "name", "reasoning_content"):
+        if getattr(m, key) is not None:
+            out[key] = getattr(m, key)
+    return out
+
+
+def _object(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments

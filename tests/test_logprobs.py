@@ -1,0 +1,50 @@
+"""Log-probabilities of emitted tokens (homespec/speculative/logprobs.py): the target's own values at
+every position, drafted tokens included, so speculation gives what plain decoding gives."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from homespec.speculative.logprobs import token_logprobs
+
+
+def test_each_token_is_scored_on_its_own_row():
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
+    a, b = token_logprobs(logits, [1, 2], top_n=2)
+    assert a.token == 1 and a.logprob == pytest.approx(1.0 - math.log(math.exp(2) + math.exp(1) + 1))
+    assert [t for t, _ in a.top] == [0, 1] and b.top[0][0] == 2
+    assert token_logprobs(logits, [0], top_n=0)[0].top == ()
+    assert token_logprobs(logits, [], top_n=3) == ()
+
+
+@pytest.mark.slow
+def test_speculative_logprobs_equal_plain_decodings():
+    """Greedy, the same prompt: plain decoding and the EAGLE head drafting on every step give the
+    same tokens with log-probabilities equal within the backend's batch-vs-single noise floor
+    (docs/backends.md; llama-server gives 0.0 for every drafted token)."""
+    from homespec.cli.options import _run_options
+    from homespec.engine.api import EngineRequest
+    from homespec.engine.core import Engine, follow
+    from homespec.engine.responses import Finish, TextDelta
+    from homespec.session.prompts import encode_prompt
+
+    runs = {}
+    for method in ("none", "eagle3"):
+        engine = Engine.open(_run_options(None, None, method, "llamacpp", 1024, None, None, None, threads=2,
+                                          guard=False))
+        try:
+            ids = encode_prompt(engine.tokenizer, ["Write a short poem about the sea."], chat=True)
+            out = list(follow(engine, engine.submit(EngineRequest(tuple(ids), 48, logprobs=3))))
+        finally:
+            engine.close()
+        scores = [s for r in out if isinstance(r, TextDelta) for s in r.logprobs]
+        runs[method] = (scores, next(r for r in out if isinstance(r, Finish)))
+    (plain, _), (spec, fin) = runs["none"], runs["eagle3"]
+    assert sum(s.accepted for s in fin.steps) > 0  # drafted tokens were accepted and scored
+    assert [s.token for s in spec] == [s.token for s in plain] == list(fin.token_ids)
+    worst = max(abs(a.logprob - b.logprob) for a, b in zip(spec, plain))
+    assert worst < 0.05, worst  # the noise floor: 0.0 measured here at this length
+    assert all([t for t, _ in a.top] == [t for t, _ in b.top] for a, b in zip(spec, plain))
