@@ -31,13 +31,14 @@ def test_bench_json_compares_methods_in_one_run(capsys, tmp_path):
     none, ngram = s["methods"]["none"], s["methods"]["ngram"]
     # the JSON's fields are an interface: exactly these
     assert set(s) == {"methods", "backend", "model", "n_prompts", "max_tokens", "temperature", "repeat", "lockstep",
-                      "targets_loaded", "wall_s", "machine", "plan_estimate", "median_speedup", "by_prompt_length"}
+                      "targets_loaded", "wall_s", "machine", "plan_estimate", "median_speedup", "by_prompt_length",
+                      "by_category"}
     assert set(ngram) == set(none) == {
         "tokens_per_s", "speedup", "mean_accepted", "acceptance_by_depth", "p50_step_ms", "p95_step_ms",
         "identical_fraction", "tokens", "target_passes", "fallback_steps", "spec_tau", "by_position", "per_prompt",
-        "memory", "guard", "draft"}
+        "memory", "guard", "draft", "drafters"}
     assert set(ngram["per_prompt"][0]) == {"prompt_tokens", "tokens", "decode_s", "tokens_per_s", "spec_tau",
-                                           "spec_steps", "spec_tokens", "fallback_steps"}
+                                           "spec_steps", "spec_tokens", "fallback_steps", "category"}
     assert ngram["guard"] is not None and none["guard"] is None  # --guard is on by default, over a drafter
     assert none["speedup"] == 1.0 and none["mean_accepted"] == 1.0 and none["spec_tau"] is None
     assert ngram["speedup"] == pytest.approx(ngram["tokens_per_s"] / none["tokens_per_s"], rel=1e-3)
