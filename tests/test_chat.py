@@ -250,7 +250,7 @@ def test_saved_as_it_goes_and_resumed(chats_dir):
     assert first.returncode == 0, first.stderr
     err = first.stderr
     # what the wait before the prompt is: loading (the guard learns the costs while it answers)
-    assert err.index("loading the embedded SmolLM2-135M (eagle3 on llamacpp): ") < err.index("homespec chat:")
+    assert err.index("loading the embedded SmolLM2-135M (auto on llamacpp): ") < err.index("homespec chat:")
     readout = [line for line in err.splitlines() if line.startswith("[")]
     assert len(readout) == 1 and re.search(r"\d+\.\d tok/s .* context \d+/512 · ttft \d+\.\d s", readout[0])
     assert "\x1b" not in first.stdout + err  # not a terminal: no escape codes at all
