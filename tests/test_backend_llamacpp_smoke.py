@@ -181,6 +181,17 @@ def test_setup_rebuilds_without_amx_when_the_build_crashes(tmp_path):
     assert "crashed with SIGSEGV" in err and "smoke test passed" in err
 
 
+@x86_only
+def test_a_second_setup_keeps_the_build_without_amx_it_chose(tmp_path):
+    """Set-up is idempotent: where an earlier run replaced a crashing AMX build, the next one checks
+    that build again instead of reinstalling the crashing one first."""
+    (tmp_path / "homespec-llama-variant").write_text(
+        "cpu-noamx\nllama.cpp's AMX kernels crash on this CPU (llama.cpp #20824)\n")
+    rc, err, installed = _setup(tmp_path, HOMESPEC_SMOKE_FAULT="SIGSEGV@extra-bufts,cpu")
+    assert (rc, installed) == (0, ["cpu-noamx"]), err
+    assert "crashed" not in err and "smoke test passed" in err
+
+
 def test_setup_fails_without_a_rebuild_when_the_crash_is_not_amx(tmp_path):
     """A child that dies with and without the extra buffers: a build without AMX would not help."""
     rc, err, installed = _setup(tmp_path, HOMESPEC_SMOKE_FAULT="SIGBUS")

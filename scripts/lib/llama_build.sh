@@ -119,6 +119,11 @@ llama_install_checked() {
   variant=$base
   local why=""
   if [[ $amx == off ]] && llama_can_drop_amx "$base"; then variant=$base-noamx why="HOMESPEC_LLAMA_AMX=off at set-up"; fi
+  # a second run keeps what an earlier one found here: a build without AMX because AMX crashed
+  local note="$LLAMA_VENV/homespec-llama-variant"
+  if [[ $amx == auto && "$(head -1 "$note" 2>/dev/null)" == "$base-noamx" ]] && grep -q "AMX kernels crash" "$note"; then
+    variant=$base-noamx why=$(sed -n 2p "$note")
+  fi
   llama_install "$variant" "$why" || { llama_error "building or installing llama-cpp-python ($variant) failed"; return 1; }
   llama_smoke "$variant" || rc=$?
   if ((rc == 3 || rc == 4)) && [[ $amx == auto ]] && llama_can_drop_amx "$variant"; then
