@@ -16,7 +16,8 @@ as the CLI has it; every answer from an empty cache):
           must part at a near-tie of the target scored alone (top-2 logits within 1.6, the batched
           kernels' noise floor, docs/backends.md) to count as within the floor.
   serve   two servers (auto, none), 4 slots each; per round 4 concurrent clients, two sending edit
-          prompts and two chat prompts (--per-client each), to one server then the other (the order
+          prompts and two chat prompts (--per-client each; prompts no earlier round sent, so no
+          answer is copied whole from the suffix store), to one server then the other (the order
           alternating by round): total tokens over the round's wall time; auto's /metrics counters
           per drafter.
 
@@ -152,10 +153,14 @@ def serve_bench(a) -> dict:
     from homespec.tokenizer import load_tokenizer
 
     tok = load_tokenizer(str(smollm2_path()))
-    n = 2 * a.per_client
+    # each round sends prompts no earlier round sent (the same to both servers): a repeated greedy
+    # answer would be copied whole from the suffix store, which measures the store, not the choice
+    n = 2 * a.per_client * a.rounds
     code = [i for i in items("edit", None, 100) if i.category != "rewrite"]  # the editing clients edit code
     edit_ids = [encode_prompt(tok, list(i.turns[:1]), True) for i in code[-n:]]
     chat_ids = [encode_prompt(tok, list(i.turns[:1]), True) for i in items("test", "chat", 100)[-n:]]
+    if len(edit_ids) < n or len(chat_ids) < n:
+        raise SystemExit(f"error: {a.rounds} rounds need {n} code and {n} chat prompts; hint: lower --rounds")
     logs = Path(a.out) / "serve-logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs = {}
@@ -170,7 +175,8 @@ def serve_bench(a) -> dict:
         runs: dict[str, list[dict]] = {"auto": [], "none": []}
         for r in range(a.rounds):
             for method in (("auto", "none") if r % 2 == 0 else ("none", "auto")):
-                runs[method].append(serve_round(procs[method].port, edit_ids, chat_ids, a.tokens))
+                k = slice(r * n // a.rounds, (r + 1) * n // a.rounds)
+                runs[method].append(serve_round(procs[method].port, edit_ids[k], chat_ids[k], a.tokens))
                 print(f"  serve round {r + 1}: {method} {runs[method][-1]['tok_s']} tok/s", file=sys.stderr, flush=True)
         counters = drafter_counters(procs["auto"].port)
     finally:
@@ -180,7 +186,7 @@ def serve_bench(a) -> dict:
     total = {m: sum(x["tokens"] for x in v) / sum(x["wall_s"] for x in v) for m, v in runs.items()}
     return {"rounds": runs, "auto_over_none": round(total["auto"] / total["none"], 4),
             "round_ratios": [round(x, 4) for x in paired], "median_round_ratio": round(statistics.median(paired), 4),
-            "drafter_counters": counters, "clients": "2 editing code (edit.jsonl, the last prompts) + 2 chatting (test.jsonl chat, the last)",
+            "drafter_counters": counters, "clients": "2 editing code (edit.jsonl, the last prompts) + 2 chatting (test.jsonl chat, the last); new prompts each round",
             "requests_per_client": a.per_client}
 
 
