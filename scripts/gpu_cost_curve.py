@@ -149,9 +149,9 @@ def random_head(shape: Shape, device: str, dtype: torch.dtype, seed: int):
 
 
 def tree_parents(nodes: int, seed: int = 0) -> list[int]:
-    """An EAGLE-2 dynamic tree of `nodes` nodes (homespec.speculative.tree.build_dynamic_tree, depth 6,
+    """An EAGLE-2 dynamic tree of `nodes` nodes (homespec.contracts.tree.build_dynamic_tree, depth 6,
     top-8) grown from seeded random draft log-probs: the layout a real draft of that size has."""
-    from homespec.speculative.tree import build_dynamic_tree
+    from homespec.contracts.tree import build_dynamic_tree
 
     if nodes <= 1:
         return [-1]
@@ -196,7 +196,7 @@ def _stats(xs: Sequence[float]) -> dict:
 
 def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup: int) -> dict:
     """One T-node verify, its deepest path's commit (+ rollback), and the loop's greedy acceptance."""
-    from homespec.speculative.tree import DraftTree, depths, path_to
+    from homespec.contracts.tree import DraftTree, depths, path_to
     from homespec.speculative.verify import verify_greedy
 
     t = len(parents)

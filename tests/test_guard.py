@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homespec.speculative.drafters.base import DraftShape, ShapeLimits
+from homespec.contracts.drafter import DraftShape, ShapeLimits
+from homespec.contracts.tree import DraftTree
 from homespec.engine.guard import BatchGuard
 from homespec.engine.run import decode
 from homespec.speculative.steps import Limits
-from homespec.speculative.tree import DraftTree
 
 pytestmark = pytest.mark.slow
 

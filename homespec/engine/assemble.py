@@ -26,10 +26,10 @@ from homespec.engine.options import (
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend, Lanes
+    from homespec.contracts.backend import Backend, Lanes
+    from homespec.contracts.drafter import Drafter, DraftShape
     from homespec.engine.guard import BatchGuard
     from homespec.plan.fit import Plan
-    from homespec.speculative.drafters.base import Drafter, DraftShape
     from homespec.speculative.drafters.suffix import SuffixStore
 
 # Micro-batch rows below which a sequence's numbers do not depend on what shares its pass: under

@@ -29,8 +29,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from homespec.contracts.drafter import Offer
 from homespec.plan.lookups import pooled_alpha, read_record
-from homespec.speculative.drafters.base import Offer
 
 if TYPE_CHECKING:
     from homespec.engine.guard import BatchGuard

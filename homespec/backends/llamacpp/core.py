@@ -16,9 +16,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import MemoryReport, Tokenizer
 from homespec.backends.llamacpp.batch import Row, fill_batch, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture
+from homespec.contracts.backend import MemoryReport, Tokenizer
 from homespec.backends.llamacpp.lib import (
     LogCollector,
     capture_log,
@@ -105,7 +105,7 @@ class LlamaCppCore:
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
-            from homespec.tokenizer import load_tokenizer
+            from homespec.backends.tokenizer import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.model_path)
         return self._tokenizer

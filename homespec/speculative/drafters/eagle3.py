@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
+from homespec.contracts.tree import DraftTree, build_dynamic_tree
 from homespec.errors import HomespecError
-from homespec.speculative.drafters.base import MAX_DEPTH, DraftShape, Offer, ShapeLimits
-from homespec.speculative.tree import DraftTree, build_dynamic_tree
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend, Forward
+    from homespec.contracts.backend import Backend, Forward
     from homespec.models.eagle3 import Eagle3Head
 
 
@@ -199,7 +199,7 @@ class Eagle3Drafter:
         self.cache.length = n
         return n
 
-    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+    # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
 
     @property
     def shape(self) -> DraftShape:

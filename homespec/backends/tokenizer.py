@@ -1,4 +1,4 @@
-"""Tokenizers for target models, behind the `Tokenizer` protocol of homespec.backends.base.
+"""Tokenizers for target models, behind the `Tokenizer` protocol of homespec.contracts.backend.
 
 * GGUF files: llama.cpp's own tokenizer (llama_cpp with vocab_only=True), so token ids match what
   llama.cpp computes bit for bit; chat template and end-of-generation ids from the file's metadata.
