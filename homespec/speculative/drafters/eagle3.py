@@ -83,7 +83,7 @@ class Eagle3Drafter:
         self._pending_features: list[torch.Tensor] | None = None
         self._pending_tokens: list[int] = []
         self._last: _Last | None = None
-        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.speculative.record),
+        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.formats.acceptance),
         # the guard's prior; None when the head carries no record
         self.expected_acceptance: tuple[float, ...] | None = None
         self._warm_up()
