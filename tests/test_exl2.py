@@ -12,7 +12,8 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from homespec.backends.exl2.load import Exl2Settings, check_exl2_dir, exl2_settings, import_exllamav2
+from homespec.backends.exl2.load import import_exllamav2
+from homespec.backends.settings import Exl2Settings, check_exl2_dir, exl2_settings
 from homespec.backends.exl2.tree import (MASKED, RopePatch, additive_mask, commit_plan,
                                          feature_module_indices)
 from homespec.contracts.tree import depth_list

@@ -25,7 +25,7 @@ from homespec.server import constrain
 from homespec.server.errors import ApiError
 
 if TYPE_CHECKING:
-    from homespec.backends.tokenizer import ChatTemplate
+    from homespec.backends.template import ChatTemplate
     from homespec.contracts.backend import Tokenizer
     from homespec.grammar import Grammar
     from homespec.server.schemas import ChatRequest, Message
@@ -74,7 +74,7 @@ def chat_settings(tok: "Tokenizer", template_file: Path | None = None, reasoning
 def checked_template(path: Path, like: "ChatTemplate | None" = None) -> "ChatTemplate":
     """`--chat-template-file`'s template (with `like`'s BOS and EOS), refused at start if it does not
     render one user message."""
-    from homespec.backends.tokenizer import ChatTemplate
+    from homespec.backends.template import ChatTemplate
 
     try:
         source = path.read_text(encoding="utf-8")

@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import torch
 
-from homespec.backends.exl2.load import Exl2Settings, exl2_settings, import_exllamav2
+from homespec.backends.exl2.load import import_exllamav2
+from homespec.backends.settings import Exl2Settings, exl2_settings
 from homespec.contracts.backend import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.backends.exl2.tree import (RopePatch, additive_mask, causal_parents, commit_plan,
                                          feature_module_indices)
