@@ -23,6 +23,7 @@ from homespec.quant.names import normalize_quant
 from homespec.quant.predict import predict_tensors
 from homespec.quant.shapes import n_params
 from homespec.quant.tables import FILE_TYPES, profiles_dir
+from homespec.quant.weights import active_fraction, group_weights
 from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
 
 DEFAULT_QUANT = "Q4_K_M"
@@ -114,7 +115,7 @@ def _draft_spec(d: dict, target: str) -> DraftSpec:
     tensors = _draft_tensors(d)
     acceptance = ()
     if d.get("acceptance"):  # a head shipped with homespec: its recorded acceptance (homespec/data/heads/)
-        from homespec.speculative.record import read_records
+        from homespec.formats.acceptance import read_records
 
         acceptance = read_records(HEADS_DIR / d["acceptance"])
     return DraftSpec(
@@ -277,8 +278,6 @@ def mtp_draft(model: ModelSpec) -> DraftSpec:
     Their bytes come from the file's blk.n_layer.. tensors; a catalogue or config.json model (whose
     predicted tensors stop at n_layer) is costed as n_nextn_layer of its own average layers plus the
     2H x H eh_proj that joins the embedding and the hidden state."""
-    from homespec.plan.memory import active_fraction, group_weights
-
     if not model.n_nextn_layer:
         raise UsageError(f"{model.name} has no MTP layers", hint="use --draft none, or an EAGLE-3 head")
     g = group_weights(model)

@@ -42,5 +42,5 @@ class ContractError(HomespecError, ValueError):
 
 
 class TreeError(ContractError):
-    """A draft tree or committed path that breaks the tree contract (homespec.speculative.tree):
+    """A draft tree or committed path that breaks the tree contract (homespec.contracts.tree):
     every backend, verifier and drafter raises this one type for it."""

@@ -144,7 +144,7 @@ class ModelSpec:
 
 @dataclass(frozen=True, slots=True)
 class AcceptanceRecord:
-    """A draft's measured acceptance for one tree shape (a head's `acceptance.json`, homespec.speculative.record).
+    """A draft's measured acceptance for one tree shape (a head's `acceptance.json`, homespec.formats.acceptance).
 
     at_least[d-1] is the share of speculative steps that accepted at least d drafted tokens, so the
     tokens per target pass are 1 + sum(at_least)."""

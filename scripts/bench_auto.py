@@ -148,9 +148,9 @@ def serve_round(port: int, edit_ids, chat_ids, tokens: int) -> dict:
 
 
 def serve_bench(a) -> dict:
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
     from homespec.session.prompts import encode_prompt
-    from homespec.tokenizer import load_tokenizer
 
     tok = load_tokenizer(str(smollm2_path()))
     # each round sends prompts no earlier round sent (the same to both servers): a repeated greedy

@@ -114,10 +114,10 @@ def _valid(schema: dict, text: str) -> bool:
 def mask_cost(rows: list[dict]) -> dict:
     """Replay greedy answers' tokens through a fresh Guide: seconds per mask, per emitted token, and
     per drafted node of a 4-deep chain pruned at every position."""
+    from homespec.backends.tokenizer import load_tokenizer
+    from homespec.contracts.tree import chain
     from homespec.embedded import smollm2_path
     from homespec.grammar import json_schema, vocabulary
-    from homespec.speculative.tree import chain
-    from homespec.tokenizer import load_tokenizer
 
     vocab = vocabulary(load_tokenizer(str(smollm2_path())))
     per_token, per_node = [], []

@@ -98,10 +98,10 @@ def main() -> None:
     ap.add_argument("--markdown", default=None)
     a = ap.parse_args()
 
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
     from homespec.prompts import load_prompts
     from homespec.session.prompts import encode_prompt
-    from homespec.tokenizer import load_tokenizer
 
     model = a.model or str(smollm2_path())
     binary = Path(a.server) if a.server else default_server()

@@ -43,9 +43,9 @@ QUESTIONS = ["Summarise the document in three sentences.", "Who is the person mo
 def document(tokens: int, seed: int = 11) -> str:
     """About `tokens` tokens of the embedded model's tokenizer: a long prompt of homespec's own
     material, cut on a word boundary."""
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
     from homespec.longprompts.compose import long_prompts
-    from homespec.tokenizer import load_tokenizer
 
     text = long_prompts(tokens, 1, seed=seed)[0].turns[0]
     tok = load_tokenizer(str(smollm2_path()))

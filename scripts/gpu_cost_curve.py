@@ -149,9 +149,9 @@ def random_head(shape: Shape, device: str, dtype: torch.dtype, seed: int):
 
 
 def tree_parents(nodes: int, seed: int = 0) -> list[int]:
-    """An EAGLE-2 dynamic tree of `nodes` nodes (homespec.speculative.tree.build_dynamic_tree, depth 6,
+    """An EAGLE-2 dynamic tree of `nodes` nodes (homespec.contracts.tree.build_dynamic_tree, depth 6,
     top-8) grown from seeded random draft log-probs: the layout a real draft of that size has."""
-    from homespec.speculative.tree import build_dynamic_tree
+    from homespec.contracts.tree import build_dynamic_tree
 
     if nodes <= 1:
         return [-1]
@@ -196,7 +196,7 @@ def _stats(xs: Sequence[float]) -> dict:
 
 def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup: int) -> dict:
     """One T-node verify, its deepest path's commit (+ rollback), and the loop's greedy acceptance."""
-    from homespec.speculative.tree import DraftTree, depths, path_to
+    from homespec.contracts.tree import DraftTree, depths, path_to
     from homespec.speculative.verify import verify_greedy
 
     t = len(parents)
@@ -251,8 +251,8 @@ def speedup_from_costs(tau: float, plain_s: float, verify_s: float, draft_s: flo
 
 
 def recorded_acceptance(head_dir: Path) -> list[dict]:
-    """The shipped head's recorded shapes (homespec.speculative.record): depth, topk, total, tau."""
-    from homespec.speculative.record import FILE
+    """The shipped head's recorded shapes (homespec.formats.acceptance): depth, topk, total, tau."""
+    from homespec.formats.acceptance import FILE
 
     try:
         data = json.loads((head_dir / FILE).read_text())
@@ -280,11 +280,12 @@ def planner_estimates(model: str, gpu: str, backend: str, shapes: list[dict]) ->
     """`homespec plan --model MODEL --gpu GPU`'s estimate (its default draft), and the same plan at
     each recorded shape with the head's tau put in the draft's place (what the planner would say
     of a head that accepts like the shipped one)."""
-    from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.api import make_plan
     from homespec.plan.fit import solve
     from homespec.plan.machine import machine_from_args
     from homespec.plan.settings import Settings
+    from homespec.plan.suggest import advise
+    from homespec.sources.resolve import resolve_draft, resolve_model
 
     def est(plan) -> dict:
         e = plan.estimate
@@ -301,7 +302,7 @@ def planner_estimates(model: str, gpu: str, backend: str, shapes: list[dict]) ->
     for s in shapes:
         settings = Settings(backend=backend, n_ctx=8192, type_k="f16", type_v="f16", flash_attn=True, n_ubatch=512,
                             tree_tokens=s["total"], draft_depth=s["depth"], draft_topk=s["topk"])
-        plan = solve(target, replace(head, expected_tau=s["tau"]) if head else None, machine, settings)
+        plan = advise(solve(target, replace(head, expected_tau=s["tau"]) if head else None, machine, settings))
         out["at_recorded_shapes"].append({"depth": s["depth"], "topk": s["topk"], "total": s["total"], "tau": s["tau"],
                                           **est(plan)})
     return out

@@ -1,5 +1,5 @@
 """The Backend protocol's contract violations, and the one error type each raises on every backend
-(homespec.backends.base): TreeError for a malformed tree or path, ContractError otherwise."""
+(homespec.contracts.backend): TreeError for a malformed tree or path, ContractError otherwise."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from homespec.backends.llamacpp.tree import path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, settings_from_plan
+from homespec.contracts.tree import check_path
 from homespec.errors import FormatError, HomespecError, UsageError
-from homespec.speculative.tree import check_path
 
 torch = pytest.importorskip("torch")
 
@@ -61,9 +61,9 @@ def test_bad_trees_are_rejected(parents):
 @given(st.integers(1, 30).flatmap(lambda n: st.tuples(*[st.just(-1)] + [st.integers(0, i - 1) for i in range(1, n)])))
 @settings(max_examples=150, deadline=None)
 def test_tree_layout_follows_the_shared_tree_contract(parents):
-    """Depths and leaves are homespec.speculative.tree's; node i belongs to sequence j exactly when
+    """Depths and leaves are homespec.contracts.tree's; node i belongs to sequence j exactly when
     it lies on the root-to-leaf path of leaf j; the batch order visits parents first."""
-    from homespec.speculative import tree as contract
+    from homespec.contracts import tree as contract
 
     parents = list(parents)
     lay = tree_layout(parents)
@@ -229,7 +229,7 @@ def _path_to(parents, node):
 
 
 def test_loads_smollm2_with_its_shape(sm):
-    from homespec.backends.base import Backend
+    from homespec.contracts.backend import Backend
 
     assert isinstance(sm, Backend)
     assert (sm.n_layer, sm.hidden_size, sm.n_vocab) == (30, 576, 49152)
@@ -662,8 +662,8 @@ def test_gpu_offload_reports_device_buffers_and_keeps_tree_exactness(smollm2_pat
 def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_path, sm, prompt):
     """The contract that matters: a draft-model tree drafter (here SmolLM2 drafting for itself,
     top-2 trees, so later-child paths and cell-order repairs happen) emits exactly plain greedy."""
-    from homespec.speculative.drafters.draft_model import DraftModelDrafter
     from homespec.engine.run import decode
+    from homespec.speculative.drafters.draft_model import DraftModelDrafter
     from homespec.speculative.steps import Limits
 
     def emitted(drafter):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from homespec.backends.llamacpp import amx
-from homespec.backends.llamacpp.smoke import run_smoke
+from homespec.backends.llamacpp.smoke_check import run_smoke
 from homespec.errors import HomespecError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

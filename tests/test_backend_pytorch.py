@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from homespec.backends.base import Backend
 from homespec.backends.torch.backend import TorchBackend
+from homespec.contracts.backend import Backend
 from homespec.errors import HomespecError
 from homespec.models.config import RopeScaling
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir
@@ -128,7 +128,7 @@ def test_verify_refuses_a_malformed_tree(backend):
     from homespec.errors import TreeError
 
     # the tree mask comes from homespec.kernels, whose GPU kernels trust the parents: the
-    # backend checks them first (speculative/tree.py's rule)
+    # backend checks them first (contracts/tree.py's rule)
     backend.reset()
     backend.prefill(_prompt(5, 8))
     for parents in ([-1, 1, 0], [0, 0], [-1, 0, 3]):

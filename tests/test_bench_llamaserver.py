@@ -60,9 +60,9 @@ def test_live_llama_server_drafts_with_an_exported_head(tmp_path, smollm2_path):
     draft figures, and its greedy answer equals plain llama-server's."""
     import torch
 
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.heads.gguf import read_target, write_eagle3_gguf
     from homespec.models.eagle3 import Eagle3Config, Eagle3Head
-    from homespec.tokenizer import load_tokenizer
 
     t = read_target(smollm2_path)
     torch.manual_seed(0)

@@ -186,8 +186,8 @@ def test_gpu_hints_name_catalogue_ids_that_resolve(cat, typo):
 
 def test_the_shipped_heads_catalogue_entry_carries_its_recorded_acceptance(cat):
     from homespec.catalog import HEADS_DIR
+    from homespec.formats.acceptance import read_records
     from homespec.formats.eagle import draft_spec_from_checkpoint
-    from homespec.speculative.record import read_records
 
     recorded = read_records(HEADS_DIR / "smollm2-135m-instruct")
     assert recorded and {r.total for r in recorded} == {5, 48}

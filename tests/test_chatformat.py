@@ -105,9 +105,9 @@ def test_the_format_is_read_from_the_template(source, name):
 
 @pytest.fixture(scope="module")
 def smol():
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
     from homespec.grammar import vocabulary
-    from homespec.tokenizer import load_tokenizer
 
     tok = load_tokenizer(str(smollm2_path()))
     return tok, vocabulary(tok)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from homespec.contracts.tree import DraftTree, check_parents, depths
 from homespec.errors import HomespecError
 from homespec.models.eagle3 import Eagle3Config, Eagle3Head, HeadCache
 from homespec.speculative.drafters.draft_model import DraftModelDrafter
 from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-from homespec.speculative.tree import check_parents, depths
-from homespec.speculative.tree import DraftTree
 from homespec.speculative.verify import verify_greedy
 
 # Building and loading the tiny target takes ~10 s (its GGUF carries SmolLM2's 49k-token vocabulary).
@@ -232,8 +231,8 @@ def test_eagle3_limits_keep_the_deepest_shape_inside_the_head_cache(target):
     configured at depth 2 can be reshaped to at least the guard's MAX_DEPTH, and at that depth a
     proposal at the last position of the context still fits the head's KV cache; one level more
     is refused before it could overflow."""
+    from homespec.contracts.drafter import MAX_DEPTH
     from homespec.errors import ContractError
-    from homespec.speculative.drafters.base import MAX_DEPTH
 
     drafter = Eagle3Drafter(_head(target, seed=5), target, depth=2, topk=4, total=8)
     deepest = drafter.limits().max_depth
@@ -253,7 +252,7 @@ def test_eagle3_limits_keep_the_deepest_shape_inside_the_head_cache(target):
 
 def test_every_drafter_declares_its_shape(target, second):
     """shape / limits / set_shape is what the guard reads and sets, for each drafter."""
-    from homespec.speculative.drafters.base import DraftShape
+    from homespec.contracts.drafter import DraftShape
     from homespec.speculative.drafters.ngram import NgramDrafter
 
     ngram = NgramDrafter(num_draft=6, candidates=2)

@@ -4,8 +4,8 @@ committed token. With the EAGLE head it runs in tests/test_engine_auto.py."""
 
 from __future__ import annotations
 
+from homespec.contracts.drafter import DraftShape
 from homespec.speculative.drafters.auto import AutoDrafter
-from homespec.speculative.drafters.base import DraftShape
 from homespec.speculative.drafters.ngram import NgramDrafter
 from homespec.speculative.drafters.suffix import SuffixDrafter, SuffixStore
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from homespec.contracts.drafter import Offer
 from homespec.engine.choice import PLAIN, Choice, CopyStats, bucket, choose_each, forced
 from homespec.engine.guard import BatchGuard
-from homespec.speculative.drafters.base import Offer
 
 CPU = {1: 0.0125, 2: 0.016, 5: 0.032, 9: 0.0563, 17: 0.105, 128: 0.52}  # this CPU, SmolLM2 (docs/speculative.md)
 GPU = {1: 0.010, 9: 0.0101, 17: 0.0102, 128: 0.02}  # memory-bound: rows nearly free

@@ -12,12 +12,13 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from homespec.backends.exl2.load import Exl2Settings, check_exl2_dir, exl2_settings, import_exllamav2
+from homespec.backends.exl2.load import import_exllamav2
+from homespec.backends.settings import Exl2Settings, check_exl2_dir, exl2_settings
 from homespec.backends.exl2.tree import (MASKED, RopePatch, additive_mask, commit_plan,
                                          feature_module_indices)
+from homespec.contracts.tree import depth_list
 from homespec.errors import FormatError, HomespecError, UsageError
 from homespec.plan.settings import Settings
-from homespec.speculative.tree import depth_list
 
 N_LAYER, HIDDEN = 4, 64
 
@@ -175,9 +176,9 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
     """exllamav2 cannot load here, so this checks what the run would hand Exl2Backend.from_settings:
     the plan's context, cache type, input length (the chunk its scratch is sized for) and reserves."""
     from homespec.backends.settings import settings_for
+    from homespec.engine.assemble import plan_for_run
     from homespec.plan.settings import EXL2_CACHE
     from homespec.session import RunOptions
-    from homespec.engine.assemble import plan_for_run
 
     opt = RunOptions(model=str(exl2_dir), method="none", backend="exl2", ctx=1024)
     plan = plan_for_run(opt, str(exl2_dir), gpu="4090,3090")

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from homespec.errors import FormatError, HomespecError, UsageError
-from homespec.formats.gguf import (ArrayInfo, draft_spec_from_gguf, file_type_name, model_spec_from_gguf,
-                                   parse_gguf, read_gguf_header)
+from homespec.formats.gguf import ArrayInfo, file_type_name, parse_gguf, read_gguf_header
+from homespec.formats.gguf_model import draft_spec_from_gguf, model_spec_from_gguf
 
 Q = gguf.GGMLQuantizationType
 

@@ -10,9 +10,9 @@ import json
 import pytest
 import torch
 
+from homespec.contracts.tree import DraftTree
 from homespec.grammar import GrammarError, json_object, json_schema, vocabulary
 from homespec.speculative.sampling import Sampler
-from homespec.speculative.tree import DraftTree
 from homespec.speculative.verify import verify_sampled
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -21,8 +21,8 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"
 
 @pytest.fixture(scope="module")
 def tok():
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
-    from homespec.tokenizer import load_tokenizer
 
     return load_tokenizer(str(smollm2_path()))
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homespec.speculative.drafters.base import DraftShape, ShapeLimits
+from homespec.contracts.drafter import DraftShape, ShapeLimits
+from homespec.contracts.tree import DraftTree
 from homespec.engine.guard import BatchGuard
 from homespec.engine.run import decode
 from homespec.speculative.steps import Limits
-from homespec.speculative.tree import DraftTree
 
 pytestmark = pytest.mark.slow
 
@@ -129,7 +129,7 @@ def test_a_forced_guard_drafts_at_full_depth_and_the_guard_reshapes_through_the_
 
 
 def test_recorded_prior_is_matched_to_the_draft_shape(tmp_path):
-    from homespec.speculative.record import read_prior, write_record
+    from homespec.formats.acceptance import read_prior, write_record
 
     assert read_prior(tmp_path, 4, 1, 5) is None  # no record
     write_record(tmp_path, [{"depth": 6, "topk": 8, "total": 48, "tau": 2.0, "steps": 10, "at_least": [0.6, 0.3, 0.1]}],

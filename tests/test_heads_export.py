@@ -125,11 +125,11 @@ def test_foreign_file_is_not_overwritten_without_force(tmp_path, capsys, tiny_ta
 def test_twin_of_the_shipped_head_drafts_identically_in_llamacpp(tmp_path, smollm2_path):
     """The shipped EAGLE-3.1 head's twin: fc_norm folded with scales fitted on the target's
     features, exported, and drafted with by llama.cpp's own eagle3 graph."""
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import DEFAULT_HEAD
     from homespec.heads.check import compare_chains
     from homespec.heads.gguf import read_target, write_eagle3_gguf
     from homespec.heads.twin import calibration_features, eagle3_twin, fc_norm_scales
-    from homespec.tokenizer import load_tokenizer
 
     t = read_target(smollm2_path)
     head = load_head(DEFAULT_HEAD, t.n_layer, t.n_embd, t.n_vocab)

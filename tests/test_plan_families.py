@@ -95,7 +95,7 @@ def this_cpu_buffers() -> str:
 def _planned(spec, c: dict) -> dict[str, int]:
     s = Settings(backend="llamacpp", n_ctx=c["n_ctx"], n_ubatch=c["n_ubatch"], flash_attn=c["fa"],
                  type_k=c["kv"], type_v=c["kv"], n_seq=c["n_seq"], swa_full=c["swa_full"], cpu_buffers=this_cpu_buffers())
-    plan = solve(spec, None, this_cpu_machine(), s, suggest=False)
+    plan = solve(spec, None, this_cpu_machine(), s)
     names = {"model": ("weights", "weights (CPU repack)", "weights (AMX)"), "KV": ("target KV",), "RS": ("recurrent state",),
              "compute": ("compute",)}
     return {k: sum(i.bytes for i in plan.items if i.name in v) for k, v in names.items()}

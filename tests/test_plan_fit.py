@@ -11,6 +11,7 @@ from homespec.errors import UsageError
 from homespec.plan import memory as mem
 from homespec.plan.fit import FITS, FITS_OFFLOADED, NO_FIT, solve
 from homespec.plan.settings import Settings
+from homespec.plan.suggest import advise
 from homespec.types import GPU, DraftSpec, Machine, ModelSpec, TensorInfo
 
 GIB = 1 << 30
@@ -68,7 +69,7 @@ def test_kv_bytes_match_llamacpp_formula():
 
 def test_items_sum_to_device_totals_and_total():
     m = f16_model()
-    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=8192))
+    p = advise(solve(m, head_for(m), machine(gpu()), Settings(n_ctx=8192)))
     assert sum(u.used_bytes for u in p.devices) == p.total_bytes
     for u in p.devices:
         assert u.used_bytes == sum(i.bytes for i in p.items if i.device == u.device.id)
@@ -78,7 +79,7 @@ def test_items_sum_to_device_totals_and_total():
 
 def test_small_model_fits_entirely():
     m = f16_model(n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, n_ff=8192)  # ~1.2B f16: 2.5 GB
-    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096))
+    p = advise(solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096)))
     assert p.verdict == FITS
     assert p.settings.n_gpu_layers == m.n_layer + 1  # output layer too
     assert p.headroom_bytes > 0
@@ -87,7 +88,7 @@ def test_small_model_fits_entirely():
 
 def test_big_model_offloads_last_layers_stay_on_gpu():
     m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672, bpw=0.5625)  # 70B at ~4.5 bpw
-    p = solve(m, head_for(m), machine(gpu(), ram_gib=128), Settings(n_ctx=8192))
+    p = advise(solve(m, head_for(m), machine(gpu(), ram_gib=128), Settings(n_ctx=8192)))
     assert p.verdict == FITS_OFFLOADED
     assert 0 < p.offloaded_layers < m.n_layer
     g = next(u for u in p.devices if u.device.id == "gpu0")
@@ -103,14 +104,14 @@ def test_big_model_offloads_last_layers_stay_on_gpu():
 
 def test_too_big_for_ram_does_not_fit():
     m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672)  # 70B f16: 140 GB
-    p = solve(m, None, machine(gpu(), ram_gib=64), Settings(n_ctx=4096))
+    p = advise(solve(m, None, machine(gpu(), ram_gib=64), Settings(n_ctx=4096)))
     assert p.verdict == NO_FIT
     assert p.headroom_bytes < 0
 
 
 def test_two_gpus_split_layers_and_both_fit():
     m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672, bpw=0.5625)
-    p = solve(m, head_for(m), machine(gpu(), gpu("RTX 3090", 24, 936.0), ram_gib=128), Settings(n_ctx=4096))
+    p = advise(solve(m, head_for(m), machine(gpu(), gpu("RTX 3090", 24, 936.0), ram_gib=128), Settings(n_ctx=4096)))
     assert sum(p.settings.layer_split) == min(p.settings.n_gpu_layers, m.n_layer + 1)
     assert len(p.settings.layer_split) == 2 and all(n > 0 for n in p.settings.layer_split)
     for u in p.devices:
@@ -120,7 +121,7 @@ def test_two_gpus_split_layers_and_both_fit():
 
 def test_cpu_only_machine_fits_in_ram():
     m = f16_model(n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=49152, tied=True)
-    p = solve(m, head_for(m), machine(ram_gib=16), Settings(n_ctx=2048))
+    p = advise(solve(m, head_for(m), machine(ram_gib=16), Settings(n_ctx=2048)))
     assert p.verdict == FITS
     assert {i.device for i in p.items} == {"host"}
     assert p.estimate.plain_tokens_per_s > 0
@@ -136,20 +137,20 @@ def test_flash_attention_off_grows_compute_with_context():
 def test_quantised_v_cache_without_flash_attention_is_refused():
     m = f16_model()
     with pytest.raises(UsageError):
-        solve(m, None, machine(gpu()), Settings(type_k="q8_0", type_v="q8_0", flash_attn=False))
+        advise(solve(m, None, machine(gpu()), Settings(type_k="q8_0", type_v="q8_0", flash_attn=False)))
 
 
 @pytest.mark.parametrize("ctx", [0, -5, 10**9])
 def test_absurd_context_is_a_usage_error(ctx):
     with pytest.raises(UsageError):
-        solve(f16_model(n_layer=2), None, machine(gpu()), Settings(n_ctx=ctx))
+        advise(solve(f16_model(n_layer=2), None, machine(gpu()), Settings(n_ctx=ctx)))
 
 
 def test_apple_unified_memory_counts_host_and_gpu_together():
     mac = GPU(name="Apple M3 Max", vendor="apple", total_bytes=36 * 10**9, bandwidth_gbs=300.0, unified=True,
               source="catalogue")
     m = f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, bpw=0.5625)
-    p = solve(m, head_for(m), Machine(gpus=(mac,), ram_bytes=36 * 10**9, cpu_cores=12), Settings(n_ctx=8192))
+    p = advise(solve(m, head_for(m), Machine(gpus=(mac,), ram_bytes=36 * 10**9, cpu_cores=12), Settings(n_ctx=8192)))
     g = next(u for u in p.devices if u.device.id == "gpu0")
     assert g.device.capacity_bytes == int(36 * 10**9 * 2 / 3)
     assert p.verdict == FITS
@@ -157,7 +158,7 @@ def test_apple_unified_memory_counts_host_and_gpu_together():
 
 def test_speculation_estimate_is_labelled_and_faster_on_gpu():
     m = f16_model(bpw=0.5625)
-    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096))
+    p = advise(solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096)))
     e = p.estimate
     assert "estimate" in e.basis
     assert e.spec_tokens_per_s and e.spec_tokens_per_s > e.plain_tokens_per_s
@@ -170,14 +171,14 @@ def test_speculation_estimate_is_labelled_and_faster_on_gpu():
 def test_more_context_never_needs_less_memory(ctx, kv):
     m = f16_model(n_layer=8, n_embd=1024, n_head=16, n_head_kv=4, n_ff=4096, n_vocab=32000)
     s = Settings(n_ctx=ctx, type_k=kv, type_v=kv)
-    a = solve(m, head_for(m), machine(gpu()), s, suggest=False).total_bytes
-    b = solve(m, head_for(m), machine(gpu()), s.with_(n_ctx=ctx + 256), suggest=False).total_bytes
+    a = solve(m, head_for(m), machine(gpu()), s).total_bytes
+    b = solve(m, head_for(m), machine(gpu()), s.with_(n_ctx=ctx + 256)).total_bytes
     assert b >= a
 
 
 def test_torch_backend_holds_dequantised_weights_on_one_device():
     m = f16_model(n_layer=4, n_embd=512, n_head=8, n_head_kv=4, n_ff=1024, n_vocab=32000, bpw=0.5625)
-    p = solve(m, None, machine(gpu()), Settings(backend="torch", n_ctx=2048))
+    p = advise(solve(m, None, machine(gpu()), Settings(backend="torch", n_ctx=2048)))
     w = [i for i in p.items if i.name == "weights"]
     assert len(w) == 1 and w[0].device == "gpu0"
     assert w[0].bytes == sum(t.n_elements for t in m.tensors) * 2
@@ -209,7 +210,7 @@ def test_a_mac_too_small_for_the_model_is_over_by_what_gpu_and_cpu_need_together
     # 405B-shaped f16 (~760 GiB) on a 512 GiB Mac: the GPU holds its working set, the rest lands
     # on the CPU side of the same RAM, and the pool is over by the difference.
     m = f16_model(n_layer=126, n_embd=16384, n_head=128, n_head_kv=8, n_ff=53248)
-    p = solve(m, head_for(m), mac(512), Settings(n_ctx=8192))
+    p = advise(solve(m, head_for(m), mac(512), Settings(n_ctx=8192)))
     _check_pool_invariants(p)
     gpu0, host = p.devices
     assert gpu0.headroom_bytes >= 0 and p.verdict == NO_FIT
@@ -223,7 +224,7 @@ def test_a_mac_too_small_for_the_model_is_over_by_what_gpu_and_cpu_need_together
        with_head=st.booleans())
 def test_unified_pool_invariants(ram, n_layer, width, bpw, ctx, with_head):
     m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
-    p = solve(m, head_for(m) if with_head else None, mac(ram), Settings(n_ctx=ctx), suggest=False)
+    p = solve(m, head_for(m) if with_head else None, mac(ram), Settings(n_ctx=ctx))
     _check_pool_invariants(p)
 
 
@@ -239,8 +240,8 @@ def unified_box(vendor: str, ram_gib: int = 128) -> Machine:
 
 def test_strix_halo_gpu_gets_the_gtt_default_and_dgx_spark_the_pool():
     m = f16_model(n_layer=8, n_embd=1024, n_head=8, n_head_kv=8, n_ff=4096, n_vocab=32000, bpw=0.5625)
-    amd = solve(m, None, unified_box("amd"), Settings(n_ctx=2048), suggest=False)
-    nv = solve(m, None, unified_box("nvidia"), Settings(n_ctx=2048), suggest=False)
+    amd = solve(m, None, unified_box("amd"), Settings(n_ctx=2048))
+    nv = solve(m, None, unified_box("nvidia"), Settings(n_ctx=2048))
     pool = 128 * GIB - int(128 * GIB * 0.10)  # RAM less the OS's 10 %
     # amdgpu's default GTT is half of RAM; ggml-cuda gives an integrated GPU what the OS has available
     assert [u.device.capacity_bytes for u in amd.devices] == [64 * GIB, pool]
@@ -251,8 +252,8 @@ def test_strix_halo_gpu_gets_the_gtt_default_and_dgx_spark_the_pool():
 def test_a_model_over_the_gtt_limit_but_inside_the_pool_offloads_on_strix_halo():
     # 69e9 weights at 1.2 bytes: ~77 GiB, more than the 64 GiB GTT default, less than the 115 GiB pool
     m = f16_model(n_layer=80, n_embd=8192, n_head=64, n_head_kv=8, n_ff=28672, n_vocab=32000, bpw=1.2)
-    amd = solve(m, None, unified_box("amd"), Settings(n_ctx=4096), suggest=False)
-    nv = solve(m, None, unified_box("nvidia"), Settings(n_ctx=4096), suggest=False)
+    amd = solve(m, None, unified_box("amd"), Settings(n_ctx=4096))
+    nv = solve(m, None, unified_box("nvidia"), Settings(n_ctx=4096))
     _check_pool_invariants(amd)
     _check_pool_invariants(nv)
     assert amd.verdict == FITS_OFFLOADED and amd.offloaded_layers > 0
@@ -264,7 +265,7 @@ def test_a_model_over_the_gtt_limit_but_inside_the_pool_offloads_on_strix_halo()
        width=st.sampled_from([2048, 4096, 8192]), bpw=st.sampled_from([0.5625, 2.0]))
 def test_unified_pool_invariants_beyond_apple(vendor, ram, n_layer, width, bpw):
     m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
-    _check_pool_invariants(solve(m, head_for(m), unified_box(vendor, ram), Settings(n_ctx=8192), suggest=False))
+    _check_pool_invariants(solve(m, head_for(m), unified_box(vendor, ram), Settings(n_ctx=8192)))
 
 
 @hsettings(max_examples=30, deadline=None)
@@ -272,7 +273,7 @@ def test_unified_pool_invariants_beyond_apple(vendor, ram, n_layer, width, bpw):
        width=st.sampled_from([2048, 4096, 8192]), bpw=st.sampled_from([0.5625, 2.0]))
 def test_fits_is_headroom_at_least_zero_on_discrete_gpus(n_gpus, ram, n_layer, width, bpw):
     m = f16_model(n_layer=n_layer, n_embd=width, n_head=width // 128, n_head_kv=8, n_ff=width * 3, n_vocab=32000, bpw=bpw)
-    p = solve(m, head_for(m), machine(*[gpu()] * n_gpus, ram_gib=ram), Settings(n_ctx=8192), suggest=False)
+    p = solve(m, head_for(m), machine(*[gpu()] * n_gpus, ram_gib=ram), Settings(n_ctx=8192))
     assert p.fits == (p.headroom_bytes >= 0)
     assert all(u.shared_bytes == 0 for u in p.devices)
     assert sum(u.used_bytes for u in p.devices) == p.total_bytes

@@ -88,7 +88,7 @@ def _compare(path: Path, configs: list[dict]) -> list[str]:
     for c, rep in zip(configs, reported):
         s = Settings(backend="llamacpp", n_ctx=c["n_ctx"], n_batch=c["n_batch"], n_ubatch=c["n_ubatch"],
                      flash_attn=c["fa"], type_k=c["kv"], type_v=c["kv"], cpu_buffers=this_cpu_buffers())
-        plan = solve(spec, None, cpu_machine(), s, suggest=False)
+        plan = solve(spec, None, cpu_machine(), s)
         # llama.cpp reports the mmapped file (its span) and each copy it makes for its CPU kernels apart
         got = {k: sum(i.bytes for i in plan.items if i.name in names)
                for k, names in (("model", ("weights",)), ("repack", ("weights (CPU repack)",)),

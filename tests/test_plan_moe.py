@@ -12,10 +12,10 @@ import json
 import pytest
 
 from homespec.cli import main
-from homespec.plan import memory as mem
 from homespec.plan.api import make_plan
 from homespec.plan.fit import FITS, FITS_OFFLOADED
 from homespec.plan.render import to_json
+from homespec.quant.weights import active_params, group_weights, is_expert_tensor
 
 QWEN3_30B_A3B = {  # https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
     "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
@@ -45,9 +45,9 @@ def _on(plan, name, device):
 def test_moe_spec_from_config_counts_experts(qwen3_moe_config):
     m = _plan(qwen3_moe_config, gpu="none", ram=64).model
     assert (m.n_expert, m.n_expert_used, m.n_ff_exp) == (128, 8, 768)
-    g = mem.group_weights(m)
+    g = group_weights(m)
     assert 30.4e9 < g.n_params < 30.6e9  # "30.5B" on the model card
-    assert 3.2e9 < mem.active_params(m) < 3.4e9  # "3.3B activated"
+    assert 3.2e9 < active_params(m) < 3.4e9  # "3.3B activated"
     # every layer's three expert tensors, and nothing else, are what --n-cpu-moe moves
     assert sum(g.per_layer_exps) == sum(t.n_bytes for t in m.tensors if "_exps" in t.name)
 
@@ -68,10 +68,10 @@ def test_solver_keeps_the_fewest_layers_experts_in_ram(qwen3_moe_config):
     assert tighter.settings.n_cpu_moe == k - 1 and tighter.settings.n_gpu_layers < 49
     # the host holds exactly those layers' experts (plus the embeddings), in llama.cpp's one mmapped buffer
     # spanning the file from token_embd to the last of them: the attention tensors between them count too
-    g = mem.group_weights(p.model)
+    g = group_weights(p.model)
     names = [t.name for t in p.model.tensors]
     first = names.index("token_embd.weight")
-    last = max(i for i, t in enumerate(p.model.tensors) if t.layer == k - 1 and mem.is_expert_tensor(t.name))
+    last = max(i for i, t in enumerate(p.model.tensors) if t.layer == k - 1 and is_expert_tensor(t.name))
     span = sum(t.n_bytes for t in p.model.tensors[first:last + 1])
     assert span > sum(g.per_layer_exps[:k]) + g.embd + g.other
     assert _on(p, "weights", "host") == span
@@ -87,7 +87,7 @@ def test_fixed_n_cpu_moe_is_kept_and_slows_decoding(qwen3_moe_config):
 
 def test_speed_reads_only_the_active_experts(qwen3_moe_config):
     p = _plan(qwen3_moe_config, gpu="3090", ram=64, ctx=4096)
-    g = mem.group_weights(p.model)
+    g = group_weights(p.model)
     gpu_read = next(ld.read_bytes for ld in _loads(p) if ld.device.id == "gpu0")
     exps = sum(g.per_layer_exps)
     weights = _on(p, "weights", "gpu0")
@@ -175,13 +175,14 @@ def test_estimate_meets_published_moe_decode_rates(qwen3_moe_config, gpu, ram_gb
     from homespec.formats.hf import model_spec_from_hf_config
     from homespec.plan.fit import solve
     from homespec.plan.settings import Settings
+    from homespec.plan.suggest import advise
     from homespec.types import GPU, Machine
 
     m = model_spec_from_hf_config(qwen3_moe_config, "Q4_K_M")
     card = (GPU(name="RTX 2080", vendor="nvidia", total_bytes=8 << 30, bandwidth_gbs=448, source="catalogue")
             if gpu == "rtx-2080" else load_catalog().gpu(gpu))
     machine = Machine(gpus=(card,), ram_bytes=64 << 30, cpu_cores=10, ram_bandwidth_gbs=ram_gbs, source="catalogue")
-    p = solve(m, None, machine, Settings(n_ctx=4096, n_cpu_moe=n_cpu_moe))
+    p = advise(solve(m, None, machine, Settings(n_ctx=4096, n_cpu_moe=n_cpu_moe)))
     assert p.estimate.plain_tokens_per_s == pytest.approx(measured, rel=0.10)
 
 
@@ -202,8 +203,8 @@ def test_hybrid_moe_from_config(tmp_path):
     p = make_plan(model=str(tmp_path / "config.json"), quant="Q4_K_M", gpu="none", ram=256, ctx=32768, draft="none")
     m = p.model
     assert len(m.recurrent_layers) == 36 and (m.rs_r, m.rs_s) == (24576, 524288)
-    assert mem.group_weights(m).n_params == pytest.approx(79.67e9, rel=0.005)
-    assert mem.active_params(m) == pytest.approx(3.87e9, rel=0.01)
+    assert group_weights(m).n_params == pytest.approx(79.67e9, rel=0.005)
+    assert active_params(m) == pytest.approx(3.87e9, rel=0.01)
     assert _on(p, "recurrent state", "host") == 36 * (24576 + 524288) * 4
     assert _on(p, "target KV", "host") == 12 * 32768 * 2 * (256 + 256) * 2
 
@@ -217,7 +218,7 @@ def test_verifying_a_tree_reads_more_experts(qwen3_moe_config):
     """Each drafted token routes to its own 8 of 128 experts: T tokens touch 1 - (15/16)^T of them."""
     p = _plan(qwen3_moe_config, gpu="3090", ram=64, ctx=4096)
     gpu = next(ld for ld in _loads(p) if ld.device.id == "gpu0")
-    exps = sum(mem.group_weights(p.model).per_layer_exps)
+    exps = sum(group_weights(p.model).per_layer_exps)
     assert gpu.bytes_for(1) == gpu.read_bytes
     assert gpu.bytes_for(4) == pytest.approx(gpu.read_bytes + exps * ((1 - (15 / 16) ** 4) - 1 / 16))
     assert gpu.bytes_for(1000) == pytest.approx(gpu.read_bytes + exps * (15 / 16), rel=1e-3)  # every expert once

@@ -14,8 +14,8 @@ import pytest
 from homespec.cli import main
 from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
-from homespec.plan import memory as mem
 from homespec.plan.api import make_plan
+from homespec.quant.weights import group_weights
 
 SMALL_V3 = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 512,
@@ -50,7 +50,7 @@ def test_mtp_is_the_default_draft_and_is_budgeted(v3_config):
     d = p.draft
     assert d.kind == "mtp" and d.n_layer == 1
     assert (p.settings.draft_topk, p.settings.draft_depth, p.settings.tree_tokens) == (1, 3, 4)
-    g = mem.group_weights(p.model)
+    g = group_weights(p.model)
     assert _on(p, "draft weights") == d.weight_bytes > sum(g.per_layer) // 6  # a layer + eh_proj
     assert _on(p, "draft KV") == 4096 * (128 + 32) * 2  # its own one-layer MLA cache
     assert 0 < d.read_bytes < d.weight_bytes  # an MoE layer reads 4 of 16 experts
@@ -99,7 +99,7 @@ def test_gguf_mtp_block_is_split_from_the_trunk(tmp_path):
     tensors["blk.2.nextn.eh_proj.weight"] = (64, 32)
     spec = model_spec_from_gguf(read_gguf_header(_header_gguf(tmp_path / "m.gguf", "glm4moe", md, tensors)))
     assert (spec.n_layer, spec.n_nextn_layer) == (2, 1)
-    g = mem.group_weights(spec)
+    g = group_weights(spec)
     assert g.mtp == (32 * 32 + 32 * 16 * 4 + 64 * 32) * 4
     assert sum(g.per_layer) == 2 * (32 * 32 + 32 * 16 * 4) * 4
 

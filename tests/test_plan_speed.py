@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from homespec.embedded import HEADS_DIR
+from homespec.formats.acceptance import read_records
 from homespec.plan.acceptance import acceptance_model, geometric
 from homespec.plan.devices import devices_for
 from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
 from homespec.plan.speed import DeviceLoad, estimate, forward_seconds
-from homespec.speculative.record import read_records
 from homespec.types import AcceptanceRecord
 from test_plan_fit import f16_model, gpu, head_for, machine  # the hand-built specs
 
@@ -91,7 +91,7 @@ def test_verification_costs_more_for_a_bigger_tree(n_gpus, tokens, more):
 @pytest.mark.parametrize("nodes", [1, 2, 5, 8, 60, 200])
 def test_the_estimate_describes_the_tree_the_plan_budgets(nodes):
     m = f16_model(bpw=0.5625)
-    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096, tree_tokens=nodes), suggest=False)
+    p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096, tree_tokens=nodes))
     e = p.estimate
     assert e.tree_tokens == nodes == p.settings.tree_tokens
     assert f"{nodes}-node tree" in e.basis and f"{nodes}-node tree" in next(i.detail for i in p.items if i.name == "tree scratch")
@@ -107,7 +107,7 @@ def test_tau_and_verify_time_grow_with_the_budget():
     for mach in (machine(gpu()), machine()):
         prev = None
         for nodes in (1, 2, 3, 4, 5, 8, 16, 32, 60, 128):
-            e = solve(m, head_for(m), mach, Settings(n_ctx=4096, tree_tokens=nodes), suggest=False).estimate
+            e = solve(m, head_for(m), mach, Settings(n_ctx=4096, tree_tokens=nodes)).estimate
             if prev is not None:
                 assert e.expected_tau >= prev.expected_tau and e.verify_ms >= prev.verify_ms
             prev = e

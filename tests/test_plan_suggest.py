@@ -10,20 +10,20 @@ from homespec.cli import main
 from homespec.plan.api import make_plan
 from homespec.plan.fit import NO_FIT, solve
 from homespec.plan.render import gib
-from homespec.plan.suggest import DRAFT_ITEMS
+from homespec.plan.suggest import DRAFT_ITEMS, advise
 
 
 def _seventy_b_on_a_4090(ram_gib: float):
     """llama-3.1-70b Q4_K_M on one RTX 4090 with its assumed EAGLE-3.1 head, on a host whose cores are fixed
     at 8 (what a planned machine assumes at least), so the estimate is the same on every test machine."""
     p = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=ram_gib)
-    return solve(p.model, p.draft, replace(p.machine, source="probe", cpu_cores=8), p.settings)
+    return advise(solve(p.model, p.draft, replace(p.machine, source="probe", cpu_cores=8), p.settings))
 
 
 def test_a_plan_over_only_by_its_draft_says_draft_none_with_headroom_and_speed():
     plan = _seventy_b_on_a_4090(24)
     assert plan.verdict == NO_FIT and plan.estimate.pays is False
-    bare = solve(plan.model, None, plan.machine, plan.settings)
+    bare = advise(solve(plan.model, None, plan.machine, plan.settings))
     assert bare.fits and bare.settings.n_gpu_layers > plan.settings.n_gpu_layers  # the head's GPU room takes layers
     want = (f"--draft none fits with {bare.offloaded_layers} of 80 layers offloaded (-ngl {bare.settings.n_gpu_layers}) "
             f"with {gib(bare.headroom_bytes)} to spare, {bare.estimate.plain_tokens_per_s:,.1f} tok/s without speculation")
@@ -40,7 +40,7 @@ def test_when_no_draft_tree_pays_a_note_says_no_draft_and_what_that_frees():
         freed = sum(i.bytes for i in plan.items if i.name in DRAFT_ITEMS and i.device == device)
         assert freed > 0 and f"{gib(freed)} on {device}" in note
     assert f"--draft-tokens {e.best_tree_tokens}, at {e.best_spec_tokens_per_s:,.1f} tok/s" in note
-    bare = solve(plan.model, None, plan.machine, plan.settings)
+    bare = advise(solve(plan.model, None, plan.machine, plan.settings))
     assert f"-ngl {bare.settings.n_gpu_layers}) with {gib(bare.headroom_bytes)} to spare, " \
            f"{bare.estimate.plain_tokens_per_s:,.1f} tok/s" in note
 

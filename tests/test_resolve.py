@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from homespec.errors import UsageError
-from homespec.formats.resolve import resolve_draft, resolve_model
+from homespec.sources.resolve import resolve_draft, resolve_model
 from test_formats_gguf import write_gguf
 from test_formats_other import LLAMA, eagle_head, write_config
 

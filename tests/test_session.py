@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from homespec.session import Finish, RunOptions, Session, StepFigures, TextDelta, final
 from homespec.engine.detok import Detokenizer
 from homespec.engine.run import decode
+from homespec.session import Finish, RunOptions, Session, StepFigures, TextDelta, final
 from homespec.speculative.steps import Limits
 
 TEXTS = [
@@ -26,7 +26,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tok(smollm2_path):
-    from homespec.tokenizer import load_tokenizer
+    from homespec.backends.tokenizer import load_tokenizer
 
     t = load_tokenizer(str(smollm2_path))
     yield t

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from homespec.backends.base import Tokenizer
+from homespec.backends.tokenizer import load_tokenizer
+from homespec.contracts.backend import Tokenizer
 from homespec.errors import FormatError, HomespecError
-from homespec.tokenizer import load_tokenizer
 from tiny_models import write_hf_tokenizer
 
 TEXTS = [
@@ -116,7 +116,7 @@ def test_gguf_tokenizer_loads_silently(smollm2_path, capfd):
     """Loading the vocabulary prints nothing: llama.cpp's warning about the vocab-only context
     exceeding the (absent) training context stays in homespec's log router."""
     pytest.importorskip("llama_cpp")
-    from homespec.tokenizer import LlamaCppTokenizer
+    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 
     LlamaCppTokenizer(str(smollm2_path))
     out, err = capfd.readouterr()

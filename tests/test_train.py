@@ -375,7 +375,7 @@ def test_frozen_read_out_and_hidden_regression(setup, tmp_path):
 def test_acceptance_record_is_consistent_and_read_back(tiny, setup, tmp_path):
     """The record the trainer writes beside the head: per shape, tau = 1 + sum(at_least), the
     shares fall with depth, and the guard's reader returns the matching shape's row."""
-    from homespec.speculative.record import read_prior
+    from homespec.formats.acceptance import read_prior
     from homespec.train.evaluate import AcceptanceMeter
 
     head, frozen, shards, refs, plan = setup

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from homespec.errors import TreeError
-from homespec.speculative.tree import (ancestor_mask, build_dynamic_tree, chain, check_parents, check_path, check_tree,
+from homespec.contracts.tree import (ancestor_mask, build_dynamic_tree, chain, check_parents, check_path, check_tree,
                                        depth_list, depths, is_chain, leaves, path_to, paths)
 
 

@@ -7,11 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from homespec.contracts.tree import DraftTree, Verdict, check_parents
 from homespec.errors import UsageError
 from homespec.speculative.sampling import Sampler, sample_from
-from homespec.speculative.tree import check_parents
-from homespec.speculative.tree import DraftTree
-from homespec.speculative.verify import Verdict
 from homespec.speculative.verify import verify_greedy, verify_sampled
 
 

@@ -7,17 +7,20 @@ pass over speculative steps.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from homespec.bench.run import BenchResult
+from typing import Mapping, Protocol, Sequence
 
 
-def by_category(result: "BenchResult") -> list[dict]:
+class Rounds(Protocol):
+    """What a method's figures give this module: one record per prompt (bench.run.MethodStats)."""
+
+    per_prompt: Sequence[dict]
+
+
+def by_category(methods: Mapping[str, Rounds]) -> list[dict]:
     """[{"category", "methods": {name: {prompts, tokens, decode_s, tokens_per_s, speedup, spec_tau}}}],
     categories in the order first met; empty when the prompts carry no category."""
     table: dict[str, dict[str, dict]] = {}
-    for name, s in result.methods.items():
+    for name, s in methods.items():
         for r in s.per_prompt:
             if r.get("category") is None:
                 continue

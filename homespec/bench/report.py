@@ -45,7 +45,7 @@ CATEGORY_COLUMNS = ("category", "method", "prompts", "tok/s", "speedup", "tau (s
 
 def _category_rows(result: BenchResult) -> list[list[str]]:
     """One row per (prompt category, method), where the prompts carry more than one category."""
-    table = by_category(result)
+    table = by_category(result.methods)
     if len(table) < 2:
         return []
     return [[c["category"], name, str(m["prompts"]), f"{m['tokens_per_s']:.1f}",

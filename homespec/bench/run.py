@@ -314,7 +314,7 @@ def summary(result: BenchResult) -> dict:
         "plan_estimate": result.plan_estimate,
         "median_speedup": _median_speedup(result),
         "by_prompt_length": by_prompt_length(result),
-        "by_category": by_category(result),
+        "by_category": by_category(result.methods),
     }
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 from homespec.session import RunOptions, Session
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend
+    from homespec.contracts.backend import Backend
 
 DRAFTING = ("draft", "eagle3", "auto")  # methods whose plan reserves memory for a drafter (auto: its head)
 

@@ -19,8 +19,8 @@ def models(
     json_out: JsonOpt = False,
 ) -> None:
     """List the GGUF models Ollama, LM Studio and the Hugging Face cache hold, with the name to pass to --model."""
-    from homespec.sources.listing import VERDICT_WORDS, list_models
-    from homespec.sources.stores import lmstudio_roots, ollama_roots
+    from homespec.cli.listing import VERDICT_WORDS, list_models
+    from homespec.sources.stores import cache_dir, lmstudio_roots, ollama_roots
 
     found = list_models(gpu, ctx)
     if json_out:
@@ -28,8 +28,6 @@ def models(
         return
     console = _stdout()
     if not found:
-        from homespec.sources.hub import cache_dir
-
         where = [*map(str, ollama_roots()), *map(str, lmstudio_roots()), str(cache_dir())]
         console.print("no models found in " + ", ".join(where))
         return

@@ -26,10 +26,10 @@ from homespec.engine.options import (
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend, Lanes
+    from homespec.contracts.backend import Backend, Lanes
+    from homespec.contracts.drafter import Drafter, DraftShape
     from homespec.engine.guard import BatchGuard
     from homespec.plan.fit import Plan
-    from homespec.speculative.drafters.base import Drafter, DraftShape
     from homespec.speculative.drafters.suffix import SuffixStore
 
 # Micro-batch rows below which a sequence's numbers do not depend on what shares its pass: under
@@ -271,9 +271,9 @@ def _lookup(method: str, depth: int, store: "SuffixStore | None" = None) -> "Dra
 
 def _eagle(backend: "Any", where: Path, opt: RunOptions) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
+    from homespec.formats.acceptance import read_prior
     from homespec.models.eagle3 import load_head
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-    from homespec.speculative.record import read_prior
 
     head = load_head(where, backend.n_layer, backend.hidden_size, backend.n_vocab,
                      device=backend.device if backend.name == "torch" else "cpu")

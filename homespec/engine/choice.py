@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
+from homespec.contracts.drafter import Offer
 from homespec.plan.lookups import pooled_alpha, read_record
-from homespec.speculative.drafters.base import Offer
-
-if TYPE_CHECKING:
-    from homespec.engine.guard import BatchGuard
 
 BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # match lengths whose statistics are kept apart
 PRIOR_WEIGHT = 4.0  # drafts the prior counts as
@@ -43,6 +40,26 @@ PRIOR_WEIGHT = 4.0  # drafts the prior counts as
 # a few times and its own statistics then decide (a pessimistic prior would never be corrected).
 FIRST = {1: 0.15, 2: 0.3, 3: 0.45, 4: 0.55, 6: 0.6, 8: 0.7, 12: 0.75, 16: 0.8, 24: 0.85, 32: 0.9}
 FOLLOW = 0.85
+
+
+class Prices(Protocol):
+    """What the choice reads from the guard (engine.guard.BatchGuard) and the one figure it sets."""
+
+    depth: int  # the head's deepest draft
+    margin: float  # how much a choice must beat plain decoding by
+    costs: dict[int, float]  # batch rows -> seconds per target pass
+    draft_level_s: float  # drafting time per level and sequence
+    copies: CopyStats  # the lookups' acceptance by source and match length
+    predicted: float | None  # set: the chosen step's tokens per second over plain decoding's
+
+    @property
+    def plain_left(self) -> int: ...
+
+    def nodes(self, d: int) -> int: ...
+
+    def alpha(self, d: int) -> float: ...
+
+    def cost(self, rows: int, table: list[tuple[int, float]] | None = None) -> float: ...
 SWEEPS = 3
 
 
@@ -124,7 +141,7 @@ _Option = tuple[Choice, int, float, float]
 _PLAIN_OPTION: _Option = (PLAIN, 1, 1.0, 0.0)
 
 
-def options(guard: "BatchGuard", offers: Sequence[Offer], model_ok: bool) -> list[_Option]:
+def options(guard: Prices, offers: Sequence[Offer], model_ok: bool) -> list[_Option]:
     """Plain first, then every cut of every known chain, then every depth of a model's draft."""
     out = [_PLAIN_OPTION]
     for o in offers:
@@ -140,7 +157,7 @@ def options(guard: "BatchGuard", offers: Sequence[Offer], model_ok: bool) -> lis
     return out
 
 
-def choose_each(guard: "BatchGuard", offers: Sequence[Sequence[Offer]], extra: int) -> list[Choice]:
+def choose_each(guard: Prices, offers: Sequence[Sequence[Offer]], extra: int) -> list[Choice]:
     """Each lane's choice for this step (see the module docstring): lane by lane, the option
     that raises the step's tokens per second most, given the other lanes' choices."""
     n = len(offers)

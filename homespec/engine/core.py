@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Iterator
 from homespec.engine.api import (
     EngineClosed, EngineFailed, EngineRequest, EngineStats, Handle, QueueFull, as_error, fail,
 )
-from homespec.engine.responses import Finish
 from homespec.engine.host_cache import MIN_GAIN, MIN_SAVE, HostCache, Saved
+from homespec.engine.responses import Finish
 from homespec.engine.reuse import Lane, choose_lane, keep_for, reuse
 from homespec.engine.supervise import Supervised
 from homespec.engine.tally import add_steps
 from homespec.errors import HomespecError, UsageError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
+    from homespec.contracts.backend import Tokenizer
     from homespec.engine.assemble import RunParts
     from homespec.engine.options import RunOptions
     from homespec.engine.responses import Response

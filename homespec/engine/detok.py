@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
+    from homespec.contracts.backend import Tokenizer
 
 REPLACEMENT = "\ufffd"  # what decode(errors="replace") makes of an incomplete UTF-8 sequence
 

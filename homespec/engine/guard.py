@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from homespec.contracts.drafter import Offer
 from homespec.engine.choice import PLAIN, Choice, CopyStats, choose_each, forced
-from homespec.speculative.drafters.base import Offer
 
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
 NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)

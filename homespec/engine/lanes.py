@@ -1,5 +1,5 @@
 """One lane over a single-sequence Backend: how torch, EXL2 and llama.cpp's one-sequence backend
-run in the engine, which speaks the Lanes seam (backends/base.py).
+run in the engine, which speaks the Lanes seam (contracts/backend.py).
 
 The engine asks a target for one pass over every lane's work; a Backend holds one sequence, so
 this adapter takes one item a pass: a PrefillWork is `backend.prefill`, a TreeWork
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from homespec.backends.base import Forward, PrefillWork, TreeWork
+from homespec.contracts.backend import Forward, PrefillWork, TreeWork
 from homespec.errors import ContractError
 
 if TYPE_CHECKING:
     import torch
 
-    from homespec.backends.base import Backend, MemoryReport, Tokenizer
+    from homespec.contracts.backend import Backend, MemoryReport, Tokenizer
 
 
 class OneLane:

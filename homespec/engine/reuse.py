@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Sequence
 MAX_CHECKPOINTS = 4  # per lane: the prefills of the last few turns (llama-server keeps 8 by default)
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Lanes
+    from homespec.contracts.backend import Lanes
+    from homespec.contracts.drafter import Drafter
     from homespec.engine.running import Running
-    from homespec.speculative.drafters.base import Drafter
 
 
 @dataclass

@@ -13,9 +13,9 @@ from homespec.engine.responses import StepFigures
 from homespec.speculative.steps import Limits, Step
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend
+    from homespec.contracts.backend import Backend
+    from homespec.contracts.drafter import Drafter
     from homespec.engine.guard import BatchGuard
-    from homespec.speculative.drafters.base import Drafter
     from homespec.speculative.sampling import Sampler
 
 

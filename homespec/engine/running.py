@@ -19,22 +19,22 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from homespec.backends.base import Forward, PrefillWork, TreeWork
+from homespec.contracts.backend import Forward, PrefillWork, TreeWork
+from homespec.contracts.drafter import Offer
+from homespec.contracts.tree import Verdict, chain
 from homespec.engine.choice import PLAIN, Choice
 from homespec.engine.detok import Detokenizer
 from homespec.engine.responses import Finish, StepFigures, TextDelta
-from homespec.speculative.drafters.base import Offer
 from homespec.speculative.logprobs import token_logprobs
 from homespec.speculative.sampling import torch_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
-from homespec.speculative.tree import chain
-from homespec.speculative.verify import Verdict, verify_greedy, verify_sampled
+from homespec.speculative.verify import verify_greedy, verify_sampled
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Lanes
+    from homespec.contracts.backend import Lanes
+    from homespec.contracts.drafter import Drafter, DraftShape
+    from homespec.contracts.tree import DraftTree
     from homespec.engine.api import Handle
-    from homespec.speculative.drafters.base import Drafter, DraftShape
-    from homespec.speculative.tree import DraftTree
 
 
 @dataclass

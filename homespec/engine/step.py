@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from homespec.engine.choice import forced
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Forward, Lanes, PrefillWork, TreeWork
+    from homespec.contracts.backend import Forward, Lanes, PrefillWork, TreeWork
     from homespec.engine.choice import Choice
     from homespec.engine.guard import BatchGuard
     from homespec.engine.running import Running

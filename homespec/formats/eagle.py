@@ -14,8 +14,8 @@ import zipfile
 from pathlib import Path
 
 from homespec.errors import FormatError, UsageError
+from homespec.formats.acceptance import read_records
 from homespec.formats.hf import config_path, load_config, read_safetensors_header
-from homespec.speculative.record import read_records
 from homespec.types import DraftSpec, TensorInfo
 
 _EMBED = ("embed_tokens.weight", "model.embed_tokens.weight")  # the target's, when a head ships a copy

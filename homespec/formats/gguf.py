@@ -10,7 +10,7 @@ Layout (GGUF v2/v3, little-endian; ggml `docs/gguf.md`, `ggml/src/gguf.cpp`):
 The reader is hostile-input safe: it never allocates for a claimed size before those bytes have
 arrived, refuses counts that cannot fit in what it may read, and applies the same checks that
 llama.cpp's loader applies (so a file we accept is one llama.cpp would accept, and vice versa).
-Turning a header into a ModelSpec/DraftSpec lives in `homespec.formats.gguf_model` (re-exported here).
+Turning a header into a ModelSpec/DraftSpec lives in `homespec.formats.gguf_model`.
 """
 
 from __future__ import annotations
@@ -346,13 +346,3 @@ def read_model_header(source: str | os.PathLike, **kwargs) -> GGUFHeader:
         raise FormatError(f"{source}: the parts hold {len(tensors)} tensors, split.tensors.count says {claimed}",
                           hint="a part is missing or from another model; download the parts again")
     return replace(first, tensors=tuple(tensors), file_size=size)
-
-
-def __getattr__(name: str):
-    """model_spec_from_gguf / draft_spec_from_gguf live in gguf_model (which imports this module);
-    they are re-exported here lazily so either module can be imported first."""
-    if name in ("model_spec_from_gguf", "draft_spec_from_gguf"):
-        from homespec.formats import gguf_model
-
-        return getattr(gguf_model, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -56,10 +56,13 @@ def normalize_url(url: str) -> str:
 _MAX_HOPS = 10
 
 
+def hub_endpoint() -> str:
+    """The hub's address: HF_ENDPOINT (read at call time), else https://huggingface.co."""
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
 def _is_hub_host(url: str) -> bool:
     """huggingface.co, hf.co, or the host HF_ENDPOINT names: the hosts the hub token is sent to."""
-    from homespec.sources.names import hub_endpoint
-
     host = urllib.parse.urlsplit(url).netloc
     return host in ("huggingface.co", "hf.co") or host == urllib.parse.urlsplit(hub_endpoint()).netloc
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import torch
 
-from homespec.speculative.tree import DraftTree
+from homespec.contracts.tree import DraftTree
 
 _BITS = torch.arange(32, dtype=torch.int32)  # bit j of mask word i is token 32 * i + j
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from homespec.errors import HomespecError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
+    from homespec.contracts.backend import Tokenizer
 
 _LOCK = threading.Lock()
 _BUILT: dict[int, tuple[Any, Any]] = {}  # id(tokenizer) -> (tokenizer, LLTokenizer): the tokenizer kept alive

@@ -109,9 +109,9 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
 
 def _check(head: Any, target: str, out: Path, say: Callable[[str], None]) -> list[Any]:
     """llama.cpp drafts with the written file what homespec drafts with the head, or the file goes."""
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.errors import HomespecError
     from homespec.heads.check import compare_chains
-    from homespec.tokenizer import load_tokenizer
 
     say("checking that llama.cpp drafts with the file what homespec drafts with the head")
     tok = load_tokenizer(target)

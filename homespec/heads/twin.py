@@ -61,9 +61,9 @@ def eagle3_twin(head: "Eagle3Head", scales: Sequence[float] | None) -> "Eagle3He
 def calibration_features(target_gguf: str, layers: Sequence[int], prompts: int = 8, reply: int = 48) -> np.ndarray:
     """The target's features at the head's layers on `prompts` dev prompts (chat template) and
     their greedy replies, all sequences decoded together (one llama_decode per reply step)."""
+    from homespec.backends.tokenizer import load_tokenizer
     from homespec.prompts import load_prompts
     from homespec.session.prompts import encode_prompt
-    from homespec.tokenizer import load_tokenizer
     from homespec.train.target import BatchedLlamaTarget, Row
 
     tok = load_tokenizer(target_gguf)

@@ -3,7 +3,7 @@
 These define the semantics the Triton, CUDA and Metal kernels beside this module must reproduce,
 and are what runs wherever none of those is usable (CPU tensors, or a GPU without a toolchain).
 Every function works on tensors of any device. Tree validation, depths, paths and ancestor
-masks come from homespec.speculative.tree, the one home of the tree conventions: node 0 is the
+masks come from homespec.contracts.tree, the one home of the tree conventions: node 0 is the
 root, parents[0] == -1, parents[i] < i.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from homespec.speculative.tree import ancestor_mask, check_parents, depths, path_to
+from homespec.contracts.tree import Verdict, ancestor_mask, check_parents, depths, path_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +25,6 @@ class PathChoice:
     next_token: torch.Tensor  # [] int64: the target's token after the path (bonus / correction)
 
     def to_verdict(self):
-        from homespec.speculative.verify import Verdict
-
         n = int(self.length)
         return Verdict(path=tuple(int(i) for i in self.path[:n].tolist()), next_token=int(self.next_token))
 

@@ -4,7 +4,7 @@
   [0, n_past) hold committed tokens; a forward writes its new tokens to [n_past, n_past + T)
   without committing them.
 * Tree attention: new token j attends to every committed slot and to the new tokens its
-  ancestor mask allows (homespec.speculative.tree.ancestor_mask); positions are explicit (a tree
+  ancestor mask allows (homespec.contracts.tree.ancestor_mask); positions are explicit (a tree
   node sits at n_past + depth).
 * Feature capture: the hidden state *entering* chosen layers (EAGLE-3 reads layers 2, N//2, N-3).
 * Compaction moves an accepted tree path into contiguous slots; rollback just lowers n_past

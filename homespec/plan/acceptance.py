@@ -7,7 +7,7 @@ the 1). A tree of T nodes, the root included, holds T − 1 drafted tokens, so i
 T − 1 of them: a 1-node tree is the root alone and τ(1) = 1.
 
 a_d(T) comes from anchors, each a node count with its per-depth shares:
-* a head's recorded acceptance (`acceptance.json`, homespec.speculative.record), one anchor per shape;
+* a head's recorded acceptance (`acceptance.json`, homespec.formats.acceptance), one anchor per shape;
 * else a τ without per-depth figures (calibrated, published, or homespec's assumption), spread
   over depths as Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative
   Decoding", eq. 1) do: each drafted token accepted with the same probability α, a_d = α^d,

@@ -12,6 +12,7 @@ from homespec.plan.lookups import WORKLOADS, workload_outlook
 from homespec.plan.network import link_from_arg
 from homespec.plan.parallel import most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
+from homespec.plan.suggest import advise
 from homespec.types import Machine, ModelSpec
 
 # The chain an MTP draft proposes per step when --draft-depth is not given (homespec's default): the
@@ -78,8 +79,8 @@ def make_plan(
     other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`. `cache_ram`:
     MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload`
     (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups)."""
-    from homespec.formats.resolve import resolve_draft, resolve_model
     from homespec.plan.machine import machine_from_args
+    from homespec.sources.resolve import resolve_draft, resolve_model
 
     if workload is not None and workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
@@ -173,13 +174,13 @@ def _unified_limit_note(plan: Plan) -> str | None:
 
 def _solve(target: ModelSpec, head, machine, settings: Settings, calibrate: str | None) -> Plan:
     if calibrate is None:
-        return solve(target, head, machine, settings)
+        return advise(solve(target, head, machine, settings))
     from homespec.plan.calibrate import load_calibration
 
     cal = load_calibration(calibrate)
     if cal.tau is not None and head is not None:
         head = replace(head, expected_tau=cal.tau)
-    plan = solve(target, head, machine, settings.with_(memory_scale=cal.memory_scale, speed_scale=cal.speed_factor))
+    plan = advise(solve(target, head, machine, settings.with_(memory_scale=cal.memory_scale, speed_scale=cal.speed_factor)))
     e = plan.estimate
     est = replace(e, basis=e.basis + f"; calibrated with {cal.source} (speed x{cal.speed_factor:.2f}, "
                                      f"memory x{cal.memory_scale:.3f})")

@@ -1,14 +1,15 @@
 """The solver: place layers on devices, budget every consumer, and say whether it fits.
 
 `solve()` returns the Plan that `homespec plan` prints and that starts a backend (the same
-object: docs/architecture.md, contract 4). Where each engine puts what is its own rule, in
+object: docs/architecture.md, contract 4), once homespec.plan.suggest.advise has added what
+would make it fit. Where each engine puts what is its own rule, in
 homespec.plan.place (one module per backend); this module turns the placement into a verdict,
 notes and a speed estimate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from homespec.plan import memory as mem
 from homespec.plan.devices import host_cores
@@ -66,7 +67,7 @@ class Plan:
         return self.verdict != NO_FIT
 
 
-def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings, *, suggest: bool = True) -> Plan:
+def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settings) -> Plan:
     check_settings(s)
     rules = placer(s.backend)
     placed = rules.place(model, draft, machine, s)
@@ -96,14 +97,7 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     uses = lay.uses
     if lay.network is not None:
         notes.append(_network_note(lay, est, host_cores(machine)))
-    plan = Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes), lay.network)
-    if not suggest:
-        return plan
-    from homespec.plan.suggest import no_pay_note, suggestions
-
-    note = no_pay_note(plan)
-    return replace(plan, suggestions=tuple(suggestions(plan)) if verdict != FITS else (),
-                   notes=(*notes, note) if note else plan.notes)
+    return Plan(model, draft, machine, s2, lay.items, uses, verdict, est, offloaded, (), tuple(notes), lay.network)
 
 
 def _network_note(lay, est: Estimate, cores: int) -> str:

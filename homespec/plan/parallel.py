@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from homespec.plan.fit import FITS, Plan, solve
 from homespec.plan.settings import MAX_SEQ
+from homespec.plan.suggest import advise
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 
@@ -35,7 +36,7 @@ def most_sequences(model: ModelSpec, draft: DraftSpec | None, machine: Machine, 
         return p.verdict == FITS if whole else p.fits
 
     def at(n: int) -> Plan:
-        return solve(model, draft, machine, s.with_(n_seq=n, n_gpu_layers=0, layer_split=()), suggest=False)
+        return solve(model, draft, machine, s.with_(n_seq=n, n_gpu_layers=0, layer_split=()))
 
     lo, hi, best = 2, MAX_SEQ, None
     while lo <= hi:
@@ -54,7 +55,7 @@ def most_sequences(model: ModelSpec, draft: DraftSpec | None, machine: Machine, 
         why = f"{_gib(-over.headroom_bytes)} over on {tight.device.id}" if tight and over.headroom_bytes < 0 else \
             "it no longer fits " + (where or "")
         note += f"; {n + 1} would not ({why.strip()})"
-    chosen = plan_one if n == 1 else solve(model, draft, machine, s.with_(n_seq=n, n_gpu_layers=0, layer_split=()))
+    chosen = plan_one if n == 1 else advise(solve(model, draft, machine, s.with_(n_seq=n, n_gpu_layers=0, layer_split=())))
     return MostSequences(replace(chosen, notes=(*chosen.notes, note)), n, note)
 
 

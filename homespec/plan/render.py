@@ -107,7 +107,7 @@ def _workload_json(plan: Plan) -> dict:
 
 def _family_json(m) -> dict:
     """The architecture-family facts the plan used (absent keys: a dense model)."""
-    from homespec.plan.memory import active_params, group_weights
+    from homespec.quant.weights import active_params, group_weights
 
     out: dict = {}
     if m.tensors:

@@ -30,7 +30,7 @@ def largest_context(plan: Plan) -> int | None:
     lo, hi, best = MIN_USEFUL_CTX // 256, s.n_ctx // 256 - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        p = solve(plan.model, plan.draft, plan.machine, s.with_(n_ctx=mid * 256), suggest=False)
+        p = solve(plan.model, plan.draft, plan.machine, s.with_(n_ctx=mid * 256))
         if _fits_fully(p):
             best, lo = mid * 256, mid + 1
         else:
@@ -53,7 +53,7 @@ def suggestions(plan: Plan) -> list[str]:
     if ctx:
         out.append(f"--ctx {ctx} fits entirely on the GPU(s)")
     if s.backend == "llamacpp" and s.type_k == "f16":
-        p = solve(plan.model, plan.draft, plan.machine, s.with_(type_k="q8_0", type_v="q8_0", flash_attn=True), suggest=False)
+        p = solve(plan.model, plan.draft, plan.machine, s.with_(type_k="q8_0", type_v="q8_0", flash_attn=True))
         if _fits_fully(p):
             out.append("--kv-type q8_0 --flash-attn fits entirely on the GPU(s)")
     quant = _smaller_quant(plan)
@@ -65,19 +65,19 @@ def suggestions(plan: Plan) -> list[str]:
             break
         more = tuple(replace(g, index=len(plan.machine.gpus) + i) for i in range(extra))
         bigger = replace(plan.machine, gpus=(*plan.machine.gpus, *more))
-        if _fits_fully(solve(plan.model, plan.draft, bigger, s, suggest=False)):
+        if _fits_fully(solve(plan.model, plan.draft, bigger, s)):
             names = ",".join(short_gpu_name(x.name) for x in bigger.gpus)
             out.append(f"{extra} more {g.name} fit{'s' if extra == 1 else ''} it entirely on GPUs (--gpu {shlex.quote(names)})")
             break
     if plan.verdict != NO_FIT and s.backend == "llamacpp" and s.type_k == "f16":
-        p = solve(plan.model, plan.draft, plan.machine, s.with_(type_k="q8_0", type_v="q8_0", flash_attn=True), suggest=False)
+        p = solve(plan.model, plan.draft, plan.machine, s.with_(type_k="q8_0", type_v="q8_0", flash_attn=True))
         gained = p.settings.n_gpu_layers - s.n_gpu_layers
         if gained > 0 and not _fits_fully(p):
             out.append(f"--kv-type q8_0 --flash-attn keeps {gained} more layer{'s' if gained > 1 else ''} on the GPU(s)")
     if plan.estimate.pays is not False:
         out += draft
     if plan.draft is not None and plan.verdict != NO_FIT:
-        p = solve(plan.model, None, plan.machine, s, suggest=False)
+        p = solve(plan.model, None, plan.machine, s)
         if _fits_fully(p):
             out.append("without the draft (--draft none) it fits entirely on the GPU(s), but runs without speculation")
     if s.backend == "torch":
@@ -106,7 +106,7 @@ def _smaller_quant(plan: Plan) -> str | None:
         if sum(t.n_bytes for t in tensors) >= current:
             continue
         candidate = replace(model, quant=q, tensors=tensors)
-        p = solve(candidate, plan.draft, plan.machine, plan.settings, suggest=False)
+        p = solve(candidate, plan.draft, plan.machine, plan.settings)
         if _fits_fully(p):
             return f"{q} ({model.family or model.name}-{q.lower()}) fits entirely on the GPU(s)"
     return None
@@ -116,7 +116,7 @@ def without_draft(plan: Plan) -> Plan | None:
     """The same plan re-solved with no draft (None when it has none)."""
     if plan.draft is None:
         return None
-    return solve(plan.model, None, plan.machine, plan.settings, suggest=False)
+    return solve(plan.model, None, plan.machine, plan.settings)
 
 
 def _where(p: Plan) -> str:
@@ -134,7 +134,7 @@ def draft_suggestions(plan: Plan) -> list[str]:
     out, e, kind = [], plan.estimate, plan.draft.kind
     if e.faster_tree_tokens:
         n = e.faster_tree_tokens
-        p = solve(plan.model, plan.draft, plan.machine, plan.settings.with_(tree_tokens=n), suggest=False)
+        p = solve(plan.model, plan.draft, plan.machine, plan.settings.with_(tree_tokens=n))
         if p.fits and p.estimate.spec_tokens_per_s is not None:
             out.append(f"--draft-tokens {n} fits{_where(p)} with {gib(p.headroom_bytes)} to spare, "
                        f"{p.estimate.spec_tokens_per_s:,.1f} tok/s with {kind}")
@@ -172,3 +172,11 @@ def _placed_otherwise(a: Plan, b: Plan) -> bool:
     """Whether two plans of one model put it elsewhere (more on the GPUs, experts moved, another verdict)."""
     sa, sb = a.settings, b.settings
     return (a.verdict, sa.n_gpu_layers, sa.layer_split, sa.n_cpu_moe) != (b.verdict, sb.n_gpu_layers, sb.layer_split, sb.n_cpu_moe)
+
+
+def advise(plan: Plan) -> Plan:
+    """The plan with what would make it fit (when it does not fit entirely) and, when no draft
+    shape pays here, the note that says so: solve() places, this re-solves the alternatives."""
+    note = no_pay_note(plan)
+    return replace(plan, suggestions=tuple(suggestions(plan)) if plan.verdict != FITS else (),
+                   notes=(*plan.notes, note) if note else plan.notes)

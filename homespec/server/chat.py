@@ -25,10 +25,10 @@ from homespec.server import constrain
 from homespec.server.errors import ApiError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
+    from homespec.backends.template import ChatTemplate
+    from homespec.contracts.backend import Tokenizer
     from homespec.grammar import Grammar
     from homespec.server.schemas import ChatRequest, Message
-    from homespec.tokenizer import ChatTemplate
 
 log = logging.getLogger("homespec.server")
 RESERVED = ("messages", "add_generation_prompt", "bos_token", "eos_token")  # template variables a client cannot set
@@ -74,7 +74,7 @@ def chat_settings(tok: "Tokenizer", template_file: Path | None = None, reasoning
 def checked_template(path: Path, like: "ChatTemplate | None" = None) -> "ChatTemplate":
     """`--chat-template-file`'s template (with `like`'s BOS and EOS), refused at start if it does not
     render one user message."""
-    from homespec.tokenizer import ChatTemplate
+    from homespec.backends.template import ChatTemplate
 
     try:
         source = path.read_text(encoding="utf-8")

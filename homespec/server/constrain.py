@@ -18,8 +18,8 @@ from homespec.grammar import Grammar, GrammarError, json_object, json_schema, la
 from homespec.server.errors import ApiError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
     from homespec.chatformat import ToolFormat
+    from homespec.contracts.backend import Tokenizer
     from homespec.server.schemas import Sampling
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
+    from homespec.contracts.backend import Tokenizer
     from homespec.speculative.logprobs import TokenLogprob
 
 

@@ -16,7 +16,7 @@ from homespec.server import logprobs as shape_logprobs
 from homespec.server.shapes import Answer, chunk, completion
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
+    from homespec.contracts.backend import Tokenizer
     from homespec.engine.responses import Finish, TextDelta
     from homespec.server.chat import Turn
     from homespec.speculative.logprobs import TokenLogprob

@@ -22,11 +22,11 @@ from homespec.engine.responses import Response
 from homespec.speculative.steps import Limits
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend
+    from homespec.contracts.backend import Backend
+    from homespec.contracts.drafter import Drafter
     from homespec.engine.core import Engine
     from homespec.engine.guard import BatchGuard
     from homespec.plan.fit import Plan
-    from homespec.speculative.drafters.base import Drafter
     from homespec.speculative.sampling import Sampler
 
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Sequence
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Tokenizer
-    from homespec.session.core import Session
+    from homespec.contracts.backend import Tokenizer
     from homespec.engine.options import RunOptions
+    from homespec.session.core import Session
 
 
 def prompt_tokens(session: "Session", turns: Sequence[str] | Sequence[dict[str, str]], chat: bool,
@@ -33,7 +33,7 @@ def encode_prompt(tok: "Tokenizer", turns: Sequence[str] | Sequence[dict[str, st
 def encode_prompts(model_path: str, prompts: Sequence[Sequence[str]], chat: bool,
                    system: str | None = None) -> list[list[int]]:
     """Every prompt's token ids from the model's tokenizer alone: measured before the weights load."""
-    from homespec.tokenizer import load_tokenizer
+    from homespec.backends.tokenizer import load_tokenizer
 
     tok = load_tokenizer(model_path)
     try:

@@ -18,20 +18,10 @@ from typing import Iterator
 
 from homespec import interrupt
 from homespec.errors import EXIT_USAGE, HomespecError, UsageError
-from homespec.sources.names import HubRef, hub_endpoint
+from homespec.formats.http import hub_endpoint
 from homespec.sources import pick
-
-
-def cache_dir() -> Path:
-    """The hub cache, by huggingface_hub's rule (constants.py): HF_HUB_CACHE, else HF_HOME/hub,
-    else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (on Windows too)."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(var):
-            return Path(os.path.expanduser(os.environ[var]))
-    if os.environ.get("HF_HOME"):
-        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "huggingface" / "hub"
+from homespec.sources.names import HubRef
+from homespec.sources.stores import cache_dir, cached_hub_files
 
 
 def _check_network() -> None:
@@ -128,8 +118,6 @@ class HubFile:
 
 def _from_cache(ref: HubRef) -> HubFile | None:
     """The file already in the hub cache at the ref's revision (no network), when it is there whole."""
-    from homespec.sources.stores import cached_hub_files
-
     files = cached_hub_files(ref.repo, ref.revision)
     if files is None:
         return None
@@ -294,8 +282,6 @@ def snapshot(repo: str, revision: str = "main") -> Path:
     """A draft head's files (config and weights, not its README or pictures) in the hub cache."""
     from huggingface_hub import snapshot_download
 
-    from homespec.sources.stores import cached_hub_files
-
     cached = cached_hub_files(repo, revision)
     if cached is not None and "config.json" in cached[1]:
         return cache_dir() / f"models--{repo.replace('/', '--')}" / "snapshots" / cached[0]
@@ -308,8 +294,6 @@ def snapshot(repo: str, revision: str = "main") -> Path:
 def is_head_repo(ref: HubRef) -> bool:
     """A bare repo named as --draft: an EAGLE-3 head (config.json, or only head GGUFs such as
     eagle3-*.gguf) to fetch whole, rather than a GGUF draft model to pick one file of."""
-    from homespec.sources.stores import cached_hub_files
-
     cached = cached_hub_files(ref.repo, ref.revision)
     if cached is not None and "config.json" in cached[1]:
         return True

@@ -20,6 +20,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from homespec.errors import UsageError
+from homespec.formats.http import hub_endpoint
 
 # Hugging Face repo names: letters, digits, '-', '_', '.'; no '--' or '..' (huggingface_hub
 # utils/_validators.py REPO_ID_REGEX); at most 96 characters.
@@ -102,11 +103,6 @@ def _hub_path(path: str, revision: str = "main") -> HubRef | None:
     if not _valid_repo(repo) or not parts[-1]:
         return None
     return HubRef(repo, file="/".join(parts[2:]), revision=revision)
-
-
-def hub_endpoint() -> str:
-    """The hub's address: HF_ENDPOINT (read at call time), else https://huggingface.co."""
-    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
 
 
 def _hub_url(url: str) -> HubRef | None:

@@ -9,7 +9,7 @@ All three are read, never written. Where each is looked for (docs/formats.md "Wh
   application/vnd.ollama.image.model names the GGUF blob blobs/sha256-HEX (digest "sha256:HEX").
 * LM Studio (lmstudio.ai/docs/basics/import-model): ~/.lmstudio/models/PUBLISHER/REPO/*.gguf, and
   the pre-0.3 folder ~/.cache/lm-studio/models; HOMESPEC_LMSTUDIO_MODELS names a folder chosen in the app.
-* The hub cache (hub.cache_dir()): models--ORG--REPO/refs/REV holds a commit,
+* The hub cache (cache_dir()): models--ORG--REPO/refs/REV holds a commit,
   snapshots/COMMIT/PATH links to the blob.
 """
 
@@ -150,9 +150,19 @@ def list_lmstudio() -> list[Found]:
 
 # --- the Hugging Face cache --------------------------------------------------------------------
 
-def _repo_dir(repo: str) -> Path:
-    from homespec.sources.hub import cache_dir
+def cache_dir() -> Path:
+    """The hub cache, by huggingface_hub's rule (constants.py): HF_HUB_CACHE, else HF_HOME/hub,
+    else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (on Windows too)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.path.expanduser(os.environ[var]))
+    if os.environ.get("HF_HOME"):
+        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "huggingface" / "hub"
 
+
+def _repo_dir(repo: str) -> Path:
     return cache_dir() / f"models--{repo.replace('/', '--')}"
 
 
@@ -172,8 +182,6 @@ def cached_hub_files(repo: str, revision: str = "main") -> tuple[str, dict[str, 
 
 
 def list_hf_cache() -> list[Found]:
-    from homespec.sources.hub import cache_dir
-
     out = []
     root = cache_dir()
     for folder in sorted(root.glob("models--*--*")) if root.is_dir() else []:

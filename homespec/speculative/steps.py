@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Collection
 if TYPE_CHECKING:
     import torch
 
+    from homespec.contracts.tree import DraftTree
     from homespec.speculative.sampling import Sampler
-    from homespec.speculative.tree import DraftTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ def root_only(root: int) -> "DraftTree":
     """The one-node tree of a plain step."""
     import torch
 
-    from homespec.speculative.tree import DraftTree
+    from homespec.contracts.tree import DraftTree
 
     return DraftTree(torch.tensor([root]), torch.tensor([-1]), torch.ones(1))
 
@@ -82,6 +82,6 @@ def cut_at_eos(tokens: list[int], eos: Collection[int]) -> list[int]:
 
 def truncate(tree: "DraftTree", size: int) -> "DraftTree":
     """The first `size` nodes: parents precede children, so they are a valid subtree."""
-    from homespec.speculative.tree import DraftTree
+    from homespec.contracts.tree import DraftTree
 
     return DraftTree(tree.tokens[:size], tree.parents[:size], tree.probs[:size])

@@ -9,27 +9,12 @@ elsewhere (docs/kernels.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from homespec import kernels
+from homespec.contracts.tree import DraftTree, Verdict, check_parents
 from homespec.errors import ContractError
 from homespec.speculative.sampling import Sampler, sample_from
-from homespec.speculative.tree import DraftTree, check_parents
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The outcome of verifying one tree."""
-
-    path: tuple[int, ...]  # accepted node indices, root first (always contains 0)
-    next_token: int  # the target's own token after the accepted path (bonus / correction)
-
-    @property
-    def accepted(self) -> int:
-        """Draft tokens accepted (the root is not a draft token)."""
-        return len(self.path) - 1
 
 
 def _children(parents: list[int]) -> list[list[int]]:

@@ -5,7 +5,7 @@
     OUT/vocab.npz     the draft vocabulary
     OUT/train/        checkpoint.pt (resumable) and history.json (loss, accuracy, held-out tau)
     OUT/config.json + OUT/model.safetensors   the head, in the published EAGLE-3 layout
-    OUT/acceptance.json   its acceptance on the dev prompts (homespec.speculative.record), when measured
+    OUT/acceptance.json   its acceptance on the dev prompts (homespec.formats.acceptance), when measured
 
 Every stage resumes: rerunning the same command skips finished shards and continues training
 from the last checkpoint. With `init`, training starts from an existing head's weights
@@ -181,8 +181,8 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     first (nothing else is read before it), then the target, the prompts, --data-from, --init."""
     import torch
 
-    from homespec.prompts import load_prompts, read_prompts_file
     from homespec.engine.options import resolve_model_path
+    from homespec.prompts import load_prompts, read_prompts_file
 
     check_out(Path(c.out))
     target = resolve_model_path(c.target)  # may download a hub model: after --out is known good
@@ -235,7 +235,7 @@ def checkpoint_meta(c: TrainConfig, vocab: Any, sequences: int, warm: Any = None
 def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, shards: Sequence[Any], vocab: Any,
                       warm: Any, progress: ProgressFn | None) -> tuple[Any, int]:
     """Train (resuming OUT/train/checkpoint.pt), then export the head with its acceptance on the
-    dev prompts for the default GPU tree and CPU chain (the guard's prior, homespec.speculative.record).
+    dev prompts for the default GPU tree and CPU chain (the guard's prior, homespec.formats.acceptance).
     -> (the final TrainState, the exported head's bytes)"""
     from homespec.train.batches import sequence_refs
     from homespec.train.evaluate import AcceptanceMeter

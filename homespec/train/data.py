@@ -28,7 +28,7 @@ import numpy as np
 from homespec.errors import HomespecError, UsageError
 from homespec.prompts import PromptItem
 from homespec.train.progress import Progress, ProgressFn
-from homespec.train.shards import FORMAT_VERSION, Record, read_manifest, write_manifest, write_shard, shard_name
+from homespec.train.shards import FORMAT_VERSION, Record, read_manifest, shard_name, write_manifest, write_shard
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,7 @@ def generate_data(
         model = open_target(target, backend=backend, feature_layers=feature_layers, parallel=parallel,
                             n_ctx=parallel * seq_budget, n_threads=n_threads, device=device)
         try:
-            from homespec.tokenizer import load_tokenizer
+            from homespec.backends.tokenizer import load_tokenizer
 
             run = _ShardRun(model, load_tokenizer(target), data_dir, manifest, order, shard_prompts,
                             max_new_tokens, seq_budget, tokens, done_gen, progress)

@@ -46,8 +46,8 @@ class AcceptanceMeter:
 
     def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
         """shape: (depth, topk, total) instead of the meter's tree."""
-        from homespec.speculative.drafters.eagle3 import Eagle3Drafter
         from homespec.engine.run import decode
+        from homespec.speculative.drafters.eagle3 import Eagle3Drafter
         from homespec.speculative.steps import Limits
 
         head = copy.deepcopy(head).float().cpu().eval()
@@ -70,7 +70,7 @@ class AcceptanceMeter:
 
     def record(self, head: Eagle3Head, head_dir, shapes, **about) -> list[dict]:
         """Measure `shapes` [(depth, topk, total), ...] and write the head's acceptance.json."""
-        from homespec.speculative.record import write_record
+        from homespec.formats.acceptance import write_record
 
         rows = []
         for d, k, n in shapes:

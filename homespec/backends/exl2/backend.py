@@ -1,7 +1,7 @@
 """EXL2 backend: a target model in exllamav2 (CUDA only), with one-pass tree verification,
 features captured in the same pass, cache commit/rollback and a measured memory report.
 
-See homespec.backends.base for the conventions and homespec.backends.exl2.tree for how
+See homespec.contracts.backend for the conventions and homespec.backends.exl2.tree for how
 exllamav2 is driven (masks, positions, feature modules). exllamav2 is imported when a model is
 loaded, never at module import, so `from homespec.backends.exl2.backend import Exl2Backend` is cheap.
 """
@@ -12,12 +12,13 @@ from typing import Any, Sequence
 
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
-from homespec.backends.exl2.load import Exl2Settings, exl2_settings, import_exllamav2
+from homespec.backends.exl2.load import import_exllamav2
+from homespec.backends.settings import Exl2Settings, exl2_settings
+from homespec.contracts.backend import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.backends.exl2.tree import (RopePatch, additive_mask, causal_parents, commit_plan,
                                          feature_module_indices)
+from homespec.contracts.tree import check_path, check_tree, depth_list, is_chain
 from homespec.errors import HomespecError
-from homespec.speculative.tree import check_path, check_tree, depth_list, is_chain
 
 
 class Exl2Backend:
@@ -68,7 +69,7 @@ class Exl2Backend:
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
-            from homespec.tokenizer import load_tokenizer
+            from homespec.backends.tokenizer import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.model_path)
         return self._tokenizer

@@ -1,6 +1,6 @@
 """Pure pieces of the EXL2 backend: where features are read, the additive tree mask, tree RoPE
 rows and how a commit is carried out. No exllamav2 import: tested on the CPU. The tree contract
-(validation, depths) is homespec.speculative.tree's.
+(validation, depths) is homespec.contracts.tree's.
 
 How exllamav2 0.3.2 is driven (exllamav2/model.py, attn.py, attn_params.py):
 

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from homespec.backends.llamacpp.smoke_check import check_build
 from homespec.errors import HomespecError
 from homespec.hardware.isa import amx_choice, installed_variant
 
@@ -137,8 +138,6 @@ def decide(ll: Any, info: str, lib_id: str) -> bool:
         return True
     verdict = read_verdict(lib_id)
     if verdict is None:
-        from homespec.backends.llamacpp.smoke import check_build
-
         print("homespec: checking once that this llama.cpp build's AMX kernels work here", file=sys.stderr)
         result = check_build()
         if result.outcome == "error":

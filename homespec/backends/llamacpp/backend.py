@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import Forward, check_rollback, nothing_verified
 from homespec.backends.llamacpp import state
 from homespec.backends.llamacpp.core import LlamaCppCore, as_tensor
+from homespec.contracts.backend import Forward, check_rollback, nothing_verified
 from homespec.backends.llamacpp.tree import (
     DEFAULT_MAX_LEAVES,
     MAX_SEQ,
@@ -32,8 +32,8 @@ from homespec.backends.llamacpp.tree import (
     tree_layout,
 )
 from homespec.backends.settings import BackendSettings, check_settings
+from homespec.contracts.tree import check_path, check_tree
 from homespec.errors import HomespecError, UsageError
-from homespec.speculative.tree import check_path, check_tree
 
 _VERIFY_MODES = ("batch", "exact")
 

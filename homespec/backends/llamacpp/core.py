@@ -16,7 +16,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import MemoryReport, Tokenizer
 from homespec.backends.llamacpp.batch import Row, fill_batch, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture
 from homespec.backends.llamacpp.lib import (
@@ -28,7 +27,9 @@ from homespec.backends.llamacpp.lib import (
     tally_buffers,
 )
 from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 from homespec.backends.settings import BackendSettings
+from homespec.contracts.backend import MemoryReport, Tokenizer
 from homespec.errors import HomespecError
 
 class LlamaCppCore:
@@ -105,9 +106,7 @@ class LlamaCppCore:
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
-            from homespec.tokenizer import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.model_path)
+            self._tokenizer = LlamaCppTokenizer(self.model_path)
         return self._tokenizer
 
     def set_feature_layers(self, layers: Sequence[int]) -> None:

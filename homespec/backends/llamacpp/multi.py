@@ -24,13 +24,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from homespec.backends.base import Forward, PrefillWork, TreeWork, nothing_verified
 from homespec.backends.llamacpp import state
 from homespec.backends.llamacpp.core import LlamaCppCore, Row, as_tensor
 from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
+from homespec.contracts.backend import Forward, PrefillWork, TreeWork, nothing_verified
+from homespec.contracts.tree import check_path, check_tree
 from homespec.errors import HomespecError, UsageError
-from homespec.speculative.tree import check_path, check_tree
 
 
 @dataclass

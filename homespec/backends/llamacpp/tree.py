@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from homespec.speculative import tree as contract
+from homespec.contracts import tree as contract
 
 if TYPE_CHECKING:
     from homespec.backends.settings import BackendSettings
@@ -63,7 +63,7 @@ class TreeLayout:
 
 
 def tree_layout(parents: Sequence[int]) -> TreeLayout:
-    """The batch layout of a tree (the tree contract itself is homespec.speculative.tree's)."""
+    """The batch layout of a tree (the tree contract itself is homespec.contracts.tree's)."""
     parents = contract.check_parents(parents)
     n = len(parents)
     leaves = contract.leaves(parents)

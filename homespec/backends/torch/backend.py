@@ -2,7 +2,7 @@
 
 Runs a Llama-family model (homespec.models.llama) from a GGUF file (dequantised) or a Hugging
 Face directory, with a static KV cache and tree attention, so a whole draft tree is verified in
-one pass. See homespec.backends.base for the conventions (root not yet in cache, commit/rollback).
+one pass. See homespec.contracts.backend for the conventions (root not yet in cache, commit/rollback).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from homespec.backends.base import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
+from homespec.contracts.backend import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
+from homespec.contracts.tree import check_path, check_tree, depth_list, is_chain
 from homespec.errors import HomespecError
 from homespec.kernels import tree_mask
 from homespec.models.llama import LlamaModel
 from homespec.models.load import load_model
-from homespec.speculative.tree import check_path, check_tree, depth_list, is_chain
 
 if TYPE_CHECKING:
     from homespec.backends.settings import TorchSettings
@@ -67,7 +67,7 @@ class TorchBackend:
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:  # loaded on first use: numeric work needs no tokenizer
-            from homespec.tokenizer import load_tokenizer
+            from homespec.backends.tokenizer import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.model_path)
         return self._tokenizer

@@ -16,6 +16,7 @@ from homespec.plan.devices import Device, devices_for
 from homespec.plan.network import Network
 from homespec.plan.settings import Settings
 from homespec.plan.speed import DeviceLoad
+from homespec.quant.weights import active_fraction, group_weights
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 
@@ -146,9 +147,9 @@ def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str])
     """Weights, target KV and recurrent state per device for a layer placement; returns the output
     layer's device. With --n-cpu-moe N the routed experts of layers 0..N-1 stay on the host whatever
     device holds the rest of their layer (llama.cpp's tensor buffer override)."""
-    groups = mem.group_weights(model)
+    groups = group_weights(model)
     n_cpu_moe = cpu_moe_layers(model, s)
-    frac = mem.active_fraction(model)
+    frac = active_fraction(model)
     led.expert_share = frac
     per_dev_w: dict[str, int] = {}
     per_dev_read: dict[str, float] = {}
@@ -211,7 +212,7 @@ def _kv_note(model: ModelSpec, s: Settings) -> str:
 
 
 def bytes_per_param(model: ModelSpec) -> float:
-    g = mem.group_weights(model)
+    g = group_weights(model)
     b = sum(g.per_layer) + g.embd + g.output + g.other - (g.embd if g.tied else 0)
     return b / g.n_params if g.n_params else 2.0
 

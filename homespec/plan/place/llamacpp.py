@@ -6,13 +6,13 @@ the largest L whose GPU side fits; what is left runs on the CPU from RAM."""
 
 from __future__ import annotations
 
-from homespec.plan import cpu_buffers as cpu
-from homespec.plan import memory as mem
+from homespec.plan import cpu_buffers as cpu, memory as mem
 from homespec.plan.devices import Device, devices_for
 from homespec.plan.network import DEFAULT_LINK, Network, hops, link_from_arg
 from homespec.plan.place.ledger import (Layout, Ledger, Placement, add_draft, add_layers, assign_layers, cpu_moe_layers,
                                         used_gpus)
 from homespec.plan.settings import Settings
+from homespec.quant.weights import group_weights, is_expert_tensor
 from homespec.types import DraftSpec, Machine, ModelSpec, TensorInfo
 
 MIB = 1 << 20
@@ -55,7 +55,7 @@ def _add_cpu_buffers(led: Ledger, model: ModelSpec, machine: Machine, s: Setting
     build = cpu_build(machine, s)
     n_cpu_moe = cpu_moe_layers(model, s)
     on_host = [_tensor_on_host(t, model, placement, n_cpu_moe) for t in model.tensors]
-    tied_out = mem.group_weights(model).tied and placement[model.n_layer] == "host"
+    tied_out = group_weights(model).tied and placement[model.n_layer] == "host"
     dup = tuple(t for t in model.tensors if t.name == "token_embd.weight") if tied_out else ()
     hw = cpu.host_weights(model.tensors, on_host, build, dup)
     k = next((i for i, it in enumerate(led.items) if it.name == "weights" and it.device == "host"), None)
@@ -78,7 +78,7 @@ def _tensor_on_host(t: TensorInfo, model: ModelSpec, placement: list[str], n_cpu
     if t.layer is not None:
         if t.layer >= model.n_layer:
             return False
-        return placement[t.layer] == "host" or (t.layer < n_cpu_moe and mem.is_expert_tensor(t.name))
+        return placement[t.layer] == "host" or (t.layer < n_cpu_moe and is_expert_tensor(t.name))
     if t.name.startswith("output"):
         return placement[model.n_layer] == "host"
     return True

@@ -6,6 +6,7 @@ from __future__ import annotations
 from homespec.plan import memory as mem
 from homespec.plan.place.ledger import Layout, Ledger, Placement, add_draft
 from homespec.plan.settings import Settings
+from homespec.quant.weights import group_weights
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 
@@ -23,7 +24,7 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     if dev.is_gpu and dev.vendor == "nvidia":
         led.add("reserve", dev.id, mem.TORCH_CUDA_RESERVE, "CUDA context + cuBLAS + allocator slack")
     led.read[dev.id] += w + kv / 2
-    led.params[dev.id] += mem.group_weights(model).n_params
+    led.params[dev.id] += group_weights(model).n_params
     # The head embeds with the backend's own token table: no copy of it.
     draft_bytes = add_draft(led, model, draft, s, dev, scratch_device=dev.id, embeddings_copy=False)
     return led.finish(s, draft, dev, draft_bytes)

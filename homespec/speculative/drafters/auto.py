@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
-from homespec.speculative.drafters.base import Drafter, DraftShape, Offer, ShapeLimits
+from homespec.contracts.drafter import Drafter, DraftShape, Offer, ShapeLimits
 from homespec.speculative.drafters.ngram import merge_paths
 from homespec.speculative.matching import matches
 
 if TYPE_CHECKING:
     import torch
 
-    from homespec.backends.base import Forward
+    from homespec.contracts.backend import Forward
+    from homespec.contracts.tree import DraftTree
     from homespec.speculative.matching import Match
-    from homespec.speculative.tree import DraftTree
 
 
 class Lookup(Drafter, Protocol):

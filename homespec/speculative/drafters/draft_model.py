@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
+from homespec.contracts.tree import DraftTree, build_dynamic_tree, chain
 from homespec.errors import HomespecError
-from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
-from homespec.speculative.tree import DraftTree, build_dynamic_tree, chain
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend, Forward
+    from homespec.contracts.backend import Backend, Forward
 
 
 class DraftModelDrafter:
@@ -72,7 +72,7 @@ class DraftModelDrafter:
         self.draft.reset()
         self._pending, self._speculative = [], []
 
-    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+    # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
 
     @property
     def shape(self) -> DraftShape:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
+from homespec.contracts.tree import DraftTree, build_dynamic_tree
 from homespec.errors import HomespecError
-from homespec.speculative.drafters.base import MAX_DEPTH, DraftShape, Offer, ShapeLimits
-from homespec.speculative.tree import DraftTree, build_dynamic_tree
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Backend, Forward
+    from homespec.contracts.backend import Backend, Forward
     from homespec.models.eagle3 import Eagle3Head
 
 
@@ -83,7 +83,7 @@ class Eagle3Drafter:
         self._pending_features: list[torch.Tensor] | None = None
         self._pending_tokens: list[int] = []
         self._last: _Last | None = None
-        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.speculative.record),
+        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.formats.acceptance),
         # the guard's prior; None when the head carries no record
         self.expected_acceptance: tuple[float, ...] | None = None
         self._warm_up()
@@ -199,7 +199,7 @@ class Eagle3Drafter:
         self.cache.length = n
         return n
 
-    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+    # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
 
     @property
     def shape(self) -> DraftShape:

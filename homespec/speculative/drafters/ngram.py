@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
-from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
+from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
+from homespec.contracts.tree import DraftTree
 from homespec.speculative.matching import Match, matches
-from homespec.speculative.tree import DraftTree
 
 if TYPE_CHECKING:
-    from homespec.backends.base import Forward
+    from homespec.contracts.backend import Forward
 
 
 def find_continuations(seq: Sequence[int], *, max_ngram: int, min_ngram: int, num_draft: int, candidates: int) -> list[list[int]]:
@@ -114,7 +114,7 @@ class NgramDrafter:
     def reset(self) -> None:
         pass
 
-    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+    # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
 
     @property
     def shape(self) -> DraftShape:

@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from homespec.speculative.drafters.base import DraftShape, Offer, ShapeLimits
+from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
+from homespec.contracts.tree import DraftTree
 from homespec.speculative.drafters.ngram import merge_paths
 from homespec.speculative.matching import MAX_MATCH, Match, matches
-from homespec.speculative.tree import DraftTree
 
 if TYPE_CHECKING:
     import torch
 
-    from homespec.backends.base import Forward
+    from homespec.contracts.backend import Forward
 
 KEY = 3  # tokens an index key spans
 LEAD_IN = 8  # prompt tokens stored before an answer: its start is found from what preceded it
@@ -169,7 +169,7 @@ class SuffixDrafter:
     def reset(self) -> None:
         self._doc = -1
 
-    # --- the shape the guard may set (drafters/base.py) --------------------------------------
+    # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
 
     @property
     def shape(self) -> DraftShape:

@@ -14,7 +14,7 @@ Conventions every backend follows (the loop depends on them):
 * `rollback(n)` drops the last n committed tokens.
 
 A call that breaks these rules raises one type whichever backend runs: `TreeError` for a
-malformed tree or path (checked by homespec.speculative.tree, the tree contract's one home),
+malformed tree or path (checked by homespec.contracts.tree, the tree contract's one home),
 `ContractError` for a commit with nothing verified or a rollback past the start.
 
 Tensors crossing this seam are torch tensors on `backend.device` (a llama.cpp backend hands out

@@ -22,8 +22,8 @@ from homespec.errors import ContractError
 if TYPE_CHECKING:
     import torch
 
-    from homespec.backends.base import Forward
-    from homespec.speculative.tree import DraftTree
+    from homespec.contracts.backend import Forward
+    from homespec.contracts.tree import DraftTree
 
 # The deepest draft the guard tries by default (Guard.max_depth); drafters whose state is sized by
 # the depth (the EAGLE-3 head's KV cache) size it for at least this.

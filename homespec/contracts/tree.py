@@ -44,6 +44,19 @@ class DraftTree:
         return int(self.tokens.shape[0])
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of verifying one tree."""
+
+    path: tuple[int, ...]  # accepted node indices, root first (always contains 0)
+    next_token: int  # the target's own token after the accepted path (bonus / correction)
+
+    @property
+    def accepted(self) -> int:
+        """Draft tokens accepted (the root is not a draft token)."""
+        return len(self.path) - 1
+
+
 # step_fn(tokens, parent_rows, depth) -> log-probs [F, V]
 #   tokens:      [F] int64 target-vocabulary ids of the frontier nodes to expand
 #   parent_rows: [F] int64 row of the *previous* step_fn call each node was drawn from

@@ -1,0 +1,79 @@
+"""llama.cpp's tokenizer for a GGUF file (llama_cpp with vocab_only=True), so token ids match
+what llama.cpp computes bit for bit; chat template and end-of-generation ids from the file's
+metadata. homespec.backends.tokenizer.load_tokenizer chooses it for GGUF files.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp
+from homespec.backends.template import ChatTemplate
+from homespec.errors import FormatError
+
+
+class LlamaCppTokenizer:
+    """llama.cpp's tokenizer for a GGUF file (only the vocabulary is loaded, no weights)."""
+
+    def __init__(self, model_path: str):
+        llama_cpp = import_llama_cpp()  # (its log lines go to homespec's router, not the terminal)
+        try:
+            # a small n_ctx: llama-cpp-python still creates a (weightless) context for a vocab-only
+            # model, and llama.cpp warns that it exceeds the (absent) training context
+            with capture_log(LogCollector()):
+                self._llama = llama_cpp.Llama(model_path, vocab_only=True, n_ctx=32, n_batch=32, verbose=False)
+        except ValueError as exc:
+            raise FormatError(f"{model_path}: llama.cpp cannot read the vocabulary ({exc})", hint="is it a complete GGUF file?") from exc
+        meta: dict[str, str] = self._llama.metadata
+        vocab = self._llama._model.vocab
+        self.n_vocab = self._llama.n_vocab()
+        self.model_path = model_path
+        bos = self._llama.token_bos()
+        self.bos_id: int | None = bos if bos >= 0 else None
+        eos = {self._llama.token_eos()}
+        for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
+            if key in meta:
+                eos.add(int(meta[key]))
+        # llama.cpp's own end-of-generation set (adds e.g. <|im_end|> / <|eot_id|> found by name)
+        eos.update(i for i in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i))
+        self.eos_ids = frozenset(i for i in eos if i >= 0)
+        self._template = ChatTemplate(
+            meta.get("tokenizer.chat_template"),
+            self.piece(self.bos_id) if self.bos_id is not None else "",
+            self.piece(self._llama.token_eos()),
+            model_path,
+        )
+
+    @property
+    def llama_vocab(self) -> object:
+        """llama.cpp's llama_vocab pointer (what a constrained-decoding library reads the vocabulary from)."""
+        return self._llama._model.vocab
+
+    def piece(self, token: int) -> str:
+        """The token's text with special tokens spelled out (e.g. "<|im_end|>")."""
+        return self._llama.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
+        # add_bos follows llama.cpp: BOS is prepended only when the vocabulary asks for it
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def decode(self, ids: Sequence[int], special: bool = False) -> str:
+        """`special`: control tokens spelled out (a tool-call marker), else left out as llama.cpp does."""
+        return self._llama.detokenize(list(ids), special=special).decode("utf-8", errors="replace")
+
+    def token_bytes(self, token: int) -> bytes:
+        return self._llama.detokenize([token], special=True)
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._template
+
+    @chat_template.setter
+    def chat_template(self, template: ChatTemplate) -> None:
+        self._template = template
+
+    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
+        return self._template.render(messages, add_generation_prompt, **extra)
+
+    def close(self) -> None:
+        self._llama.close()

@@ -1,0 +1,118 @@
+"""Tokenizers for target models, behind the `Tokenizer` protocol of homespec.contracts.backend.
+
+* GGUF files: llama.cpp's own tokenizer (homespec.backends.llamacpp.tokenizer), so token ids match
+  what llama.cpp computes bit for bit.
+* Hugging Face directories: `tokenizers` with tokenizer.json, chat template from tokenizer_config.json
+  (or chat_template.jinja).
+
+Chat templates: homespec.backends.template.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
+from homespec.backends.template import ChatTemplate
+from homespec.errors import FormatError, HomespecError
+
+
+class HFTokenizer:
+    """A Hugging Face `tokenizers` tokenizer.json with tokenizer_config.json's chat template."""
+
+    def __init__(self, directory: str):
+        from tokenizers import Tokenizer
+
+        root = Path(directory)
+        tj = root / "tokenizer.json"
+        if not tj.is_file():
+            raise FormatError(f"{directory}: no tokenizer.json", hint="download the model's tokenizer files too")
+        self._tok = Tokenizer.from_file(str(tj))
+        self.tokenizer_json = tj
+        self.model_path = directory
+        cfg = _read_json(root / "tokenizer_config.json")
+        model_cfg = _read_json(root / "config.json")
+        gen_cfg = _read_json(root / "generation_config.json")
+        self.n_vocab = self._tok.get_vocab_size(with_added_tokens=True)
+        bos_tok = _token_text(cfg.get("bos_token"))
+        eos_tok = _token_text(cfg.get("eos_token"))
+        self.bos_id = self._tok.token_to_id(bos_tok) if bos_tok else model_cfg.get("bos_token_id")
+        # add_bos_token: Llama-2-style tokenizer configs ask for BOS; byte-level BPE ones
+        # usually put it in tokenizer.json's post-processor instead, which encode() honours.
+        self._add_bos = bool(cfg.get("add_bos_token", False)) and self.bos_id is not None
+        eos: set[int] = set()
+        if eos_tok and self._tok.token_to_id(eos_tok) is not None:
+            eos.add(self._tok.token_to_id(eos_tok))
+        for src in (model_cfg.get("eos_token_id"), gen_cfg.get("eos_token_id")):
+            if isinstance(src, int):
+                eos.add(src)
+            elif isinstance(src, list):
+                eos.update(int(x) for x in src)
+        self.eos_ids = frozenset(eos)
+        template = cfg.get("chat_template")
+        jinja = root / "chat_template.jinja"
+        if template is None and jinja.is_file():
+            template = jinja.read_text()
+        if isinstance(template, list):  # several named templates: use "default"
+            template = next((t["template"] for t in template if t.get("name") == "default"), None)
+        self._template = ChatTemplate(template, bos_tok or "", eos_tok or "", directory)
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
+        # special=False: text that spells a special token is tokenized as ordinary text, like
+        # llama.cpp's parse_special=False
+        self._tok.encode_special_tokens = not special
+        ids = self._tok.encode(text, add_special_tokens=add_bos).ids
+        if add_bos and self._add_bos and (not ids or ids[0] != self.bos_id):
+            ids = [self.bos_id, *ids]
+        return ids
+
+    def decode(self, ids: Sequence[int], special: bool = True) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=False)
+
+    def token_bytes(self, token: int) -> bytes:
+        return self._tok.decode([token], skip_special_tokens=False).encode("utf-8")
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._template
+
+    @chat_template.setter
+    def chat_template(self, template: ChatTemplate) -> None:
+        self._template = template
+
+    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
+        return self._template.render(messages, add_generation_prompt, **extra)
+
+    def close(self) -> None:
+        pass
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{path}: invalid JSON ({exc})", hint="the file is damaged; download it again") from exc
+
+
+def _token_text(tok: Any) -> str | None:
+    if isinstance(tok, dict):  # {"content": "<s>", ...} in older configs
+        return tok.get("content")
+    return tok
+
+
+def load_tokenizer(model_path: str) -> LlamaCppTokenizer | HFTokenizer:
+    """The tokenizer of a GGUF file or a Hugging Face model directory."""
+    p = Path(model_path)
+    if p.is_dir():
+        return HFTokenizer(str(p))
+    if p.is_file():
+        with open(p, "rb") as fh:
+            magic = fh.read(4)
+        if magic == b"GGUF":
+            return LlamaCppTokenizer(str(p))
+        raise FormatError(f"{model_path}: not a GGUF file (magic {magic!r})", hint="pass a .gguf file or a model directory")
+    raise HomespecError(f"{model_path}: no such file or directory", hint="check the path")
