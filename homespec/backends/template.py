@@ -70,3 +70,21 @@ class ChatTemplate:
     def replaced(self, source: str, origin: str) -> "ChatTemplate":
         """Another template with this one's BOS and EOS (`serve --chat-template-file`)."""
         return ChatTemplate(source, self.bos_token, self.eos_token, origin)
+
+
+class Templated:
+    """A tokenizer's chat template: what `chat_template` reads and `serve --chat-template-file`
+    replaces, and `chat_prompt`, the messages rendered through it. The tokenizer sets `_template`."""
+
+    _template: ChatTemplate
+
+    @property
+    def chat_template(self) -> ChatTemplate:
+        return self._template
+
+    @chat_template.setter
+    def chat_template(self, template: ChatTemplate) -> None:
+        self._template = template
+
+    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
+        return self._template.render(messages, add_generation_prompt, **extra)

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
-from homespec.backends.template import ChatTemplate
+from homespec.backends.template import ChatTemplate, Templated
 from homespec.errors import FormatError, HomespecError
 
 
-class HFTokenizer:
+class HFTokenizer(Templated):
     """A Hugging Face `tokenizers` tokenizer.json with tokenizer_config.json's chat template."""
 
     def __init__(self, directory: str):
@@ -73,17 +73,6 @@ class HFTokenizer:
 
     def token_bytes(self, token: int) -> bytes:
         return self._tok.decode([token], skip_special_tokens=False).encode("utf-8")
-
-    @property
-    def chat_template(self) -> ChatTemplate:
-        return self._template
-
-    @chat_template.setter
-    def chat_template(self, template: ChatTemplate) -> None:
-        self._template = template
-
-    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
-        return self._template.render(messages, add_generation_prompt, **extra)
 
     def close(self) -> None:
         pass

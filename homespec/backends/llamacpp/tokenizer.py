@@ -5,14 +5,14 @@ metadata. homespec.backends.tokenizer.load_tokenizer chooses it for GGUF files.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp
-from homespec.backends.template import ChatTemplate
+from homespec.backends.template import ChatTemplate, Templated
 from homespec.errors import FormatError
 
 
-class LlamaCppTokenizer:
+class LlamaCppTokenizer(Templated):
     """llama.cpp's tokenizer for a GGUF file (only the vocabulary is loaded, no weights)."""
 
     def __init__(self, model_path: str):
@@ -63,17 +63,6 @@ class LlamaCppTokenizer:
 
     def token_bytes(self, token: int) -> bytes:
         return self._llama.detokenize([token], special=True)
-
-    @property
-    def chat_template(self) -> ChatTemplate:
-        return self._template
-
-    @chat_template.setter
-    def chat_template(self, template: ChatTemplate) -> None:
-        self._template = template
-
-    def chat_prompt(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
-        return self._template.render(messages, add_generation_prompt, **extra)
 
     def close(self) -> None:
         self._llama.close()
