@@ -62,6 +62,20 @@ class RunParts:
         self.owned.clear()
 
 
+def one_torch_thread(opt: RunOptions, plan: "Plan | None") -> None:
+    """Before torch loads: a llama.cpp target computing on the CPU and a torch head take turns on
+    the same cores, and each OpenMP runtime's pool (llama.cpp's, torch's own) spins while the other
+    computes, which slows llama.cpp's passes (docs/backends.md, "A torch head beside llama.cpp").
+    torch then runs on one thread, unless OMP_NUM_THREADS or MKL_NUM_THREADS says otherwise."""
+    import os
+    import sys
+
+    if opt.backend != "llamacpp" or plan is None or plan.machine.gpus or "torch" in sys.modules:
+        return
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
 def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = None,
             target: "Backend | None" = None, with_plan: bool = True, plan: "Plan | None" = None) -> RunParts:
     """Check, plan, load. `parallel` None: the most lanes (up to DEFAULT_PARALLEL) whose KV the
@@ -75,6 +89,7 @@ def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = N
         check_parallel(opt, parallel)
         if plan is None and (with_plan or parallel > 1):
             plan = plan_for_run(opt, path, parallel=parallel)
+    one_torch_thread(opt, plan)
     if parallel > 1:
         return _several(opt, path, parallel, plan, ubatch)
     return _one(opt, path, plan, target)

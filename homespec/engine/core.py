@@ -163,7 +163,12 @@ class Engine:
     def start(self) -> "Engine":
         """Run the engine on its own thread (a server), watched: should it stop anyway, every
         waiting request fails at once (homespec.engine.supervise). Without it the caller steps."""
-        self._super = Supervised(self._run, self._died)
+        import torch
+
+        # OpenMP keeps its thread count per thread: the engine's thread takes the caller's
+        # (homespec.engine.assemble.share_cores may have lowered it)
+        threads = torch.get_num_threads()
+        self._super = Supervised(lambda: self._run(threads), self._died)
         self._thread = self._super.thread
         self._super.start()
         return self
@@ -188,7 +193,10 @@ class Engine:
 
     # --- stepping -------------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, torch_threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(torch_threads)
         while True:
             if not self._busy():
                 self._wake()  # answers that ended last step: no next pass will wake them
