@@ -80,7 +80,7 @@ def test_every_route_answers_2xx_or_an_openai_4xx(server, name):
               suppress_health_check=list(HealthCheck))
     @given(case=_cases(op))
     def run(case) -> None:
-        r = case.call(base_url=server.base, timeout=120)
+        r = case.call(base_url=server.base, timeout=600)
         headers = {k.lower(): v[0] if isinstance(v, list) else v for k, v in r.headers.items()}
         if op.path == "/metrics" and r.status_code == 200:
             return
