@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from homespec.chat import Chat, repl
+from homespec.chat.app import Chat, repl
 from homespec.session import RunOptions, Session
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def test_save_never_replaces_a_file_that_is_not_a_chat(session, tmp_path):
 
 
 def test_each_answer_is_saved_and_reset_starts_a_new_file(session, chats_dir):
-    from homespec.chat_store import ChatFile
+    from homespec.chat.store import ChatFile
 
     out, err = TTYless(), TTYless()
     chat = Chat(session, max_tokens=8, out=out, err=err, file=ChatFile.new())
@@ -88,7 +88,7 @@ def _eof() -> str:
 
 
 def test_a_chat_that_cannot_be_saved_says_so_and_exits_1(session, tmp_path):
-    from homespec.chat_store import ChatFile
+    from homespec.chat.store import ChatFile
 
     (tmp_path / "a-file").write_text("")
     out, err = TTYless(), TTYless()
@@ -100,7 +100,7 @@ def test_a_chat_that_cannot_be_saved_says_so_and_exits_1(session, tmp_path):
 
 
 def test_context_overflow_drops_oldest_turns_and_never_crashes(session, tmp_path):
-    from homespec.chat_store import ChatFile
+    from homespec.chat.store import ChatFile
 
     out, err = TTYless(), TTYless()
     chat = Chat(session, max_tokens=48, out=out, err=err, file=ChatFile(tmp_path / "c.json"))
@@ -285,7 +285,7 @@ def test_resume_of_a_missing_or_damaged_chat_is_one_line(chats_dir):
 
 
 def test_help_lists_the_commands_and_where_chats_go():
-    from homespec.chat import COMMANDS
+    from homespec.chat.app import COMMANDS
 
     out = subprocess.run([sys.executable, "-m", "homespec", "chat", "--help"], capture_output=True, text=True,
                          env=dict(os.environ, COLUMNS="100")).stdout
@@ -308,7 +308,7 @@ class _BrokenSampler:
 
 
 def test_leaving_says_saved_only_when_the_file_is_there(session, chats_dir):
-    from homespec.chat_store import ChatFile
+    from homespec.chat.store import ChatFile
 
     out, err = TTYless(), TTYless()
     chat = Chat(session, sampler=_BrokenSampler(), max_tokens=4, out=out, err=err, file=ChatFile.new())
@@ -320,7 +320,7 @@ def test_leaving_says_saved_only_when_the_file_is_there(session, chats_dir):
 
 
 def test_a_line_that_is_not_utf8_is_not_sent(session, chats_dir):
-    from homespec.chat_store import ChatFile
+    from homespec.chat.store import ChatFile
 
     out, err = TTYless(), TTYless()
     chat = Chat(session, max_tokens=4, out=out, err=err, file=ChatFile.new())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from homespec.chat_store import ChatFile, chats_dir, find, load
+from homespec.chat.store import ChatFile, chats_dir, find, load
 from homespec.errors import HomespecError, UsageError
 
 

@@ -69,8 +69,8 @@ def chat(
     """
     from rich.console import Console
 
-    from homespec.chat import Chat, repl
-    from homespec.chat_store import ChatFile, find, load
+    from homespec.chat.app import Chat, repl
+    from homespec.chat.store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
     from homespec.session import Session
     from homespec.embedded import DEFAULT_HEAD

@@ -2,7 +2,7 @@
 
 Commands: see COMMANDS. Ctrl-C stops the current answer (what was said stays in the history); a
 second Ctrl-C during one, Ctrl-C or Ctrl-D at the prompt, or /quit saves and leaves. Every answer
-rewrites the conversation's file (homespec.chat_store), and leaving says where it is.
+rewrites the conversation's file (homespec.chat.store), and leaving says where it is.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from homespec.chat_readout import Answer, Totals, figures
-from homespec.chat_store import ChatFile, SavedChat, is_chat_file
+from homespec.chat.readout import Answer, Totals, figures
+from homespec.chat.store import ChatFile, SavedChat, is_chat_file
 from homespec.errors import HomespecError
 from homespec.session import Session, StepFigures, TextDelta
 from homespec.speculative.steps import Limits
