@@ -164,7 +164,7 @@ def complete(spec):
     """Derived fields of a catalogue / config.json spec: recurrent layers and their state, MLA's cache view."""
     from dataclasses import replace
 
-    from homespec.family_shapes import deltanet_state
+    from homespec.quant.family_shapes import deltanet_state
 
     changes: dict = {}
     if spec.arch in _DELTANET and spec.linear_num_value_heads:

@@ -2,7 +2,7 @@
 them and src/models/<arch>.cpp loads them, in the loader's order; and the parameter count.
 
 Shapes are ggml order: ne[0] is the input (row) width. The MoE / MLA / hybrid families' layer
-layouts live in homespec/family_shapes.py. Pure: no torch, no llama_cpp.
+layouts live in homespec/quant/family_shapes.py. Pure: no torch, no llama_cpp.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import re
 
 from homespec.errors import HomespecError
-from homespec.family_shapes import ALWAYS_TIED, FAMILY_ARCHS, LAYER_SHAPES
+from homespec.quant.family_shapes import ALWAYS_TIED, FAMILY_ARCHS, LAYER_SHAPES
 from homespec.types import ModelSpec
 
 # Mistral 7B / Nemo / Small convert to the llama architecture; Mistral Small 3.x to mistral3, whose
