@@ -26,7 +26,7 @@ def _train(steps: int) -> float:
     import torch
 
     from homespec.embedded import smollm2_path
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
     from homespec.train.api import head_config, read_target_config
     from homespec.train.ttt import Batch, Frozen, ttt_loss
 

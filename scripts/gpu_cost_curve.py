@@ -100,7 +100,7 @@ def catalogue_shape(model: str, head_dir: Path, *, tiny: bool) -> Shape:
 
 
 def _head_shape(head_dir: Path, n_embd: int, n_vocab: int) -> tuple[int, ...] | None:
-    from homespec.models.eagle3 import Eagle3Config
+    from homespec.nets.eagle3 import Eagle3Config
 
     try:
         c = Eagle3Config.from_dict(json.loads((head_dir / "config.json").read_text()), str(head_dir))
@@ -114,8 +114,8 @@ def _head_shape(head_dir: Path, n_embd: int, n_vocab: int) -> tuple[int, ...] | 
 def random_target(shape: Shape, device: str, dtype: torch.dtype, max_context: int, seed: int):
     """A LlamaModel of `shape` with N(0, 1/fan_in) weights generated on `device` (seconds on a GPU
     for 8B parameters; the values do not change a pass's cost)."""
-    from homespec.models.config import LlamaConfig
-    from homespec.models.llama import LayerWeights, LlamaModel
+    from homespec.nets.config import LlamaConfig
+    from homespec.nets.llama import LayerWeights, LlamaModel
 
     cfg = LlamaConfig(arch="llama", n_layer=shape.n_layer, n_embd=shape.n_embd, n_head=shape.n_head,
                       n_head_kv=shape.n_head_kv, head_dim=shape.head_dim, n_ff=shape.n_ff, n_vocab=shape.n_vocab,
@@ -136,7 +136,7 @@ def random_target(shape: Shape, device: str, dtype: torch.dtype, max_context: in
 
 def random_head(shape: Shape, device: str, dtype: torch.dtype, seed: int):
     """An EAGLE-3.1 head at the catalogue head's width, its parameters created on `device`."""
-    from homespec.models.eagle3 import Eagle3Config, Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
 
     cfg = Eagle3Config(hidden_size=shape.head_n_embd, num_attention_heads=shape.head_n_head,
                        num_key_value_heads=shape.head_n_head_kv, head_dim=shape.head_dim_draft,

@@ -39,7 +39,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
 def test_a_saved_head_is_readable_by_others(tmp_path):
     import torch
 
-    from homespec.models.eagle3 import Eagle3Config, Eagle3Head, save_head
+    from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, save_head
 
     torch.manual_seed(0)
     cfg = Eagle3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=64,

@@ -558,7 +558,7 @@ def test_small_contexts_batches_and_leaf_counts_never_reach_a_llama_cpp_assert(t
 
 
 def _torch_reference(path, tokens, layers):
-    from homespec.models.load import load_model
+    from homespec.nets.load import load_model
 
     model = load_model(str(path), device="cpu", dtype="float32", max_context=256)
     out = model.forward(torch.tensor(tokens), capture=layers)

@@ -9,7 +9,7 @@ import torch
 from homespec.backends.torch.backend import TorchBackend
 from homespec.contracts.backend import Backend
 from homespec.errors import HomespecError
-from homespec.models.config import RopeScaling
+from homespec.nets.config import RopeScaling
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir
 
 SMALL_VOCAB = 512

@@ -62,7 +62,7 @@ def test_live_llama_server_drafts_with_an_exported_head(tmp_path, smollm2_path):
 
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.heads.gguf import read_target, write_eagle3_gguf
-    from homespec.models.eagle3 import Eagle3Config, Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
 
     t = read_target(smollm2_path)
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ import torch
 
 from homespec.contracts.tree import DraftTree, check_parents, depths
 from homespec.errors import HomespecError
-from homespec.models.eagle3 import Eagle3Config, Eagle3Head, HeadCache
+from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, HeadCache
 from homespec.speculative.drafters.draft_model import DraftModelDrafter
 from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 from homespec.speculative.verify import verify_greedy
@@ -308,7 +308,7 @@ def test_draft_model_different_model_stays_lossless(target, second, topk):
 
 
 def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
-    from homespec.models.eagle3 import load_head, save_head
+    from homespec.nets.eagle3 import load_head, save_head
 
     head = _head(target, seed=5, fc_norm=True)
     save_head(head, tmp_path / "head")

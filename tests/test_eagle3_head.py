@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from homespec.errors import FormatError, HomespecError
-from homespec.models.eagle3 import Eagle3Config, Eagle3Head, load_head, save_head
+from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, load_head, save_head
 
 H, HEADS, KV, FF, VOCAB, DVOCAB = 32, 4, 2, 64, 300, 40
 
@@ -257,7 +257,7 @@ def test_cache_full_is_a_clear_error():
 
 
 def test_rope_scaling_changes_positions_only_far_out():
-    from homespec.models.config import RopeScaling
+    from homespec.nets.config import RopeScaling
 
     scaled = _head(seed=4, rope_scaling=RopeScaling(8.0, 1.0, 4.0, 64), rope_theta=10000.0)
     plain = _head(seed=4)

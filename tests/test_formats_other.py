@@ -228,8 +228,8 @@ def test_one_reader_one_message_for_a_damaged_or_empty_safetensors_file(tmp_path
     """The planner (HF, EXL2 and EAGLE-head sizes), the torch backend's weights and the head loader
     read a damaged file, or a valid one holding no tensor, through one reader: one FormatError."""
     pytest.importorskip("torch")
-    from homespec.models.eagle3 import load_head
-    from homespec.models.load import read_hf_tensors
+    from homespec.nets.eagle3 import load_head
+    from homespec.nets.load import read_hf_tensors
 
     hf, exl2 = write_config(tmp_path / "hf", LLAMA), write_config(tmp_path / "exl2", EXL2_CFG)
     head = eagle_head(tmp_path / "head")
@@ -254,7 +254,7 @@ def test_one_reader_one_message_for_a_damaged_or_empty_safetensors_file(tmp_path
 
 def test_a_folder_without_safetensors_files_says_so(tmp_path):
     pytest.importorskip("torch")
-    from homespec.models.load import read_hf_tensors
+    from homespec.nets.load import read_hf_tensors
 
     for read, folder in ((model_spec_from_exl2_dir, write_config(tmp_path / "exl2", EXL2_CFG)),
                          (read_hf_tensors, write_config(tmp_path / "hf", LLAMA))):

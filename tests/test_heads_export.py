@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from homespec.cli import main
-from homespec.models.eagle3 import Eagle3Config, Eagle3Head, load_head, save_head
+from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, load_head, save_head
 
 N_LAYER, H, V, DV = 8, 64, 49152, 512
 

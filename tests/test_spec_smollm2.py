@@ -42,7 +42,7 @@ def _run(backend, drafter, prompt, n):
 
 
 def _random_head(backend, seed=0):
-    from homespec.models.eagle3 import Eagle3Config, Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
 
     torch.manual_seed(seed)
     cfg = Eagle3Config(hidden_size=576, num_attention_heads=9, num_key_value_heads=3, head_dim=64,

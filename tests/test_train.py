@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from homespec.errors import HomespecError
-from homespec.models.eagle3 import Eagle3Config, Eagle3Head, load_head
+from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, load_head
 from homespec.prompts import load_prompts
 from homespec.train.config import TrainConfig
 from homespec.train.progress import Progress
@@ -166,7 +166,7 @@ def test_torch_data_batches_sequences_and_matches_one_sequence_prefill(tiny, pro
     on their own) give each position the features, final hidden state and greedy next token of a
     plain one-sequence prefill of the same tokens; multi-turn items exercise the rollback."""
     from homespec.backends.torch.backend import TorchBackend
-    from homespec.models.llama import rms_norm
+    from homespec.nets.llama import rms_norm
     from homespec.train.data import generate_data
     from homespec.train.shards import load_shards, read_manifest
 
@@ -438,7 +438,7 @@ def test_warm_start_carries_the_head_over(tiny, setup, tmp_path):
     from dataclasses import replace
 
     from homespec.errors import UsageError
-    from homespec.models.eagle3 import save_head
+    from homespec.nets.eagle3 import save_head
     from homespec.train.api import head_config, read_target_config, target_tables
     from homespec.train.ttt import Frozen, init_lm_head
     from homespec.train.vocab import count_tokens

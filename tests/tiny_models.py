@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from homespec.models.config import RopeScaling, llama3_freq_factors
+from homespec.nets.config import RopeScaling, llama3_freq_factors
 
 _FTYPES_DIRECT = {"F32": 0, "F16": 1}  # llama_ftype values written without quantising
 

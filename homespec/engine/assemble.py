@@ -287,7 +287,7 @@ def _lookup(method: str, depth: int, store: "SuffixStore | None" = None) -> "Dra
 def _eagle(backend: "Any", where: Path, opt: RunOptions) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
     from homespec.formats.acceptance import read_prior
-    from homespec.models.eagle3 import load_head
+    from homespec.nets.eagle3 import load_head
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 
     head = load_head(where, backend.n_layer, backend.hidden_size, backend.n_vocab,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
     from homespec.embedded import smollm2_path
     from homespec.formats.eagle import draft_spec_from_checkpoint
     from homespec.heads import gguf
-    from homespec.models.eagle3 import load_head
+    from homespec.nets.eagle3 import load_head
 
     check_args(fmt, out, dtype)
     spec = draft_spec_from_checkpoint(head_dir)

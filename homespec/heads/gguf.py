@@ -32,7 +32,7 @@ import numpy as np
 from homespec.errors import FormatError, HomespecError, UsageError
 
 if TYPE_CHECKING:
-    from homespec.models.eagle3 import Eagle3Config, Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
 
 ARCH = "eagle3"
 MARK_KEY = "homespec.head"  # what an exported file carries, so a later export may replace it
@@ -174,7 +174,7 @@ def head_tensors(head: "Eagle3Head", dtype: str) -> list[tuple[str, np.ndarray, 
             bits = torch.from_numpy(a).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
             out.append((_LAYER[key], bits, GGMLQuantizationType.BF16))
     if c.rope_scaling is not None:
-        from homespec.models.config import llama3_freq_factors
+        from homespec.nets.config import llama3_freq_factors
 
         factors = llama3_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling)
         out.append(("rope_freqs.weight", np.asarray(factors, np.float32), None))

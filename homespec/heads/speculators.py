@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
 
 SPECULATORS_VERSION = "0.9.0"  # the schema this layout was written against
 MARK = "exported_by"  # config.json key: a later export may replace this directory
@@ -112,7 +112,7 @@ def write(head: "Eagle3Head", out: Path, *, fmt: str, dtype: str, target: str, l
 
         import torch
 
-        from homespec.models.eagle3 import save_head
+        from homespec.nets.eagle3 import save_head
 
         cast = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
         save_head(copy.deepcopy(head).cpu().to(cast), out)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
 
 
 def fc_norm_scales(features: np.ndarray, eps: float) -> np.ndarray:
@@ -40,7 +40,7 @@ def fc_norm_scales(features: np.ndarray, eps: float) -> np.ndarray:
 def eagle3_twin(head: "Eagle3Head", scales: Sequence[float] | None) -> "Eagle3Head":
     """A new head with norm_output off and, when the head has fc_norm, fc_norm folded into one
     norm_before_fc norm with the per-feature `scales` (fc_norm_scales)."""
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
 
     c = head.config
     state = {k: v for k, v in head.state_dict().items() if not k.startswith("fc_norm.")}

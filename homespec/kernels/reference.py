@@ -110,7 +110,7 @@ def verify_sampled_paths(
 def compact_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, nodes: torch.Tensor) -> None:
     """Move the KV rows of accepted tree nodes into contiguous slots, in place.
 
-    k_cache, v_cache: [L, Hkv, C, D] (homespec.models.llama's layout); node j of the last forward
+    k_cache, v_cache: [L, Hkv, C, D] (homespec.nets.llama's layout); node j of the last forward
     sits in slot start + j; nodes: [n] int64, root first, increasing. Afterwards slot start + i
     holds node nodes[i]'s row. Advanced indexing gathers before it scatters, so sources that are
     also destinations are read before they are overwritten.

@@ -274,7 +274,7 @@ def download(hub: HubFile) -> Path:
     return Path(paths[0])
 
 
-# the files an EAGLE-3 head needs (formats/eagle.py, models/eagle3.py): config, weights, d2t/t2d
+# the files an EAGLE-3 head needs (formats/eagle.py, nets/eagle3.py): config, weights, d2t/t2d
 _HEAD_PATTERNS = ["*.json", "*.safetensors", "*.bin", "*.gguf", "*.pt", "*.npy"]
 
 

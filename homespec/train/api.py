@@ -46,7 +46,7 @@ class TrainResult:
 
 def read_target_config(target: str) -> Any:
     """The target's LlamaConfig; a HomespecError for anything we cannot read."""
-    from homespec.models.config import read_gguf_config, read_hf_config
+    from homespec.nets.config import read_gguf_config, read_hf_config
 
     p = Path(target)
     if not p.exists():
@@ -66,7 +66,7 @@ def target_tables(target: str):
 
     p = Path(target)
     if p.is_dir():
-        from homespec.models.load import read_hf_tensors
+        from homespec.nets.load import read_hf_tensors
 
         t = read_hf_tensors(str(p))
         emb = t["model.embed_tokens.weight"].float()
@@ -107,7 +107,7 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
 
 
 def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
-    from homespec.models.eagle3 import Eagle3Config
+    from homespec.nets.eagle3 import Eagle3Config
 
     return Eagle3Config(
         hidden_size=cfg.n_embd, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head_kv,
@@ -138,7 +138,7 @@ def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> Tr
     or a device is checked here, before any data is generated or any model loaded."""
     import torch
 
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
     from homespec.train.ttt import Frozen, init_lm_head
 
     c, out = config, Path(config.out)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from homespec.models.eagle3 import Eagle3Head
+from homespec.nets.eagle3 import Eagle3Head
 
 
 @dataclass(frozen=True, slots=True)

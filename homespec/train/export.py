@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from homespec.models.eagle3 import Eagle3Head, parameter_bytes, save_head
+from homespec.nets.eagle3 import Eagle3Head, parameter_bytes, save_head
 
 SHIP_LIMIT_BYTES = 32 * 2**20  # a shipped head stays under 32 MiB
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from homespec.models.eagle3 import Eagle3Head
+from homespec.nets.eagle3 import Eagle3Head
 from homespec.train.batches import SeqRef, epoch_plan, iterate
 from homespec.train.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from homespec.train.config import TrainConfig

@@ -2,7 +2,7 @@
 
 `BatchedTorchTarget` has the decode interface of `homespec.train.target.BatchedLlamaTarget`
 (rows of any mix of sequences in, per-row features and final normed hidden states out, the
-greedy next token of each sequence's last row), over the weights of `homespec.models.llama`.
+greedy next token of each sequence's last row), over the weights of `homespec.nets.llama`.
 Each sequence owns `n_ctx / n_parallel` KV cells. One call runs every row through the dense
 parts of the network together (one [N, H] matmul per weight), and attention per sequence:
 the sequences that add one row (the decode steps) in one batched attention over all caches,
@@ -61,7 +61,7 @@ class BatchedTorchTarget:
         import torch
         import torch.nn.functional as F
 
-        from homespec.models.llama import rms_norm, rope_tables
+        from homespec.nets.llama import rms_norm, rope_tables
 
         m = self._m
         dev = m.device
@@ -113,7 +113,7 @@ class BatchedTorchTarget:
         import torch
         import torch.nn.functional as F
 
-        from homespec.models.llama import feed_forward, project_qkv
+        from homespec.nets.llama import feed_forward, project_qkv
 
         m, cfg = self._m, self._m.cfg
         ones = [s for s in spans if s[2] == 1]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from homespec.models.eagle3 import Eagle3Head
+from homespec.nets.eagle3 import Eagle3Head
 
 STEP_DECAY = 0.8  # EAGLE-3 traineagle3: weight of unroll step k is 0.8**k
 

@@ -53,7 +53,7 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
     config; the draft vocabulary aside, which warm_start maps token by token)."""
     import torch
 
-    from homespec.models.eagle3 import Eagle3Head, load_head
+    from homespec.nets.eagle3 import Eagle3Head, load_head
 
     src = Path(source)
     if not (src / "config.json").is_file():  # a missing path or a file: one line naming --init

@@ -96,7 +96,7 @@ def test_tree_commit_on_cuda_continues_like_sequential(cuda_backend):
 
 
 def _random_head(backend, seed: int):
-    from homespec.models.eagle3 import Eagle3Config, Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
 
     torch.manual_seed(seed)
     cfg = Eagle3Config(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
@@ -138,7 +138,7 @@ def smollm2_cuda():
 
 @pytest.mark.slow
 def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
-    from homespec.models.eagle3 import load_head
+    from homespec.nets.eagle3 import load_head
     from homespec.embedded import DEFAULT_HEAD
     from homespec.speculative.drafters.eagle3 import Eagle3Drafter
 

@@ -1,2 +1,2 @@
-"""homespec's own torch backend: `backend.TorchBackend` over `homespec.models`. Importing this package loads
+"""homespec's own torch backend: `backend.TorchBackend` over `homespec.nets`. Importing this package loads
 nothing heavy."""

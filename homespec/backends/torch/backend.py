@@ -1,6 +1,6 @@
 """homespec's own PyTorch backend: the reference implementation of the Backend protocol.
 
-Runs a Llama-family model (homespec.models.llama) from a GGUF file (dequantised) or a Hugging
+Runs a Llama-family model (homespec.nets.llama) from a GGUF file (dequantised) or a Hugging
 Face directory, with a static KV cache and tree attention, so a whole draft tree is verified in
 one pass. See homespec.contracts.backend for the conventions (root not yet in cache, commit/rollback).
 """
@@ -15,8 +15,8 @@ from homespec.contracts.backend import Forward, MemoryReport, Tokenizer, check_r
 from homespec.contracts.tree import check_path, check_tree, depth_list, is_chain
 from homespec.errors import HomespecError
 from homespec.kernels import tree_mask
-from homespec.models.llama import LlamaModel
-from homespec.models.load import load_model
+from homespec.nets.llama import LlamaModel
+from homespec.nets.load import load_model
 
 if TYPE_CHECKING:
     from homespec.backends.settings import TorchSettings

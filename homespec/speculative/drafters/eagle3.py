@@ -21,7 +21,7 @@ from homespec.errors import HomespecError
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend, Forward
-    from homespec.models.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head
 
 
 @dataclass(frozen=True, slots=True)

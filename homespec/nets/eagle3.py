@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from homespec.errors import FormatError, HomespecError
-from homespec.models.config import RopeScaling, llama3_freq_factors
+from homespec.nets.config import RopeScaling, llama3_freq_factors
 
 
 @dataclass(frozen=True, slots=True)

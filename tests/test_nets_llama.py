@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from homespec.contracts.tree import ancestor_mask, depths, path_to
 from homespec.errors import HomespecError
-from homespec.models.config import RopeScaling, read_gguf_config, read_hf_config
-from homespec.models.load import load_model, unpermute_qk
+from homespec.nets.config import RopeScaling, read_gguf_config, read_hf_config
+from homespec.nets.load import load_model, unpermute_qk
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir, permute_qk
 
 SMALL_VOCAB = 512  # numerics tests need no real tokenizer; a small vocabulary keeps them fast

@@ -11,7 +11,7 @@
   (stale slots beyond n_past are never attended).
 
 Weights use Hugging Face layout and RoPE (rotate_half: dim i pairs with i + head_dim/2); GGUF
-loaders undo llama.cpp's q/k permutation before handing weights here (see models/load.py).
+loaders undo llama.cpp's q/k permutation before handing weights here (see nets/load.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from homespec.errors import ContractError, HomespecError
-from homespec.models.config import LlamaConfig
+from homespec.nets.config import LlamaConfig
 
 
 @dataclass(frozen=True, slots=True)

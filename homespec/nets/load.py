@@ -1,5 +1,5 @@
 """Load a Llama-family model from a GGUF file (any ggml type, dequantised) or a Hugging Face
-safetensors directory into homespec.models.llama.LlamaModel.
+safetensors directory into homespec.nets.llama.LlamaModel.
 
 GGUF weights of the "llama"/"mistral" architectures were permuted by llama.cpp's converter so
 that its RoPE can rotate adjacent pairs; `unpermute_qk` undoes that so one HF-style RoPE serves
@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from homespec.errors import FormatError, HomespecError
-from homespec.models.config import PERMUTED_QK_ARCHS, LlamaConfig, config_from_gguf, read_hf_config, tensor_offsets
-from homespec.models.llama import LayerWeights, LlamaModel
+from homespec.nets.config import PERMUTED_QK_ARCHS, LlamaConfig, config_from_gguf, read_hf_config, tensor_offsets
+from homespec.nets.llama import LayerWeights, LlamaModel
 
 # the planner's names (f32, f16, bf16: homespec.plan.settings) and torch's
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "f32": torch.float32, "float16": torch.float16,
