@@ -48,7 +48,7 @@ FORCED = ("ngram", "suffix", "eagle3")
 
 
 def items(split: str, category: str | None, limit: int):
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
 
     return [i for i in load_prompts(split) if category is None or i.category == category][:limit]
 

@@ -92,7 +92,7 @@ def main() -> None:
     levels = [int(c) for c in a.concurrency.split(",")]
 
     from homespec.engine.core import Engine
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.engine.options import RunOptions
     from homespec.session.prompts import encode_prompt
 

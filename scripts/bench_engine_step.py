@@ -34,7 +34,7 @@ def main() -> None:
 
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.engine.options import RunOptions
     from homespec.session.prompts import encode_prompt
     from homespec.engine.responses import final

@@ -199,7 +199,7 @@ def print_report(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
 
     sessions = open_sessions(args)
     refs = open_references(args, sessions["none"])

@@ -100,7 +100,7 @@ def main() -> None:
 
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.session.prompts import encode_prompt
 
     model = a.model or str(smollm2_path())

@@ -201,7 +201,7 @@ def find_server(explicit: str | None) -> Path:
 
 def test_prompts(model: str, most: int) -> list[list[int]]:
     from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.session.prompts import encode_prompt
 
     with LlamaCppBackend.load(model, n_ctx=256, n_threads=1) as b:

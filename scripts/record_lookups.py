@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from homespec.engine.options import RunOptions  # noqa: E402
-from homespec.prompts import load_prompts  # noqa: E402
+from homespec.promptsets import load_prompts  # noqa: E402
 
 OUT = ROOT / "homespec" / "data" / "profiles" / "lookup_acceptance.json"
 WORKLOADS = {"chat": ("dev", "chat"), "code-edit": ("edit-dev", None)}

@@ -21,7 +21,7 @@ N = 48
 @pytest.fixture(scope="module")
 def prompts():
     """Two edit prompts (answers that copy) and two chat prompts (answers that do not)."""
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
 
     edits = [i for i in load_prompts("edit") if i.category in ("rename", "rewrite")][:2]
     chats = [i for i in load_prompts("test") if i.category == "chat"][:2]

@@ -46,7 +46,7 @@ def eagle():
 
 @pytest.fixture(scope="module")
 def prompts(eagle):
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.session.prompts import encode_prompt
 
     ids = [encode_prompt(eagle.tokenizer, p.turns, True) for p in load_prompts("test")]

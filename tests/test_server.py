@@ -364,7 +364,7 @@ NEAR_TIE = 1.6  # logits: llama.cpp's batch-vs-single floor, as tests/test_engin
 def test_prompts(smollm2_path):
     """Eight of homespec's test prompts (24-48 tokens in the chat template) as token ids."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.session.prompts import encode_prompt
 
     with LlamaCppBackend.load(smollm2_path, n_ctx=CTX, n_threads=1) as b:

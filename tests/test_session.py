@@ -34,7 +34,7 @@ def tok(smollm2_path):
 
 
 def _corpus() -> list[str]:
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
 
     return TEXTS + [" ".join(p.turns) for p in load_prompts("test")[:40]]
 

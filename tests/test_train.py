@@ -11,7 +11,7 @@ import torch
 
 from homespec.errors import HomespecError
 from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, load_head
-from homespec.prompts import load_prompts
+from homespec.promptsets import load_prompts
 from homespec.train.config import TrainConfig
 from homespec.train.progress import Progress
 from homespec.train.vocab import build_vocab

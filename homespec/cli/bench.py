@@ -148,7 +148,7 @@ PACKAGED = ("test", "dev", "edit", "edit-dev")  # the sets --prompts names (trai
 
 def _prompt_items(prompts: Optional[str], category: Optional[str]) -> list:
     """--prompts (a packaged set's name or a JSONL file) and --category, as prompt items."""
-    from homespec.prompts import load_prompts, read_prompts_file
+    from homespec.promptsets import load_prompts, read_prompts_file
 
     items = load_prompts(prompts or "test") if prompts is None or prompts in PACKAGED else read_prompts_file(prompts)
     if category is None:

@@ -54,7 +54,7 @@ def generate(
     if (prompt is None) == (prompts is None):
         raise UsageError("give exactly one of --prompt and --prompts", hint='e.g. --prompt "Why is the sky blue?"')
     if prompts is not None:
-        from homespec.prompts import read_prompts_file
+        from homespec.promptsets import read_prompts_file
 
         items = [list(i.turns[:1]) for i in read_prompts_file(prompts)]
     else:

@@ -62,7 +62,7 @@ def calibration_features(target_gguf: str, layers: Sequence[int], prompts: int =
     """The target's features at the head's layers on `prompts` dev prompts (chat template) and
     their greedy replies, all sequences decoded together (one llama_decode per reply step)."""
     from homespec.backends.tokenizer import load_tokenizer
-    from homespec.prompts import load_prompts
+    from homespec.promptsets import load_prompts
     from homespec.session.prompts import encode_prompt
     from homespec.train.target import BatchedLlamaTarget, Row
 

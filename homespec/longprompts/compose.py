@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from homespec.errors import UsageError
 from homespec.longprompts.material import TEST, LongSource, Subject, load_source
 from homespec.longprompts.render import as_csv, as_markdown, draw_records, passage, render_snippet
-from homespec.prompts import PromptItem
+from homespec.promptsets import PromptItem
 
 WORDS_PER_TOKEN = 0.75
 CHARS_PER_TOKEN = 4.0

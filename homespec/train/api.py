@@ -182,7 +182,7 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     import torch
 
     from homespec.engine.options import resolve_model_path
-    from homespec.prompts import load_prompts, read_prompts_file
+    from homespec.promptsets import load_prompts, read_prompts_file
 
     check_out(Path(c.out))
     target = resolve_model_path(c.target)  # may download a hub model: after --out is known good
@@ -251,7 +251,7 @@ def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, s
     meta = checkpoint_meta(c, vocab, len(refs), warm)
     meter = None
     if c.eval_prompts:
-        from homespec.prompts import load_prompts
+        from homespec.promptsets import load_prompts
 
         meter = AcceptanceMeter(inputs.target, load_prompts("dev")[:c.eval_prompts], backend=inputs.backend,
                                 device=c.device)

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from homespec.errors import HomespecError, UsageError
-from homespec.prompts import PromptItem
+from homespec.promptsets import PromptItem
 from homespec.train.progress import Progress, ProgressFn
 from homespec.train.shards import FORMAT_VERSION, Record, read_manifest, shard_name, write_manifest, write_shard
 

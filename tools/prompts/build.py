@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homespec.longprompts.material import MATERIAL_PATH
-from homespec.prompts import DATA_DIR, PromptItem
+from homespec.promptsets import DATA_DIR, PromptItem
 from tools.prompts import chat, coding, edits, extraction, maths, multiturn, rewrite, writing
 from tools.prompts.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
 from tools.prompts.jsonl import write_file, write_prompts_file

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from homespec.atomic import write_bytes
-from homespec.prompts import PromptItem
+from homespec.promptsets import PromptItem
 
 
 def item_to_json(item: PromptItem) -> str:

@@ -18,7 +18,7 @@ from functools import cache
 from homespec.longprompts.compose import approx_tokens, long_items
 from homespec.longprompts.compose import long_prompts as _long_prompts
 from homespec.longprompts.material import DEV, TEST, TRAIN, LongSource, LongWords, Material
-from homespec.prompts import PromptItem
+from homespec.promptsets import PromptItem
 from tools.prompts import chat, coding, extraction, passages, rewrite, writing
 from tools.prompts.design import Draft, Pool, quota_splits, topic_splits
 from tools.prompts.words import FILLERS

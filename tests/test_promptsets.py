@@ -14,7 +14,7 @@ import pytest
 from homespec.errors import HomespecError, UsageError
 from homespec.longprompts import approx_tokens, long_prompts
 from homespec.longprompts.material import MATERIAL_PATH, load_source
-from homespec.prompts import DATA_DIR, PromptItem, load_prompts, read_prompts_file
+from homespec.promptsets import DATA_DIR, PromptItem, load_prompts, read_prompts_file
 from tools.prompts import edits
 from tools.prompts.build import (
     CATEGORY_POOLS,
@@ -158,7 +158,7 @@ def test_the_runtime_reads_prompts_without_the_generator(tmp_path):
     code = (
         "import sys; sys.modules['tools'] = None\n"  # any import of tools.* now fails
         "import homespec.cli\n"
-        "from homespec.prompts import load_prompts, read_prompts_file\n"
+        "from homespec.promptsets import load_prompts, read_prompts_file\n"
         "from homespec.longprompts import long_prompts\n"
         "assert len(load_prompts('dev')) == 525 and read_prompts_file(sys.argv[1])[0].prompt == 'Hello'\n"
         "print(long_prompts(2048, 2, seed=2048)[1].id)\n"
