@@ -57,7 +57,7 @@ def lockstep_bench(prompt_items, methods, a) -> dict:
     """bench --lockstep over the items -> bench's JSON summary."""
     from homespec.bench.run import run_bench, summary
     from homespec.engine.options import draft_shape
-    from homespec.session.prompts import prompt_tokens
+    from homespec.session.encode import prompt_tokens
 
     depth, topk, nodes = draft_shape("llamacpp", None, None, None, None)  # the CLI's: a chain of 4 on a CPU
     opts = RunOptions(method=methods[0], guard=True, threads=a.threads, ctx=2048, draft_depth=depth, draft_topk=topk,
@@ -81,7 +81,7 @@ def greedy_check(bench: dict, prompt_items, a) -> dict:
     """auto's answers against none's: identical, or parting at a near-tie of the target."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
     from homespec.embedded import smollm2_path
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     ref, got = bench["outputs"]["none"], bench["outputs"]["auto"]
     same, near, far = 0, 0, []
@@ -150,7 +150,7 @@ def serve_round(port: int, edit_ids, chat_ids, tokens: int) -> dict:
 def serve_bench(a) -> dict:
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     tok = load_tokenizer(str(smollm2_path()))
     # each round sends prompts no earlier round sent (the same to both servers): a repeated greedy

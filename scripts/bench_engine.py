@@ -94,7 +94,7 @@ def main() -> None:
     from homespec.engine.core import Engine
     from homespec.promptsets import load_prompts
     from homespec.engine.options import RunOptions
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     par = max(levels)
     base = dict(ctx=a.ctx, threads=a.threads, draft_depth=4, draft_topk=1, draft_tokens=5)  # the CPU draft shape

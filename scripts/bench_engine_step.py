@@ -36,7 +36,7 @@ def main() -> None:
     from homespec.engine.core import Engine
     from homespec.promptsets import load_prompts
     from homespec.engine.options import RunOptions
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
     from homespec.engine.responses import final
 
     levels = [int(c) for c in a.concurrency.split(",")]

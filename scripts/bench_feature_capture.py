@@ -27,7 +27,7 @@ def main() -> None:
     from homespec.engine.guard import BatchGuard
     from homespec.engine.run import decode
     from homespec.session import RunOptions, Session
-    from homespec.session.prompts import prompt_tokens
+    from homespec.session.encode import prompt_tokens
     from homespec.speculative.steps import Limits
 
     s = Session.open(RunOptions(method="eagle3", backend="llamacpp", ctx=4096, draft_depth=4, draft_topk=1,

@@ -110,7 +110,7 @@ def open_references(args: argparse.Namespace, ref_session) -> dict:
 def run_prompts(args, sessions: dict, refs: dict, items: list) -> tuple[list, dict, dict, dict, dict]:
     """Every method on every prompt, interleaved per prompt: (prompt ids, outputs, seconds, tokens, passes)."""
     from homespec.session import final
-    from homespec.session.prompts import prompt_tokens
+    from homespec.session.encode import prompt_tokens
     from homespec.speculative.steps import Limits
 
     eos = sessions["none"].backend.tokenizer.eos_ids

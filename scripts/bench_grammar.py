@@ -73,7 +73,7 @@ def run_method(method: str, args) -> dict:
     from homespec.engine.core import Engine, follow
     from homespec.engine.responses import final
     from homespec.grammar import json_schema, vocabulary
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
     from homespec.speculative.sampling import Sampler
 
     engine = Engine.open(_run_options(None, None, method, "llamacpp", 2048, None, None, None, threads=args.threads,

@@ -101,7 +101,7 @@ def main() -> None:
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
     from homespec.promptsets import load_prompts
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     model = a.model or str(smollm2_path())
     binary = Path(a.server) if a.server else default_server()

@@ -202,7 +202,7 @@ def find_server(explicit: str | None) -> Path:
 def test_prompts(model: str, most: int) -> list[list[int]]:
     from homespec.backends.llamacpp.backend import LlamaCppBackend
     from homespec.promptsets import load_prompts
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     with LlamaCppBackend.load(model, n_ctx=256, n_threads=1) as b:
         ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]

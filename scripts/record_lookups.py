@@ -32,7 +32,7 @@ DEPTH = 8
 def record(source: str, items, tokens: int, threads: int | None) -> dict:
     """One lookup, forced, over the prompts -> {"steps", "buckets": {b: {"tried", "hits"}}}."""
     from homespec.session import Session, final
-    from homespec.session.prompts import prompt_tokens
+    from homespec.session.encode import prompt_tokens
     from homespec.speculative.steps import Limits
 
     opt = RunOptions(method=source, guard=False, ctx=2048, threads=threads, draft_depth=DEPTH, draft_topk=1,

@@ -29,7 +29,7 @@ def prompts():
 
 
 def _ids(engine, items):
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     return [tuple(encode_prompt(engine.tokenizer, i.turns, True)) for i in items]
 

@@ -47,7 +47,7 @@ def eagle():
 @pytest.fixture(scope="module")
 def prompts(eagle):
     from homespec.promptsets import load_prompts
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     ids = [encode_prompt(eagle.tokenizer, p.turns, True) for p in load_prompts("test")]
     return [tuple(p) for p in ids if 24 <= len(p) <= 48][:8]

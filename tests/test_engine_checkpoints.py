@@ -75,7 +75,7 @@ def test_a_sliding_window_model_reuses_what_its_window_still_holds(family_gguf):
 def test_a_conversation_overwritten_in_the_only_lane_comes_back_from_host_ram(smollm2_path):
     """One lane, --cache-ram: A's history is saved when B takes the lane and loaded when A returns."""
     from homespec.engine.core import Engine
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     eng = Engine.open(RunOptions(method="ngram", ctx=1024, threads=1, guard=False), parallel=1, queue_size=2,
                       cache_ram=64 << 20).start()

@@ -44,7 +44,7 @@ def _near_tie(b, prompt, ref, got) -> bool:
 
 def _conversation(session, *, cache_prompt: bool, turns=TURNS, sampler=None, seed=0) -> list[Finish]:
     """A chat's turns: each prompt is the whole conversation so far, as a chat UI sends it."""
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     tok = session.backend.tokenizer
     history: list[dict[str, str]] = []
@@ -102,7 +102,7 @@ def test_sampled_answers_with_a_seed_are_reproducible_with_reuse(chat_session):
 
 
 def test_an_edited_earlier_message_keeps_only_the_shared_prefix(chat_session):
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     tok = chat_session.backend.tokenizer
     first = [{"role": "user", "content": "Tell me about the moon."}]
@@ -139,7 +139,7 @@ def test_drafting_after_reuse_accepts_as_much_as_on_a_fresh_cache(smollm2_path):
 def test_two_clients_on_two_lanes_each_find_their_own_history(smollm2_path):
     """Interleaved conversations: each turn goes to the lane holding its own history."""
     from homespec.engine.core import Engine
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     eng = Engine.open(RunOptions(method="none", ctx=1024, threads=1), parallel=2, queue_size=2).start()
     try:

@@ -40,7 +40,7 @@ def engine():
 
 @pytest.fixture(scope="module")
 def prompt(engine):
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     return tuple(encode_prompt(engine.tokenizer, ["Tell me about the sea."], chat=True))
 

@@ -108,7 +108,7 @@ def test_greedy_speculation_under_a_schema_is_plain_constrained_decoding():
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine, follow
     from homespec.engine.responses import final
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     answers = {}
     for method in ("none", "eagle3"):

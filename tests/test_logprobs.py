@@ -29,7 +29,7 @@ def test_speculative_logprobs_equal_plain_decodings():
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine, follow
     from homespec.engine.responses import Finish, TextDelta
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     runs = {}
     for method in ("none", "eagle3"):

@@ -121,7 +121,7 @@ def reference(smollm2_path, launched):
     """The greedy answers of a Session opened with the server's options: what the server must say."""
     from homespec.cli.options import _run_options
     from homespec.session import Session, final
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
     from homespec.speculative.steps import Limits
 
     opts = _run_options(None, None, "eagle3", "llamacpp", CTX, None, None, None, threads=THREADS, guard=False)
@@ -365,7 +365,7 @@ def test_prompts(smollm2_path):
     """Eight of homespec's test prompts (24-48 tokens in the chat template) as token ids."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
     from homespec.promptsets import load_prompts
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
 
     with LlamaCppBackend.load(smollm2_path, n_ctx=CTX, n_threads=1) as b:
         ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]

@@ -101,7 +101,7 @@ def bench(
     from rich.progress import Progress
 
     from homespec.bench.run import run_bench, summary
-    from homespec.session.prompts import prompt_tokens
+    from homespec.session.encode import prompt_tokens
 
     names = _method_names(methods)
     if limit < 1:
@@ -232,7 +232,7 @@ def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[
     """Documents, code files and multi-turn histories of each size that fits the context, sized
     with the model's own tokenizer (a words-to-tokens guess is off by tens of percent)."""
     from homespec.longprompts import long_prompts
-    from homespec.session.prompts import prompt_tokens
+    from homespec.session.encode import prompt_tokens
 
     budget = ctx - max_tokens - 16
     sizes = [n for n in LONG_SIZES if n <= budget]

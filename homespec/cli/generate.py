@@ -47,7 +47,7 @@ def generate(
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
     from homespec.session import Session, final
-    from homespec.session.prompts import checked_prompts
+    from homespec.session.encode import checked_prompts
     from homespec.speculative.steps import Limits
     from homespec.speculative.sampling import Sampler
 

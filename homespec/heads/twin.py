@@ -63,7 +63,7 @@ def calibration_features(target_gguf: str, layers: Sequence[int], prompts: int =
     their greedy replies, all sequences decoded together (one llama_decode per reply step)."""
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.promptsets import load_prompts
-    from homespec.session.prompts import encode_prompt
+    from homespec.session.encode import encode_prompt
     from homespec.train.target import BatchedLlamaTarget, Row
 
     tok = load_tokenizer(target_gguf)

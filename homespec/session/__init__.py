@@ -2,7 +2,7 @@
 answering as a stream of typed responses (Session.stream). chat, generate and bench consume it.
 
     core.py       Session: open, stream, memory, close
-    prompts.py    prompt token ids (plain or chat template)
+    encode.py     a prompt's token ids (plain or chat template), and whether it fits
     lockstep.py   several sessions a step each in turn
 
 RunOptions, the responses and `final` are the engine's (engine/options.py, engine/responses.py),
