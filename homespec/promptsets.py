@@ -2,7 +2,7 @@
 training data, dev and held-out test sets) and a user's own prompts file.
 
 The packaged files are written by a seeded generator that lives outside the package
-(tools/prompts, run by scripts/build_prompts.py) and is never copied from public benchmarks;
+(tools/promptgen, run by scripts/build_prompts.py) and is never copied from public benchmarks;
 docs/prompts.md describes the design and the split rule."""
 
 from __future__ import annotations

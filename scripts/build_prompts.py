@@ -4,7 +4,7 @@
     python scripts/build_prompts.py                 # the committed files (default seed)
     python scripts/build_prompts.py --seed 7 --out /tmp/p
 
-The generator is tools/prompts (a build-time tool, not part of the installed package). The same
+The generator is tools/promptgen (a build-time tool, not part of the installed package). The same
 seed always gives byte-identical files; tests/test_promptsets.py checks the committed files against a
 fresh build.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from homespec.promptsets import DATA_DIR  # noqa: E402
-from tools.prompts.build import DEFAULT_SEED, write_all  # noqa: E402
+from tools.promptgen.build import DEFAULT_SEED, write_all  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """homespec's own prompt sets: sizes, the family split, determinism, no benchmark text, the file reader,
-and the split between the generator (tools/prompts, build time) and what the runtime reads."""
+and the split between the generator (tools/promptgen, build time) and what the runtime reads."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from homespec.errors import HomespecError, UsageError
 from homespec.longprompts import approx_tokens, long_prompts
 from homespec.longprompts.material import MATERIAL_PATH, load_source
 from homespec.promptsets import DATA_DIR, PromptItem, load_prompts, read_prompts_file
-from tools.prompts import edits
-from tools.prompts.build import (
+from tools.promptgen import edits
+from tools.promptgen.build import (
     CATEGORY_POOLS,
     DEFAULT_SEED,
     EDIT_FILES,
@@ -27,9 +27,9 @@ from tools.prompts.build import (
     build_split,
     check_family_consistency,
 )
-from tools.prompts.design import families
-from tools.prompts.jsonl import item_to_json
-from tools.prompts.long import long_drafts, source, source_json
+from tools.promptgen.design import families
+from tools.promptgen.jsonl import item_to_json
+from tools.promptgen.long import long_drafts, source, source_json
 
 CATEGORIES = set(CATEGORY_POOLS)
 

@@ -1,6 +1,6 @@
 """What long-context prompts are composed from, as typed data, and the reader of its shipped form.
 
-tools/prompts writes the material of every split (passage subjects, code snippets, record kinds,
+tools/promptgen writes the material of every split (passage subjects, code snippets, record kinds,
 messages, goals and the question families) and the fillers shared by all splits into
 homespec/data/prompts/long_material.json; the composer draws from it at run time.
 """

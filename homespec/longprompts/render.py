@@ -1,4 +1,4 @@
-"""Text the long-context composer (and the prompt-set generator in tools/prompts) builds documents
+"""Text the long-context composer (and the prompt-set generator in tools/promptgen) builds documents
 from: a passage about an invented subject, a code snippet with its identifiers drawn, invented
 records and their CSV and markdown tables. Every name, year and number comes from the seeded rng."""
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tools.prompts.design import Pool, Template, lines
-from tools.prompts.words import NAMES, TOWNS
+from tools.promptgen.design import Pool, Template, lines
+from tools.promptgen.words import NAMES, TOWNS
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ import random
 from functools import cache
 from typing import Any
 
-from tools.prompts import chat, coding, writing
-from tools.prompts.design import Pool, Rendered, Template, families, qualified_template, template_splits, topic_splits
-from tools.prompts.words import AUDIENCES, LANGUAGES_HUMAN, NAMES
+from tools.promptgen import chat, coding, writing
+from tools.promptgen.design import Pool, Rendered, Template, families, qualified_template, template_splits, topic_splits
+from tools.promptgen.words import AUDIENCES, LANGUAGES_HUMAN, NAMES
 
 BASE_POOLS: tuple[Pool, ...] = chat.POOLS + (coding.POOLS[0], coding.POOLS[2]) + writing.POOLS[:4]
 

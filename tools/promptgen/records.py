@@ -8,8 +8,8 @@ import random
 from homespec.longprompts.material import Field, RecordKind
 from homespec.longprompts.render import as_csv, as_markdown
 from homespec.longprompts.render import draw_records as _draw
-from tools.prompts.design import lines
-from tools.prompts.words import FILLERS
+from tools.promptgen.design import lines
+from tools.promptgen.words import FILLERS
 
 __all__ = ["FORMATS", "FORMAT_NAMES", "RECORD_KINDS", "RecordKind", "as_csv", "as_markdown", "draw_records", "render"]
 

@@ -12,8 +12,8 @@ import random
 from homespec.longprompts.material import PassageWords, Subject
 from homespec.longprompts.render import Facts
 from homespec.longprompts.render import passage as _render
-from tools.prompts.design import lines
-from tools.prompts.words import FILLERS
+from tools.promptgen.design import lines
+from tools.promptgen.words import FILLERS
 
 __all__ = ["SUBJECTS", "WORDS", "Facts", "Subject", "passage"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from tools.prompts.design import Pool, Template, fill, lines
-from tools.prompts.words import AUDIENCES, GENERAL_MODIFIERS, NAMES
+from tools.promptgen.design import Pool, Template, fill, lines
+from tools.promptgen.words import AUDIENCES, GENERAL_MODIFIERS, NAMES
 
 GOALS = lines("""
 start running after years without exercise

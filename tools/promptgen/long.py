@@ -19,9 +19,9 @@ from homespec.longprompts.compose import approx_tokens, long_items
 from homespec.longprompts.compose import long_prompts as _long_prompts
 from homespec.longprompts.material import DEV, TEST, TRAIN, LongSource, LongWords, Material
 from homespec.promptsets import PromptItem
-from tools.prompts import chat, coding, extraction, passages, rewrite, writing
-from tools.prompts.design import Draft, Pool, quota_splits, topic_splits
-from tools.prompts.words import FILLERS
+from tools.promptgen import chat, coding, extraction, passages, rewrite, writing
+from tools.promptgen.design import Draft, Pool, quota_splits, topic_splits
+from tools.promptgen.words import FILLERS
 
 __all__ = ["approx_tokens", "long_drafts", "long_prompts", "source", "source_json"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import random
 import re
 
-from tools.prompts import coding, rewrite
-from tools.prompts.design import Pool, Template, topic_splits
-from tools.prompts.passages import SUBJECTS, Subject, passage
-from tools.prompts.rewrite import MESSAGES, add_errors
-from tools.prompts.snippets import SNIPPETS, Snippet, render_snippet
-from tools.prompts.words import NAMES
+from tools.promptgen import coding, rewrite
+from tools.promptgen.design import Pool, Template, topic_splits
+from tools.promptgen.passages import SUBJECTS, Subject, passage
+from tools.promptgen.rewrite import MESSAGES, add_errors
+from tools.promptgen.snippets import SNIPPETS, Snippet, render_snippet
+from tools.promptgen.words import NAMES
 
 TYPED = ("python", "typescript")  # languages whose type annotations are optional
 NEW_NAMES = ("compute", "process_items", "handle", "run_check", "convert", "collect", "result_of", "apply_rule")

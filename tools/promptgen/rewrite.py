@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 import re
 
-from tools.prompts.design import Pool, Template, fill, lines
-from tools.prompts.passages import SUBJECTS, Subject, passage
-from tools.prompts.words import AUDIENCES, LANGUAGES_HUMAN, TONES
+from tools.promptgen.design import Pool, Template, fill, lines
+from tools.promptgen.passages import SUBJECTS, Subject, passage
+from tools.promptgen.words import AUDIENCES, LANGUAGES_HUMAN, TONES
 
 MESSAGES = lines("""
 hey can u send me the report by fri, the boss keeps asking and i said it would be done already

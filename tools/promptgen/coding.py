@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from tools.prompts.design import Pool, Template, fill, lines
-from tools.prompts.snippets import SNIPPETS, Snippet, render_snippet
-from tools.prompts.words import LIGHT_MODIFIERS
+from tools.promptgen.design import Pool, Template, fill, lines
+from tools.promptgen.snippets import SNIPPETS, Snippet, render_snippet
+from tools.promptgen.words import LIGHT_MODIFIERS
 
 LANGS = lines("""
 Python

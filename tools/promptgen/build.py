@@ -15,10 +15,10 @@ from pathlib import Path
 
 from homespec.longprompts.material import MATERIAL_PATH
 from homespec.promptsets import DATA_DIR, PromptItem
-from tools.prompts import chat, coding, edits, extraction, maths, multiturn, rewrite, writing
-from tools.prompts.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
-from tools.prompts.jsonl import write_file, write_prompts_file
-from tools.prompts.long import long_drafts, long_prompts, source_json
+from tools.promptgen import chat, coding, edits, extraction, maths, multiturn, rewrite, writing
+from tools.promptgen.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
+from tools.promptgen.jsonl import write_file, write_prompts_file
+from tools.promptgen.long import long_drafts, long_prompts, source_json
 
 DEFAULT_SEED = 20240611
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from tools.prompts.design import Pool, Template, fill, lines
-from tools.prompts.passages import SUBJECTS, Subject, passage
-from tools.prompts.words import LIGHT_MODIFIERS, NAMES, TONES, TOWNS
+from tools.promptgen.design import Pool, Template, fill, lines
+from tools.promptgen.passages import SUBJECTS, Subject, passage
+from tools.promptgen.words import LIGHT_MODIFIERS, NAMES, TONES, TOWNS
 
 PREMISES = lines("""
 a lighthouse keeper who finds a message in a bottle addressed to her

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from tools.prompts.design import Pool, Template
-from tools.prompts.passages import SUBJECTS, Subject, passage
-from tools.prompts.records import FORMAT_NAMES, FORMATS, RECORD_KINDS, RecordKind, draw_records, render
+from tools.promptgen.design import Pool, Template
+from tools.promptgen.passages import SUBJECTS, Subject, passage
+from tools.promptgen.records import FORMAT_NAMES, FORMATS, RECORD_KINDS, RecordKind, draw_records, render
 
 
 def _data(kind: RecordKind, rng: random.Random, fmt: str | None = None) -> tuple[str, str, list[dict[str, str]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from homespec.longprompts.material import Fillers
-from tools.prompts.design import lines
+from tools.promptgen.design import lines
 
 NAMES = lines("""
 Amara
