@@ -95,3 +95,37 @@ def test_a_dear_loss_buys_a_longer_backoff():
     assert g._plain_left == math.ceil(lost / (g.margin * t_plain)) > 16
     g.record_step(8, 0, tokens=7, seconds=1.05 * t_plain)  # a small loss in a row still doubles
     assert g._plain_left == min(g.max_backoff, 2 * math.ceil(lost / (g.margin * t_plain)))
+
+
+def test_one_slow_pass_moves_no_cost():
+    """The machine's other work slowed one pass fourfold: the median of the latest passes ignores it."""
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 * rows)
+    for _ in range(3):
+        g.record_pass(1, 0.010)
+    g.record_pass(1, 0.040)
+    assert g.cost(1) == 0.010
+
+
+def test_a_row_count_is_never_dearer_than_a_larger_one():
+    """A slow first 1-row pass must not price plain decoding above a 2-row draft (it did: the
+    guard then drafted every step, and no 1-row pass ever corrected the figure)."""
+    g = BatchGuard(depth=4, prior=PRIOR)
+    g.record_pass(1, 0.041)
+    for rows, t in ((2, 0.0186), (5, 0.034), (40, 0.13)):
+        g.record_pass(rows, t)
+    assert g.cost(1) == 0.0186
+    assert g.cost(3) <= g.cost(5) == 0.034
+
+
+def test_plain_decodings_cost_is_measured_again_when_old():
+    """Drafts every step measure only their own row counts; after REFRESH passes without a plain
+    one, a plain step runs to measure it."""
+    from homespec.engine.guard import REFRESH
+
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 + 0.00001 * rows)
+    assert g.choose(1) == 4
+    for _ in range(REFRESH):
+        g.record_pass(5, 0.010)
+    assert g.choose(1) == 0
+    g.record_pass(1, 0.010)
+    assert g.choose(1) == 4

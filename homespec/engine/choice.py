@@ -60,6 +60,10 @@ class Prices(Protocol):
     def alpha(self, d: int) -> float: ...
 
     def cost(self, rows: int, table: list[tuple[int, float]] | None = None) -> float: ...
+
+    def table(self) -> list[tuple[int, float]]: ...
+
+
 SWEEPS = 3
 
 
@@ -161,7 +165,7 @@ def choose_each(guard: Prices, offers: Sequence[Sequence[Offer]], extra: int) ->
     """Each lane's choice for this step (see the module docstring): lane by lane, the option
     that raises the step's tokens per second most, given the other lanes' choices."""
     n = len(offers)
-    table = sorted(guard.costs.items())
+    table = guard.table()
     memo: dict[int, float] = {}
 
     def cost(rows: int) -> float:

@@ -33,12 +33,16 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from homespec.contracts.drafter import Offer
 from homespec.engine.choice import PLAIN, Choice, CopyStats, choose_each, forced
 
+SAMPLES = 5  # passes per row count whose median is its cost: one outlier moves nothing
+REFRESH = 64  # passes after which the plain step's own row count is measured again
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
 NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)
 
@@ -52,7 +56,7 @@ class BatchGuard:
     margin: float = 0.03
     prior_weight: float = 8.0
     alpha_ewma: float = 0.3
-    costs: dict[int, float] = field(default_factory=dict)  # batch rows -> seconds per llama_decode
+    costs: dict[int, float] = field(default_factory=dict)  # batch rows -> seconds per llama_decode (median)
     tried: list[float] = field(default_factory=list)  # [d-1]: drafts that reached depth d
     hits: list[float] = field(default_factory=list)  # [d-1]: ... and accepted at least d tokens
     draft_level_s: float = 0.0  # drafting time per level and sequence
@@ -69,6 +73,9 @@ class BatchGuard:
     by_source: dict[str, list[int]] = field(default_factory=dict)
     _plain_left: int = 0
     _backoff_now: int = 0
+    _samples: dict[int, deque] = field(default_factory=dict)  # rows -> the latest SAMPLES seconds
+    _when: dict[int, int] = field(default_factory=dict)  # rows -> the pass that last measured them
+    _passes: int = 0
 
     # --- deciding ------------------------------------------------------------------------------
 
@@ -79,11 +86,12 @@ class BatchGuard:
         if self.forced:
             self.chosen = self.depth
             return self.depth
-        if len(self.costs) < 2 or self._plain_left > 0:  # too little to read a cost between, or backing off
+        if len(self.costs) < 2 or self._plain_left > 0 or self.stale(n, extra_rows):
+            # too little to read a cost between, backing off, or plain decoding's own cost is old
             self._plain_left = max(0, self._plain_left - 1)
             self.chosen = 0
             return 0
-        table = sorted(self.costs.items())  # once per choice, not once per depth tried
+        table = self.table()  # once per choice, not once per depth tried
         plain = n / self.cost(n + extra_rows, table)
         best, best_rate = 1, 0.0
         for d in range(1, self.depth + 1):
@@ -107,7 +115,8 @@ class BatchGuard:
         if not any(o.known for lane in offers for o in lane):
             depth = self.choose(n, extra_rows) if any(offers) else 0
             return [Choice(lane[0], depth) if lane and depth else PLAIN for lane in offers]
-        if len(self.costs) < 2:  # too little measured to price a draft: a plain step first
+        if len(self.costs) < 2 or self.stale(n, extra_rows):  # too little measured, or plain's cost is old
+            self._plain_left = max(0, self._plain_left - 1)
             return [PLAIN] * n
         out = choose_each(self, offers, extra_rows)
         self._plain_left = max(0, self._plain_left - 1)
@@ -141,12 +150,29 @@ class BatchGuard:
         return (hits + self.prior_weight * prior) / (tried + self.prior_weight)
 
     def cost(self, rows: int, table: list[tuple[int, float]] | None = None) -> float:
-        """Seconds of a llama_decode of `rows` rows: measured, else read off the table between the
-        measured row counts on either side (beyond the table: its nearest segment, continued).
-        `table`: sorted(self.costs.items()), when the caller asks several times in a row."""
-        if rows in self.costs:
-            return self.costs[rows]
-        return max(1e-6, _interpolate(table if table is not None else sorted(self.costs.items()), rows))
+        """Seconds of a llama_decode of `rows` rows, read off `table()` (pass it when asking several
+        times in a row): measured, else between the measured row counts on either side (beyond
+        the table: its nearest segment, continued)."""
+        return max(1e-6, _interpolate(table if table is not None else self.table(), rows))
+
+    def table(self) -> list[tuple[int, float]]:
+        """The measured costs by rows, sorted, each no dearer than any larger row count's: a pass
+        of more rows does at least the same work, so a count that looks dearer than a larger one
+        was measured in a slow moment. Without this, one slow 1-row pass priced plain decoding
+        above every draft, speculation then ran every step, and no 1-row pass ever corrected it."""
+        out, low = [], math.inf
+        for rows, t in sorted(self.costs.items(), reverse=True):
+            low = min(low, t)
+            out.append((rows, low))
+        return out[::-1]
+
+    def stale(self, n: int, extra_rows: int = 0) -> bool:
+        """Is plain decoding's own row count (n sequences, no prompt chunks riding along) unmeasured
+        or last measured more than REFRESH passes ago? Then this step runs plainly and measures
+        it: what every choice is compared with must not go stale while drafts run every step."""
+        if extra_rows or self.forced:
+            return False
+        return self._passes - self._when.get(n, -REFRESH - 1) > REFRESH
 
     # --- learning ------------------------------------------------------------------------------
 
@@ -154,10 +180,15 @@ class BatchGuard:
         """One llama_decode of `rows` rows took `seconds`."""
         if rows < 1 or seconds <= 0:
             return
-        old = self.costs.get(rows)
-        self.costs[rows] = seconds if old is None else (1 - self.alpha_ewma) * old + self.alpha_ewma * seconds
+        self._passes += 1
+        self._when[rows] = self._passes
+        kept = self._samples.setdefault(rows, deque(maxlen=SAMPLES))
+        kept.append(seconds)
+        self.costs[rows] = statistics.median(kept)  # a pass slowed by the machine's other work moves nothing
         if len(self.costs) > 256:  # keep the table bounded: drop the row count furthest from this one
-            del self.costs[max(self.costs, key=lambda r: abs(r - rows))]
+            far = max(self.costs, key=lambda r: abs(r - rows))
+            for d in (self.costs, self._samples, self._when):
+                d.pop(far, None)
 
     def record_step(self, n: int, extra_rows: int, tokens: int, seconds: float) -> None:
         """A speculative step of `n` decoding sequences emitted `tokens` in `seconds` (the pass and
