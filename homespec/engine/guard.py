@@ -42,7 +42,7 @@ from homespec.contracts.drafter import Offer
 from homespec.engine.choice import PLAIN, Choice, CopyStats, choose_each, forced
 
 SAMPLES = 5  # passes per row count whose median is its cost: one outlier moves nothing
-REFRESH = 64  # passes after which the plain step's own row count is measured again
+REFRESH = 128  # passes after which the plain step's own row count is measured again
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
 NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)
 
