@@ -63,6 +63,8 @@ def test_ctrl_c_while_models_are_torn_down_is_an_interrupt(capsys):
         def __del__(self):  # torn down by the collector at the end of the command
             signal.raise_signal(signal.SIGINT)
 
+    # an earlier test that ran _entry() in this process left SIGINT ignored, as a finished run does
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     gc.disable()
     try:
         m = Model()
@@ -71,6 +73,7 @@ def test_ctrl_c_while_models_are_torn_down_is_an_interrupt(capsys):
         code = main(["plan", "--json"])
     finally:
         gc.enable()
+        signal.signal(signal.SIGINT, previous)
     err = capsys.readouterr().err
     assert code == 130 and err.strip().splitlines()[-1] == "error: interrupted", err
     assert "Traceback" not in err and "Exception ignored" not in err
