@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt,
-    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, _run_options, max_tokens_opt,
+    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, RunArgs, max_tokens_opt,
 )
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -84,8 +84,9 @@ def chat(
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
-    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                        threads=threads, window=window, guard=guard, adapt=adapt)
+    opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, guard=guard,
+                   adapt=adapt).options()
     check_options(opts)  # bad arguments are refused before the loading line
     with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
                            f"({method} on {backend})"):

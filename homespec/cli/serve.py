@@ -13,7 +13,7 @@ from homespec import limits
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
-    ThreadsOpt, TopkOpt, WindowOpt, _run_options, number,
+    ThreadsOpt, TopkOpt, WindowOpt, RunArgs, number,
 )
 from homespec.chatformat.reasoning import FORMATS as REASONING_FORMATS
 from homespec.errors import UsageError
@@ -71,8 +71,9 @@ def serve(
     if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
         method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
         print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
-    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
-                        exact, window=window, guard=guard, adapt=adapt)
+    opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
+                   window=window, guard=guard, adapt=adapt).options()
     path = check_options(opts)  # bad arguments are refused before anything binds or loads
     if chat_template_file is not None:
         from homespec.server.chat import checked_template
