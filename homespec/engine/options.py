@@ -6,7 +6,7 @@ The plan that `homespec plan` prints for the same arguments is the one that star
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from homespec.backends.registry import BACKENDS, backend_entry
@@ -16,7 +16,8 @@ from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
 
 __all__ = ["RunOptions", "check_options", "draft_shape", "head_dir", "auto_head", "drafts_with_head", "tree_nodes",
-           "lookup_depth", "resolve_model_path", "threads_of", "default_head"]
+           "lookup_depth", "lookup_without_head", "resolve_model_path", "threads_of",
+           "default_head"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,22 @@ def resolve_model_path(model: str | None) -> str:
 def default_head(model_path: str) -> Path | None:
     """The shipped head when the target is the embedded model (the one its plan describes)."""
     return shipped_head(model_path)
+
+
+def lookup_without_head(opt: RunOptions) -> RunOptions:
+    """--method eagle3 with neither --draft nor --model in an install that ships no head: prompt
+    lookup (ngram) instead, with a note, so that the run still speculates (chat and serve)."""
+    from homespec.embedded import DEFAULT_HEAD
+
+    method = METHODS.get(opt.method)  # an unknown one is check_options' to refuse
+    if method is None or not method.needs_head or opt.draft is not None or opt.model is not None:
+        return opt
+    if (DEFAULT_HEAD / "config.json").is_file():
+        return opt
+    import sys
+
+    print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    return replace(opt, method="ngram")
 
 
 def threads_of(opt: RunOptions) -> int | None:
