@@ -68,7 +68,7 @@ SCHEMAS = {
 
 
 def run_method(method: str, args) -> dict:
-    from homespec.cli.options import _run_options
+    from homespec.cli.options import RunArgs
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine, follow
     from homespec.engine.responses import final
@@ -76,8 +76,7 @@ def run_method(method: str, args) -> dict:
     from homespec.session.encode import encode_prompt
     from homespec.speculative.sampling import Sampler
 
-    engine = Engine.open(_run_options(None, None, method, "llamacpp", 2048, None, None, None, threads=args.threads,
-                                      guard=False))
+    engine = Engine.open(RunArgs(method=method, ctx=2048, threads=args.threads).options())
     rows = []
     try:
         vocab = vocabulary(engine.tokenizer)

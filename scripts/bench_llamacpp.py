@@ -41,9 +41,10 @@ def default_server() -> Path:
 def run_homespec(model: str, draft: str, prompts: list[list[int]], n: int, ctx: int, threads: int,
                  guard: bool, methods: list[str], depth: int | None, topk: int | None, nodes: int | None) -> dict[str, Any]:
     from homespec.bench.run import run_bench
-    from homespec.cli.options import _run_options
+    from homespec.cli.options import RunArgs
 
-    opts = _run_options(model, draft, methods[0], "llamacpp", ctx, depth, topk, nodes, threads=threads, guard=guard)
+    opts = RunArgs(model=model, draft=draft, method=methods[0], ctx=ctx, draft_depth=depth, draft_topk=topk,
+                   draft_tokens=nodes, threads=threads, guard=guard).options()
     res = run_bench(opts, methods, prompts, max_tokens=n)
     out = {}
     for name, s in res.methods.items():

@@ -250,7 +250,8 @@ def test_smollm2_top1_agrees_with_llama_cpp(smollm2_path):
 def test_settings_a_run_loads_the_backend_with_are_its_plans(tmp_path):
     """A torch run plans first (as `homespec plan --backend torch` would) and loads the backend with
     that plan's device, float type and context; the weights and KV it then holds are the plan's lines."""
-    from homespec.backends.settings import TorchSettings, settings_for
+    from homespec.backends.registry import settings_for
+    from homespec.backends.settings import TorchSettings
     from homespec.session import RunOptions, Session
 
     path = make_tiny_gguf(tmp_path / "t.gguf", n_layer=2, tied=False)
@@ -270,7 +271,8 @@ def test_settings_a_run_loads_the_backend_with_are_its_plans(tmp_path):
                                                   ("m4-pro-24", None, "mps", "f16")])
 def test_settings_follow_the_device_the_plan_chose(gpu, ram, device, dtype):
     """On a GPU the plan budgets 16-bit weights (plan.place.torch), and the backend is loaded so."""
-    from homespec.backends.settings import TorchSettings, settings_for
+    from homespec.backends.registry import settings_for
+    from homespec.backends.settings import TorchSettings
     from homespec.plan.api import make_plan
 
     plan = make_plan(model=None, gpu=gpu, ram=ram, backend="torch", ctx=1024)

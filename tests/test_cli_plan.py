@@ -348,7 +348,7 @@ def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, comm
     """`homespec plan ARGS` and the plan `generate/chat/bench ARGS` start llama.cpp with agree: context,
     draft shape, KV, placement, the draft head (the shipped one for the embedded model) and every byte."""
     from homespec.backends.settings import settings_from_plan
-    from homespec.cli import _run_options
+    from homespec.cli import RunArgs
     from homespec.plan.render import to_json
     from homespec.engine.assemble import plan_for_run
     from homespec.embedded import DEFAULT_HEAD
@@ -359,8 +359,9 @@ def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, comm
     planned = json.loads(out)
     extra = ["--prompt", "x"] if command == "generate" else []
     p = _parsed(command, extra + args)
-    opts = _run_options(p["model"], p["draft"], p.get("method", "eagle3"), p["backend"], p["ctx"], p["draft_depth"],
-                        p["draft_topk"], p["draft_tokens"])
+    opts = RunArgs(model=p["model"], draft=p["draft"], method=p.get("method", "eagle3"), backend=p["backend"],
+                   ctx=p["ctx"], draft_depth=p["draft_depth"], draft_topk=p["draft_topk"],
+                   draft_tokens=p["draft_tokens"]).options()
     ran = to_json(plan_for_run(opts, resolve_model_path(opts.model)))
     assert ran["settings"] == planned["settings"]
     assert ran["draft"] == planned["draft"] and ran["items"] == planned["items"]

@@ -55,9 +55,9 @@ def test_lanes_the_target_cannot_run_are_usage_errors_naming_the_flag(opt, paral
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path):
-    from homespec.cli.options import _run_options
+    from homespec.cli.options import RunArgs
 
-    opts = _run_options(None, None, "none", "llamacpp", 256, None, None, None, threads=1)
+    opts = RunArgs(method="none", ctx=256, threads=1).options()
     e = Engine.open(opts, parallel=1, queue_size=1).start()
     yield e
     e.close()

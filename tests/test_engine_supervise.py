@@ -106,7 +106,7 @@ def _get(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
 
 
 def test_the_server_says_so_on_health_and_exits_non_zero(prompt):
-    from homespec.cli.serve import _serve
+    from homespec.server.launch import serve_engine
     from homespec.server.run import bind
 
     eng = _open(parallel=1, queue_size=2)
@@ -116,7 +116,7 @@ def test_the_server_says_so_on_health_and_exits_non_zero(prompt):
 
     def run() -> None:
         try:
-            _serve(eng, sock, host="127.0.0.1", api_key=None, name="smol", max_body=1 << 20)
+            serve_engine(eng, sock, host="127.0.0.1", api_key=None, name="smol", max_body=1 << 20)
         except HomespecError as e:
             outcome["error"] = e
 

@@ -175,7 +175,7 @@ def test_commit_plan():
 def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
     """exllamav2 cannot load here, so this checks what the run would hand Exl2Backend.from_settings:
     the plan's context, cache type, input length (the chunk its scratch is sized for) and reserves."""
-    from homespec.backends.settings import settings_for
+    from homespec.backends.registry import settings_for
     from homespec.engine.assemble import plan_for_run
     from homespec.plan.settings import EXL2_CACHE
     from homespec.session import RunOptions
@@ -192,7 +192,7 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
 
 
 def test_a_catalogue_plan_names_no_directory(exl2_dir):
-    from homespec.backends.settings import settings_for
+    from homespec.backends.registry import settings_for
     from homespec.plan.api import make_plan
 
     with pytest.raises(UsageError, match="names no EXL2 directory"):

@@ -104,7 +104,7 @@ def test_greedy_speculation_under_a_schema_is_plain_constrained_decoding():
     """Same prompt, same schema: plain decoding and the EAGLE head's tree drafting on every step
     (no guard): the same tokens, valid under the schema, and drafts did get accepted (the grammar
     did not simply switch speculation off)."""
-    from homespec.cli.options import _run_options
+    from homespec.cli.options import RunArgs
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine, follow
     from homespec.engine.responses import final
@@ -112,8 +112,7 @@ def test_greedy_speculation_under_a_schema_is_plain_constrained_decoding():
 
     answers = {}
     for method in ("none", "eagle3"):
-        engine = Engine.open(_run_options(None, None, method, "llamacpp", 1024, None, None, None, threads=2,
-                                          guard=False))
+        engine = Engine.open(RunArgs(method=method, ctx=1024, threads=2).options())
         try:
             grammar = json_schema(PERSON, vocabulary(engine.tokenizer))
             ids = encode_prompt(engine.tokenizer, ["Describe Alice, who is 30, as a JSON object."], chat=True)

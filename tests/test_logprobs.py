@@ -25,7 +25,7 @@ def test_speculative_logprobs_equal_plain_decodings():
     """Greedy, the same prompt: plain decoding and the EAGLE head drafting on every step give the
     same tokens with log-probabilities equal within the backend's batch-vs-single noise floor
     (docs/backends.md; llama-server gives 0.0 for every drafted token)."""
-    from homespec.cli.options import _run_options
+    from homespec.cli.options import RunArgs
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine, follow
     from homespec.engine.responses import Finish, TextDelta
@@ -33,8 +33,7 @@ def test_speculative_logprobs_equal_plain_decodings():
 
     runs = {}
     for method in ("none", "eagle3"):
-        engine = Engine.open(_run_options(None, None, method, "llamacpp", 1024, None, None, None, threads=2,
-                                          guard=False))
+        engine = Engine.open(RunArgs(method=method, ctx=1024, threads=2).options())
         try:
             ids = encode_prompt(engine.tokenizer, ["Write a short poem about the sea."], chat=True)
             out = list(follow(engine, engine.submit(EngineRequest(tuple(ids), 48, logprobs=3))))

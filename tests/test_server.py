@@ -119,12 +119,12 @@ def client(server):
 @pytest.fixture(scope="module")
 def reference(smollm2_path, launched):
     """The greedy answers of a Session opened with the server's options: what the server must say."""
-    from homespec.cli.options import _run_options
+    from homespec.cli.options import RunArgs
     from homespec.session import Session, final
     from homespec.session.encode import encode_prompt
     from homespec.speculative.steps import Limits
 
-    opts = _run_options(None, None, "eagle3", "llamacpp", CTX, None, None, None, threads=THREADS, guard=False)
+    opts = RunArgs(method="eagle3", ctx=CTX, threads=THREADS).options()
     session = Session.open(opts)
     try:
         tok = session.backend.tokenizer

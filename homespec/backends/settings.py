@@ -1,7 +1,7 @@
 """Engine settings that a plan decides and a backend consumes.
 
 The planner prints a plan; the same plan starts the backend (docs/architecture.md, contract 4).
-`settings_for(plan)` is the narrow piece of it the plan's backend is built from: llama.cpp's
+`settings_for(plan)` (homespec.backends.registry) is the narrow piece of it the plan's backend is built from: llama.cpp's
 `BackendSettings`, the torch backend's `TorchSettings`, exllamav2's `Exl2Settings`. This module
 imports nothing heavy: `homespec plan` uses it.
 """
@@ -201,19 +201,11 @@ def _planned_reserves(plan: Any) -> tuple[int, ...]:
     return tuple(planned.get(g.id, reserve(g, k)) for k, g in enumerate(gpus))
 
 
-# --- every backend ---------------------------------------------------------------------------------
-
-
-def settings_for(plan: Any, **overrides: Any) -> BackendSettings | TorchSettings | Exl2Settings:
-    """The settings the plan's backend is built from (plan.settings.backend picks which); explicit
-    keyword values win. The exl2 backend also needs the model directory: `model_dir=`."""
-    backend = plan.settings.backend
-    if backend == "torch":
-        return torch_settings(plan, **overrides)
-    if backend == "exl2":
-        model_dir = overrides.pop("model_dir", None) or (plan.model.source if plan.model.format == "exl2" else None)
-        if model_dir is None:
-            raise UsageError(f"the plan of {plan.model.name} names no EXL2 directory to load",
-                             hint="pass the directory exllamav2's convert_exl2 wrote as --model")
-        return exl2_settings(model_dir, plan, **overrides)
-    return settings_from_plan(plan, **overrides)
+def exl2_for_plan(plan: Any, **overrides: Any) -> Exl2Settings:
+    """exllamav2's settings from its plan; the model directory is `model_dir=`, else the plan's own
+    EXL2 source."""
+    model_dir = overrides.pop("model_dir", None) or (plan.model.source if plan.model.format == "exl2" else None)
+    if model_dir is None:
+        raise UsageError(f"the plan of {plan.model.name} names no EXL2 directory to load",
+                         hint="pass the directory exllamav2's convert_exl2 wrote as --model")
+    return exl2_settings(model_dir, plan, **overrides)

@@ -23,7 +23,8 @@ from homespec.errors import UsageError
 from homespec.bench.categories import by_category
 from homespec.bench.sessions import MethodSessions, open_methods
 from homespec.session import Finish, RunOptions, Session, final
-from homespec.engine.options import METHODS, check_options
+from homespec.engine.methods import METHODS
+from homespec.engine.options import check_options
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -81,7 +82,7 @@ class MethodStats:
             self.passes += 1
             self.emitted_in_passes += len(s.tokens)
             self.step_latencies.append(s.t_step)
-            if not s.speculative and self.method != "none":
+            if not s.speculative and METHODS[self.method].speculative:
                 fallback += 1
             if s.speculative and s.draft_size > 0:
                 self.spec_steps += 1

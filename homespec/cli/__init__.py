@@ -11,7 +11,7 @@ imported inside the commands, so `homespec plan` starts fast.
 from __future__ import annotations
 
 from homespec.cli.app import app, draft_app
-from homespec.cli.options import _run_options
+from homespec.cli.options import RunArgs
 from homespec.cli import probe as _probe  # noqa: F401 - registers `probe`
 from homespec.cli import plan as _plan  # noqa: F401 - registers `plan`
 from homespec.cli import generate as _generate  # noqa: F401 - registers `generate`
@@ -26,6 +26,6 @@ from homespec.cli.chat import _ResumeCommand
 from homespec.cli.errors import _click_exceptions, _command_path, _entry, _one_line, main
 
 __all__ = [
-    "app", "draft_app", "main", "_entry", "_run_options", "_BenchCommand", "_legacy_json_file", "_check_output_file",
+    "app", "draft_app", "main", "_entry", "RunArgs", "_BenchCommand", "_legacy_json_file", "_check_output_file",
     "_long_token_prompts", "_ResumeCommand", "_click_exceptions", "_command_path", "_one_line",
 ]

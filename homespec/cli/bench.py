@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt,
-    TopkOpt, WindowOpt, _run_options, max_tokens_opt,
+    TopkOpt, WindowOpt, RunArgs, max_tokens_opt,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -113,8 +113,9 @@ def bench(
         _check_output_file(flag, path, example)
     server_bin = _check_against(against_, server, server_draft, temperature, long, repeat, lockstep)
     items = None if long else _prompt_items(prompts, category)[:limit]
-    opts = _run_options(model, draft, names[0], backend, ctx, draft_depth, draft_topk, draft_tokens, threads=threads,
-                        window=window, guard=guard, adapt=adapt)
+    opts = RunArgs(model=model, draft=draft, method=names[0], backend=backend, ctx=ctx, draft_depth=draft_depth,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, guard=guard,
+                   adapt=adapt).options()
     with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
         task = bar.add_task("bench", total=(len(items) if items else limit) * len(names) * repeat)
 

@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt,
-    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, _run_options, max_tokens_opt,
+    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, RunArgs, max_tokens_opt,
 )
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -73,22 +73,20 @@ def chat(
     from homespec.chat.store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
     from homespec.session import Session
-    from homespec.embedded import DEFAULT_HEAD
-    from homespec.engine.options import check_options
+    from homespec.engine.options import check_options, lookup_without_head
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 
     saved = load(find(None if resume == "latest" else resume)) if resume is not None else None  # before loading
     if saved is not None and model is None and saved.model and os.path.exists(saved.model):
         model = saved.model  # continue with the model it was saved with
-    if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
-        method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup
-        print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
-    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens,
-                        threads=threads, window=window, guard=guard, adapt=adapt)
+    opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, guard=guard,
+                   adapt=adapt).options()
+    opts = lookup_without_head(opts)  # no shipped head in this install: still speculate, with prompt lookup
     check_options(opts)  # bad arguments are refused before the loading line
     with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
-                           f"({method} on {backend})"):
+                           f"({opts.method} on {backend})"):
         session = Session.open(opts)
     try:
         if session.plan is not None:

@@ -1,13 +1,17 @@
-"""The options several commands share, as `Annotated` aliases, and the run options they build."""
+"""The options several commands share, as `Annotated` aliases, and RunArgs: the run options they build."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from homespec import limits
-from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
+from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT
+
+if TYPE_CHECKING:
+    from homespec.engine.options import RunOptions
 
 
 class OutOfRange(typer.BadParameter):
@@ -84,12 +88,35 @@ def threads_for_run(threads: int | None) -> int | None:
     return threads
 
 
-def _run_options(model, draft, method, backend, ctx, depth, topk, nodes, device=None, threads=None, exact=False,
-                 window=None, guard=False, adapt=False):
-    from homespec.engine.options import RunOptions, draft_shape
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunArgs:
+    """The shared run options as a command parsed them (None: left to the run's default), built by
+    keyword once per command and turned into the engine's RunOptions in one place: `options()`."""
 
-    threads = threads_for_run(threads)
-    depth, topk, nodes = draft_shape(backend, device, depth, topk, nodes)
-    return RunOptions(model=model, draft=draft, method=method, backend=backend, device=device, ctx=ctx,
-                      draft_depth=depth, draft_topk=topk, draft_tokens=nodes, threads=threads, exact=exact,
-                      window=window, guard=guard, adapt=adapt)
+    model: str | None = None
+    draft: str | None = None
+    method: str = "auto"
+    backend: str = "llamacpp"
+    ctx: int = DEFAULT_CTX
+    draft_depth: int | None = None
+    draft_topk: int | None = None
+    draft_tokens: int | None = None
+    device: str | None = None
+    threads: int | None = None
+    exact: bool = False
+    window: int | None = None
+    guard: bool = False
+    adapt: bool = False
+
+    def options(self) -> "RunOptions":
+        """The RunOptions of these arguments: --threads capped (saying so), the draft shape the user
+        left open filled from what the target runs on (homespec.engine.options.draft_shape)."""
+        from homespec.engine.options import RunOptions, draft_shape
+
+        threads = threads_for_run(self.threads)  # its note comes before the machine is probed
+        depth, topk, nodes = draft_shape(self.backend, self.device, self.draft_depth, self.draft_topk,
+                                         self.draft_tokens)
+        return RunOptions(model=self.model, draft=self.draft, method=self.method, backend=self.backend,
+                          device=self.device, ctx=self.ctx, draft_depth=depth, draft_topk=topk, draft_tokens=nodes,
+                          threads=threads, exact=self.exact, window=self.window,
+                          guard=self.guard, adapt=self.adapt)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,7 +11,7 @@ from homespec import limits
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
-    ThreadsOpt, TopkOpt, WindowOpt, _run_options, number,
+    ThreadsOpt, TopkOpt, WindowOpt, RunArgs, number,
 )
 from homespec.chatformat.reasoning import FORMATS as REASONING_FORMATS
 from homespec.errors import UsageError
@@ -55,12 +53,7 @@ def serve(
     /props, /slots, /health, /metrics.
     Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
     """
-    from homespec.embedded import DEFAULT_HEAD
-    from homespec.engine.assemble import check_parallel, choose_parallel
-    from homespec.engine.core import Engine
-    from homespec.server.run import bind
-    from homespec.engine.options import check_options
-    from homespec.termline import stage
+    from homespec.server.launch import Serving, launch
 
     if api_key is not None and not api_key.strip():
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
@@ -68,32 +61,12 @@ def serve(
     if reasoning_format not in REASONING_FORMATS:
         raise UsageError(f"--reasoning-format {reasoning_format!r} is not one of {', '.join(REASONING_FORMATS)}",
                          hint="use --reasoning-format auto (thinking in reasoning_content) or none")
-    if method == "eagle3" and draft is None and model is None and not (DEFAULT_HEAD / "config.json").is_file():
-        method = "ngram"  # no shipped head in this install: still speculate, with prompt lookup (as chat does)
-        print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
-    opts = _run_options(model, draft, method, backend, ctx, draft_depth, draft_topk, draft_tokens, device, threads,
-                        exact, window=window, guard=guard, adapt=adapt)
-    path = check_options(opts)  # bad arguments are refused before anything binds or loads
-    if chat_template_file is not None:
-        from homespec.server.chat import checked_template
-
-        checked_template(chat_template_file)
-    if parallel is not None:
-        check_parallel(opts, parallel)
-    sock = bind(host, port)  # a port in use fails here, before the model loads
-    try:
-        plan = None
-        if parallel is None:
-            parallel, plan = choose_parallel(opts, path)  # the plan the engine then starts from
-        how = method if method == "none" else f"{method}, {'guarded' if guard else 'unguarded'}"
-        with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {backend}, {parallel} parallel)"):
-            engine = Engine.open(opts, parallel=parallel, queue_size=queue, cache_prompt=cache_prompt,
-                                 cache_ram=cache_ram << 20, plan=plan).start()
-    except BaseException:
-        sock.close()
-        raise
-    _serve(engine, sock, host=host, api_key=api_key, name=alias or os.path.basename(path), max_body=max_body_mib << 20,
-           cors=origins, template_file=chat_template_file, reasoning_format=reasoning_format)
+    opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
+                   window=window, guard=guard, adapt=adapt).options()
+    launch(opts, Serving(host=host, port=port, api_key=api_key, alias=alias, parallel=parallel, queue=queue,
+                         cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
+                         cors=origins, template_file=chat_template_file, reasoning_format=reasoning_format))
 
 
 def cors_origins(value: str | None) -> tuple[str, ...]:
@@ -108,38 +81,3 @@ def cors_origins(value: str | None) -> tuple[str, ...]:
     if not origins:
         raise UsageError("--cors is empty", hint="name an origin (scheme://host[:port]) or '*', or leave --cors out")
     return origins
-
-
-def _serve(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
-           cors: tuple[str, ...] = (), template_file: Path | None = None, reasoning_format: str = "auto") -> None:
-    """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
-    a moment), for whatever supervises the server (systemd, a container) to restart it."""
-    from homespec.errors import HomespecError
-    from homespec.server.app import create_app
-    from homespec.server.chat import chat_settings
-    from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
-
-    log_to_stderr()
-    try:
-        chat = chat_settings(engine.tokenizer, template_file, reasoning_format)
-        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body, cors=cors, chat=chat)
-        if (warning := exposure_warning(host, api_key)) is not None:
-            print(warning, file=sys.stderr)
-        print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
-              f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
-              f"{engine.n_ctx} tokens each); Ctrl-C stops", flush=True)
-        caught = serve_app(web, sock, stop_when=lambda: engine.failure)
-        if caught and engine.failure is None:
-            print(f"homespec serve: {caught}: stopped taking requests; closing", file=sys.stderr)
-    finally:
-        engine.close(timeout_s=5.0)
-    if engine.failure is not None:
-        raise HomespecError(f"the engine stopped: {engine.failure}",
-                            hint="the server's log above has the traceback; restart homespec serve")
-
-
-def _key_shown(api_key: str | None) -> str:
-    """What the start line says of the key: never the key itself (stdout ends up in logs)."""
-    if not api_key:
-        return "any"
-    return "<your $HOMESPEC_API_KEY>" if os.environ.get("HOMESPEC_API_KEY") == api_key else "<your --api-key>"

@@ -16,12 +16,12 @@ chat, generate, bench (one lane) and serve (N lanes) all start here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homespec.backends.registry import BACKENDS, LoadArgs, backend_entry
+from homespec.engine.methods import METHODS, DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
-    METHODS, RUN_BACKENDS, RunOptions, auto_head, check_options, drafts_with_head, head_dir, lookup_depth,
-    resolve_model_path, threads_of, tree_nodes,
+    RunOptions, auto_head, check_options, drafts_with_head, head_dir, resolve_model_path, threads_of, tree_nodes,
 )
 from homespec.errors import UsageError
 
@@ -70,7 +70,7 @@ def one_torch_thread(opt: RunOptions, plan: "Plan | None") -> None:
     import os
     import sys
 
-    if opt.backend != "llamacpp" or plan is None or plan.machine.gpus or "torch" in sys.modules:
+    if not BACKENDS[opt.backend].own_cpu_pool or plan is None or plan.machine.gpus or "torch" in sys.modules:
         return
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
@@ -100,10 +100,10 @@ def check_parallel(opt: RunOptions, parallel: int) -> None:
         raise UsageError(f"--parallel {parallel} is not positive", hint="pass --parallel 1 or more")
     if parallel == 1:
         return
-    if opt.backend != "llamacpp":
+    if not BACKENDS[opt.backend].lanes:
         raise UsageError(f"--parallel {parallel}: the {opt.backend} backend decodes one sequence at a time",
                          hint="use --parallel 1 (requests then wait in the queue), or a GGUF with --backend llamacpp")
-    if opt.method == "draft":
+    if METHODS[opt.method].speculative and METHODS[opt.method].clone is None:
         raise UsageError(f"--parallel {parallel}: several lanes draft with auto, eagle3, ngram, suffix or none",
                          hint="use --parallel 1 with --method draft")
     if opt.exact:
@@ -171,15 +171,15 @@ def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: in
 
 
 def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel: int = 1) -> "Plan":
-    """The plan a run starts its target with (backends/settings.py: settings_for): `homespec plan`
+    """The plan a run starts its target with (backends/registry.py: settings_for): `homespec plan`
     with the same arguments (the same defaults, homespec.plan.settings) on this machine, or on
     `gpu` (plan's --gpu); the torch backend on --device cpu is planned for the CPU. `parallel`:
     sequences served at once, each with opt.ctx cells of KV (plan's --parallel)."""
     from homespec.plan.api import make_plan
 
     if gpu is None:
-        gpu = "none" if opt.backend == "torch" and opt.device == "cpu" else "auto"
-    draft = opt.draft if opt.method == "draft" or drafts_with_head(opt, path) else "none"
+        gpu = "none" if BACKENDS[opt.backend].torch_device and opt.device == "cpu" else "auto"
+    draft = opt.draft if METHODS[opt.method].draft_model or drafts_with_head(opt, path) else "none"
     return make_plan(model=path, gpu=gpu, draft=draft, ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
                      parallel=parallel)
@@ -215,101 +215,33 @@ def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *
 
 def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
     """One sequence of the target, started from `plan` (None: from the options alone)."""
-    if opt.backend == "torch":
-        import torch
-
-        from homespec.backends.torch.backend import TorchBackend
-
-        if threads_of(opt):
-            torch.set_num_threads(threads_of(opt))
-        if plan is not None:
-            from homespec.backends.settings import settings_for
-
-            return TorchBackend.from_settings(path, settings_for(plan, device=opt.device))
-        return TorchBackend.load(path, device=opt.device, max_context=opt.ctx)
-    if opt.backend == "llamacpp":
-        if Path(path).is_dir():
-            raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
-        from homespec.backends.llamacpp.backend import LlamaCppBackend
-        from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, tree_leaves
-
-        kw: dict[str, Any] = {"verify_mode": "exact" if opt.exact else "batch",
-                              "max_leaves": max(DEFAULT_MAX_LEAVES, tree_leaves(tree_nodes(opt)))}
-        if plan is not None:
-            from homespec.backends.settings import settings_from_plan
-
-            return LlamaCppBackend.from_settings(path, settings_from_plan(plan, n_threads=threads_of(opt)), **kw)
-        return LlamaCppBackend.load(path, n_ctx=opt.ctx, n_threads=threads_of(opt), **kw)
-    if opt.backend == "exl2":
-        from homespec.backends.exl2.backend import Exl2Backend  # noqa: F401 - raises a clear error without CUDA
-
-        if plan is not None:
-            from homespec.backends.settings import settings_for
-
-            return Exl2Backend.from_settings(settings_for(plan, model_dir=path))
-        return Exl2Backend.load(path, max_context=opt.ctx)  # type: ignore[attr-defined]
-    raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
+    args = LoadArgs(ctx=opt.ctx, threads=threads_of(opt), device=opt.device, exact=opt.exact,
+                    tree_nodes=tree_nodes(opt))
+    return backend_entry(opt.backend).load(path, plan, args)
 
 
 def make_drafter(backend: "Any", model_path: str, opt: RunOptions, *,
                  store: "SuffixStore | None" = None) -> tuple["Drafter | None", "Backend | None"]:
-    """The drafter `opt.method` names, drafting on `backend` (and the draft model it loaded).
-    `store`: the suffix store the engine's lanes share (None: one of its own)."""
-    if opt.method not in METHODS:
-        raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
-    if opt.method == "none":
+    """The drafter `opt.method` names (homespec.engine.methods), drafting on `backend` (and the
+    draft model it loaded). `store`: the suffix store the engine's lanes share (None: one of its own)."""
+    method = method_entry(opt.method)
+    if not method.speculative:
         return None, None
-    if opt.method == "draft":
-        return _draft_model(backend, opt)
-    if opt.method in ("ngram", "suffix"):
-        return _lookup(opt.method, max(1, opt.draft_depth), store), None
-    if opt.method == "eagle3":
-        return _eagle(backend, head_dir(opt, model_path), opt), None
-    from homespec.speculative.drafters.auto import AutoDrafter
-
-    where = auto_head(opt, model_path)
-    head = _eagle(backend, where, opt) if where is not None else None
-    depth = lookup_depth(opt)
-    return AutoDrafter([_lookup("ngram", depth), _lookup("suffix", depth, store)], head), None
+    head = None
+    if method.needs_head:
+        head = head_dir(opt, model_path)
+    elif method.uses_head:
+        head = auto_head(opt, model_path)
+    draft_backend = _draft_model(opt) if method.draft_model else None
+    drafter = method.make(DraftInputs(backend, opt, head=head, store=store, draft_model=draft_backend))
+    return drafter, draft_backend
 
 
-def _lookup(method: str, depth: int, store: "SuffixStore | None" = None) -> "Drafter":
-    """Prompt lookup (ngram) or suffix drafting, offering chains of at most `depth` tokens."""
-    if method == "ngram":
-        from homespec.speculative.drafters.ngram import NgramDrafter
-
-        return NgramDrafter(max_ngram=3, num_draft=depth)
-    from homespec.speculative.drafters.suffix import SuffixDrafter
-
-    return SuffixDrafter(store, num_draft=depth)
-
-
-def _eagle(backend: "Any", where: Path, opt: RunOptions) -> "Drafter":
-    """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
-    from homespec.formats.acceptance import read_prior
-    from homespec.nets.eagle3 import load_head
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-
-    head = load_head(where, backend.n_layer, backend.hidden_size, backend.n_vocab,
-                     device=backend.device if backend.name == "torch" else "cpu")
-    window = head.config.draft_window if opt.window is None else (opt.window or None)
-    drafter = Eagle3Drafter(head, backend, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
-                            window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(where))
-    drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
-    return drafter
-
-
-def _draft_model(backend: "Backend", opt: RunOptions) -> tuple["Drafter", "Backend"]:
+def _draft_model(opt: RunOptions) -> "Backend":
+    """--method draft's small model, loaded as the target's backend loads (one-token kernels off)."""
     if not opt.draft:
         raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
-    from homespec.speculative.drafters.draft_model import DraftModelDrafter
-
-    draft_backend = open_backend(resolve_model_path(opt.draft), replace(opt, exact=False), None)
-    if draft_backend.n_vocab != backend.n_vocab:
-        draft_backend.close()
-        raise UsageError(f"the draft model has {draft_backend.n_vocab} tokens, the target {backend.n_vocab}",
-                         hint="a draft model must share the target's tokenizer")
-    return DraftModelDrafter(draft_backend, depth=opt.draft_depth), draft_backend
+    return open_backend(resolve_model_path(opt.draft), replace(opt, exact=False), None)
 
 
 def lane_leaves(opt: RunOptions, parallel: int, n_batch: int, *, trees: bool) -> int:
@@ -324,37 +256,16 @@ def lane_leaves(opt: RunOptions, parallel: int, n_batch: int, *, trees: bool) ->
 
 
 def lane_drafters(target: "Lanes", path: str, opt: RunOptions, parallel: int) -> list["Drafter | None"]:
-    """One drafter per lane; EAGLE drafters share one head (its weights), each keeps its own KV;
-    suffix drafters share one store of every lane's answers."""
+    """One drafter per lane (the first made, the others cloned: homespec.engine.methods); EAGLE
+    drafters share one head (its weights), each keeps its own KV; suffix drafters share one store of
+    every lane's answers."""
     from homespec.speculative.drafters.suffix import SuffixStore
 
     store = SuffixStore()
     first, _ = make_drafter(target, path, opt, store=store)
     if first is None:
         return [None] * parallel
-    return [first] + [_sibling(first, target, store) for _ in range(1, parallel)]
-
-
-def _sibling(first: "Drafter", target: "Lanes", store: "SuffixStore") -> "Drafter":
-    """Another lane's drafter like `first`: the same head's weights, the same store, its own state."""
-    from homespec.speculative.drafters.auto import AutoDrafter
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
-    from homespec.speculative.drafters.ngram import NgramDrafter
-    from homespec.speculative.drafters.suffix import SuffixDrafter
-
-    if isinstance(first, AutoDrafter):
-        model = _sibling(first.model, target, store) if first.model is not None else None
-        return AutoDrafter([_sibling(d, target, store) for d in first.lookups], model)
-    if isinstance(first, NgramDrafter):
-        return NgramDrafter(max_ngram=first.max_ngram, num_draft=first.num_draft)
-    if isinstance(first, SuffixDrafter):
-        return SuffixDrafter(store, num_draft=first.num_draft)
-    if isinstance(first, Eagle3Drafter):
-        d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
-                          window=first.window, capacity=first.cache.capacity, source=first.source)
-        d.expected_acceptance = first.expected_acceptance
-        return d
-    raise UsageError(f"several lanes cannot draft with {first.name}", hint="use --parallel 1 with this method")
+    return [first] + [clone_drafter(first, target, store) for _ in range(1, parallel)]
 
 
 def make_guard(drafter: "Drafter | None", opt: RunOptions) -> "BatchGuard | None":

@@ -6,19 +6,18 @@ The plan that `homespec plan` prints for the same arguments is the one that star
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from homespec.backends.registry import BACKENDS, backend_entry
 from homespec.embedded import shipped_head
+from homespec.engine.methods import METHODS, lookup_depth, method_entry
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
 
-METHODS = ("auto", "none", "ngram", "suffix", "draft", "eagle3")
-LOOKUPS = ("ngram", "suffix")  # drafters that find their chains in text already written
-# auto: the longest chain a lookup offers; the guard verifies the part of it that pays (on this
-# project's 2-core CPU 2-5 tokens, on a GPU, where rows are nearly free, all of it)
-LOOKUP_DEPTH = 8
-RUN_BACKENDS = ("torch", "llamacpp", "exl2")
+__all__ = ["RunOptions", "check_options", "draft_shape", "head_dir", "auto_head", "drafts_with_head", "tree_nodes",
+           "lookup_depth", "lookup_without_head", "resolve_model_path", "threads_of",
+           "default_head"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +49,8 @@ def draft_shape(backend: str, device: str | None, depth: int | None, topk: int |
     homespec.plan.settings.draft_shape). The torch backend left on auto runs on a GPU when there is one."""
     on_gpu = False
     if None in (depth, topk, nodes):  # probe the machine only for what the user left open
-        on_gpu = device != "cpu" if backend == "torch" and device is not None else _has_gpu()
+        entry = BACKENDS.get(backend)
+        on_gpu = device != "cpu" if entry is not None and entry.torch_device and device is not None else _has_gpu()
     return _shape(on_gpu, depth, topk, nodes)
 
 
@@ -77,6 +77,22 @@ def default_head(model_path: str) -> Path | None:
     return shipped_head(model_path)
 
 
+def lookup_without_head(opt: RunOptions) -> RunOptions:
+    """--method eagle3 with neither --draft nor --model in an install that ships no head: prompt
+    lookup (ngram) instead, with a note, so that the run still speculates (chat and serve)."""
+    from homespec.embedded import DEFAULT_HEAD
+
+    method = METHODS.get(opt.method)  # an unknown one is check_options' to refuse
+    if method is None or not method.needs_head or opt.draft is not None or opt.model is not None:
+        return opt
+    if (DEFAULT_HEAD / "config.json").is_file():
+        return opt
+    import sys
+
+    print("note: no shipped EAGLE head found; using --method ngram", file=sys.stderr)
+    return replace(opt, method="ngram")
+
+
 def threads_of(opt: RunOptions) -> int | None:
     """--threads, else HOMESPEC_THREADS, else None (the engine's own choice: every physical core);
     at most one per CPU this process may use (the CLI says so when it caps: homespec.cli.options)."""
@@ -90,16 +106,7 @@ def tree_nodes(opt: RunOptions) -> int:
     """Nodes of the largest tree one verification holds, the root included: eagle3 drafts a tree
     of --draft-tokens nodes, ngram, suffix and draft models a chain of --draft-depth tokens, auto
     either an EAGLE tree or a lookup's chain of lookup_depth tokens."""
-    if opt.method == "none":
-        return 1
-    if opt.method == "auto":
-        return max(opt.draft_tokens, lookup_depth(opt) + 1)
-    return opt.draft_tokens if opt.method == "eagle3" else opt.draft_depth + 1
-
-
-def lookup_depth(opt: RunOptions) -> int:
-    """The longest chain auto's lookups offer (at least --draft-depth)."""
-    return max(LOOKUP_DEPTH, opt.draft_depth)
+    return METHODS[opt.method].nodes(opt)
 
 
 def auto_head(opt: RunOptions, model_path: str) -> Path | None:
@@ -113,15 +120,13 @@ def auto_head(opt: RunOptions, model_path: str) -> Path | None:
 
 def drafts_with_head(opt: RunOptions, model_path: str) -> bool:
     """Whether this run loads an EAGLE head (eagle3, or auto with a head)."""
-    return opt.method == "eagle3" or (opt.method == "auto" and auto_head(opt, model_path) is not None)
+    method = METHODS[opt.method]
+    return method.needs_head or (method.uses_head and auto_head(opt, model_path) is not None)
 
 
 def check_options(opt: RunOptions) -> str:
     """Every check that needs no model weights, run before anything loads. -> the model's path."""
-    if opt.backend not in RUN_BACKENDS:
-        raise UsageError(f"unknown backend '{opt.backend}'", hint=f"choose one of: {', '.join(RUN_BACKENDS)}")
-    if opt.method not in METHODS:
-        raise UsageError(f"unknown method '{opt.method}'", hint=f"choose one of: {', '.join(METHODS)}")
+    backend, method = backend_entry(opt.backend), method_entry(opt.method)
     if opt.window is not None and opt.window < 0:
         raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
     if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
@@ -130,20 +135,20 @@ def check_options(opt: RunOptions) -> str:
     _check_tree(opt)
     path = resolve_model_path(opt.model)
     models = [path]
-    if opt.method == "draft":
+    if method.draft_model:
         if not opt.draft:
             raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
         models.append(resolve_model_path(opt.draft))
-    if opt.backend == "llamacpp" and any(Path(m).is_dir() for m in models):
+    if backend.gguf_only and any(Path(m).is_dir() for m in models):
         raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
-    if opt.backend == "llamacpp":
+    if backend.gguf_only:
         from homespec.formats.gguf import read_model_header
 
         for m in models:  # a truncated or damaged file is named as `plan` names it, before llama.cpp reads it
             read_model_header(m)
-    if opt.method == "eagle3":
+    if method.needs_head:
         head_dir(opt, path)
-    if opt.method == "auto":
+    elif method.uses_head:
         auto_head(opt, path)  # --draft must name a head
     return path
 
@@ -156,12 +161,12 @@ def _check_tree(opt: RunOptions) -> None:
 
     if not 16 <= opt.ctx <= MAX_CTX:  # the planner's range, for every backend
         raise UsageError(f"--ctx {opt.ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
-    nodes = tree_nodes(opt)
-    flag = "--draft-tokens" if opt.method in ("eagle3", "auto") else "--draft-depth"
+    nodes, trees = tree_nodes(opt), METHODS[opt.method].trees
+    flag = "--draft-tokens" if trees else "--draft-depth"
     if nodes >= opt.ctx:
         raise UsageError(f"--ctx {opt.ctx} cannot hold a prompt and a draft tree of {nodes} nodes",
                          hint=f"raise --ctx (e.g. --ctx {max(256, 2 * nodes)}) or lower {flag}")
-    if opt.backend == "llamacpp" and opt.method in ("eagle3", "auto") and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
+    if BACKENDS[opt.backend].seq_per_leaf and trees and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
         raise UsageError(f"--draft-tokens {nodes} allows a tree of {nodes - 1} leaves; llama.cpp verifies at most "
                          f"{MAX_SEQ} (one sequence each)", hint=f"use --draft-tokens {MAX_SEQ + 1} or fewer")
 

@@ -16,6 +16,7 @@ import anyio
 from fastapi import APIRouter
 from pydantic import StrictBool, StrictInt, StrictStr
 
+from homespec.engine.methods import METHODS
 from homespec.server import errors
 from homespec.server.chat import ChatSettings, prepare
 from homespec.server.schemas import MAX_TOKEN_ID, ChatRequest, _Body
@@ -107,7 +108,7 @@ def properties(engine: "Engine", name: str) -> dict[str, Any]:
     speculative = {"method": opt.method, "guard": opt.guard, "draft": opt.draft,
                    "draft_depth": engine.parts.shape.depth if engine.parts.shape is not None else 0,
                    "draft_tokens": engine.parts.shape.total if engine.parts.shape is not None else 0}
-    return {"default_generation_settings": {"n_ctx": engine.n_ctx, "speculative": opt.method != "none",
+    return {"default_generation_settings": {"n_ctx": engine.n_ctx, "speculative": METHODS[opt.method].speculative,
                                             "params": DEFAULTS},
             "total_slots": engine.slots, "model_alias": name, "model_path": engine.model_path,
             "n_ctx": engine.n_ctx, "modalities": {"vision": False, "audio": False},

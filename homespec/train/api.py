@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from homespec.atomic import write_text
+from homespec.backends.registry import BACKENDS
 from homespec.errors import HomespecError, UsageError
 from homespec.train.config import TrainConfig
 from homespec.train.data import DataSummary, generate_data, target_settings
@@ -149,7 +150,7 @@ def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> Tr
     data = generate_data(inputs.target, out / "data", inputs.items, tokens=c.tokens, max_new_tokens=c.max_new_tokens,
                          seed=c.seed, feature_layers=inputs.layers, backend=inputs.backend, parallel=c.parallel,
                          shard_prompts=c.shard_prompts, skip_shards=c.skip_shards, n_threads=c.n_threads,
-                         device=c.device if inputs.backend == "torch" else None, progress=progress)
+                         device=c.device if BACKENDS[inputs.backend].torch_device else None, progress=progress)
     _, shards = load_shards(out / "data")
     shards = shards + [sh for _, more in inputs.extra for sh in more]
 
@@ -193,7 +194,7 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
         raise UsageError(f"--draft-vocab {c.draft_vocab} is more than the target's {cfg.n_vocab} tokens",
                          hint=f"use --draft-vocab {min(8192, cfg.n_vocab)} (at most {cfg.n_vocab})")
     backend = c.backend or ("torch" if Path(target).is_dir() else "llamacpp")
-    if backend == "llamacpp" and Path(target).is_dir():
+    if BACKENDS[backend].gguf_only and Path(target).is_dir():
         raise UsageError("llama.cpp reads GGUF files, the target is a directory", hint="use --backend torch")
     items = read_prompts_file(c.prompts) if c.prompts else load_prompts("train")
     layers = cfg.default_feature_layers()

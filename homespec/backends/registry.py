@@ -1,0 +1,103 @@
+"""Every backend homespec runs a target on, one entry each: `BACKENDS[name]`.
+
+An entry says how to load one sequence of the target (from its plan, or from the options alone),
+which settings the plan's backend is built from (`settings_for(plan)`: docs/architecture.md,
+contract 4), where the planner puts the model (homespec.plan.place) and what the backend can do.
+Adding a backend is one package under homespec/backends/ and one entry here. The loaders import
+their engine (torch, llama_cpp, exllamav2) only when called: `homespec plan` reads this table
+without them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from homespec.backends.settings import exl2_for_plan, settings_from_plan, torch_settings
+from homespec.errors import UsageError
+from homespec.plan.place import PLACERS, Placer
+
+if TYPE_CHECKING:
+    from homespec.contracts.backend import Backend
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadArgs:
+    """What a backend is loaded with beside its path and plan."""
+
+    ctx: int  # tokens of context when there is no plan
+    threads: int | None = None  # None: the engine's own choice
+    device: str | None = None  # the torch backend's device (None: auto)
+    exact: bool = False  # llama.cpp: verify with the one-token kernels
+    tree_nodes: int = 1  # the largest draft tree one verification holds, the root included
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendEntry:
+    name: str
+    load: Callable[[str, Any, LoadArgs], "Backend"]  # (path, plan or None, args) -> one sequence
+    settings: Callable[..., Any]  # (plan, **overrides) -> what the backend is built from
+    placer: Placer  # where the planner puts the model on this backend, and its line items
+    lanes: bool = False  # decodes several sequences in one context (serve's --parallel > 1)
+    gguf_only: bool = False  # reads GGUF files only: a directory is refused before anything loads
+    torch_device: bool = False  # runs on a torch device: --device applies, a head drafts beside it
+    own_cpu_pool: bool = False  # computes on the CPU in its own thread pool, beside torch's
+    seq_per_leaf: bool = False  # verifies each leaf of a draft tree as a sequence of its own (at most MAX_SEQ)
+
+
+def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
+    import torch
+
+    from homespec.backends.torch.backend import TorchBackend
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    if plan is not None:
+        return TorchBackend.from_settings(path, torch_settings(plan, device=a.device))
+    return TorchBackend.load(path, device=a.device, max_context=a.ctx)
+
+
+def _load_llamacpp(path: str, plan: Any, a: LoadArgs) -> "Backend":
+    if Path(path).is_dir():
+        raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, tree_leaves
+
+    kw: dict[str, Any] = {"verify_mode": "exact" if a.exact else "batch",
+                          "max_leaves": max(DEFAULT_MAX_LEAVES, tree_leaves(a.tree_nodes))}
+    if plan is not None:
+        return LlamaCppBackend.from_settings(path, settings_from_plan(plan, n_threads=a.threads), **kw)
+    return LlamaCppBackend.load(path, n_ctx=a.ctx, n_threads=a.threads, **kw)
+
+
+def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":
+    from homespec.backends.exl2.backend import Exl2Backend  # raises a clear error without CUDA
+
+    if plan is not None:
+        return Exl2Backend.from_settings(exl2_for_plan(plan, model_dir=path))
+    return Exl2Backend.load(path, max_context=a.ctx)  # type: ignore[return-value]
+
+
+BACKENDS: dict[str, BackendEntry] = {
+    "torch": BackendEntry(name="torch", load=_load_torch, settings=torch_settings, placer=PLACERS["torch"],
+                          torch_device=True),
+    "llamacpp": BackendEntry(name="llamacpp", load=_load_llamacpp, settings=settings_from_plan,
+                             placer=PLACERS["llamacpp"], lanes=True, gguf_only=True, own_cpu_pool=True,
+                             seq_per_leaf=True),
+    "exl2": BackendEntry(name="exl2", load=_load_exl2, settings=exl2_for_plan, placer=PLACERS["exl2"]),
+}
+
+
+def backend_entry(name: str) -> BackendEntry:
+    """The entry of --backend `name`, or a usage error naming the choices."""
+    entry = BACKENDS.get(name)
+    if entry is None:
+        raise UsageError(f"unknown backend '{name}'", hint=f"choose one of: {', '.join(BACKENDS)}")
+    return entry
+
+
+def settings_for(plan: Any, **overrides: Any) -> Any:
+    """The settings the plan's backend is built from (plan.settings.backend picks which); explicit
+    keyword values win. The exl2 backend also needs the model directory: `model_dir=`."""
+    return BACKENDS[plan.settings.backend].settings(plan, **overrides)

@@ -1,0 +1,165 @@
+"""Every drafting method `--method` names, one entry each: `METHODS[name]`.
+
+An entry says how to make the method's drafter for a lane, how to clone it for another lane (the
+same head's weights, the same suffix store, its own state), how large a tree one verification of
+it holds, and what it needs: an EAGLE head, a draft model, the target's features; whether it is a
+lookup (its chains come from text already written). Adding a method is one drafter module under
+homespec/speculative/drafters/ and one entry here. The drafters (torch for the EAGLE head) are
+imported only when one is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from homespec.errors import UsageError
+
+if TYPE_CHECKING:
+    from homespec.contracts.backend import Backend
+    from homespec.contracts.drafter import Drafter
+    from homespec.speculative.drafters.suffix import SuffixStore
+
+# auto: the longest chain a lookup offers; the guard verifies the part of it that pays (on this
+# project's 2-core CPU 2-5 tokens, on a GPU, where rows are nearly free, all of it)
+LOOKUP_DEPTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class DraftInputs:
+    """What a drafter is made from: the target it drafts on and the run's options (RunOptions)."""
+
+    target: Any  # the one-sequence backend or the lanes
+    opt: Any
+    head: Path | None = None  # the EAGLE head, for a method that drafts with one
+    store: "SuffixStore | None" = None  # the suffix store the lanes share (None: one of its own)
+    draft_model: "Backend | None" = None  # the loaded draft model (--method draft)
+
+
+Clone = Callable[["Drafter", Any, "SuffixStore | None"], "Drafter"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Method:
+    name: str
+    make: Callable[[DraftInputs], "Drafter"] | None  # None: plain decoding
+    clone: Clone | None  # (first, target, store) -> another lane's drafter; None: one lane only
+    nodes: Callable[[Any], int]  # (opt) -> nodes of the largest tree one verification holds
+    needs_head: bool = False  # drafts with an EAGLE head, which must exist (--draft or the shipped one)
+    uses_head: bool = False  # drafts with an EAGLE head when there is one
+    draft_model: bool = False  # --draft is a second, small model the drafter runs
+    features: bool = False  # reads the target's features (an EAGLE head)
+    lookup: bool = False  # finds its chains in text already written
+    trees: bool = False  # drafts trees sized by --draft-tokens (else chains of --draft-depth)
+
+    @property
+    def speculative(self) -> bool:
+        return self.make is not None
+
+
+def lookup_depth(opt: Any) -> int:
+    """The longest chain auto's lookups offer (at least --draft-depth)."""
+    return max(LOOKUP_DEPTH, opt.draft_depth)
+
+
+# --- the makers --------------------------------------------------------------------------------
+
+
+def _ngram(depth: int, max_ngram: int = 3) -> "Drafter":
+    from homespec.speculative.drafters.ngram import NgramDrafter
+
+    return NgramDrafter(max_ngram=max_ngram, num_draft=depth)
+
+
+def _suffix(depth: int, store: "SuffixStore | None") -> "Drafter":
+    from homespec.speculative.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(store, num_draft=depth)
+
+
+def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
+    """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
+    from homespec.formats.acceptance import read_prior
+    from homespec.nets.eagle3 import load_head
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+
+    head = load_head(where, target.n_layer, target.hidden_size, target.n_vocab,
+                     device=target.device if target.name == "torch" else "cpu")
+    window = head.config.draft_window if opt.window is None else (opt.window or None)
+    drafter = Eagle3Drafter(head, target, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
+                            window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(where))
+    drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
+    return drafter
+
+
+def _auto(i: DraftInputs) -> "Drafter":
+    """The lookups and, when there is one, the EAGLE head behind one lane (homespec.engine.choice)."""
+    from homespec.speculative.drafters.auto import AutoDrafter
+
+    head = _eagle(i.target, i.head, i.opt) if i.head is not None else None
+    depth = lookup_depth(i.opt)
+    return AutoDrafter([_ngram(depth), _suffix(depth, i.store)], head)
+
+
+def _draft_model(i: DraftInputs) -> "Drafter":
+    from homespec.speculative.drafters.draft_model import DraftModelDrafter
+
+    if i.draft_model.n_vocab != i.target.n_vocab:
+        i.draft_model.close()
+        raise UsageError(f"the draft model has {i.draft_model.n_vocab} tokens, the target {i.target.n_vocab}",
+                         hint="a draft model must share the target's tokenizer")
+    return DraftModelDrafter(i.draft_model, depth=i.opt.draft_depth)
+
+
+# --- the clones: another lane's drafter like the first ---------------------------------------------
+
+
+def clone_drafter(first: "Drafter", target: Any, store: "SuffixStore | None") -> "Drafter":
+    """Another lane's drafter like `first`: the same head's weights, the same store, its own state."""
+    method = METHODS.get(first.name)
+    if method is None or method.clone is None:
+        raise UsageError(f"several lanes cannot draft with {first.name}", hint="use --parallel 1 with this method")
+    return method.clone(first, target, store)
+
+
+def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
+    from homespec.speculative.drafters.auto import AutoDrafter
+
+    model = clone_drafter(first.model, target, store) if first.model is not None else None
+    return AutoDrafter([clone_drafter(d, target, store) for d in first.lookups], model)
+
+
+def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
+    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+
+    d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
+                      window=first.window, capacity=first.cache.capacity, source=first.source)
+    d.expected_acceptance = first.expected_acceptance
+    return d
+
+
+def _chain(opt: Any) -> int:
+    return opt.draft_depth + 1
+
+
+METHODS: dict[str, Method] = {
+    "auto": Method(name="auto", make=_auto, clone=_clone_auto, uses_head=True, features=True, lookup=True,
+                   trees=True, nodes=lambda opt: max(opt.draft_tokens, lookup_depth(opt) + 1)),
+    "none": Method(name="none", make=None, clone=None, nodes=lambda opt: 1),
+    "ngram": Method(name="ngram", make=lambda i: _ngram(max(1, i.opt.draft_depth)), lookup=True, nodes=_chain,
+                    clone=lambda first, target, store: _ngram(first.num_draft, first.max_ngram)),
+    "suffix": Method(name="suffix", make=lambda i: _suffix(max(1, i.opt.draft_depth), i.store), lookup=True,
+                     nodes=_chain, clone=lambda first, target, store: _suffix(first.num_draft, store)),
+    "draft": Method(name="draft", make=_draft_model, clone=None, draft_model=True, nodes=_chain),
+    "eagle3": Method(name="eagle3", make=lambda i: _eagle(i.target, i.head, i.opt), clone=_clone_eagle,
+                     needs_head=True, uses_head=True, features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
+}
+
+
+def method_entry(name: str) -> Method:
+    """The entry of --method `name`, or a usage error naming the choices."""
+    method = METHODS.get(name)
+    if method is None:
+        raise UsageError(f"unknown method '{name}'", hint=f"choose one of: {', '.join(METHODS)}")
+    return method

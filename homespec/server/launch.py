@@ -1,0 +1,114 @@
+"""`homespec serve` from its parsed options to a running server: the policy the command used to
+hold. Speculate even without a shipped head (prompt lookup instead: homespec.engine.options), check
+everything before the port is bound, bind before the model loads (a port in use fails at once),
+choose the lanes the plan fits when --parallel is left out (homespec.engine.assemble), load, serve
+until a signal or until the engine stops."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from homespec.engine.methods import METHODS
+from homespec.engine.options import RunOptions, check_options, lookup_without_head
+
+if TYPE_CHECKING:
+    import socket
+
+    from homespec.engine.core import Engine
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Serving:
+    """serve's own options, checked by the command (RunOptions holds the shared ones)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = None
+    alias: str | None = None  # the model's id; None: the model file's name
+    parallel: int | None = None  # None: the most lanes the plan fits as well as one (up to 4)
+    queue: int = 32
+    cache_prompt: bool = True
+    cache_ram: int = 0  # bytes of host RAM for idle conversations' states
+    max_body: int = 8 << 20  # bytes
+    cors: tuple[str, ...] = ()
+    template_file: Path | None = None
+    reasoning_format: str = "auto"
+
+
+def launch(opts: RunOptions, s: Serving) -> None:
+    """Open the engine `opts` describe with `s.parallel` lanes and serve it on s.host:s.port."""
+    engine, sock, path = open_engine(opts, s)
+    serve_engine(engine, sock, host=s.host, api_key=s.api_key, name=s.alias or os.path.basename(path),
+                 max_body=s.max_body, cors=s.cors, template_file=s.template_file,
+                 reasoning_format=s.reasoning_format)
+
+
+def open_engine(opts: RunOptions, s: Serving) -> tuple["Engine", "socket.socket", str]:
+    """Check, bind, plan the lanes, load and start the engine: -> (engine, socket, model path)."""
+    from homespec.engine.assemble import check_parallel, choose_parallel
+    from homespec.engine.core import Engine
+    from homespec.server.run import bind
+    from homespec.termline import stage
+
+    opts = lookup_without_head(opts)
+    path = check_options(opts)  # bad arguments are refused before anything binds or loads
+    if s.template_file is not None:
+        from homespec.server.chat import checked_template
+
+        checked_template(s.template_file)
+    parallel = s.parallel
+    if parallel is not None:
+        check_parallel(opts, parallel)
+    sock = bind(s.host, s.port)  # a port in use fails here, before the model loads
+    try:
+        plan = None
+        if parallel is None:
+            parallel, plan = choose_parallel(opts, path)  # the plan the engine then starts from
+        how = opts.method if not METHODS[opts.method].speculative else \
+            f"{opts.method}, {'guarded' if opts.guard else 'unguarded'}"
+        with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {opts.backend}, {parallel} parallel)"):
+            engine = Engine.open(opts, parallel=parallel, queue_size=s.queue, cache_prompt=s.cache_prompt,
+                                 cache_ram=s.cache_ram, plan=plan).start()
+    except BaseException:
+        sock.close()
+        raise
+    return engine, sock, path
+
+
+def serve_engine(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
+                 cors: tuple[str, ...] = (), template_file: Path | None = None, reasoning_format: str = "auto") -> None:
+    """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
+    a moment), for whatever supervises the server (systemd, a container) to restart it."""
+    from homespec.errors import HomespecError
+    from homespec.server.app import create_app
+    from homespec.server.chat import chat_settings
+    from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
+
+    log_to_stderr()
+    try:
+        chat = chat_settings(engine.tokenizer, template_file, reasoning_format)
+        web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body, cors=cors, chat=chat)
+        if (warning := exposure_warning(host, api_key)) is not None:
+            print(warning, file=sys.stderr)
+        print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
+              f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
+              f"{engine.n_ctx} tokens each); Ctrl-C stops", flush=True)
+        caught = serve_app(web, sock, stop_when=lambda: engine.failure)
+        if caught and engine.failure is None:
+            print(f"homespec serve: {caught}: stopped taking requests; closing", file=sys.stderr)
+    finally:
+        engine.close(timeout_s=5.0)
+    if engine.failure is not None:
+        raise HomespecError(f"the engine stopped: {engine.failure}",
+                            hint="the server's log above has the traceback; restart homespec serve")
+
+
+def _key_shown(api_key: str | None) -> str:
+    """What the start line says of the key: never the key itself (stdout ends up in logs)."""
+    if not api_key:
+        return "any"
+    return "<your $HOMESPEC_API_KEY>" if os.environ.get("HOMESPEC_API_KEY") == api_key else "<your --api-key>"
