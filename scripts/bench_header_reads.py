@@ -34,7 +34,7 @@ def main() -> None:
     from huggingface_hub import HfFileSystem
 
     from homespec.formats.gguf import parse_gguf, read_gguf_header
-    from homespec.sources import resolve_for_plan
+    from homespec.sources.find import resolve_for_plan
 
     header = read_gguf_header(resolve_for_plan("org/model-GGUF:Q4_1"))
     ours = _hits(hub)

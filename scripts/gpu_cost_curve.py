@@ -285,7 +285,7 @@ def planner_estimates(model: str, gpu: str, backend: str, shapes: list[dict]) ->
     from homespec.plan.machine import machine_from_args
     from homespec.plan.settings import Settings
     from homespec.plan.suggest import advise
-    from homespec.sources.resolve import resolve_draft, resolve_model
+    from homespec.sources.resolve import resolve
 
     def est(plan) -> dict:
         e = plan.estimate
@@ -295,8 +295,8 @@ def planner_estimates(model: str, gpu: str, backend: str, shapes: list[dict]) ->
 
     out = {"command": f"homespec plan --model {model} --gpu {gpu} --backend {backend}",
            "default": est(make_plan(model=model, gpu=gpu, backend=backend))}
-    target = resolve_model(model, None)
-    head = resolve_draft(None, target)
+    target = resolve(model).spec
+    head = resolve(None, "draft", target=target).spec
     machine = machine_from_args(gpu)
     out["at_recorded_shapes"] = []
     for s in shapes:

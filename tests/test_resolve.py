@@ -9,11 +9,38 @@ import pytest
 from safetensors.numpy import save_file
 
 from homespec.errors import UsageError
-from homespec.sources.resolve import resolve_draft, resolve_model
+from homespec.sources.resolve import resolve
 from test_formats_gguf import write_gguf
 from test_formats_other import LLAMA, eagle_head, write_config
 
 Q = gguf.GGMLQuantizationType
+
+
+def resolve_model(spelling, quant=None):
+    return resolve(spelling, "model", "plan", quant=quant).spec
+
+
+def resolve_draft(spelling, target):
+    return resolve(spelling, "draft", "plan", target=target).spec
+
+
+def test_one_entry_point_says_what_and_where(smollm2_path, tmp_path):
+    named = resolve(str(smollm2_path))
+    assert (named.source, named.path, named.spec.format) == ("path", str(smollm2_path), "gguf")
+    embedded = resolve(None)
+    assert embedded.source == "embedded" and embedded.path == str(smollm2_path)
+    listed = resolve("llama-3.1-8b")
+    assert listed.source == "catalogue" and listed.path is None and listed.spec.n_embd == 4096
+    pairing = resolve(None, "draft", target=listed.spec)
+    assert pairing.source == "catalogue" and pairing.spec.target_hidden == 4096
+    assert resolve("none", "draft", target=listed.spec).spec is None
+    run = resolve(str(smollm2_path), "model", "run")
+    assert run.path == str(smollm2_path) and run.spec is None
+    head = eagle_head(tmp_path / "head")
+    assert resolve(str(head), "head", "run").path == str(head)
+    with pytest.raises(UsageError, match="no model file or directory") as err:
+        resolve("llama-3.1-8b", "model", "run")
+    assert "catalogue names are for `homespec plan`" in err.value.hint
 
 
 def test_local_gguf_and_directory_holding_one(smollm2_path, tmp_path):

@@ -15,7 +15,7 @@ from hub_server import Hub, Repo, start
 from homespec.cli import main
 from homespec.embedded import DEFAULT_HEAD
 from homespec.errors import UsageError
-from homespec.sources import resolve_for_plan, resolve_for_run
+from homespec.sources.find import resolve_for_plan, resolve_for_run
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir
 
 

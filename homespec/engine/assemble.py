@@ -241,7 +241,7 @@ def _draft_model(opt: RunOptions) -> "Backend":
     """--method draft's small model, loaded as the target's backend loads (one-token kernels off)."""
     if not opt.draft:
         raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
-    return open_backend(resolve_model_path(opt.draft), replace(opt, exact=False), None)
+    return open_backend(resolve_model_path(opt.draft, "draft"), replace(opt, exact=False), None)
 
 
 def lane_leaves(opt: RunOptions, parallel: int, n_batch: int, *, trees: bool) -> int:

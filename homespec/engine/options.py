@@ -64,12 +64,12 @@ def _has_gpu() -> bool:
         return False
 
 
-def resolve_model_path(model: str | None) -> str:
+def resolve_model_path(model: str | None, role: str = "model") -> str:
     """A local file or directory for --model/--draft: a path, a store name (ollama:, lmstudio:) or a
-    hub name (org/repo[:QUANT], downloaded into the hub cache): homespec.sources.resolve_for_run."""
-    from homespec.sources import resolve_for_run
+    hub name (org/repo[:QUANT], downloaded into the hub cache; a head's repo fetched whole)."""
+    from homespec.sources.resolve import resolve
 
-    return resolve_for_run(model)
+    return resolve(model, role, "run").path
 
 
 def default_head(model_path: str) -> Path | None:
@@ -138,7 +138,7 @@ def check_options(opt: RunOptions) -> str:
     if method.draft_model:
         if not opt.draft:
             raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
-        models.append(resolve_model_path(opt.draft))
+        models.append(resolve_model_path(opt.draft, "draft"))
     if backend.gguf_only and any(Path(m).is_dir() for m in models):
         raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
     if backend.gguf_only:
@@ -174,9 +174,7 @@ def _check_tree(opt: RunOptions) -> None:
 def head_dir(opt: RunOptions, model_path: str) -> Path:
     """The EAGLE-3 head to draft with: --draft, else the shipped head of the embedded model."""
     if opt.draft:
-        from homespec.sources import resolve_head_for_run
-
-        head_dir = resolve_head_for_run(opt.draft)  # a directory, or a hub repo fetched into the cache
+        head_dir = Path(resolve_model_path(opt.draft, "head"))  # a directory, or a hub repo fetched into the cache
     else:
         head_dir = default_head(model_path)
     if head_dir is None:

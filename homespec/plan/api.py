@@ -80,20 +80,17 @@ def make_plan(
     MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload`
     (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups)."""
     from homespec.plan.machine import machine_from_args
-    from homespec.sources.resolve import resolve_draft, resolve_model
+    from homespec.sources.resolve import resolve
 
     if workload is not None and workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
 
-    if model is None:
-        from homespec.embedded import smollm2_path
-
-        model = str(smollm2_path())
-    target = resolve_model(model, quant)
+    named = resolve(model, "model", "plan", quant=quant)  # None: the embedded model
+    model, target = named.spelling, named.spec
     assumed = None
     if draft is None:
         draft, assumed = default_draft(model, target)
-    head = resolve_draft(draft, target)
+    head = resolve(draft, "draft", "plan", target=target).spec
     be = backend or default_backend(target)
     kv = kv_type.lower()
     _check_backend(be, kv, target)

@@ -1,4 +1,11 @@
-"""--model / --draft arguments -> specs: a file, a directory, a URL, or a catalogue name.
+"""--model / --draft spellings -> what they name: `resolve(spelling, role, purpose) -> Resolved`.
+
+The one entry point of homespec for naming a model. `role` is what the spelling is given as (the
+target "model", a "draft" model or an EAGLE "head"); `purpose` what the caller does with it: "plan"
+reads shapes without downloading weights (a GGUF on the hub is read by range), "run" needs a local
+file a backend loads (a hub model is downloaded into the hub cache first). The spellings themselves
+are parsed in homespec.sources.names, found in stores by homespec.sources.stores and on the hub by
+homespec.sources.hub; the files are read by homespec.formats, which knows nothing of names.
 
 Order for --model: http(s) URL (a GGUF read by range) -> existing path (a .gguf file, a
 config.json, an HF or EXL2 directory) -> something that looks like a path but does not exist
@@ -9,7 +16,9 @@ different error ("not a model") from one that does not exist.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from homespec.errors import UsageError
 from homespec.formats.local import existing
@@ -102,15 +111,13 @@ def _catalogue_model(name: str, quant: str | None) -> ModelSpec:
     return catalog.model(name)  # "qwen2.5-7b-q5", or Q4_K_M by default
 
 
-def resolve_model(arg: str, quant: str | None = None) -> ModelSpec:
+def _model_spec(arg: str, quant: str | None = None) -> ModelSpec:
     """The target model named by --model (and --quant where the argument leaves it open)."""
     from homespec.formats.http import is_url
 
-    from homespec.sources import resolve_for_plan
-
     if not arg or not arg.strip():
         raise UsageError("--model is empty", hint="pass a catalogue name, a .gguf file, a directory or a URL")
-    arg = resolve_for_plan(arg)  # org/repo[:QUANT], ollama:NAME, ... -> a local path or the file's hub URL
+    arg = _located(arg)  # org/repo[:QUANT], ollama:NAME, ... -> a local path or the file's hub URL
     if is_url(arg):
         return _model_from_gguf(arg, quant)
     path = existing(arg)
@@ -198,8 +205,8 @@ def check_pairing(draft: DraftSpec, target: ModelSpec) -> None:
             hint="use a head trained for this target (`homespec plan` lists the catalogue's pairings)")
 
 
-def resolve_for_plan_draft(arg: str) -> str:
-    from homespec.sources import resolve_for_plan
+def _located(arg: str) -> str:
+    from homespec.sources.find import resolve_for_plan
 
     return resolve_for_plan(arg)
 
@@ -209,7 +216,7 @@ def _hub_draft(arg: str) -> DraftSpec | None:
     A bare repo the catalogue knows is the catalogue's head (no network); another bare repo holding
     an EAGLE-3 head is fetched into the hub cache (heads are small) and read there; a GGUF model repo
     is a draft model, its header read by range."""
-    from homespec.sources import is_head_repo, is_hub_repo, resolve_head_for_run, source_ref
+    from homespec.sources.find import is_head_repo, is_hub_repo, resolve_head_for_run, source_ref
 
     if source_ref(arg) is None:
         return None
@@ -221,10 +228,10 @@ def _hub_draft(arg: str) -> DraftSpec | None:
         except UsageError:
             if is_head_repo(arg):
                 return _draft_from_path(resolve_head_for_run(arg))
-    return _draft_from_gguf(resolve_for_plan_draft(arg))  # a GGUF draft model: its header, by range
+    return _draft_from_gguf(_located(arg))  # a GGUF draft model: its header, by range
 
 
-def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
+def _draft_spec(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     """The draft named by --draft: None -> the catalogue's pairing for the target, 'none' -> no draft."""
     from homespec.formats.http import is_url
 
@@ -239,7 +246,7 @@ def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
 
         return mtp_draft(target)
     elif is_url(arg):
-        draft = _draft_from_gguf(resolve_for_plan_draft(arg))
+        draft = _draft_from_gguf(_located(arg))
     elif (hub := _hub_draft(arg)) is not None:
         draft = hub
     else:
@@ -255,4 +262,86 @@ def resolve_draft(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     return draft
 
 
-__all__ = ["check_pairing", "draft_from_model", "resolve_draft", "resolve_model"]
+Role = Literal["model", "draft", "head"]
+Purpose = Literal["plan", "run"]
+ROLES: tuple[str, ...] = ("model", "draft", "head")
+PURPOSES: tuple[str, ...] = ("plan", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What one spelling names. `path`: for "plan", what a header reader opens (a local path or a hub
+    URL; None for a catalogue name, which has no file); for "run", a local file or directory. `spec`:
+    the shapes, read for "plan" (None for a run, whose backend reads its own file, and for --draft
+    none). `source`: where it was found (see `source_of`)."""
+
+    spelling: str | None
+    role: str
+    purpose: str
+    path: str | None
+    spec: ModelSpec | DraftSpec | None
+    source: str
+
+
+def source_of(spelling: str | None) -> str:
+    """embedded (no spelling), none, mtp, path, url, hub, ollama, lmstudio or catalogue."""
+    from homespec.formats.http import is_url
+    from homespec.sources.find import source_ref
+    from homespec.sources.names import LMStudioRef, OllamaRef
+
+    if spelling is None:
+        return "embedded"
+    if spelling.strip().lower() in ("none", "", "mtp"):
+        return spelling.strip().lower() or "none"
+    if existing(spelling) is not None:
+        return "path"
+    ref = source_ref(spelling)
+    if isinstance(ref, OllamaRef):
+        return "ollama"
+    if isinstance(ref, LMStudioRef):
+        return "lmstudio"
+    if ref is not None:
+        return "hub"
+    return "url" if is_url(spelling) else "catalogue"
+
+
+def _run_path(spelling: str | None, role: str) -> str:
+    from homespec.sources.find import resolve_head_for_run, resolve_for_run
+
+    if role == "head" and spelling is not None:
+        return str(resolve_head_for_run(spelling))
+    return resolve_for_run(spelling)
+
+
+def _read_from(spec: ModelSpec | DraftSpec | None, source: str) -> str | None:
+    """The file or URL the shapes were read from (the readers record it); None for the catalogue."""
+    if spec is None or source in ("catalogue", "none", "mtp"):
+        return None
+    return spec.source or None
+
+
+def resolve(spelling: str | None, role: Role = "model", purpose: Purpose = "plan", *,
+            quant: str | None = None, target: ModelSpec | None = None) -> Resolved:
+    """What `spelling` names as a `role`, for a `purpose` (see the module's docstring). `quant` picks
+    a catalogue model's quantisation (plan, model); `target` is the model a draft or head is planned
+    beside: None -> the catalogue's pairing for it, and the widths are checked against it."""
+    if role not in ROLES or purpose not in PURPOSES:
+        raise ValueError(f"resolve: role {role!r} / purpose {purpose!r}")
+    source = source_of(spelling)
+    if purpose == "run":
+        return Resolved(spelling, role, purpose, _run_path(spelling, role), None, source)
+    if role == "model":
+        if spelling is None:
+            from homespec.embedded import smollm2_path
+
+            spelling = str(smollm2_path())
+        spec = _model_spec(spelling, quant)
+    elif target is None:
+        raise ValueError("resolve: planning a draft needs its target")
+    else:
+        source = "catalogue" if spelling is None else source  # the catalogue's pairing for the target
+        spec = _draft_spec(spelling, target)
+    return Resolved(spelling, role, purpose, _read_from(spec, source), spec, source)
+
+
+__all__ = ["PURPOSES", "ROLES", "Resolved", "check_pairing", "draft_from_model", "resolve", "source_of"]
