@@ -33,8 +33,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DEPTH = 8  # the longest chain auto's lookups offer (homespec.engine.methods.LOOKUP_DEPTH)
+from bench_auto import items  # noqa: E402
+
+from homespec.engine.methods import LOOKUP_DEPTH as DEPTH  # noqa: E402  the longest chain auto's lookups offer
+
 LANES = (1, 4)
 MAX_ROWS = max(LANES) + DEPTH
 
@@ -86,6 +90,7 @@ def greedy_answers(items, tokens: int, threads: int) -> tuple[list[list[int]], l
 def accepted_runs(prompt: list[int], answer: list[int], store) -> list[int]:
     """For each position i of `answer` (answer[:i] written), the most tokens the better lookup's
     chain there agrees with answer[i:]."""
+    from homespec.engine.reuse import common_prefix
     from homespec.speculative.drafters.ngram import NgramDrafter
     from homespec.speculative.drafters.suffix import SuffixDrafter
     from homespec.speculative.matching import matches
@@ -98,10 +103,7 @@ def accepted_runs(prompt: list[int], answer: list[int], store) -> list[int]:
         seq = np.asarray(prompt + answer[:i], dtype=np.int64)
         found = matches(seq)
         for offer in ngram.offer_in(seq, found) + suffix.offer_in(seq, found):
-            k = 0
-            while k < len(offer.tokens) and i + k < len(answer) and offer.tokens[k] == answer[i + k]:
-                k += 1
-            out[i] = max(out[i], k)
+            out[i] = max(out[i], common_prefix(offer.tokens, answer[i:]))
         suffix.accept(answer[i:i + 1], None, 0)
     return out
 
@@ -119,17 +121,23 @@ def cheapest(runs: list[int], price: list[float]) -> float:
     return best[n - 1]
 
 
-def ceilings(prompts, answers, categories, curve: dict, lanes: int) -> dict:
+def hindsight(prompts, answers) -> list[list[int]]:
+    """accepted_runs of each answer, the suffix store holding the answers before it."""
     from homespec.speculative.drafters.suffix import SuffixStore
 
-    price = [step_cost(curve, lanes, cut) for cut in range(DEPTH + 1)]
     store = SuffixStore()
+    return [accepted_runs(p, a, store) for p, a in zip(prompts, answers)]
+
+
+def ceilings(runs, categories, curve: dict, lanes: int) -> dict:
+    """Plain time over the cheapest, per category and in all, for a lane among `lanes`."""
+    price = [step_cost(curve, lanes, cut) for cut in range(DEPTH + 1)]
     by: dict[str, list[float]] = {}
-    for p, a, c in zip(prompts, answers, categories):
-        if len(a) < 2:
+    for r, c in zip(runs, categories):
+        if len(r) < 2:
             continue
-        plain = (len(a) - 1) * price[0]
-        best = cheapest(accepted_runs(p, a, store), price)
+        plain = (len(r) - 1) * price[0]
+        best = cheapest(r, price)
         for key in (c, "all"):
             t = by.setdefault(key, [0.0, 0.0])
             t[0], t[1] = t[0] + plain, t[1] + best
@@ -137,8 +145,6 @@ def ceilings(prompts, answers, categories, curve: dict, lanes: int) -> dict:
 
 
 def main() -> int:
-    from homespec.promptsets import load_prompts
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edit", type=int, default=30)
     ap.add_argument("--chat", type=int, default=20)
@@ -148,14 +154,12 @@ def main() -> int:
     a = ap.parse_args()
     curve = cost_curve(a.threads)
     print("ms by rows:", {r: round(t * 1e3, 2) for r, t in curve.items()}, flush=True)
-    sets = {"edit": load_prompts("edit")[:a.edit],
-            "chat": [i for i in load_prompts("test") if i.category == "chat"][:a.chat]}
+    sets = {"edit": items("edit", None, a.edit), "chat": items("test", "chat", a.chat)}
     out: dict = {"seconds_by_rows": {r: round(t, 6) for r, t in curve.items()}, "tokens": a.tokens, "depth": DEPTH, "ceiling": {}}
-    for name, items in sets.items():
-        prompts, answers = greedy_answers(items, a.tokens, a.threads)
-        cats = [i.category for i in items]
-        out["ceiling"][name] = {f"{n} lane{'s' if n > 1 else ''}": ceilings(prompts, answers, cats, curve, n)
-                                for n in LANES}
+    for name, chosen in sets.items():
+        runs = hindsight(*greedy_answers(chosen, a.tokens, a.threads))
+        cats = [i.category for i in chosen]
+        out["ceiling"][name] = {f"{n} lane{'s' if n > 1 else ''}": ceilings(runs, cats, curve, n) for n in LANES}
         print(name, json.dumps(out["ceiling"][name]), flush=True)
     if a.out is not None:
         a.out.parent.mkdir(parents=True, exist_ok=True)
