@@ -1,0 +1,441 @@
+"""An EAGLE-3 / 3.1 head run by llama.cpp beside its target: the draft runs where the target runs.
+
+The head is an `eagle3` GGUF (homespec/heads/ converts every head homespec loads to one) loaded as a
+second llama.cpp model, with a context of its own on the target's device. That context's `ctx_other`
+is the target's, so the head's graph takes the target's token embeddings (and output projection, for
+a head that ships none) from the target's weights in place, as llama.cpp's own drafter does
+(vendor/llama.cpp/common/speculative.cpp, `draft-eagle3`). Two graphs (src/models/eagle3.cpp):
+
+* the **encoder** turns rows of the target's three layer inputs into the head's `g` rows:
+  `g = fc(features)` [n, 3*H_t] -> [n, H] (with EAGLE-3.1's fc_norm first, on a patched build);
+* the **decoder** runs the head's one layer on (token at P+1, g at P) at position P and gives logits
+  over the target's vocabulary (-inf outside the head's draft vocabulary) and the row the next draft
+  step consumes (`nextn`: the pre-norm output, or the normed one with EAGLE-3.1's norm_output).
+
+Sequence ids. One context serves every lane of the engine; lane i owns the ids `[1 + i*S, 1 + (i+1)*S)`
+(id 0 is the encoder's scratch):
+
+* `base`: the lane's committed entries. Entry j pairs the target feature at j with the token at j+1
+  and sits at position j; the entry of the newest committed token waits for the next root (the seed);
+* `write`: an always-empty id under which committed entries are written and then copied into `base`
+  (llama.cpp wants a sequence's new positions to follow its last one, and a windowed head skips the
+  entries its window no longer sees);
+* two sets of `topk` ids, alternating by tree level: a node drafted at level d gets the id of its
+  slot in set d % 2, copied from its parent's id first (llama_memory_seq_cp adds the id to every cell
+  of the parent's sequence: the context, the node's ancestors, the parent), so it attends to exactly
+  the committed entries and its own ancestors; the previous level's ids are dropped after each level
+  and the last level's when the tree is done, which frees the tree's cells.
+
+llama.cpp's eagle3 decoder does not prune its rows to the ones asked for, so a call must not mix rows
+with and without outputs (docs/interop.md): committed entries are written in calls of their own.
+
+Imported lazily with the llama.cpp backend; no torch here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from homespec.backends.llamacpp.amx import model_params
+from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp, reason
+from homespec.contracts.head import Candidates
+from homespec.errors import FormatError, HomespecError
+
+_TARGET_LAYER_IDS = "_Z28llama_model_target_layer_idsPK11llama_model"
+_TARGET_LAYER_IDS_N = "_Z30llama_model_target_layer_ids_nPK11llama_model"
+_ALL_LAYERS = 2**31 - 1
+HEAD_UBATCH = 64  # rows per head call (see _context)
+
+
+@dataclass(frozen=True, slots=True)
+class HeadFile:
+    """What homespec reads from an eagle3 GGUF's header before loading it."""
+
+    path: str
+    layers: tuple[int, ...]  # the target layers whose inputs the head reads
+    target_hidden: int
+    window: int | None  # homespec.draft_window: attend to the newest entries only (None: all)
+    sinks: int  # with a window, the first entries that stay visible
+    draft_vocab: np.ndarray  # [V_draft] int64 target ids the head can draft (d2t), or all ids
+
+
+DEFAULT_SINKS = 4  # entries at the start a windowed head keeps seeing (StreamingLLM's attention sinks)
+
+
+def read_head_file(path: str | os.PathLike[str], n_vocab: int) -> HeadFile:
+    """An eagle3 GGUF's header and its d2t table (mapped from the file, nothing else read).
+    `n_vocab`: the target's vocabulary, which the head's ids must fall in."""
+    from homespec.formats.gguf import read_gguf_header
+
+    p = os.fspath(path)
+    h = read_gguf_header(p)
+    meta = h.metadata
+    if meta.get("general.architecture") != "eagle3":
+        raise FormatError(f"{p} is a {meta.get('general.architecture')!r} GGUF, not an eagle3 draft head",
+                          hint="pass an EAGLE-3 head (a directory, or an eagle3 .gguf)")
+    layers = meta.get("eagle3.target_layers")
+    hidden = meta.get("eagle3.target_hidden_size")
+    if not isinstance(layers, list) or len(layers) != 3 or hidden is None:
+        raise FormatError(f"{p}: no eagle3.target_layers (three ids) or eagle3.target_hidden_size",
+                          hint="re-export the head with homespec draft export")
+    window = meta.get("homespec.draft_window")
+    sinks = int(meta.get("homespec.draft_sinks", DEFAULT_SINKS)) if window else 0
+    vocab = np.arange(n_vocab, dtype=np.int64)
+    offset = h.data_offset
+    for t in h.tensors:
+        if t.name == "d2t":
+            vocab = np.array(np.memmap(p, dtype=np.int64, mode="r", offset=offset, shape=(t.n_bytes // 8,)))
+            break
+        offset += -(-t.n_bytes // h.alignment) * h.alignment
+    if vocab.size == 0 or vocab.min() < 0 or vocab.max() >= n_vocab:
+        raise FormatError(f"{p}: its d2t table names ids outside the target's {n_vocab}-token vocabulary",
+                          hint="this head was made for another target")
+    return HeadFile(p, tuple(int(i) for i in layers), int(hidden), int(window) if window else None, sinks, vocab)
+
+
+@dataclass(frozen=True, slots=True)
+class _LaneIds:
+    base: int
+    write: int
+    sets: tuple[tuple[int, ...], tuple[int, ...]]
+
+
+class LlamaCppHead:
+    """An eagle3 GGUF in a llama.cpp context beside `target` (a loaded llama.cpp backend): the
+    DraftNet of homespec/contracts/head.py."""
+
+    def __init__(self, info: HeadFile, target: Any, *, lanes: int, cells_per_lane: int, topk: int,
+                 n_threads: int | None = None) -> None:
+        self._ll = ll = import_llama_cpp()
+        from llama_cpp import llama_cpp_ext
+
+        self._ext = llama_cpp_ext
+        self.info, self.topk, self.lanes = info, topk, lanes
+        self.window, self.sinks = info.window, info.sinks
+        self._next_lane = 0
+        self.n_vocab = target.n_vocab
+        self._log = LogCollector()
+        self._model = self._ctx = self._batch = None
+        self._chains: list[tuple[int, Any]] = []
+        per_lane = 2 + 2 * topk
+        self._ids = [_LaneIds(1 + i * per_lane, 2 + i * per_lane,
+                              (tuple(range(3 + i * per_lane, 3 + i * per_lane + topk)),
+                               tuple(range(3 + i * per_lane + topk, 3 + i * per_lane + 2 * topk))))
+                     for i in range(lanes)]
+        n_seq = 1 + lanes * per_lane
+        if n_seq > 256:
+            raise HomespecError(f"{lanes} lanes drafting {topk}-wide trees need {n_seq} llama.cpp sequence ids; "
+                                "llama.cpp holds 256", hint="lower --parallel or --draft-topk")
+        with capture_log(self._log):
+            self._model = self._load(info.path, target)
+            self._check_layers()
+            self.n_embd = ll.llama_model_n_embd(self._model)
+            self._ctx = self._context(target, n_ctx=lanes * cells_per_lane, n_seq=n_seq, n_threads=n_threads)
+        self._mem = ll.llama_get_memory(self._ctx)
+        self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # masked: the rows asked for
+        self._chains = self._device_topk(topk)
+        self._batch = ll.llama_batch_ext_init(self._ctx)
+        self._batch_cap = ll.llama_n_batch(self._ctx)
+        self._enc_cap = ll.llama_n_ubatch(self._ctx)  # the encoder's batch must fit one micro-batch
+        self._pos = ll.llama_pos(0)
+        self._full_vocab = len(info.draft_vocab) == self.n_vocab
+
+    # --- loading -------------------------------------------------------------------------------
+
+    def _load(self, path: str, target: Any) -> Any:
+        ll = self._ll
+        mp = model_params(ll)
+        # all of the head's one layer where the target computes: on the GPU when any of the
+        # target's layers are there, else on the CPU
+        mp.n_gpu_layers = _ALL_LAYERS if target.settings.n_gpu_layers != 0 else 0
+        model = ll.llama_model_load_from_file(path.encode(), mp)
+        if not model:
+            raise FormatError(f"llama.cpp could not load the head {path}: {reason(self._log, 'unknown reason')}",
+                              hint="pass an eagle3 GGUF (homespec draft export writes one)")
+        return model
+
+    def _check_layers(self) -> None:
+        lib = self._ll.llama_cpp._lib
+        ids_fn, n_fn = getattr(lib, _TARGET_LAYER_IDS), getattr(lib, _TARGET_LAYER_IDS_N)
+        ids_fn.argtypes = n_fn.argtypes = [ctypes.c_void_p]
+        ids_fn.restype, n_fn.restype = ctypes.POINTER(ctypes.c_int32), ctypes.c_uint32
+        n = n_fn(self._model)
+        got = tuple(int(ids_fn(self._model)[i]) for i in range(n))
+        if got != self.info.layers:
+            raise FormatError(f"{self.info.path}: llama.cpp reads target layers {got}, its header says {self.info.layers}",
+                              hint="re-export the head with homespec draft export")
+
+    def _context(self, target: Any, *, n_ctx: int, n_seq: int, n_threads: int | None) -> Any:
+        ll = self._ll
+        cp = ll.llama_context_default_params()
+        cp.n_ctx = n_ctx
+        # Few rows per call: a tree level has at most topk, and the graph computes logits over the
+        # whole target vocabulary for every row, so the compute buffer grows with n_ubatch x n_vocab;
+        # committed entries are written in chunks of this size. llama.cpp reserves an output row per
+        # sequence and aborts when n_batch is smaller than n_seq_max.
+        cp.n_batch = cp.n_ubatch = min(max(HEAD_UBATCH, n_seq), n_ctx)
+        cp.n_seq_max = n_seq
+        cp.kv_unified = True  # one cell carries every tree path through it
+        threads = n_threads or target.settings.n_threads or os.cpu_count() or 1
+        cp.n_threads = cp.n_threads_batch = threads
+        cp.embeddings = False
+        cp.no_perf = True
+        cp.ctx_other = target._ctx  # the target's embeddings (and output layer when the head has none)
+        ctx = ll.llama_init_from_model(self._model, cp)
+        if not ctx:
+            raise HomespecError(f"llama.cpp could not create the head's context: {reason(self._log, 'unknown reason')}",
+                                hint="a smaller --ctx or fewer --parallel lanes need less memory")
+        return ctx
+
+    def new_lane(self) -> int:
+        if self._next_lane >= self.lanes:
+            raise HomespecError(f"the draft head was opened for {self.lanes} lanes", hint="open it with more lanes")
+        self._next_lane += 1
+        return self._next_lane - 1
+
+    def _device_topk(self, k: int) -> list[Any]:
+        """Where the build has homespec's log-softmax sampler (kernels/llamacpp/), each drafting
+        sequence id gets the backend chain [log-softmax, top-k]: llama.cpp then picks every node's
+        k best children on the device and hands back k ids and log-probabilities per row instead of
+        a vocabulary-wide row of logits (a 128k vocabulary: 512 KiB a row, and a sort's worth of
+        host work). An inactive sequence's chain is built into the graph but not computed."""
+        ll = self._ll
+        init = getattr(ll.llama_cpp._lib, "llama_sampler_init_log_softmax", None)
+        if init is None:
+            return []
+        init.argtypes, init.restype = [], ll.llama_sampler_p_ctypes
+        chains = []
+        for ids in self._ids:
+            for seq in (ids.base, *ids.sets[0], *ids.sets[1]):
+                chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+                ll.llama_sampler_chain_add(chain, init())
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(k))
+                if not ll.llama_set_sampler(self._ctx, seq, chain):
+                    ll.llama_sampler_free(chain)
+                    for seq_done, c in chains:
+                        ll.llama_set_sampler(self._ctx, seq_done, None)
+                        ll.llama_sampler_free(c)
+                    return []  # this device cannot run them: the host picks the children
+                chains.append((seq, chain))
+        return chains
+
+    # --- the encoder ---------------------------------------------------------------------------
+
+    def encode(self, features: np.ndarray) -> np.ndarray:
+        """[n, 3*H_t] target features -> [n, H] the head's g rows (a copy: the buffer is reused)."""
+        ll, n = self._ll, features.shape[0]
+        rows = _Rows(features)
+        out = np.empty((n, self.n_embd), dtype=np.float32)
+        for lo in range(0, n, self._enc_cap):
+            hi = min(n, lo + self._enc_cap)
+            ll.llama_batch_ext_clear(self._batch)
+            for i in range(lo, hi):
+                # the encoder uses no positions; scratch id 0 stays empty, so any consecutive run does
+                idx = ll.llama_batch_ext_add_embd(self._batch, 0, rows[i])
+                self._set_pos(idx, i - lo)
+                ll.llama_batch_ext_set_output_logits(self._batch, idx, True)
+            self._process(ll.LLAMA_PROCESS_TYPE_ENCODE)
+            ptr = self._ext.llama_get_embeddings_nextn(self._ctx)
+            out[lo:hi] = np.ctypeslib.as_array(ptr, shape=(hi - lo, self.n_embd))
+        return out
+
+    # --- committed entries ----------------------------------------------------------------------
+
+    def write(self, lane: int, tokens: Sequence[int], g: np.ndarray, pos0: int) -> None:
+        """Committed entries (tokens[i], g[i]) at positions pos0 + i into the lane's base sequence,
+        without outputs: their keys and values are all the head keeps of them."""
+        if not len(tokens):
+            return
+        ids, ll = self._ids[lane], self._ll
+        n = len(tokens)
+        for lo in range(0, n, self._batch_cap):
+            hi = min(n, lo + self._batch_cap)
+            rows = _Rows(g)
+            self._fill([(int(tokens[i]), rows[i], pos0 + i, (ids.write,), False) for i in range(lo, hi)])
+            self._process(ll.LLAMA_PROCESS_TYPE_DECODE)
+        ll.llama_memory_seq_cp(self._mem, ids.write, ids.base, -1, -1)
+        ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
+
+    def seed(self, lane: int, token: int, g: np.ndarray, pos: int, k: int) -> Candidates:
+        """The newest committed entry (root, g of the token before it) at `pos`, whose output
+        drafts the root's children: it stays in the lane's base sequence."""
+        rows = _Rows(g.reshape(1, -1))
+        self._fill([(int(token), rows[0], pos, (self._ids[lane].base,), True)])
+        self._process(self._ll.LLAMA_PROCESS_TYPE_DECODE)
+        return self._candidates(1, k)
+
+    # --- tree levels ---------------------------------------------------------------------------
+
+    def level(self, lane: int, depth: int, tokens: Sequence[int], hidden: np.ndarray, parents: Sequence[int],
+              pos: int, k: int) -> Candidates:
+        """Decode the nodes drafted at `depth` (>= 1): node r is tokens[r], fed hidden[r] (its
+        parent's output row), child of row parents[r] of the previous level (-1: the seed).
+        -> each node's best k children."""
+        ids, ll = self._ids[lane], self._ll
+        mine, prev = ids.sets[depth % 2], ids.sets[(depth - 1) % 2]
+        for r, p in enumerate(parents):
+            ll.llama_memory_seq_cp(self._mem, ids.base if depth == 1 else prev[p], mine[r], -1, -1)
+        if depth > 1:
+            for s in prev:  # the previous level's ids: its cells stay where a child's id holds them
+                ll.llama_memory_seq_rm(self._mem, s, -1, -1)
+        rows = _Rows(hidden)
+        self._fill([(int(t), rows[r], pos, (mine[r],), True) for r, t in enumerate(tokens)])
+        self._process(ll.LLAMA_PROCESS_TYPE_DECODE)
+        return self._candidates(len(tokens), k)
+
+    def end_tree(self, lane: int) -> None:
+        """Drop every tree id of the lane (the tree's cells are freed with them)."""
+        for group in self._ids[lane].sets:
+            for s in group:
+                self._ll.llama_memory_seq_rm(self._mem, s, -1, -1)
+
+    # --- the lane's memory ---------------------------------------------------------------------
+
+    def forget(self, lane: int, p0: int, p1: int) -> None:
+        """Drop the lane's committed entries at positions [p0, p1) (outside its window)."""
+        if p1 > p0:
+            self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, p0, p1)
+
+    def trim(self, lane: int, keep: int) -> None:
+        """Keep the lane's entries at positions < keep."""
+        self.end_tree(lane)
+        self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, keep, -1)
+
+    def reset(self, lane: int) -> None:
+        self.end_tree(lane)
+        self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, -1, -1)
+
+    def save(self, lane: int) -> bytes:
+        """The lane's committed entries as llama.cpp's sequence state (--cache-ram)."""
+        ll, seq = self._ll, self._ids[lane].base
+        size = ll.llama_state_seq_get_size(self._ctx, seq)
+        buf = (ctypes.c_uint8 * size)()
+        n = ll.llama_state_seq_get_data(self._ctx, buf, size, seq)
+        return bytes(buf[:n])
+
+    def load(self, lane: int, data: bytes) -> bool:
+        self.reset(lane)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        return bool(self._ll.llama_state_seq_set_data(self._ctx, buf, len(data), self._ids[lane].base))
+
+    def memory_lines(self) -> list[str]:
+        """llama.cpp's buffer lines for the head (plan-vs-actual)."""
+        return list(self._log.lines)
+
+    # --- batches and outputs --------------------------------------------------------------------
+
+    def _fill(self, rows: list[tuple[int, Any, int, tuple[int, ...], bool]]) -> None:
+        """Rows of (token, g row as a llama_embd, position, sequence ids, output) into the batch
+        (llama.cpp copies each embedding row as it is added)."""
+        ll, b = self._ll, self._batch
+        ll.llama_batch_ext_clear(b)
+        for token, g, pos, seqs, out in rows:
+            idx = ll.llama_batch_ext_add_token(b, seqs[0], token)
+            for s in seqs[1:]:
+                ll.llama_batch_ext_add_seq(b, idx, s)
+            ll.llama_batch_ext_set_embd_token(b, idx, g)
+            self._set_pos(idx, pos)
+            if out:
+                ll.llama_batch_ext_set_output_logits(b, idx, True)
+
+    def _set_pos(self, idx: int, pos: int) -> None:
+        self._pos.value = pos
+        self._ll.llama_batch_ext_set_pos(self._batch, idx, ctypes.byref(self._pos))
+
+    def _process(self, kind: int) -> None:
+        with capture_log(self._log):
+            rc = self._ll.llama_process(self._ctx, kind, self._batch)
+        if rc != 0:
+            raise HomespecError(f"the draft head's llama.cpp call failed (code {rc}): {reason(self._log, 'no detail')}",
+                                hint="code 1 means its KV cache is full: a larger --ctx helps")
+
+    def _candidates(self, n: int, k: int) -> Candidates:
+        """The best k children of each of the last call's n output rows, from its logits, and the
+        rows the next level consumes. Log-probabilities are normalised over the head's draft
+        vocabulary (the other ids are -inf in the graph's output)."""
+        ll = self._ll
+        hidden = np.ctypeslib.as_array(self._ext.llama_get_embeddings_nextn(self._ctx), shape=(n, self.n_embd)).copy()
+        if self._chains:
+            ids, logp = self._sampled(n, k)
+        else:
+            logits = np.ctypeslib.as_array(ll.llama_get_logits(self._ctx), shape=(n, self.n_vocab))  # [n, V] a view
+            ids, logp = top_children(logits, self.info.draft_vocab, k, self._full_vocab)
+        return Candidates(ids, logp, hidden)
+
+    def _sampled(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The device's top-k of each output row (not sorted by ggml), best first."""
+        ll = self._ll
+        ids = np.empty((n, k), dtype=np.int64)
+        logp = np.empty((n, k), dtype=np.float64)
+        for i in range(n):
+            c = ll.llama_get_sampled_candidates_count_ith(self._ctx, i)
+            got_ids = np.ctypeslib.as_array(ll.llama_get_sampled_candidates_ith(self._ctx, i), shape=(c,))
+            got_lp = np.ctypeslib.as_array(ll.llama_get_sampled_logits_ith(self._ctx, i), shape=(c,))
+            order = np.argsort(-got_lp, kind="stable")[:k]
+            ids[i], logp[i] = got_ids[order], got_lp[order]
+        return ids, logp
+
+    # --- teardown ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        ll = getattr(self, "_ll", None)
+        if ll is None:
+            return
+        if self._batch is not None:
+            ll.llama_batch_ext_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            ll.llama_free(self._ctx)
+            self._ctx = None
+        for _, chain in self._chains:  # after the context that used them
+            ll.llama_sampler_free(chain)
+        self._chains = []
+        if self._model:
+            ll.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def top_children(logits: np.ndarray, vocab: np.ndarray, k: int, full: bool) -> tuple[np.ndarray, np.ndarray]:
+    """[n, V] logits over the target vocabulary -> ([n, k] ids best first, [n, k] log-probs).
+
+    Only the head's draft vocabulary can be drafted (the graph writes -inf elsewhere), so the rows
+    are gathered there first: an 8k-token draft vocabulary beside a 49k-token target is a sixth of
+    the work. log p = logit - logsumexp over the row."""
+    rows = logits if full else logits[:, vocab]  # [n, Vd]
+    k = min(k, rows.shape[1])
+    part = np.argpartition(rows, -k, axis=1)[:, -k:]  # [n, k] the k largest, unordered
+    top = np.take_along_axis(rows, part, axis=1)
+    order = np.argsort(-top, axis=1, kind="stable")
+    part, top = np.take_along_axis(part, order, axis=1), np.take_along_axis(top, order, axis=1)
+    peak = top[:, :1].astype(np.float64)
+    lse = peak + np.log(np.exp(rows - peak.astype(np.float32)).sum(axis=1, dtype=np.float64, keepdims=True))
+    ids = part if full else vocab[part]
+    return ids.astype(np.int64), top.astype(np.float64) - lse
+
+
+class _Rows:
+    """llama_embd views of a 2-D float32 array's rows; the array stays referenced while they are used."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        from llama_cpp import llama_embd
+
+        self._a = np.ascontiguousarray(a, dtype=np.float32)
+        self._make = llama_embd
+        self._base = self._a.ctypes.data
+        self._stride = self._a.strides[0]
+        self._width = self._a.shape[1]
+
+    def __getitem__(self, i: int) -> Any:
+        ptr = ctypes.cast(self._base + i * self._stride, ctypes.POINTER(ctypes.c_float))
+        return self._make(ptr, 1, self._width)

@@ -1,0 +1,71 @@
+"""The seam between a drafter's policy and a draft network that runs inside the target's engine.
+
+An EAGLE-3 head (or a model's own MTP layers) runs where the target runs: in llama.cpp, beside the
+target's context (homespec/backends/llamacpp/head.py). The drafter (homespec/speculative/drafters/)
+decides what to draft — which committed entries to write, how deep, how wide, which nodes to expand
+— and the network only computes. One network serves every lane of an engine; a lane's calls name it.
+
+Positions follow EAGLE-3's convention: entry j pairs the target's feature at position j with the
+token at position j+1 and sits at position j. The entry of the newest committed token is the
+*seed*: it waits for the next root token, and its output drafts the root's children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """One call's output rows: each row's best `k` children, and what each row feeds the next level."""
+
+    ids: "np.ndarray"  # [F, k] int64 target ids, best first
+    logp: "np.ndarray"  # [F, k] float64 log-probabilities, normalised over the draft vocabulary
+    hidden: "np.ndarray"  # [F, H] float32 the row a child of this node consumes
+
+
+class DraftNet(Protocol):
+    n_embd: int  # H: the width of the rows fed back
+    window: int | None  # attend to the newest `window` entries (plus `sinks`), None: to all
+    sinks: int
+
+    def new_lane(self) -> int:
+        """A lane of this network for one more drafter (lanes share the weights)."""
+        ...
+
+    def encode(self, features: "np.ndarray") -> "np.ndarray":
+        """[n, k*H_t] target features -> [n, H] the rows committed entries consume."""
+        ...
+
+    def write(self, lane: int, tokens: Sequence[int], rows: "np.ndarray", pos0: int) -> None:
+        """Committed entries (tokens[i], rows[i]) at positions pos0 + i; no outputs."""
+        ...
+
+    def seed(self, lane: int, token: int, row: "np.ndarray", pos: int, k: int) -> Candidates:
+        """The newest committed entry, whose output drafts the root's children."""
+        ...
+
+    def level(self, lane: int, depth: int, tokens: Sequence[int], hidden: "np.ndarray", parents: Sequence[int],
+              pos: int, k: int) -> Candidates:
+        """Tree nodes at `depth` >= 1, each fed its parent's row; parents index the previous call's rows."""
+        ...
+
+    def end_tree(self, lane: int) -> None:
+        """Drop the tree's nodes; the committed entries stay."""
+        ...
+
+    def forget(self, lane: int, p0: int, p1: int) -> None:
+        """Drop committed entries at positions [p0, p1) (left behind by a window)."""
+        ...
+
+    def trim(self, lane: int, keep: int) -> None: ...
+
+    def reset(self, lane: int) -> None: ...
+
+    def save(self, lane: int) -> bytes: ...
+
+    def load(self, lane: int, data: bytes) -> bool: ...

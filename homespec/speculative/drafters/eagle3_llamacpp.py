@@ -1,0 +1,197 @@
+"""EAGLE-3 / EAGLE-3.1 drafting with a head that runs where the target runs (a DraftNet,
+homespec/contracts/head.py: in llama.cpp, homespec/backends/llamacpp/head.py).
+
+The policy is homespec's, the arithmetic the network's:
+
+* Committed entries are always computed from the TARGET's features, never kept from the head's own
+  guesses (docs/architecture.md, contract 3): after a verification the accepted path's features wait
+  here and are written when the next draft is proposed, together with everything the head missed.
+  So while the guard keeps a lane plain the head does nothing on that lane's passes, and when drafting
+  resumes it catches up in one batch (docs/speculative.md, "A sleeping head").
+* A head with a window attends to the newest `window` entries and the first `sinks`
+  (docs/speculative.md): entries it will never see again are dropped from its cache, and a catch-up
+  writes only those it will see.
+* The tree is EAGLE-2's dynamic tree (homespec/speculative/tree_grow.py), level by level: the seed
+  entry's output drafts the root's children, each later level decodes the expanded nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
+from homespec.errors import HomespecError
+from homespec.speculative.tree_grow import grow_tree
+
+if TYPE_CHECKING:
+    from homespec.contracts.backend import Forward
+    from homespec.contracts.head import Candidates, DraftNet
+    from homespec.contracts.tree import DraftTree
+
+
+@dataclass(frozen=True, slots=True)
+class _Seed:
+    root: int
+    out: "Candidates"  # the seed entry's row: the root's children and the row they consume
+
+
+class HeadDrafter:
+    name = "eagle3"
+
+    def __init__(self, net: "DraftNet", *, depth: int = 6, topk: int = 8, total: int = 48, width: int,
+                 window: int | None = None, source: str | None = None) -> None:
+        """width: the target features' width (3 x the target's hidden size); window: override the
+        head's own (0: attend to everything)."""
+        self.net, self.lane = net, net.new_lane()
+        self.depth, self.topk, self.total = depth, topk, total
+        self.window = net.window if window is None else (window or None)
+        self.sinks = net.sinks if self.window else 0
+        self.width, self.source = width, source
+        self.written = 0  # committed entries in the head's cache (positions 0 .. written-1)
+        self._feats: list[np.ndarray] | None = None  # features of entries not yet written
+        self._tokens: list[int] = []  # the token after each of them, but the last (the root completes it)
+        self._seed: _Seed | None = None
+        self.expected_acceptance: tuple[float, ...] | None = None  # the guard's prior (recorded acceptance)
+
+    # --- Drafter protocol ---------------------------------------------------------------------
+
+    def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
+        if kept == 0:
+            self.reset()
+        elif self.written != kept or self._feats is not None:
+            raise HomespecError(f"the EAGLE-3 drafter holds {self.written} entries, the kept prefix is {kept}",
+                                hint="call trim(kept) before begin(prompt, forward, kept=kept)")
+        self._feats = [self._check(forward.features, len(prompt) - kept)]
+        self._tokens = [int(t) for t in prompt[kept + 1:]]
+        self._seed = None
+
+    def accept(self, tokens: Sequence[int], features: "np.ndarray | None", next_token: int) -> None:
+        tokens = [int(t) for t in tokens]
+        feats = self._check(features, len(tokens))
+        if self._feats is not None:  # plain steps since the last draft: the root completes the last entry
+            self._feats.append(feats)
+            self._tokens.extend(tokens)
+            return
+        if self._seed is None or tokens[0] != self._seed.root:
+            raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root",
+                                hint="call begin() before accept()")
+        self._feats, self._tokens, self._seed = [feats], tokens[1:], None
+
+    def propose(self, root: int, context: Sequence[int]) -> "DraftTree":
+        if self._feats is not None:
+            self._catch_up(root, len(context))
+        if self._seed is None or self._seed.root != root or self.written != len(context):
+            raise HomespecError(f"the EAGLE-3 drafter is out of step: it holds {self.written} committed positions, "
+                                f"the context has {len(context)}",
+                                hint="every committed token must reach the drafter through begin() or accept()")
+        net, lane, seed, base = self.net, self.lane, self._seed, len(context) - 1
+        rows: dict[str, np.ndarray] = {"hidden": seed.out.hidden}
+
+        def expand(level: int, tokens: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if level == 0:
+                return seed.out.ids, seed.out.logp
+            hidden = rows["hidden"][np.maximum(parents, 0)]  # [F, H] each node's parent's row
+            out = net.level(lane, level, tokens.tolist(), hidden, parents.tolist(), base + level, self.topk)
+            rows["hidden"] = out.hidden
+            return out.ids, out.logp
+
+        try:
+            return grow_tree(expand, root, depth=self.depth, topk=self.topk, total=self.total)
+        finally:
+            net.end_tree(lane)  # the levels were speculative; the seed entry stays
+
+    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+        """A head drafts when chosen: what it offers is known only then."""
+        return (Offer(self.name),)
+
+    def trim(self, keep: int) -> int:
+        """Keep entries 0 .. keep-1. Entries still waiting are written first where their next token
+        is known; the newest committed token's entry waits for a root it never got. Entries a window
+        dropped stay dropped: the head attends to the ones it still has until its window refills."""
+        if self._feats is not None and keep > self.written:
+            self._write_waiting(keep - self.written)
+        keep = min(keep, self.written)
+        self.net.trim(self.lane, keep)
+        self.written = keep
+        self._feats, self._tokens, self._seed = None, [], None
+        return keep
+
+    def reset(self) -> None:
+        self.net.reset(self.lane)
+        self.written = 0
+        self._feats, self._tokens, self._seed = None, [], None
+
+    def snapshot(self, keep: int) -> tuple[int, object]:
+        """(entries kept, the head's state for them) for --cache-ram; trims as trim() does."""
+        kept = self.trim(keep)
+        return kept, self.net.save(self.lane)
+
+    def restore(self, saved: object) -> int:
+        kept, data = saved  # type: ignore[misc]
+        if not self.net.load(self.lane, data):
+            self.reset()
+            return 0
+        self.written = kept
+        self._feats, self._tokens, self._seed = None, [], None
+        return kept
+
+    # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
+
+    @property
+    def shape(self) -> DraftShape:
+        return DraftShape(self.depth, self.topk, self.total)
+
+    def limits(self) -> ShapeLimits:
+        return ShapeLimits(max_depth=max(self.depth, MAX_DEPTH))
+
+    def set_shape(self, depth: int, total: int) -> DraftShape:
+        self.limits().check(depth, total)
+        self.depth, self.total = depth, total
+        return self.shape
+
+    # --- writing committed entries -------------------------------------------------------------
+
+    def _catch_up(self, root: int, committed: int) -> None:
+        """Write the waiting entries the head will attend to, then the seed (the newest committed
+        token's entry, completed by `root`) whose output drafts this step."""
+        feats = self._feats[0] if len(self._feats) == 1 else np.concatenate(self._feats)  # [m, W]
+        first = self.written  # position of feats[0]
+        seed_pos = committed - 1
+        if first + len(feats) != committed or len(self._tokens) != len(feats) - 1:
+            raise HomespecError(f"the EAGLE-3 drafter has {len(feats)} waiting features from position {first}, "
+                                f"the context has {committed} tokens", hint="a committed token was not accepted")
+        lo = self._visible_from(seed_pos)  # entries below lo (but the sinks) are never attended again
+        self.net.forget(self.lane, self.sinks, min(lo, seed_pos - 1))  # the entry before the seed stays: llama.cpp wants positions to follow on
+        spans = [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos)]
+        spans = [(a, b) for a, b in spans if b > a]
+        take = np.array([p - first for a, b in spans for p in range(a, b)] + [seed_pos - first], dtype=np.int64)
+        g = self.net.encode(feats[take])  # [n, H] only the rows the head will use
+        i = 0
+        for a, b in spans:
+            self.net.write(self.lane, self._tokens[a - first:b - first], g[i:i + b - a], a)
+            i += b - a
+        self._seed = _Seed(root, self.net.seed(self.lane, root, g[-1], seed_pos, self.topk))
+        self.written = committed
+        self._feats, self._tokens = None, []
+
+    def _write_waiting(self, n: int) -> None:
+        """Write the first n waiting entries (at most those whose next token is known)."""
+        feats = np.concatenate(self._feats)
+        n = min(n, len(self._tokens))
+        if n > 0:
+            self.net.write(self.lane, self._tokens[:n], self.net.encode(feats[:n]), self.written)
+            self.written += n
+
+    def _visible_from(self, seed_pos: int) -> int:
+        """The first position (past the sinks) the seed and the tree attend to."""
+        return 0 if self.window is None else max(self.sinks, seed_pos + 1 - self.window)
+
+    def _check(self, features: "np.ndarray | None", n: int) -> np.ndarray:
+        if features is None or tuple(features.shape) != (n, self.width):
+            got = None if features is None else tuple(features.shape)
+            raise HomespecError(f"the EAGLE-3 drafter needs target features [{n}, {self.width}], got {got}",
+                                hint="the backend must capture the layers set by set_feature_layers()")
+        return np.asarray(features, dtype=np.float32)
