@@ -222,7 +222,7 @@ def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup
 def time_draft(backend, head, clock: Clock, prompt: list[int], shape: tuple[int, int, int], *,
                repeats: int, warmup: int) -> dict:
     """One Eagle3Drafter.propose() of (depth, topk, nodes) after `prompt` is committed."""
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     depth, topk, total = shape
     drafter = Eagle3Drafter(head, backend, depth=depth, topk=topk, total=total, capacity=len(prompt) + depth * topk + 8)

@@ -82,7 +82,7 @@ def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
     from homespec.formats.acceptance import read_prior
     from homespec.nets.eagle3 import load_head
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     head = load_head(where, target.n_layer, target.hidden_size, target.n_vocab,
                      device=target.device if target.name == "torch" else "cpu")
@@ -131,7 +131,7 @@ def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafte
 
 
 def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
                       window=first.window, capacity=first.cache.capacity, source=first.source)
