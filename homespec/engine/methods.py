@@ -4,8 +4,10 @@ An entry says how to make the method's drafter for a lane, how to clone it for a
 same head's weights, the same suffix store, its own state), how large a tree one verification of
 it holds, and what it needs: an EAGLE head, a draft model, the target's features; whether it is a
 lookup (its chains come from text already written). Adding a method is one drafter module under
-homespec/speculative/drafters/ and one entry here. The drafters (torch for the EAGLE head) are
-imported only when one is made.
+homespec/speculative/drafters/ and one entry here. The drafters are imported only when one is
+made; the EAGLE head runs in torch (homespec.nets.eagle3_drafter, the one drafter outside the
+torch-free packages), imported here alone and only for eagle3, or auto with a head: every other
+method on a GGUF never loads torch (docs/architecture.md, "Where each part runs").
 """
 
 from __future__ import annotations
