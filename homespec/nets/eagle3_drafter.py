@@ -1,4 +1,10 @@
-"""EAGLE-3 / EAGLE-3.1 drafting: a draft head fed with the target's own features.
+"""EAGLE-3 / EAGLE-3.1 drafting in torch: a draft head fed with the target's own features.
+
+The torch reference drafter: the torch backend's drafter, the test oracle for heads run
+elsewhere, and what `--method eagle3` (or auto with a head) loads beside a llama.cpp target
+(homespec.engine.methods, lazily). It takes and gives numpy at the Drafter seam
+(homespec.contracts.drafter: features in, the dynamic tree's log-probs out) and converts on its
+own side; nothing on the GGUF path imports this module unless a head is asked for.
 
 Head entry j pairs the target feature at position j with the token at position j+1 and sits at
 RoPE position j (SafeAILab `topK_genrate`, vLLM's EAGLE proposer). Its KV for committed tokens
@@ -11,8 +17,9 @@ is built.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
+import numpy as np
 import torch
 
 from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
@@ -76,11 +83,13 @@ class Eagle3Drafter:
         # room for the committed context plus the speculative levels of the deepest tree the guard
         # may ask for (limits())
         self.cache = head.new_cache(capacity or backend.max_context + max(depth, MAX_DEPTH) * topk + 2)
-        self._token_map = head.draft_to_target if c.draft_vocab_size != c.vocab_size else None
+        # [V_draft] int64 draft id -> target id, for the tree builder (numpy, on the host)
+        self._token_map = head.draft_to_target.cpu().numpy() if c.draft_vocab_size != c.vocab_size else None
+        self._embed_target = target_embedder(backend)
         # Committed entries not yet in the head's KV: feature blocks (together [P, 3*H_t]), joined
         # once at the next draft (appending a row per plain step must not copy the whole prompt's
         # features again), and the P-1 tokens that follow them (the root completes it).
-        self._pending_features: list[torch.Tensor] | None = None
+        self._pending_features: list[np.ndarray] | None = None
         self._pending_tokens: list[int] = []
         self._last: _Last | None = None
         # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.formats.acceptance),
@@ -129,9 +138,9 @@ class Eagle3Drafter:
         state = {"hidden": self._last.hidden, "anc": [[]]}  # per row of the previous level
 
         @torch.no_grad()
-        def step(tokens: torch.Tensor, parent_rows: torch.Tensor, depth: int) -> torch.Tensor:
+        def step(tokens: np.ndarray, parent_rows: np.ndarray, depth: int) -> np.ndarray:
             if depth == 0:
-                return self._last.logp  # computed when the root's entry was committed
+                return self._last.logp.float().cpu().numpy()  # computed when the root's entry was committed
             n = tokens.shape[0]
             start = self.cache.length
             rows = parent_rows.tolist()
@@ -144,14 +153,14 @@ class Eagle3Drafter:
             positions = torch.full((n,), committed - 1 + depth, dtype=torch.int64)
             dev = self.cache.k.device
             out, normed = head(
-                self._embed(tokens.to(dev)),
-                state["hidden"][parent_rows.to(dev)],
+                self._embed(torch.from_numpy(tokens).to(dev)),
+                state["hidden"][torch.from_numpy(parent_rows).to(dev)],
                 positions.to(dev),
                 self.cache,
                 attend.to(dev),
             )
             state["hidden"], state["anc"] = head.next_hidden(out, normed), anc
-            return head.log_probs(normed)
+            return head.log_probs(normed).float().cpu().numpy()  # [N, V_draft]
 
         tree = build_dynamic_tree(step, root, depth=self.depth, topk=self.topk, total=self.total, token_map=self._token_map)
         self.cache.truncate(committed)  # the tree levels were speculative
@@ -161,7 +170,7 @@ class Eagle3Drafter:
         """An EAGLE head drafts when chosen: what it offers is known only then."""
         return (Offer(self.name),)
 
-    def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
+    def accept(self, tokens: Sequence[int], features: np.ndarray | None, next_token: int) -> None:
         tokens = [int(t) for t in tokens]
         feats = self._features(features, len(tokens))
         if self._pending_features is not None:
@@ -231,7 +240,7 @@ class Eagle3Drafter:
         _, normed = self.head(emb, hidden, torch.arange(2, device=dev), scratch, torch.ones(2, 2, dtype=torch.bool, device=dev))
         self.head.log_probs(normed)
 
-    def _features(self, features: torch.Tensor | None, n: int) -> torch.Tensor:
+    def _features(self, features: np.ndarray | None, n: int) -> np.ndarray:
         width = 3 * self.head.config.target_hidden_size
         if features is None or tuple(features.shape) != (n, width):
             got = None if features is None else tuple(features.shape)
@@ -247,14 +256,18 @@ class Eagle3Drafter:
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.head.embed_tokens is not None:
             return self.head.embed_tokens(tokens)
-        return self.backend.embed(tokens)
+        return self._embed_target(tokens)
+
+    def _joined_features(self) -> torch.Tensor:
+        """The pending feature blocks as one [P, 3*H_t] float32 tensor on the host."""
+        blocks = self._pending_features
+        return torch.from_numpy(blocks[0] if len(blocks) == 1 else np.concatenate(blocks))
 
     @torch.no_grad()
     def _write_pending(self, n: int) -> None:
         """Write the first n pending entries' keys and values (at most those whose next token is
         known), without attention: what trim() keeps of steps the head never drafted from."""
-        blocks = self._pending_features
-        feats = blocks[0] if len(blocks) == 1 else torch.cat([b.to(blocks[0].device) for b in blocks])
+        feats = self._joined_features()
         n = min(n, len(self._pending_tokens), feats.shape[0])
         tokens = torch.tensor(self._pending_tokens[:n], dtype=torch.int64)
         start, dev = self.cache.length, self.cache.k.device
@@ -271,8 +284,7 @@ class Eagle3Drafter:
         value of an entry depend on that entry's inputs alone, so every earlier entry is written
         with its key/value projections only, in chunks of `flush_chunk` rows, and just the last
         runs attention and the MLP: an 8K-token prompt costs 8K projections, not 8K x 8K attention."""
-        blocks = self._pending_features
-        feats = blocks[0] if len(blocks) == 1 else torch.cat([b.to(blocks[0].device) for b in blocks])
+        feats = self._joined_features()
         tokens = torch.tensor(self._pending_tokens + [root], dtype=torch.int64)  # [N]
         n, start = tokens.shape[0], self.cache.length
         dev = self.cache.k.device
@@ -294,3 +306,20 @@ class Eagle3Drafter:
         )
         self._last = _Last(root=root, hidden=self.head.next_hidden(out, normed), logp=self.head.log_probs(normed))
         self._pending_features, self._pending_tokens = None, []
+
+
+def target_embedder(target: "Backend") -> Callable[[torch.Tensor], torch.Tensor]:
+    """The target's token embeddings as the head consumes them: ids [...] -> [..., H] float32.
+
+    The torch and EXL2 backends embed on their own device (`embed`, torch tensors); a llama.cpp
+    target hands out its host table as numpy (`token_embeddings`, [V, H] float16, dequantised
+    once and shared by every lane's drafter), which torch reads in place without a copy."""
+    table = getattr(target, "token_embeddings", None)
+    if table is None:
+        return target.embed
+    host = torch.from_numpy(table())  # [V, H] float16, the backend's own array
+
+    def embed(tokens: torch.Tensor) -> torch.Tensor:
+        return host[tokens.cpu().long()].float().to(tokens.device)
+
+    return embed
