@@ -7,6 +7,11 @@ token, the chain's leading tokens that equal the reply are accepted, and the nex
 them. Tokens per target pass (tau) = reply tokens / passes; "agree" is the share of draft steps where
 a dtype drafts the same token as f16 from the same context. No torch: this is the GGUF run path.
 
+The target's features come from one llama.cpp pass over prompt + reply, the same for every dtype (a
+causal target's features of a prefix are those of the prefix's rows; llama.cpp's CPU kernels are not
+batch-invariant, so they differ from a pass over the prefix alone by the batch-vs-single noise,
+docs/backends.md): the comparison between dtypes is exact, the absolute tau an estimate of a live run's.
+
     python scripts/bench_head_dtype.py --split test --prompts 16 --tokens 64 --k 4 --json-out FILE
 """
 
@@ -34,21 +39,13 @@ def prompt_ids(split: str, n: int, target: Path) -> list[list[int]]:
         tok.close()
 
 
-def greedy_reply(d, ctx: list[int], n: int, eos: set[int]) -> list[int]:
-    out: list[int] = []
-    for _ in range(n):
-        _, nxt = d.target_pass(ctx + out)
-        if nxt in eos:
-            break
-        out.append(nxt)
-    return out
-
-
 def replay(d, ctx: list[int], reply: list[int], k: int) -> tuple[int, list[list[int]]]:
-    """Passes the reply takes with chains of k, and each pass's chain (for agreement)."""
+    """Passes the reply takes with chains of k, and each pass's chain (for agreement). The target's
+    features come from one pass over prompt + reply (a prefix's features are the same)."""
+    feats, _ = d.target_pass(ctx + reply)
     pos, passes, chains = 0, 0, []
     while pos < len(reply):
-        chain = d.draft(ctx + reply[:pos], k).tokens
+        chain = d.draft_from(ctx + reply[:pos], feats, reply[pos], k).tokens
         chains.append(chain)
         accepted = 0
         while accepted < k and pos + 1 + accepted < len(reply) and chain[accepted] == reply[pos + 1 + accepted]:
@@ -91,7 +88,7 @@ def main() -> int:
         t0 = time.perf_counter()
         with LlamaCppEagle3(target, conv.path, n_ctx=n_ctx) as d:
             if replies is None:
-                replies = [greedy_reply(d, ctx, a.tokens, eos) for ctx in ids]
+                replies = [d.greedy(ctx, a.tokens, eos) for ctx in ids]
             results = [replay(d, ctx, reply, a.k) for ctx, reply in zip(ids, replies)]
         passes = sum(p for p, _ in results)
         tokens = sum(len(r) for r in replies)

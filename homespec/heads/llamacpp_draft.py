@@ -145,10 +145,35 @@ class LlamaCppEagle3:
         ptr = self._ext.llama_get_embeddings_nextn(self._dc)
         return np.ctypeslib.as_array(ptr, shape=(n_rows, self.n_embd_draft)).copy()
 
+    def greedy(self, tokens: Sequence[int], n: int, stop: set[int] | frozenset[int] = frozenset()) -> list[int]:
+        """The target's greedy continuation of `tokens`: up to n tokens, ending before a `stop` token
+        (the cache kept between steps: one row per step after the prompt)."""
+        ll, b = self._ll, self._tbatch
+        ll.llama_memory_clear(ll.llama_get_memory(self._tc), True)
+        rows = [(int(t), i, (0,), i == len(tokens) - 1) for i, t in enumerate(tokens)]
+        out: list[int] = []
+        while len(out) < n:
+            fill_batch(b, rows)
+            run_decode(ll, self._tc, b, self._log, hint="shorten the context")
+            logits = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._tc, len(rows) - 1), shape=(self.n_vocab,))
+            nxt = int(np.argmax(logits))
+            if nxt in stop:
+                break
+            out.append(nxt)
+            rows = [(nxt, len(tokens) + len(out) - 1, (0,), True)]
+        return out
+
     def draft(self, tokens: Sequence[int], k: int) -> Chain:
         """Greedy chain of k draft tokens after `tokens` (the target's next token is the root)."""
         feats, root = self.target_pass(tokens)
+        return self.draft_from(tokens, feats, root, k)
+
+    def draft_from(self, tokens: Sequence[int], feats: np.ndarray, root: int, k: int) -> Chain:
+        """The chain after `tokens` from the target's features of them [n, 3H] (rows of a longer pass
+        over the same text serve: a causal target's features of a prefix do not change) and its next
+        token `root`."""
         n = len(tokens)
+        feats = feats[:n]
         self._ll.llama_memory_clear(self._ll.llama_get_memory(self._dc), True)
         # encoder: g[p] = fc(features[p]) (after norm_before_fc when the head has it)
         self._process(self._ll.LLAMA_PROCESS_TYPE_ENCODE, [(None, p, feats[p], True) for p in range(n)])

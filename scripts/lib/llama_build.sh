@@ -45,12 +45,12 @@ llama_sdist() {
 llama_source() {
   local dir=$1 sdist root patch
   sdist=$(llama_sdist) || return 1
-  patch="$(pwd)/$llama_patch"
+  case $llama_patch in /*) patch=$llama_patch ;; *) patch="$(pwd)/$llama_patch" ;; esac
   mkdir -p "$dir" && tar xzf "$sdist" -C "$dir" || return 1
   root="$dir/llama_cpp_python-$llama_version"
   [[ -f "$root/vendor/llama.cpp/CMakeLists.txt" ]] || { echo "error: $sdist holds no vendor/llama.cpp" >&2; return 1; }
   if command -v patch >/dev/null 2>&1; then
-    patch -p1 -N -s -d "$root/vendor/llama.cpp" < "$patch" >&2 || { llama_patch_error; return 1; }
+    patch -p1 -N -s -F0 -d "$root/vendor/llama.cpp" < "$patch" >&2 || { llama_patch_error; return 1; }
   else
     (cd "$root/vendor/llama.cpp" && git apply -p1 "$patch") || { llama_patch_error; return 1; }
   fi
