@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt,
-    TopkOpt, WindowOpt, RunArgs, max_tokens_opt,
+    TopkOpt, WindowOpt, DraftDtypeOpt, RunArgs, max_tokens_opt,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -86,6 +86,7 @@ def bench(
     adapt: AdaptOpt = False,
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
     window: WindowOpt = None,
+    draft_dtype: DraftDtypeOpt = "f16",
     repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
     lockstep: Annotated[bool, typer.Option("--lockstep", help="Run the methods on each prompt together, one step of each in turn: per-prompt ratios immune to machine speed drift.")] = False,
     json_stdout: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout, instead of the table (as on every command; `--json FILE` still writes FILE, as --json-out does).")] = False,
@@ -114,7 +115,7 @@ def bench(
     server_bin = _check_against(against_, server, server_draft, temperature, long, repeat, lockstep)
     items = None if long else _prompt_items(prompts, category)[:limit]
     opts = RunArgs(model=model, draft=draft, method=names[0], backend=backend, ctx=ctx, draft_depth=draft_depth,
-                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, guard=guard,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, draft_dtype=draft_dtype, guard=guard,
                    adapt=adapt).options()
     with Progress(console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True), transient=True) as bar:
         task = bar.add_task("bench", total=(len(items) if items else limit) * len(names) * repeat)

@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt,
-    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, RunArgs, max_tokens_opt,
+    ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, DraftDtypeOpt, RunArgs, max_tokens_opt,
 )
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -49,6 +49,7 @@ def chat(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
+    draft_dtype: DraftDtypeOpt = "f16",
     cache_prompt: Annotated[bool, typer.Option("--cache-prompt/--no-cache-prompt", help="Keep the conversation's KV between turns, so a turn prefills only what it adds (default on).")] = True,
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="[ID|FILE]", help="Continue a saved chat: alone, the latest; or its id (the file name in the chats folder) or a file.")] = None,
 ) -> None:
@@ -81,7 +82,7 @@ def chat(
     if saved is not None and model is None and saved.model and os.path.exists(saved.model):
         model = saved.model  # continue with the model it was saved with
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
-                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, guard=guard,
+                   draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, draft_dtype=draft_dtype, guard=guard,
                    adapt=adapt).options()
     opts = lookup_without_head(opts)  # no shipped head in this install: still speculate, with prompt lookup
     check_options(opts)  # bad arguments are refused before the loading line

@@ -11,7 +11,7 @@ import typer
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, JsonOpt, MethodOpt, ModelOpt,
-    NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, RunArgs, max_tokens_opt,
+    NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt, TopKOpt, TopkOpt, TopPOpt, WindowOpt, DraftDtypeOpt, RunArgs, max_tokens_opt,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -43,6 +43,7 @@ def generate(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
+    draft_dtype: DraftDtypeOpt = "f16",
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
@@ -61,7 +62,7 @@ def generate(
         items = [[prompt]]
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
                    draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
-                   window=window, guard=guard, adapt=adapt).options()
+                   window=window, draft_dtype=draft_dtype, guard=guard, adapt=adapt).options()
     token_items = checked_prompts(opts, items, chat, system, max_tokens, source=prompts)  # before any weights load
     sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     session = Session.open(opts)

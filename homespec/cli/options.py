@@ -61,6 +61,9 @@ NodesOpt = Annotated[Optional[int], typer.Option(
 WindowOpt = Annotated[Optional[int], typer.Option(
     "--window", help="EAGLE head attends to the newest N entries (plus the first 4); default: the length the head "
     "was trained on when its config records it; 0: all.")]
+DraftDtypeOpt = Annotated[str, typer.Option(
+    "--draft-dtype", help="The EAGLE head's matrices in llama.cpp: f16 (keeps its acceptance) or q8_0 (half the "
+    "memory). The head is converted once to an eagle3 GGUF and cached.")]
 
 # The running commands' options (generate, bench, chat).
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="GGUF file, Hugging Face directory, org/repo[:QUANT] (downloaded into the hub cache), ollama:NAME[:TAG] or lmstudio:PUB/REPO (see `homespec models`). Default: the embedded SmolLM2-135M-Instruct.")]
@@ -105,6 +108,7 @@ class RunArgs:
     threads: int | None = None
     exact: bool = False
     window: int | None = None
+    draft_dtype: str = "f16"
     guard: bool = False
     adapt: bool = False
 
@@ -118,5 +122,5 @@ class RunArgs:
                                          self.draft_tokens)
         return RunOptions(model=self.model, draft=self.draft, method=self.method, backend=self.backend,
                           device=self.device, ctx=self.ctx, draft_depth=depth, draft_topk=topk, draft_tokens=nodes,
-                          threads=threads, exact=self.exact, window=self.window,
+                          threads=threads, exact=self.exact, window=self.window, draft_dtype=self.draft_dtype,
                           guard=self.guard, adapt=self.adapt)

@@ -11,7 +11,7 @@ from homespec import limits
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
-    ThreadsOpt, TopkOpt, WindowOpt, RunArgs, number,
+    ThreadsOpt, TopkOpt, WindowOpt, DraftDtypeOpt, RunArgs, number,
 )
 from homespec.chatformat.reasoning import FORMATS as REASONING_FORMATS
 from homespec.errors import UsageError
@@ -46,6 +46,7 @@ def serve(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
+    draft_dtype: DraftDtypeOpt = "f16",
 ) -> None:
     """Serve the model over an OpenAI-compatible API: point any OpenAI client at the printed URL.
 
@@ -63,7 +64,7 @@ def serve(
                          hint="use --reasoning-format auto (thinking in reasoning_content) or none")
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
                    draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
-                   window=window, guard=guard, adapt=adapt).options()
+                   window=window, draft_dtype=draft_dtype, guard=guard, adapt=adapt).options()
     launch(opts, Serving(host=host, port=port, api_key=api_key, alias=alias, parallel=parallel, queue=queue,
                          cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
                          cors=origins, template_file=chat_template_file, reasoning_format=reasoning_format))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from homespec.contracts.drafter import MAX_DEPTH
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -81,8 +82,14 @@ def _suffix(depth: int, store: "SuffixStore | None") -> "Drafter":
 
 
 def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
-    """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
+    """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior:
+    in llama.cpp beside a llama.cpp target, else the torch head beside the torch or EXL2 target."""
     from homespec.formats.acceptance import read_prior
+
+    if target.name == "llamacpp":
+        drafter = _eagle_llamacpp(target, where, opt)
+        drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
+        return drafter
     from homespec.nets.eagle3 import load_head
     from homespec.nets.eagle3_drafter import Eagle3Drafter
 
@@ -93,6 +100,31 @@ def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
                             window=window, capacity=opt.ctx + opt.draft_tokens + 8, source=str(where))
     drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
     return drafter
+
+
+def _eagle_llamacpp(target: Any, where: Path, opt: Any) -> "Drafter":
+    """The head as an eagle3 GGUF (converted once and cached) in a llama.cpp context beside the
+    target, one network for every lane of the target (each lane's drafter clones this one's)."""
+    import sys
+
+    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+    from homespec.backends.llamacpp.head_convert import head_gguf
+    from homespec.plan.memory import head_cells
+    from homespec.speculative.drafters.eagle3 import HeadDrafter
+
+    conv = head_gguf(where, target.model_path, dtype=opt.draft_dtype)
+    if conv.note:
+        print(f"note: {conv.note}", file=sys.stderr)
+    info = read_head_file(conv.path, target.n_vocab)
+    window = info.window if opt.window is None else (opt.window or None)
+    lanes = getattr(target, "lanes", 1)
+    lane_ctx = getattr(target, "lane_ctx", None) or target.max_context
+    cells = head_cells(lane_ctx, window, info.sinks, max(opt.draft_depth, MAX_DEPTH), opt.draft_topk)
+    net = LlamaCppHead(info, target, lanes=lanes, cells_per_lane=cells, topk=opt.draft_topk, n_threads=opt.threads)
+    target.set_feature_layers(info.layers)  # before the target's first prefill
+    return HeadDrafter(net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
+                       width=len(info.layers) * target.hidden_size, window=0 if window is None else window,
+                       source=str(where))
 
 
 def _auto(i: DraftInputs) -> "Drafter":
@@ -133,6 +165,13 @@ def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafte
 
 
 def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
+    if getattr(first, "net", None) is not None:  # the llama.cpp head: one more lane of the same network
+        from homespec.speculative.drafters.eagle3 import HeadDrafter
+
+        d = HeadDrafter(first.net, depth=first.depth, topk=first.topk, total=first.total, width=first.width,
+                        window=first.window or 0, source=first.source)
+        d.expected_acceptance = first.expected_acceptance
+        return d
     from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,

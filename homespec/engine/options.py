@@ -36,6 +36,7 @@ class RunOptions:
     # EAGLE head attends to the newest N entries only; None: the head's recorded training length
     # (full attention when it records none); 0: full attention
     window: int | None = None
+    draft_dtype: str = "f16"  # the EAGLE head's matrices in llama.cpp (backends/llamacpp/head_convert.py)
     # the guard (homespec.engine.guard) over a drafter: the CLI's --guard is on by default; a library
     # caller asks for it (off: every step drafts the full shape). adapt: kept for callers that pass
     # it; the guard chooses the draft depth every step
@@ -129,6 +130,9 @@ def check_options(opt: RunOptions) -> str:
     backend, method = backend_entry(opt.backend), method_entry(opt.method)
     if opt.window is not None and opt.window < 0:
         raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
+    if opt.draft_dtype not in ("f16", "q8_0"):
+        raise UsageError(f"--draft-dtype {opt.draft_dtype} is not f16 or q8_0",
+                         hint="f16 keeps the head's acceptance; q8_0 halves its memory")
     if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
         raise UsageError(f"unknown device '{opt.device}'", hint="use --device cpu, cuda, cuda:N or mps")
     threads_of(opt)

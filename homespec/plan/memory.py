@@ -147,6 +147,14 @@ def _kv_stream_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
     return cells * (k + v)
 
 
+def head_cells(lane_ctx: int, window: int | None, sinks: int, depth: int, topk: int) -> int:
+    """KV cells one lane of an EAGLE head in llama.cpp holds (backends/llamacpp/head.py): its committed
+    entries (all of the lane's context, or a window's worth and the sinks), the entry before the
+    window that stays, and a draft tree's levels (topk nodes each)."""
+    entries = lane_ctx if window is None else min(lane_ctx, window + sinks + 1)
+    return entries + depth * topk + 2
+
+
 def draft_kv_bytes(draft: DraftSpec, s: Settings, on_gpu: bool) -> int:
     """The draft's own KV: one decoder layer for an EAGLE head, a whole model for a draft model."""
     if draft.kind == "model" and draft.model is not None:

@@ -22,8 +22,7 @@ from homespec.backends.llamacpp.lib import (
     capture_log,
     free_handles,
     import_llama_cpp,
-    parse_buffer_lines,
-    tally_buffers,
+    memory_report,
 )
 from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
 from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
@@ -172,16 +171,7 @@ class LlamaCppCore:
 
     def memory_report(self) -> MemoryReport:
         """llama.cpp's own buffer sizes, from the lines it logged while loading (and since)."""
-        t = tally_buffers(parse_buffer_lines(self._log.lines))
-        detail = {f"{kind}:{buf}": v for kind, bufs in t.items() for buf, v in bufs.items()}
-        devices = [buf for bufs in t.values() for buf in bufs if not buf.startswith("CPU")]
-        return MemoryReport(
-            weights_bytes=sum(t["model"].values()),
-            kv_bytes=sum(t["KV"].values()),
-            compute_bytes=sum(t["compute"].values()) + sum(t["output"].values()),
-            device=devices[0] if devices else "CPU",
-            detail=detail,
-        )
+        return memory_report(self._log)
 
     def close(self) -> None:
         free_handles(self)

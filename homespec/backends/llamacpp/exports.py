@@ -6,7 +6,8 @@ The vendored llama.cpp declares its feature extraction and draft-head entry poin
 (llama-cpp-python's `llama_cpp_ext` tries the plain name first, then the mangled ones).
 homespec's patch (kernels/llamacpp/eagle3.1.patch, applied by scripts/setup.sh) adds
 `extern "C" uint32_t llama_homespec_eagle3_features(void)`: a bit set of the EAGLE-3.1 features
-its eagle3 graph runs (FC_NORM, NORM_OUTPUT). A build without the patch (a user's own, or
+its eagle3 graph runs (FC_NORM, NORM_OUTPUT) and DRAFT_TREES (the decoder's output rows pruned, the
+log-softmax sampler homespec's tree drafting uses; backends/llamacpp/head.py). A build without the patch (a user's own, or
 upstream's) lacks the symbol: `eagle3_features` answers 0 and an EAGLE-3.1 head then runs as
 its folded EAGLE-3 twin (homespec.backends.llamacpp.head_convert).
 
@@ -21,7 +22,11 @@ from typing import Any
 FC_NORM = 1  # eagle3.fc_norm: one RMSNorm per target feature before fc
 NORM_OUTPUT = 2  # eagle3.norm_output: the next draft step reads the final-normed output
 EAGLE31 = FC_NORM | NORM_OUTPUT
+# the decoder keeps only the rows asked for (a call may mix committed entries with drafting rows) and
+# llama_sampler_init_log_softmax exists (each tree node's best children picked on the device)
+DRAFT_TREES = 4
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
+TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
 
 # what homespec calls each entry point -> the symbols it may be exported under (Linux/macOS mangling)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
@@ -38,6 +43,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "llama_model_target_layer_ids_n": ("llama_model_target_layer_ids_n",
                                        "_Z30llama_model_target_layer_ids_nPK11llama_model"),
     FEATURES_SYMBOL: (FEATURES_SYMBOL,),
+    TOPK_SYMBOL: (TOPK_SYMBOL,),
 }
 
 

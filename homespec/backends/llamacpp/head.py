@@ -41,8 +41,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
-from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp, reason
+from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp, memory_report, reason
+from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates
 from homespec.errors import FormatError, HomespecError
 
@@ -110,7 +112,9 @@ class LlamaCppHead:
     DraftNet of homespec/contracts/head.py."""
 
     def __init__(self, info: HeadFile, target: Any, *, lanes: int, cells_per_lane: int, topk: int,
-                 n_threads: int | None = None) -> None:
+                 n_threads: int | None = None, device_topk: bool = True) -> None:
+        """device_topk: let the device pick each node's children where the build can (False: the host,
+        from the logits; the test of the device's choice compares the two)."""
         self._ll = ll = import_llama_cpp()
         from llama_cpp import llama_cpp_ext
 
@@ -121,7 +125,6 @@ class LlamaCppHead:
         self.n_vocab = target.n_vocab
         self._log = LogCollector()
         self._model = self._ctx = self._batch = None
-        self._chains: list[tuple[int, Any]] = []
         per_lane = 2 + 2 * topk
         self._ids = [_LaneIds(1 + i * per_lane, 2 + i * per_lane,
                               (tuple(range(3 + i * per_lane, 3 + i * per_lane + topk)),
@@ -135,10 +138,10 @@ class LlamaCppHead:
             self._model = self._load(info.path, target)
             self._check_layers()
             self.n_embd = ll.llama_model_n_embd(self._model)
+            self.device_topk = device_topk and self._ask_for_topk(topk)
             self._ctx = self._context(target, n_ctx=lanes * cells_per_lane, n_seq=n_seq, n_threads=n_threads)
         self._mem = ll.llama_get_memory(self._ctx)
         self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # masked: the rows asked for
-        self._chains = self._device_topk(topk)
         self._batch = ll.llama_batch_ext_init(self._ctx)
         self._batch_cap = ll.llama_n_batch(self._ctx)
         self._enc_cap = ll.llama_n_ubatch(self._ctx)  # the encoder's batch must fit one micro-batch
@@ -170,6 +173,17 @@ class LlamaCppHead:
             raise FormatError(f"{self.info.path}: llama.cpp reads target layers {got}, its header says {self.info.layers}",
                               hint="re-export the head with homespec draft export")
 
+    def _ask_for_topk(self, k: int) -> bool:
+        """Where the build has homespec's patch (DRAFT_TREES), the head's graph picks each output row's k
+        best children on the device and hands back 2k numbers a row instead of a vocabulary-wide row of
+        logits (a 128k vocabulary: 512 KiB a row, and a sort's worth of host work). Else the host picks."""
+        setter = exports.entry_point(exports.TOPK_SYMBOL)
+        if setter is None or not exports.eagle3_features() & exports.DRAFT_TREES or 2 * k > self.n_embd:
+            return False
+        setter.argtypes, setter.restype = [ctypes.c_void_p, ctypes.c_int32], None
+        setter(self._model, k)
+        return True
+
     def _context(self, target: Any, *, n_ctx: int, n_seq: int, n_threads: int | None) -> Any:
         ll = self._ll
         cp = ll.llama_context_default_params()
@@ -183,7 +197,7 @@ class LlamaCppHead:
         cp.kv_unified = True  # one cell carries every tree path through it
         threads = n_threads or target.settings.n_threads or os.cpu_count() or 1
         cp.n_threads = cp.n_threads_batch = threads
-        cp.embeddings = False
+        cp.embeddings = self.device_topk  # the channel the device's top-k comes back through
         cp.no_perf = True
         cp.ctx_other = target._ctx  # the target's embeddings (and output layer when the head has none)
         ctx = ll.llama_init_from_model(self._model, cp)
@@ -197,32 +211,6 @@ class LlamaCppHead:
             raise HomespecError(f"the draft head was opened for {self.lanes} lanes", hint="open it with more lanes")
         self._next_lane += 1
         return self._next_lane - 1
-
-    def _device_topk(self, k: int) -> list[Any]:
-        """Where the build has homespec's log-softmax sampler (kernels/llamacpp/), each drafting
-        sequence id gets the backend chain [log-softmax, top-k]: llama.cpp then picks every node's
-        k best children on the device and hands back k ids and log-probabilities per row instead of
-        a vocabulary-wide row of logits (a 128k vocabulary: 512 KiB a row, and a sort's worth of
-        host work). An inactive sequence's chain is built into the graph but not computed."""
-        ll = self._ll
-        init = getattr(ll.llama_cpp._lib, "llama_sampler_init_log_softmax", None)
-        if init is None:
-            return []
-        init.argtypes, init.restype = [], ll.llama_sampler_p_ctypes
-        chains = []
-        for ids in self._ids:
-            for seq in (ids.base, *ids.sets[0], *ids.sets[1]):
-                chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-                ll.llama_sampler_chain_add(chain, init())
-                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(k))
-                if not ll.llama_set_sampler(self._ctx, seq, chain):
-                    ll.llama_sampler_free(chain)
-                    for seq_done, c in chains:
-                        ll.llama_set_sampler(self._ctx, seq_done, None)
-                        ll.llama_sampler_free(c)
-                    return []  # this device cannot run them: the host picks the children
-                chains.append((seq, chain))
-        return chains
 
     # --- the encoder ---------------------------------------------------------------------------
 
@@ -323,9 +311,9 @@ class LlamaCppHead:
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         return bool(self._ll.llama_state_seq_set_data(self._ctx, buf, len(data), self._ids[lane].base))
 
-    def memory_lines(self) -> list[str]:
-        """llama.cpp's buffer lines for the head (plan-vs-actual)."""
-        return list(self._log.lines)
+    def memory_report(self) -> MemoryReport:
+        """llama.cpp's own buffer sizes for the head (plan-vs-actual: the plan's draft lines)."""
+        return memory_report(self._log)
 
     # --- batches and outputs --------------------------------------------------------------------
 
@@ -360,7 +348,7 @@ class LlamaCppHead:
         vocabulary (the other ids are -inf in the graph's output)."""
         ll = self._ll
         hidden = np.ctypeslib.as_array(self._ext.llama_get_embeddings_nextn(self._ctx), shape=(n, self.n_embd)).copy()
-        if self._chains:
+        if self.device_topk:
             ids, logp = self._sampled(n, k)
         else:
             logits = np.ctypeslib.as_array(ll.llama_get_logits(self._ctx), shape=(n, self.n_vocab))  # [n, V] a view
@@ -368,17 +356,14 @@ class LlamaCppHead:
         return Candidates(ids, logp, hidden)
 
     def _sampled(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The device's top-k of each output row (not sorted by ggml), best first."""
-        ll = self._ll
-        ids = np.empty((n, k), dtype=np.int64)
-        logp = np.empty((n, k), dtype=np.float64)
-        for i in range(n):
-            c = ll.llama_get_sampled_candidates_count_ith(self._ctx, i)
-            got_ids = np.ctypeslib.as_array(ll.llama_get_sampled_candidates_ith(self._ctx, i), shape=(c,))
-            got_lp = np.ctypeslib.as_array(ll.llama_get_sampled_logits_ith(self._ctx, i), shape=(c,))
-            order = np.argsort(-got_lp, kind="stable")[:k]
-            ids[i], logp[i] = got_ids[order], got_lp[order]
-        return ids, logp
+        """The device's top-k of each output row, best first: [k draft-vocabulary indices as floats,
+        k log-probabilities, padding] per row of the embeddings channel (not sorted by ggml)."""
+        rows = np.ctypeslib.as_array(self._ll.llama_get_embeddings(self._ctx), shape=(n, self.n_embd))
+        top = self.topk
+        idx, logp = rows[:, :top].astype(np.int64), rows[:, top:2 * top].astype(np.float64)
+        order = np.argsort(-logp, axis=1, kind="stable")[:, :k]
+        idx, logp = np.take_along_axis(idx, order, axis=1), np.take_along_axis(logp, order, axis=1)
+        return (idx if self._full_vocab else self.info.draft_vocab[idx]), logp
 
     # --- teardown ------------------------------------------------------------------------------
 
@@ -392,9 +377,6 @@ class LlamaCppHead:
         if self._ctx:
             ll.llama_free(self._ctx)
             self._ctx = None
-        for _, chain in self._chains:  # after the context that used them
-            ll.llama_sampler_free(chain)
-        self._chains = []
         if self._model:
             ll.llama_model_free(self._model)
             self._model = None

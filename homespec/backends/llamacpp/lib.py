@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from homespec.contracts.backend import MemoryReport
 from homespec.errors import HomespecError
 
 # ggml_log_level (ggml.h): CONT continues the previous line at its level.
@@ -169,6 +170,19 @@ def tally_buffers(found: list[BufferLine]) -> dict[str, dict[str, int]]:
         else:
             slot[b.buffer] = b.n_bytes
     return out
+
+
+def memory_report(collector: LogCollector) -> MemoryReport:
+    """llama.cpp's own buffer sizes for one model and its context, from the lines it logged."""
+    t = tally_buffers(parse_buffer_lines(collector.lines))
+    devices = [buf for bufs in t.values() for buf in bufs if not buf.startswith("CPU")]
+    return MemoryReport(
+        weights_bytes=sum(t["model"].values()),
+        kv_bytes=sum(t["KV"].values()),
+        compute_bytes=sum(t["compute"].values()) + sum(t["output"].values()),
+        device=devices[0] if devices else "CPU",
+        detail={f"{kind}:{buf}": v for kind, bufs in t.items() for buf, v in bufs.items()},
+    )
 
 
 # --- extra entry points -------------------------------------------------------------------------

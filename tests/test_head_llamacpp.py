@@ -1,0 +1,216 @@
+"""The EAGLE head in llama.cpp beside its target (backends/llamacpp/head.py) driven by homespec's drafting
+policy (speculative/drafters/eagle3.py): the shipped EAGLE-3.1 head on the embedded SmolLM2 GGUF.
+
+* its greedy chains are llama.cpp's own drafter's (heads/llamacpp_draft.py follows
+  common/speculative.cpp) on the same head file;
+* its trees are the torch reference head's (nets/eagle3_drafter.py) from the same target features;
+* a head that slept through plain steps drafts, once woken, what a head that drafted every step drafts;
+  so does a windowed head that skipped the entries its window no longer sees;
+* trimming for a reused prefix leaves it where a fresh begin on the new prompt would be;
+* the device's top-k (homespec's log-softmax sampler) picks what the host's would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from homespec.embedded import DEFAULT_HEAD
+
+TEXTS = ("The capital of France is", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
+         "List three colours of the rainbow:", "Once upon a time, there was a")
+
+
+@pytest.fixture(scope="module")
+def head_file(tmp_path_factory, smollm2_path):
+    from homespec.backends.llamacpp.head_convert import head_gguf
+
+    return head_gguf(DEFAULT_HEAD, smollm2_path, dtype="f16", cache_dir=tmp_path_factory.mktemp("heads"))
+
+
+@pytest.fixture(scope="module")
+def target(smollm2_path, head_file):
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.llamacpp.head import read_head_file
+
+    be = LlamaCppBackend.load(smollm2_path, n_ctx=1024, n_threads=2)
+    be.set_feature_layers(read_head_file(head_file.path, be.n_vocab).layers)  # before it decodes
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="module")
+def tok(target):
+    return target.tokenizer
+
+
+def _net(head_file, target, *, lanes=1, topk=4, window=None):
+    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+
+    info = read_head_file(head_file.path, target.n_vocab)
+    target.set_feature_layers(info.layers)
+    return LlamaCppHead(info, target, lanes=lanes, cells_per_lane=1024, topk=topk, n_threads=2)
+
+
+def _drafter(net, target, *, depth=4, topk=4, total=12, window=None):
+    from homespec.speculative.drafters.eagle3 import HeadDrafter
+
+    return HeadDrafter(net, depth=depth, topk=topk, total=total, width=3 * target.hidden_size, window=window)
+
+
+def _prefill(target, ids):
+    target.reset()
+    fwd = target.prefill(ids)
+    return fwd, int(np.argmax(fwd.logits[-1]))
+
+
+def test_chains_are_llamacpps_own_drafters(head_file, target, tok, smollm2_path):
+    from homespec.heads.llamacpp_draft import LlamaCppEagle3
+
+    net = _net(head_file, target, topk=1)
+    d = _drafter(net, target, depth=4, topk=1, total=5)
+    with LlamaCppEagle3(smollm2_path, head_file.path, n_ctx=1024, n_threads=2) as ref:
+        for text in TEXTS:
+            ids = tok.encode(text)
+            fwd, root = _prefill(target, ids)
+            d.begin(ids, fwd)
+            tree = d.propose(root, ids)
+            assert tree.parents.tolist() == [-1, 0, 1, 2, 3]
+            assert tree.tokens[1:].tolist() == ref.draft(ids, 4).tokens, text
+    net.close()
+
+
+def _by_path(tree) -> dict[tuple[int, ...], float]:
+    """Each node's token path from the root -> its draft probability."""
+    paths: list[tuple[int, ...]] = []
+    for t, p in zip(tree.tokens.tolist(), tree.parents.tolist()):
+        paths.append((paths[p] if p >= 0 else ()) + (t,))
+    return dict(zip(paths, tree.probs.tolist()))
+
+
+def _alike(a, b, *, atol: float = 2e-2, parted: int = 2) -> bool:
+    """Every node both trees hold has (nearly) the same draft probability, and at most `parted` nodes
+    are in one tree only: candidates whose scores sit within fp16 rounding of the cut (or of a
+    sibling) may be ordered either way by the two."""
+    pa, pb = _by_path(a), _by_path(b)
+    common = pa.keys() & pb.keys()
+    return all(abs(pa[k] - pb[k]) <= atol for k in common) and len(pa.keys() - pb.keys()) <= parted
+
+
+@pytest.mark.slow
+def test_trees_are_the_torch_reference_heads(head_file, target, tok):
+    """The same dynamic tree (depth 4, top-4, 12 nodes) from the same target features (the two differ by
+    fp16 weights and rounding, so candidates at a near-tie may go either way: _alike)."""
+    from homespec.nets.eagle3 import load_head
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
+
+    net = _net(head_file, target)
+    ours = _drafter(net, target)
+    ref = Eagle3Drafter(load_head(DEFAULT_HEAD, target.n_layer, target.hidden_size, target.n_vocab), target,
+                        depth=4, topk=4, total=12, window=None)
+    for text in TEXTS:
+        ids = tok.encode(text)
+        fwd, root = _prefill(target, ids)
+        ours.begin(ids, fwd)
+        ref.begin(ids, fwd)
+        a, b = ours.propose(root, ids), ref.propose(root, ids)
+        assert _alike(a, b), (text, a, b)
+    net.close()
+
+
+def _greedy_run(target, ids, steps):
+    """Plain greedy decoding: per step the committed token, its features and the next token."""
+    fwd, root = _prefill(target, ids)
+    out = []
+    for _ in range(steps):
+        f = target.verify([root], [-1])
+        target.commit([0])
+        nxt = int(np.argmax(f.logits[0]))
+        out.append((root, f.features, nxt))
+        root = nxt
+    return fwd, out
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_a_sleeping_head_wakes_to_the_drafts_of_one_that_never_slept(head_file, target, tok, window):
+    """Two lanes of one network follow the same answer: lane 0 drafts every step (each draft rejected),
+    lane 1 sleeps through the plain steps; then both draft. With a window, lane 1 writes only what its
+    window sees, lane 0 drops what falls out of it: the same entries, the same tree."""
+    ids = tok.encode(TEXTS[1])
+    net = _net(head_file, target, lanes=2)
+    fwd, steps = _greedy_run(target, ids, 12)
+    awake, asleep = _drafter(net, target, window=window), _drafter(net, target, window=window)
+    awake.begin(ids, fwd)
+    asleep.begin(ids, fwd)
+    context = list(ids)
+    for root, feats, nxt in steps:
+        awake.propose(root, context)
+        awake.accept([root], feats, nxt)
+        asleep.accept([root], feats, nxt)
+        context.append(root)
+    root = steps[-1][2]
+    a, b = awake.propose(root, context), asleep.propose(root, context)
+    # the same entries, written in batches of different sizes: float rounding apart
+    assert a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist()
+    assert np.allclose(a.probs, b.probs, atol=2e-3)
+    net.close()
+
+
+def test_the_window_changes_what_the_head_sees(head_file, target, tok):
+    ids = tok.encode(TEXTS[1] * 3)
+    fwd, root = _prefill(target, ids)
+    net = _net(head_file, target, lanes=2)
+    full, short = _drafter(net, target, window=0), _drafter(net, target, window=4)
+    full.begin(ids, fwd)
+    short.begin(ids, fwd)
+    a, b = full.propose(root, ids), short.propose(root, ids)
+    assert not np.allclose(a.probs, b.probs, atol=1e-3) or a.tokens.tolist() != b.tokens.tolist()
+    net.close()
+
+
+def test_a_trimmed_head_drafts_as_a_fresh_one(head_file, target, tok):
+    """trim(keep) for a prompt sharing its first `keep` tokens, then begin(kept=keep) with the rest's
+    features: the drafts of a head begun afresh on the new prompt."""
+    first, second = tok.encode(TEXTS[1]), tok.encode(TEXTS[1] + "def mul(a, b):\n")
+    keep = len(first) - 1
+    assert second[:keep] == first[:keep]
+    net = _net(head_file, target, lanes=2)
+    reused, fresh = _drafter(net, target), _drafter(net, target)
+    fwd, root = _prefill(target, first)
+    reused.begin(first, fwd)
+    reused.propose(root, first)
+    assert reused.trim(keep) == keep
+    fwd2, root2 = _prefill(target, second)
+    rest = type(fwd2)(logits=fwd2.logits, features=fwd2.features[keep:])
+    reused.begin(second, rest, kept=keep)
+    fresh.begin(second, fwd2)
+    a, b = reused.propose(root2, second), fresh.propose(root2, second)
+    assert a.tokens.tolist() == b.tokens.tolist() and np.allclose(a.probs, b.probs, atol=2e-3)
+    net.close()
+
+
+def test_the_device_picks_the_children_the_host_would(head_file, target, tok):
+    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+
+    info = read_head_file(head_file.path, target.n_vocab)
+    target.set_feature_layers(info.layers)
+    nets = [LlamaCppHead(info, target, lanes=1, cells_per_lane=1024, topk=6, n_threads=2, device_topk=on)
+            for on in (True, False)]
+    if not nets[0].device_topk:
+        pytest.skip("this llama.cpp lacks homespec's patch: the host picks the children")
+    assert not nets[1].device_topk
+    drafters = [_drafter(net, target, depth=3, topk=6, total=20) for net in nets]
+    trees = []
+    for text in TEXTS:
+        ids = tok.encode(text)
+        fwd, root = _prefill(target, ids)
+        pair = []
+        for d in drafters:
+            d.begin(ids, fwd)
+            pair.append(d.propose(root, ids))
+        trees.append(pair)
+    for a, b in trees:
+        assert a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist()
+        assert np.allclose(a.probs, b.probs, atol=1e-4)
+    for net in nets:
+        net.close()
