@@ -89,10 +89,15 @@ def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
     """The checkpoint's tensors (ggml order: ne[0] = input width). Embeddings come from the target."""
     h, ht, hd = d["n_embd"], d["target_hidden"], d["head_dim"]
     q, kv = d["n_head"] * hd, d["n_head_kv"] * hd
-    wtype, wbytes = {"bf16": ("BF16", 2), "f16": ("F16", 2), "f32": ("F32", 4)}[d.get("dtype", "bf16")]
+    # bytes per element as (numerator, denominator): q8_0 stores 32 weights in 34 bytes
+    wtype, num, den = {"bf16": ("BF16", 2, 1), "f16": ("F16", 2, 1), "f32": ("F32", 4, 1),
+                       "q8_0": ("Q8_0", 34, 32)}[d.get("dtype", "bf16")]
+    gguf = d.get("format") == "gguf"  # an eagle3 GGUF: norms in F32, d2t absolute, no t2d (heads/gguf.py)
     shapes = [("fc.weight", (3 * ht, h))]
     if d.get("fc_norm"):
         shapes += [(f"fc_norm.{i}.weight", (ht,)) for i in range(3)]
+    if d.get("norm_before_fc"):  # one RMSNorm over the concatenated features
+        shapes += [("input_norm.weight", (3 * ht,))]
     m = "midlayer."
     shapes += [
         (m + "hidden_norm.weight", (h,)), (m + "input_layernorm.weight", (h,)),
@@ -104,10 +109,17 @@ def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
         (m + "mlp.down_proj.weight", (d["n_ff"], h)),
         ("norm.weight", (h,)), ("lm_head.weight", (h, d["draft_vocab"])),
     ]
-    out = [TensorInfo(n, s, wtype, math.prod(s) * wbytes, 0 if n.startswith(m) else None) for n, s in shapes]
+    out = []
+    for n, s in shapes:
+        layer = 0 if n.startswith(m) else None
+        if gguf and len(s) == 1:
+            out.append(TensorInfo(n, s, "F32", math.prod(s) * 4, layer))
+        else:
+            out.append(TensorInfo(n, s, wtype, math.prod(s) * num // den, layer))
     # draft id -> target id offsets (int64) and the target-vocab membership mask (bool)
     out.append(TensorInfo("d2t", (d["draft_vocab"],), "I64", d["draft_vocab"] * 8))
-    out.append(TensorInfo("t2d", (d["target_vocab"],), "I8", d["target_vocab"]))
+    if not gguf:
+        out.append(TensorInfo("t2d", (d["target_vocab"],), "I8", d["target_vocab"]))
     return tuple(out)
 
 
@@ -124,9 +136,13 @@ def _draft_spec(d: dict, target: str) -> DraftSpec:
         target_vocab=d["target_vocab"], target_hidden=d["target_hidden"],
         weight_bytes=sum(t.n_bytes for t in tensors), dtype=d.get("dtype", "bf16"),
         fc_norm=bool(d.get("fc_norm")), norm_output=bool(d.get("norm_output")),
-        source=(d.get("repo") or "") + (" — " if d.get("repo") else "") + d["source"], tensors=tensors,
+        source=_where(d) + (" — " if d.get("repo") else "") + d["source"], tensors=tensors,
         acceptance=acceptance,
     )
+
+
+def _where(d: dict) -> str:
+    return (d.get("repo") or "") + (f"/{d['file']}" if d.get("file") else "")
 
 
 class Catalog:
@@ -225,17 +241,35 @@ class Catalog:
     def drafts(self) -> tuple[str, ...]:
         return tuple(d["id"] for d in self._drafts)
 
+    @property
+    def draft_entries(self) -> tuple[dict, ...]:
+        """profiles/drafts.toml's [[draft]] tables as written, in order of preference."""
+        return self._drafts
+
+    def draft_entry(self, name: str) -> dict | None:
+        """The [[draft]] table `name` resolves to (as `draft` resolves it), or None."""
+        key = _norm_model(name)
+        for d in self._drafts:
+            if key in {_norm_model(n) for n in _draft_names(d)}:
+                return d
+        return None
+
+    def target_entry(self, draft: dict) -> ModelEntry | None:
+        """The catalogue model a [[draft]] is made for (its first target)."""
+        for e in self._models:
+            if e.id == draft["targets"][0]:
+                return e
+        return None
+
     def draft(self, name: str) -> DraftSpec:
         """A draft head by id, Hugging Face repo, "eagle3-<model>" or "homespec-eagle3.1-<model>"."""
         key = _norm_model(name)
-        for d in self._drafts:
-            names = {d["id"], d.get("repo") or d["id"], *(f"eagle3-{t}" for t in d["targets"])}
-            if key in {_norm_model(n) for n in names}:
-                return _draft_spec(d, d["targets"][0])
+        found = self.draft_entry(name)
+        if found is not None:
+            return _draft_spec(found, found["targets"][0])
         if key.startswith("homespec-eagle3.1-"):
             return derived_draft(self.entry(key.removeprefix("homespec-eagle3.1-")).spec)
-        spellings = {_norm_model(n): d["id"] for d in self._drafts
-                     for n in (d["id"], d.get("repo") or d["id"], *(f"eagle3-{t}" for t in d["targets"]))}
+        spellings = {_norm_model(n): d["id"] for d in self._drafts for n in _draft_names(d)}
         raise UsageError(f"unknown draft '{name}'", hint=_nearest(key, spellings))
 
     def draft_for(self, model: ModelSpec) -> DraftSpec | None:
@@ -256,6 +290,14 @@ class Catalog:
                 if model.family in d["targets"]:
                     return _draft_spec(d, model.family)
         return None
+
+
+def _draft_names(d: dict) -> tuple[str, ...]:
+    """What a [[draft]] answers to: its id, its repo (and repo/file for a sidecar), eagle3-<target>."""
+    names = [d["id"], *(f"eagle3-{t}" for t in d["targets"])]
+    if d.get("repo"):
+        names += [d["repo"], *([f"{d['repo']}/{d['file']}"] if d.get("file") else [])]
+    return tuple(names)
 
 
 def derived_draft(model: ModelSpec) -> DraftSpec:
