@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from homespec.cli.app import _stdout, app
+from homespec.cli.app import app
 from homespec.cli.options import JsonOpt
 
 
@@ -25,9 +25,9 @@ def pull(
     if json_out:
         print(json.dumps([asdict(p) | {"path": str(p.path)} for p in pulled], indent=2))
         return
-    console = _stdout()
-    for p in pulled:
+    for p in pulled:  # plain lines: a path is never wrapped
         flag = "--draft" if p.kind in ("head", "sidecar") else "--model"
-        size = f"{p.size / 2**20:,.1f} MiB" if p.size else "size unknown"
-        console.print(f"{p.kind}: {p.repo} ({len(p.files) or 'all'} file(s), {size}) in {p.path}")
-        console.print(f"  use it with {flag} {p.name}" + (" (or --draft auto beside its model)" if flag == "--draft" else ""))
+        files = f"{len(p.files)} file{'s' if len(p.files) != 1 else ''}" if p.files else "a snapshot"
+        size = f", {p.size / 2**20:,.1f} MiB" if p.size else ""
+        print(f"{p.kind}: {p.repo} ({files}{size}) in {p.path}")
+        print(f"  use it with {flag} {p.name}" + (" (or --draft auto beside its model)" if flag == "--draft" else ""))
