@@ -218,3 +218,24 @@ def test_a_run_whose_head_is_not_here_says_how_to_fetch_it_once_and_drafts_with_
                      "lookups. Fetch it with: homespec pull eagle3-llama3.1-8b"]
     row = json.loads(r.stdout.splitlines()[-1])
     assert row["method"] == "auto" and len(row["token_ids"]) == 6
+
+
+def test_eagle3_without_a_head_here_names_the_pull_and_none_means_none(tmp_path, capsys, empty_cache):
+    from shaped_models import shaped_gguf
+
+    model = shaped_gguf(tmp_path / "Llama-3.1-8B-Instruct-Q4_0.gguf", name="Llama 3.1 8B Instruct", n_layer=32,
+                        n_embd=4096, n_vocab=128256)  # sparse: refused before anything reads its weights
+    assert main(["generate", "--model", str(model), "--method", "eagle3", "-p", "hi", "-n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "`homespec pull eagle3-llama3.1-8b` fetches it" in err and err.count("\n") == 2
+    assert main(["generate", "--model", str(model), "--method", "eagle3", "--draft", "none", "-p", "hi"]) == 2
+    assert "--draft none names none" in capsys.readouterr().err
+    assert main(["generate", "--method", "draft", "--draft", "auto", "-p", "hi"]) == 2
+    assert "--method draft needs a draft model" in capsys.readouterr().err
+
+
+def test_draft_none_asks_for_nothing(tmp_path, empty_cache):
+    from homespec.engine.options import RunOptions, auto_head
+
+    model = header_gguf(tmp_path / "Meta-Llama-3.1-8B-Instruct.gguf", name="Meta Llama 3.1 8B Instruct")
+    assert auto_head(RunOptions(model=str(model), draft="none"), str(model)) is None
