@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from homespec.catalog import _draft_tensors, load_catalog
+from homespec.catalog import load_catalog
+from homespec.draft_specs import draft_tensors
 from published_heads import DRAFT_VOCAB, FIXTURES, HIDDEN, N_LAYER, VOCAB, layer_of, published, reduced, write_head
 
 # fixture folder -> the catalogue entry made from it
@@ -52,7 +53,7 @@ def test_the_planner_counts_the_tensors_the_checkpoint_has(name, tmp_path):
 
     cfg = reduced(published(name))
     spec = draft_spec_from_checkpoint(write_head(tmp_path / name, cfg))
-    planned = {t.name: (t.shape, t.n_bytes) for t in _draft_tensors(_as_entry(cfg))}
+    planned = {t.name: (t.shape, t.n_bytes) for t in draft_tensors(_as_entry(cfg))}
     on_disk = {t.name.replace("layers.0.", "midlayer."): (t.shape, t.n_bytes) for t in spec.tensors}
     assert on_disk == planned  # (embed_tokens, which speculators ships, is the target's and never loaded)
     layer = layer_of(cfg)
