@@ -239,3 +239,18 @@ def test_draft_none_asks_for_nothing(tmp_path, empty_cache):
 
     model = header_gguf(tmp_path / "Meta-Llama-3.1-8B-Instruct.gguf", name="Meta Llama 3.1 8B Instruct")
     assert auto_head(RunOptions(model=str(model), draft="none"), str(model)) is None
+
+
+def test_a_head_shipping_its_targets_tokenizer_json_is_held_to_it(tmp_path, tiny_target, smollm2_path):
+    from tiny_models import write_hf_tokenizer
+
+    folder = write_head(tmp_path / "head", reduced(published("redhat-qwen3-8b")))
+    write_hf_tokenizer(folder, smollm2_path)  # the tiny target's vocabulary: SmolLM2's
+    target = target_identity(tiny_target)
+    assert path_identity(folder).tokenizer == target.tokenizer and mismatch(path_identity(folder), target) is None
+    data = json.loads((folder / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    vocab["renamed"] = vocab.pop(next(t for t, i in vocab.items() if i == 1000))  # one token differs
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+    why = mismatch(path_identity(folder), target)
+    assert why is not None and why.startswith("tokenizer ") and why.endswith("(sha256 of the vocabulary)")
