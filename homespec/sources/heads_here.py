@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homespec.embedded import HEADS_DIR
+from homespec.errors import HomespecError
 from homespec.sources.stores import cached_hub_files
 
 SIDECAR_PREFIX = "eagle3-"  # llama.cpp common/download.cpp find_best_eagle3: files named eagle3-*.gguf
@@ -125,7 +126,7 @@ def _named_target(path: Path) -> str:
         from homespec.formats.hf import load_config
 
         cfg = load_config(path)
-    except Exception:  # noqa: BLE001 - a listing shows what it can read
+    except (HomespecError, OSError, ValueError):  # a listing shows what it can read
         return ""
     verifier = ((cfg.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
     return str(verifier or cfg.get("target_model") or "")
@@ -154,7 +155,7 @@ def _cached_heads(repo: str) -> list[FoundHead]:
     if "config.json" in present and any(f.endswith(_WEIGHTS) for f in present):
         try:
             head = is_eagle_config(load_config(present["config.json"]))
-        except Exception:  # noqa: BLE001 - not a readable config: not a head
+        except (HomespecError, OSError, ValueError):  # not a readable config: not a head
             head = False
         if head:
             out.append(_found("hf-cache", present["config.json"].parent, _catalogue_name(repo, None), repo))

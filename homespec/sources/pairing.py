@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from homespec.errors import UsageError
+from homespec.errors import HomespecError, UsageError
 from homespec.sources.identity import (
     HeadIdentity, TargetIdentity, entry_identity, mismatch, name_matches, path_identity, target_identity,
 )
@@ -44,7 +44,7 @@ def _path_fits(path: Path, target: TargetIdentity, *, exact: bool) -> bool:
     """A head on disk fits when its identity does; `exact`: its tokenizer must be known and the model's."""
     try:
         head = path_identity(path)
-    except Exception:  # noqa: BLE001 - an unreadable file beside a model is not a head for it
+    except (HomespecError, OSError, ValueError):  # an unreadable file beside a model is not a head for it
         return False
     if not _fits(head, target):
         return False
@@ -79,7 +79,10 @@ def pair(model_path: str | os.PathLike) -> Pairing:
 
     shipped = shipped_head(str(model_path))
     if shipped is not None:
-        return Pairing(shipped, "homespec-eagle3.1-smollm2-135m", "shipped")
+        from homespec.catalog import load_catalog
+
+        entry = next((e["id"] for e in load_catalog().draft_entries if e.get("acceptance") == shipped.name), None)
+        return Pairing(shipped, entry, "shipped")
     target = target_identity(model_path)
     from homespec.sources.heads_here import local_copy, sidecars, store_heads
 
