@@ -1,56 +1,39 @@
 #!/usr/bin/env bash
 # Build llama.cpp's own tools (llama-server, llama-speculative-simple) from the very llama.cpp source
-# vendored in the pinned llama-cpp-python, so `homespec bench --against llama-server` compares homespec
-# with the same llama.cpp its llamacpp backend runs. Not needed to use homespec.
+# vendored in the pinned llama-cpp-python, with the same patch applied (kernels/llamacpp/eagle3.1.patch),
+# so `homespec bench --against llama-server` compares homespec with the same llama.cpp its llamacpp
+# backend runs. Not needed to use homespec.
 #   bash scripts/build_llamacpp_tools.sh          build (or reuse the cached build) and print the bin dir
 #   HOMESPEC_LLAMA_BUILD=cpu|cuda|metal           force a variant (default: as scripts/setup.sh decides)
 # The build is cached per version, variant and host CPU, like setup.sh's wheel:
-#   ${XDG_CACHE_HOME:-~/.cache}/homespec/llama-tools/llama-<version>-<variant>-<cpu>/bin/llama-server
+#   ${XDG_CACHE_HOME:-~/.cache}/homespec/llama-tools/llama-<version>-<variant>-<cpu>-p<patch>/bin/llama-server
 # Like setup.sh's wheel, the build is proved by a smoke test (llama-simple decodes the embedded model);
 # one whose AMX kernels crash is rebuilt as <variant>-noamx (HOMESPEC_LLAMA_AMX=auto|on|off as in setup).
 # bin/SMOKE records the verdict: pass, or crash/wrong with the detail.
 # The source is the llama-cpp-python sdist: taken from HOMESPEC_LLAMA_SDIST (a .tar.gz) when set, else from
-# the cache (homespec/sdist/, or gpu-check/sdist/ where scripts/gpu_check.sh left one), else `pip download`.
+# the cache (homespec/sdist/, or gpu-check/sdist/ where scripts/gpu_check.sh left one), else `pip download`
+# (scripts/lib/llama_build.sh, llama_sdist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/llama_build.sh
 want=$llama_version
 PY=${PYTHON:-.venv/bin/python}
-cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/homespec"
+cache_root=$llama_cache_root
 
 base=$(llama_variant)
 amx=$(llama_amx_choice) || exit 1
 cpu_id=$(host_cpu_id)
-
-# --- the sdist: the exact llama.cpp tree llama-cpp-python $want vendors -----------------------
-find_sdist() {
-  local sdist=${HOMESPEC_LLAMA_SDIST:-} c
-  if [[ -z "$sdist" ]]; then
-    for c in "$cache_root/sdist/llama_cpp_python-$want.tar.gz" "$cache_root/gpu-check/sdist/llama_cpp_python-$want.tar.gz"; do
-      [[ -f "$c" ]] && { sdist=$c; break; }
-    done
-  fi
-  if [[ -z "$sdist" ]]; then
-    mkdir -p "$cache_root/sdist"
-    echo "build_llamacpp_tools: downloading the llama-cpp-python $want sdist" >&2
-    "$PY" -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$want" -d "$cache_root/sdist" >&2
-    sdist="$cache_root/sdist/llama_cpp_python-$want.tar.gz"
-  fi
-  [[ -f "$sdist" ]] || { echo "error: no sdist at $sdist" >&2; echo "hint: set HOMESPEC_LLAMA_SDIST to llama_cpp_python-$want.tar.gz" >&2; return 1; }
-  echo "$sdist"
-}
+patch_id=$(llama_patch_id)
 
 # build_tools VARIANT: configure and build only the tools (no tests), into the cache; prints the folder
 build_tools() {
-  local variant=$1 out="$cache_root/llama-tools/llama-$want-$1-$cpu_id"
+  local variant=$1 out="$cache_root/llama-tools/llama-$want-$1-$cpu_id-p$patch_id"
   if [[ -x "$out/bin/llama-server" && -x "$out/bin/llama-simple" ]]; then echo "$out"; return 0; fi
-  local sdist work src flags jobs gen=() cmake_args
-  sdist=$(find_sdist) || return 1
+  local work src flags jobs gen=() cmake_args
   work="$out.tmp"
   rm -rf "$work" && mkdir -p "$work"
-  tar xzf "$sdist" -C "$work"
-  src="$work/llama_cpp_python-$want/vendor/llama.cpp"
-  [[ -f "$src/CMakeLists.txt" ]] || { echo "error: $sdist holds no vendor/llama.cpp" >&2; return 1; }
+  src=$(llama_source "$work") || return 1
+  src="$src/vendor/llama.cpp"
   read -r -a cmake_args <<< "$(llama_cmake_args "${variant%-noamx}")"
   flags=$(llama_cflags "$variant")
   jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}
@@ -65,7 +48,8 @@ build_tools() {
   for t in llama-server llama-speculative-simple llama-simple; do
     cp "$work/build/bin/$t" "$work/bin/$t"
   done
-  echo "$want $variant $(date -u +%Y-%m-%dT%H:%M:%SZ) $(basename "$sdist")" > "$work/bin/BUILD_INFO"
+  echo "$want $variant $(date -u +%Y-%m-%dT%H:%M:%SZ) $(basename "$(llama_sdist)") $llama_patch $patch_id" \
+    > "$work/bin/BUILD_INFO"
   rm -rf "$out" && mkdir -p "$out" && mv "$work/bin" "$out/bin" && rm -rf "$work"
   echo "$out"
 }

@@ -8,7 +8,8 @@ random weights made on the device, in bf16, and times with homespec's own code
   LlamaModel.forward, feature capture on) for each T in --nodes, after --context committed tokens;
 * committing the tree's deepest path (LlamaModel.commit_path: KV compaction through
   homespec.kernels) and greedy acceptance as the loop runs it (speculative.verify.verify_greedy:
-  the target's argmax and kernels.verify_greedy_paths on the device, the verdict read back);
+  numpy on the host over the logits the backend handed out; the verify pass's time includes
+  their copy off the device);
 * one draft round of an EAGLE-3 head at the catalogue head's width (Eagle3Drafter.propose) for
   each draft shape the shipped head's acceptance.json records, and for the planner's default.
 
@@ -157,8 +158,8 @@ def tree_parents(nodes: int, seed: int = 0) -> list[int]:
         return [-1]
     gen = torch.Generator().manual_seed(seed)
 
-    def step(tokens: torch.Tensor, rows: torch.Tensor, depth: int) -> torch.Tensor:
-        return torch.log_softmax(torch.randn(tokens.shape[0], SYNTHETIC_VOCAB, generator=gen), dim=-1)
+    def step(tokens, rows, depth: int):  # numpy in and out (homespec.contracts.tree.StepFn)
+        return torch.log_softmax(torch.randn(tokens.shape[0], SYNTHETIC_VOCAB, generator=gen), dim=-1).numpy()
 
     tree = build_dynamic_tree(step, 0, depth=min(TREE_DEPTH, nodes - 1), topk=TREE_TOPK, total=nodes)
     return tree.parents.tolist()
@@ -203,12 +204,12 @@ def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup
     tokens = [(7 * i + 3) % backend.n_vocab for i in range(t)]
     d = depths(parents).tolist()
     path = list(path_to(parents, max(range(t), key=lambda i: (d[i], -i))))
-    tree = DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(t))
+    tree = DraftTree.of(tokens, parents)
     verify, commit, accept = [], [], []
     for i in range(warmup + repeats):
         out = {}
         v = clock.ms(lambda: out.setdefault("fwd", backend.verify(tokens, parents)))
-        a = clock.ms(lambda: verify_greedy(tree, out["fwd"].logits))  # logits [T, V] on the device
+        a = clock.ms(lambda: verify_greedy(tree, out["fwd"].logits))  # logits [T, V] numpy on the host
         c = clock.ms(lambda: backend.commit(path))
         backend.rollback(len(path))
         if i >= warmup:
@@ -222,7 +223,7 @@ def time_pass(backend, clock: Clock, parents: list[int], *, repeats: int, warmup
 def time_draft(backend, head, clock: Clock, prompt: list[int], shape: tuple[int, int, int], *,
                repeats: int, warmup: int) -> dict:
     """One Eagle3Drafter.propose() of (depth, topk, nodes) after `prompt` is committed."""
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     depth, topk, total = shape
     drafter = Eagle3Drafter(head, backend, depth=depth, topk=topk, total=total, capacity=len(prompt) + depth * topk + 8)

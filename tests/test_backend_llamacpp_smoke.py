@@ -226,3 +226,44 @@ def test_probe_shows_the_instruction_sets_and_the_build(cache):
         assert build["amx"] == "absent on this CPU"
     text = subprocess.run([sys.executable, "-m", "homespec", "probe"], capture_output=True, text=True, timeout=120)
     assert "CPU instruction sets:" in text.stdout and "llama.cpp" in text.stdout
+
+
+# --- the patched source (scripts/lib/llama_build.sh) ---------------------------------------------------
+
+
+def _bash(script: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f"source scripts/lib/llama_build.sh\n{script}"], cwd=ROOT, text=True,
+                          capture_output=True, timeout=600, env={**os.environ, **env})
+
+
+def test_the_patch_hash_names_the_builds():
+    import hashlib
+
+    p = _bash("llama_patch_id")
+    want = hashlib.sha256((ROOT / "kernels" / "llamacpp" / "eagle3.1.patch").read_bytes()).hexdigest()[:12]
+    assert p.returncode == 0 and p.stdout.strip() == want, p.stderr
+
+
+def _cached_sdist() -> Path | None:
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "homespec"
+    for c in (root / "sdist" / "llama_cpp_python-0.3.36.tar.gz", root / "gpu-check" / "sdist" / "llama_cpp_python-0.3.36.tar.gz"):
+        if c.is_file():
+            return c
+    return None
+
+
+@pytest.mark.skipif(_cached_sdist() is None, reason="no llama-cpp-python 0.3.36 sdist in the cache (set-up downloads it)")
+def test_the_source_is_the_sdist_with_the_patch_applied(tmp_path):
+    p = _bash(f"llama_source '{tmp_path}'", HOMESPEC_LLAMA_SDIST=str(_cached_sdist()))
+    assert p.returncode == 0, p.stderr
+    root = Path(p.stdout.strip())
+    eagle3 = (root / "vendor" / "llama.cpp" / "src" / "models" / "eagle3.cpp").read_text()
+    assert "llama_homespec_eagle3_features" in eagle3 and "hparams.norm_output" in eagle3
+    # applied twice it does not apply: a changed pin or a stale tree is an error, not a silent success
+    again = _bash(f"cd '{root}/vendor/llama.cpp' && patch -p1 -N --dry-run -s < '{ROOT}/kernels/llamacpp/eagle3.1.patch'")
+    assert again.returncode != 0
+    bad = tmp_path / "stale.patch"
+    bad.write_text((ROOT / "kernels" / "llamacpp" / "eagle3.1.patch").read_text().replace(
+        "     ml.get_key(LLM_KV_NORM_BEFORE_FC, hparams.norm_before_fc, false);", "     ml.get_key(SOMETHING_ELSE);"))
+    p = _bash(f"llama_patch='{bad}'; llama_source '{tmp_path / 'stale'}'", HOMESPEC_LLAMA_SDIST=str(_cached_sdist()))
+    assert p.returncode != 0 and "does not apply" in p.stderr and "hint:" in p.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -9,7 +10,7 @@ from homespec.contracts.tree import DraftTree, check_parents, depths
 from homespec.errors import HomespecError
 from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, HeadCache
 from homespec.speculative.drafters.draft_model import DraftModelDrafter
-from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+from homespec.nets.eagle3_drafter import Eagle3Drafter
 from homespec.speculative.verify import verify_greedy
 
 # Building and loading the tiny target takes ~10 s (its GGUF carries SmolLM2's 49k-token vocabulary).
@@ -106,8 +107,8 @@ def test_eagle3_tree_is_valid_and_output_lossless(target):
     parents = check_parents(tree.parents)
     assert 2 <= tree.size <= 10
     assert int(depths(parents).max()) <= 3
-    assert bool(head.t2d[tree.tokens[1:]].all())  # every draft token is a mapped draft-vocab id
-    assert torch.all((tree.probs > 0) & (tree.probs <= 1))
+    assert bool(head.t2d[torch.from_numpy(tree.tokens[1:])].all())  # every draft token is a mapped draft-vocab id
+    assert np.all((tree.probs > 0) & (tree.probs <= 1))
     assert drafter.cache.length == len(PROMPT)  # the tree's speculative KV is gone
 
 
@@ -121,7 +122,7 @@ def _scratch_kv(head, backend, committed, root):
     tokens = torch.tensor(committed[1:] + [root])
     attend = torch.arange(n)[None, :] <= torch.arange(n)[:, None]
     with torch.no_grad():
-        head(backend.embed(tokens), head.project(feats), torch.arange(n), cache, attend)
+        head(backend.embed(tokens), head.project(torch.from_numpy(feats)), torch.arange(n), cache, attend)
     return cache
 
 
@@ -168,7 +169,7 @@ def test_eagle3_plain_steps_keep_the_head_in_step(target):
             tree = drafter.propose(root, context)
             tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
         ver = target.verify(tokens, parents)
-        verdict = verify_greedy(DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens))), ver.logits)
+        verdict = verify_greedy(DraftTree.of(tokens, parents), ver.logits)
         target.commit(verdict.path)
         path = list(verdict.path)
         drafter.accept([tokens[i] for i in path], ver.features[path], verdict.next_token)
@@ -321,8 +322,8 @@ def test_saved_head_loads_and_drafts_the_same_tree(target, tmp_path):
         drafter.begin(PROMPT, fwd)
         trees.append(drafter.propose(int(fwd.logits[-1].argmax()), PROMPT))
     target.reset()
-    assert torch.equal(trees[0].tokens, trees[1].tokens)
-    assert torch.equal(trees[0].parents, trees[1].parents)
+    assert np.array_equal(trees[0].tokens, trees[1].tokens)
+    assert np.array_equal(trees[0].parents, trees[1].parents)
 
 
 def test_eagle3_window_covering_the_context_drafts_the_same_tokens(target):
@@ -368,7 +369,8 @@ def test_eagle3_flush_writes_what_a_full_forward_writes(target, window):
     if window is not None:
         attend &= (slot[None, :] > slot[:, None] - window) | (slot[None, :] < 4)
     with torch.no_grad():
-        _, normed = head(target.embed(torch.tensor(PROMPT[1:] + [root])), head.project(fwd.features), slot, ref, attend)
+        _, normed = head(target.embed(torch.tensor(PROMPT[1:] + [root])), head.project(torch.from_numpy(fwd.features)),
+                         slot, ref, attend)
         ref_logp = head.log_probs(normed[-1:])
     for chunk in (1024, 3):
         drafter = Eagle3Drafter(head, target, depth=3, topk=2, total=7, window=window)

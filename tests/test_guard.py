@@ -71,7 +71,7 @@ class ScriptedDrafter:
         else:
             toks = [int(root)] + self.plain[k: k + self.depth]
         n = len(toks)
-        return DraftTree(torch.tensor(toks), torch.arange(-1, n - 1), torch.ones(n))
+        return DraftTree.of(toks, list(range(-1, n - 1)))
 
 
 def _plain(backend, prompt, n):

@@ -103,12 +103,34 @@ def test_gguf_metadata_and_d2t_follow_the_converter(tmp_path, tiny_target):
     assert t["blk.0.attn_q.weight"].tensor_type.name == "F16" and t["output_norm.weight"].tensor_type.name == "F32"
 
 
-def test_eagle3_1_head_is_refused_in_one_line(tmp_path, capsys, tiny_target):
+def test_eagle3_1_head_exports_with_its_norms_and_drafts_like_homespec(tmp_path, capsys, tiny_target):
+    """An EAGLE-3.1 head's GGUF carries fc_norm / norm_output (homespec's llama.cpp patch), and the
+    patched llama.cpp drafts with it what homespec's torch drafter drafts (the export's own check)."""
+    from gguf import GGUFReader
+
+    d = tmp_path / "h31"
+    save_head(_head(seed=7, fc_norm=True, norm_output=True), d)
+    out = tmp_path / "x.gguf"
+    code, stdout, err = _run(capsys, "draft", "export", str(d), "--target", str(tiny_target), "--out", str(out))
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert result["kind"] == "eagle3.1" and _arch(out) == "eagle3"
+    assert all(c["agree"] == len(c["homespec"]) == 4 for c in result["check"]), result["check"]
+    r = GGUFReader(str(out))
+    assert r.fields["eagle3.fc_norm"].contents() is True and r.fields["eagle3.norm_output"].contents() is True
+    assert [int(x) for x in next(t for t in r.tensors if t.name == "fc_norm.weight").shape] == [H, 3]
+
+
+def test_eagle3_1_export_needs_the_patched_build_for_its_check(tmp_path, capsys, tiny_target, monkeypatch):
+    """With a llama.cpp that lacks the patch (a user's own build) the check cannot run: one line, before any load."""
+    from homespec.backends.llamacpp import exports
+
+    monkeypatch.setattr(exports, "eagle3_features", lambda lib=None: 0)
     d = tmp_path / "h31"
     save_head(_head(fc_norm=True, norm_output=True), d)
     code, out, err = _run(capsys, "draft", "export", str(d), "--target", str(tiny_target), "--out", str(tmp_path / "x.gguf"))
     assert code == 2 and out == ""
-    assert err.startswith("error: ") and "fc_norm" in err and "norm_output" in err and "--eagle3-twin" in err
+    assert err.startswith("error: ") and "EAGLE-3.1 patch" in err and "--eagle3-twin" in err and "--no-check" in err
     assert "Traceback" not in err and not (tmp_path / "x.gguf").exists()
 
 

@@ -1,5 +1,6 @@
-"""Kernels against their torch references on random trees and caches (CPU), the generate loop
-through them, and a wheel that carries them.
+"""Kernels against their torch references on random trees and caches (CPU), the references
+against the numpy verifier the run path calls (homespec.speculative.verify), the torch backend's
+generate loop through them, and a wheel that carries them.
 
 Triton runs under TRITON_INTERPRET=1; the CUDA sources are compiled with nvcc (no driver needed
 to compile); Metal runs only on macOS with MPS. GPU runs of the same comparisons live in
@@ -25,8 +26,7 @@ from homespec import kernels
 from homespec.contracts.tree import DraftTree, ancestor_mask, path_to
 from homespec.errors import UsageError
 from homespec.kernels import reference as ref, select
-from homespec.speculative.sampling import Sampler
-from homespec.speculative.verify import verify_greedy, verify_sampled
+from homespec.speculative.verify import greedy_path, sampled_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = kernels.kernels_dir()
@@ -91,7 +91,7 @@ def test_mask_reference_equals_tree_ancestor_mask(t, n_past):
     mask = ref.tree_mask(parents, n_past)
     assert mask.shape == (t, n_past + t)
     assert bool(mask[:, :n_past].all())
-    assert torch.equal(mask[:, n_past:], ancestor_mask(parents))
+    assert torch.equal(mask[:, n_past:], torch.from_numpy(ancestor_mask(parents)))
 
 
 def test_compact_reference_moves_rows_like_a_loop():
@@ -205,35 +205,28 @@ def test_auto_uses_the_reference_on_cpu_and_a_bad_choice_is_a_usage_error(monkey
             kernels.tree_mask(parents, 2, impl="cuda")
 
 
-@pytest.mark.skipif(sys.platform == "darwin", reason="Metal can run on macOS")
-def test_verification_goes_through_the_kernels(monkeypatch):
-    # forcing an implementation that cannot run here reaches acceptance: the loop's verifiers
-    # call homespec.kernels, not a copy of the rule
-    tokens, parents, target = greedy_case(12, 4, 2)
-    tree = DraftTree(tokens, parents, torch.ones(12))
-    logits = torch.nn.functional.one_hot(target, 4).float()
-    monkeypatch.setenv("HOMESPEC_KERNELS", "metal")
-    with pytest.raises(UsageError, match="metal kernels cannot run"):
-        verify_greedy(tree, logits)
-    with pytest.raises(UsageError, match="metal kernels cannot run"):
-        verify_sampled(tree, logits, Sampler(temperature=1.0), torch.Generator().manual_seed(0))
+@pytest.mark.parametrize("seed", range(12))
+def test_the_references_are_the_numpy_verifier(seed):
+    """The kernels reproduce the verification the run path does in numpy on the host: the torch
+    references give greedy_path's and sampled_path's verdicts on the same trees and draws."""
+    tokens, parents, target = greedy_case(1 + 5 * seed, 4, seed)
+    want = greedy_path(tokens.tolist(), parents.tolist(), target.tolist())
+    assert ref.verify_greedy_paths(tokens, parents, target).to_verdict() == want
+    tokens, parents, probs, coins, u_final = sampled_case(1 + 3 * seed, 40, seed)
+    want = sampled_path(tokens.tolist(), parents.tolist(), probs.numpy(), coins.numpy(), u_final)
+    assert ref.verify_sampled_paths(tokens, parents, probs, coins, u_final).to_verdict() == want
 
 
 @needs_triton
-def test_sampled_verification_is_the_same_through_triton(monkeypatch):
-    # the same seed draws the same coins, and the kernel and the reference agree on them
-    gen = torch.Generator().manual_seed(4)
-    parents = random_tree(24, gen)
-    logits = 3 * torch.randn(24, 300, generator=gen)
-    sampler = Sampler(temperature=0.8, top_k=40)
-    tokens = sampler.sample(logits, gen)[parents.clamp_min(0)]  # children drawn from their parent's p
-    tree = DraftTree(tokens, parents, torch.ones(24))
-    verdicts = {}
-    for impl in ("torch", "triton"):
-        monkeypatch.setenv("HOMESPEC_KERNELS", impl)
-        verdicts[impl] = [verify_sampled(tree, logits, sampler, torch.Generator().manual_seed(s)) for s in range(6)]
-    assert verdicts["torch"] == verdicts["triton"]
-    assert any(v.accepted for v in verdicts["torch"])
+def test_triton_sampled_kernel_is_the_numpy_verifier():
+    # the same explicit draws: the kernel and the run path's verifier agree on them
+    accepted = 0
+    for seed in range(6):
+        tokens, parents, probs, coins, u_final = sampled_case(24, 300, 40 + seed)
+        want = sampled_path(tokens.tolist(), parents.tolist(), probs.numpy(), coins.numpy(), u_final)
+        assert kernels.verify_sampled_paths(tokens, parents, probs, coins, u_final, impl="triton").to_verdict() == want
+        accepted += len(want.path) - 1
+    assert accepted > 0
 
 
 class _SecondChildOracle:
@@ -264,7 +257,7 @@ class _SecondChildOracle:
             tokens += [(tok + 1) % self.vocab, tok]
             parents += [at, at]
             at = len(tokens) - 1
-        return DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens)))
+        return DraftTree.of(tokens, parents)
 
     def accept(self, tokens, features, next_token) -> None:
         pass
@@ -276,7 +269,7 @@ class _SecondChildOracle:
 @needs_triton
 @pytest.mark.slow
 def test_greedy_speculation_through_triton_equals_plain_greedy(tmp_path, monkeypatch):
-    # the torch backend's tree mask, its KV compaction and greedy acceptance all in Triton
+    # the torch backend's tree mask and its KV compaction in Triton (acceptance is numpy's)
     from homespec.backends.torch.backend import TorchBackend
     from homespec.engine.run import decode
     from homespec.speculative.steps import Limits
@@ -437,14 +430,11 @@ def test_metal_kernels_match_reference():
 
 
 def test_a_forced_kernel_on_tensors_it_cannot_serve_is_one_line(monkeypatch):
-    """HOMESPEC_KERNELS=triton|cuda|metal with the llama.cpp backend's CPU logits: a usage error, not a crash
-    inside the kernel."""
-    from homespec.errors import UsageError
-    from homespec.speculative.verify import verify_greedy
-
+    """HOMESPEC_KERNELS=triton|cuda|metal with CPU tensors (the torch backend on the CPU): a usage
+    error, not a crash inside the kernel."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    tree = DraftTree(torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 1]), torch.ones(3))
+    tokens, parents, target = greedy_case(3, 8, 0)
     for impl in ("triton", "cuda", "metal"):
         monkeypatch.setenv("HOMESPEC_KERNELS", impl)
         with pytest.raises(UsageError, match=f"the {impl} kernels cannot run on cpu tensors"):
-            verify_greedy(tree, torch.zeros(3, 8))
+            kernels.verify_greedy_paths(tokens, parents, target)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
+import numpy as np
 
 from homespec.speculative.logprobs import token_logprobs
 
 
 def test_each_token_is_scored_on_its_own_row():
-    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
+    logits = np.array([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]], dtype=np.float32)
     a, b = token_logprobs(logits, [1, 2], top_n=2)
     assert a.token == 1 and a.logprob == pytest.approx(1.0 - math.log(math.exp(2) + math.exp(1) + 1))
     assert [t for t, _ in a.top] == [0, 1] and b.top[0][0] == 2

@@ -1,11 +1,11 @@
-"""Draft-tree helpers and the EAGLE-2 dynamic tree builder (pure torch, no model)."""
+"""Draft-tree helpers and the EAGLE-2 dynamic tree builder (numpy, no model)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,11 +34,11 @@ def test_helpers_agree_with_brute_force(parents):
     n = len(parents)
     mask = ancestor_mask(parents)
     d = depths(parents)
-    assert mask.shape == (n, n) and mask.dtype == torch.bool
+    assert mask.shape == (n, n) and mask.dtype == np.bool_
     for i in range(n):
         anc = _ancestors(parents, i)
-        assert d[i].item() == len(anc)
-        assert set(torch.nonzero(mask[i]).flatten().tolist()) == anc | {i}
+        assert int(d[i]) == len(anc)
+        assert set(np.flatnonzero(mask[i]).tolist()) == anc | {i}
     retrieve = paths(parents)
     leaves = [i for i in range(n) if i not in parents[1:]]
     assert retrieve.shape == (len(leaves), int(d.max()) + 1)
@@ -55,7 +55,7 @@ def test_helpers_agree_with_brute_force(parents):
 def test_contract_helpers_agree_with_brute_force(parents):
     """The pure-Python half the backends call: depths, leaves, chains and committed paths."""
     n = len(parents)
-    assert depth_list(parents) == depths(torch.tensor(parents)).tolist() == [len(_ancestors(parents, i)) for i in range(n)]
+    assert depth_list(parents) == depths(np.asarray(parents)).tolist() == [len(_ancestors(parents, i)) for i in range(n)]
     assert leaves(parents) == tuple(i for i in range(n) if i not in parents[1:])
     assert is_chain(parents) == (parents == list(range(-1, n - 1)))
     assert check_tree(list(range(n)), parents) == parents
@@ -101,8 +101,9 @@ def _fixed_step(table: dict[int, list[float]], vocab: int):
 
     def step(tokens, parent_rows, depth):
         calls.append((tokens.tolist(), parent_rows.tolist(), depth))
-        rows = [table.get(t, [1.0] * vocab) for t in tokens.tolist()]
-        return torch.log(torch.tensor(rows) / torch.tensor(rows).sum(-1, keepdim=True))
+        rows = np.asarray([table.get(t, [1.0] * vocab) for t in tokens.tolist()])
+        with np.errstate(divide="ignore"):  # a zero probability is a log-prob of -inf
+            return np.log(rows / rows.sum(-1, keepdims=True))
 
     return step, calls
 
@@ -116,7 +117,7 @@ def test_dynamic_tree_by_hand():
     # best 3: 1 (.6), 1->3 (.54), 2 (.3) -> creation order: 1, 2, then 1->3
     assert tree.tokens.tolist() == [0, 1, 2, 3]
     assert tree.parents.tolist() == [-1, 0, 0, 1]
-    assert torch.allclose(tree.probs, torch.tensor([1.0, 0.6, 0.3, 0.9]))
+    np.testing.assert_allclose(tree.probs, [1.0, 0.6, 0.3, 0.9], rtol=1e-6)
     assert calls[0] == ([0], [-1], 0)
     assert calls[1] == ([1, 2], [0, 0], 1)  # both depth-1 nodes expanded in one call
 
@@ -130,13 +131,13 @@ def test_dynamic_tree_by_hand():
 @settings(max_examples=60, deadline=None)
 def test_dynamic_tree_invariants(depth, topk, total, seed):
     vocab = 7
-    gen = torch.Generator().manual_seed(seed)
-    table = {t: torch.rand(vocab, generator=gen).add(0.01).tolist() for t in range(vocab)}
+    gen = np.random.default_rng(seed)
+    table = {t: (gen.random(vocab) + 0.01).tolist() for t in range(vocab)}
     step, calls = _fixed_step(table, vocab)
     tree = build_dynamic_tree(step, 3, depth=depth, topk=topk, total=total)
     parents = tree.parents.tolist()
     check_parents(parents)
-    assert tree.tokens[0].item() == 3
+    assert int(tree.tokens[0]) == 3
     assert tree.size <= total
     assert int(depths(parents).max()) <= depth
     assert len(calls) == depth
@@ -145,7 +146,7 @@ def test_dynamic_tree_invariants(depth, topk, total, seed):
     # well as every dropped candidate would, so the kept set is the best by score.
     score = [0.0] * len(parents)
     for i in range(1, len(parents)):
-        score[i] = score[parents[i]] + math.log(tree.probs[i].item())
+        score[i] = score[parents[i]] + math.log(float(tree.probs[i]))
         assert score[i] <= score[parents[i]] + 1e-9
     if topk == 1:
         assert parents == list(range(-1, len(parents) - 1))  # a chain
@@ -157,8 +158,35 @@ def test_token_map_applies_to_tokens_and_expansion():
 
     def step(tokens, parent_rows, depth):
         seen.append(tokens.tolist())
-        return torch.log(torch.tensor([[0.7, 0.2, 0.1]] * tokens.shape[0]))
+        return np.log(np.array([[0.7, 0.2, 0.1]] * tokens.shape[0]))
 
-    tree = build_dynamic_tree(step, 99, depth=2, topk=1, total=3, token_map=torch.tensor([10, 20, 30]))
+    tree = build_dynamic_tree(step, 99, depth=2, topk=1, total=3, token_map=np.array([10, 20, 30]))
     assert tree.tokens.tolist() == [99, 10, 10]
     assert seen == [[99], [10]]  # the drafter is handed target ids
+
+
+def test_ties_go_to_the_lower_id_as_greedy_verification_takes_them():
+    """A drafted chain follows the same argmax tie-break as greedy verification: equal
+    log-probs rank by id, so the lower id is drafted first."""
+    def step(tokens, parent_rows, depth):
+        return np.log(np.array([[0.1, 0.3, 0.3, 0.3]] * tokens.shape[0]))
+
+    assert build_dynamic_tree(step, 0, depth=1, topk=1, total=2).tokens.tolist() == [0, 1]
+    tree = build_dynamic_tree(step, 0, depth=1, topk=2, total=3)
+    assert tree.tokens.tolist() == [0, 1, 2]
+
+
+@given(st.integers(1, 6), st.integers(0, 2**31 - 1))
+@settings(max_examples=60, deadline=None)
+def test_top_k_matches_a_full_sort(k, seed):
+    """The builder's top-k (a partition, then a sort of the k) equals a stable full sort of each
+    row, ties and -inf entries included."""
+    from homespec.contracts.tree import _top
+
+    rng = np.random.default_rng(seed)
+    with np.errstate(divide="ignore"):
+        logp = np.log(rng.integers(0, 4, size=(3, 9)) / 4.0)  # repeated values and -inf
+    ids, vals = _top(logp, k)
+    full = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
+    assert ids.tolist() == full.tolist()
+    assert np.array_equal(vals, np.take_along_axis(logp, full, -1))

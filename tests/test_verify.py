@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,16 +14,12 @@ from homespec.speculative.verify import verify_greedy, verify_sampled
 
 
 def _tree(tokens, parents, probs=None):
-    return DraftTree(
-        tokens=torch.tensor(tokens, dtype=torch.int64),
-        parents=torch.tensor(parents, dtype=torch.int64),
-        probs=torch.tensor(probs if probs is not None else [1.0] * len(tokens), dtype=torch.float32),
-    )
+    return DraftTree.of(tokens, parents, probs)
 
 
 def _onehot_logits(targets, vocab=8):
-    logits = torch.zeros(len(targets), vocab)
-    logits[torch.arange(len(targets)), torch.tensor(targets)] = 5.0
+    logits = np.zeros((len(targets), vocab), dtype=np.float32)
+    logits[np.arange(len(targets)), targets] = 5.0
     return logits
 
 
@@ -51,8 +47,8 @@ def test_greedy_rejects_everything_gives_target_token():
 
 
 def test_greedy_tie_break_matches_argmax():
-    logits = torch.zeros(2, 4)
-    logits[0, 1] = logits[0, 2] = 1.0  # a tie: torch.argmax takes index 1
+    logits = np.zeros((2, 4), dtype=np.float32)
+    logits[0, 1] = logits[0, 2] = 1.0  # a tie: argmax takes index 1
     assert verify_greedy(_tree([0, 2], [-1, 0]), logits).path == (0,)
     assert verify_greedy(_tree([0, 1], [-1, 0]), logits).path == (0, 1)
 
@@ -86,8 +82,8 @@ def test_greedy_matches_brute_force(case):
 
 def _fake_target_logits(context, vocab=5):
     """A deterministic 'model': next-token logits are a function of the last two tokens."""
-    g = torch.Generator().manual_seed(1000 * context[-1] + (context[-2] if len(context) > 1 else 77))
-    return torch.randn(vocab, generator=g) * 3
+    g = np.random.default_rng(1000 * context[-1] + (context[-2] if len(context) > 1 else 77))
+    return (g.standard_normal(vocab) * 3).astype(np.float32)
 
 
 @given(st.integers(0, 2**31 - 1))
@@ -97,20 +93,20 @@ def test_greedy_speculative_equals_plain_greedy(seed):
     plain = [1]
     while len(plain) < steps + 1:
         plain.append(int(_fake_target_logits(plain, vocab).argmax()))
-    gen = torch.Generator().manual_seed(seed)
+    gen = np.random.default_rng(seed)
     out = [1]
     while len(out) < steps + 1:
         # a random draft tree: sometimes right, often wrong
-        n = int(torch.randint(1, 8, (), generator=gen))
-        parents = [-1] + [int(torch.randint(0, i, (), generator=gen)) for i in range(1, n)]
-        tokens = [out[-1]] + torch.randint(0, vocab, (n - 1,), generator=gen).tolist()
+        n = int(gen.integers(1, 8))
+        parents = [-1] + [int(gen.integers(0, i)) for i in range(1, n)]
+        tokens = [out[-1]] + gen.integers(0, vocab, n - 1).tolist()
         ctx = []
         for i in range(n):  # the context of node i: committed + path to i
             path = [i]
             while parents[path[-1]] >= 0:
                 path.append(parents[path[-1]])
             ctx.append(out[:-1] + [tokens[j] for j in reversed(path)])
-        logits = torch.stack([_fake_target_logits(c, vocab) for c in ctx])
+        logits = np.stack([_fake_target_logits(c, vocab) for c in ctx])
         verdict = verify_greedy(_tree(tokens, parents), logits)
         out += [tokens[i] for i in verdict.path[1:]] + [verdict.next_token]
     assert out[: steps + 1] == plain
@@ -120,16 +116,17 @@ def test_greedy_speculative_equals_plain_greedy(seed):
 
 
 def test_sampler_filters():
-    logits = torch.log(torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05]))
-    assert torch.allclose(Sampler(temperature=1.0).probs(logits), torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05]))
+    logits = np.log(np.array([0.5, 0.2, 0.15, 0.1, 0.05], dtype=np.float32))
+    np.testing.assert_allclose(Sampler(temperature=1.0).probs(logits), [0.5, 0.2, 0.15, 0.1, 0.05], rtol=1e-5)
     top2 = Sampler(temperature=1.0, top_k=2).probs(logits)
-    assert torch.allclose(top2, torch.tensor([5 / 7, 2 / 7, 0, 0, 0]))
+    np.testing.assert_allclose(top2, [5 / 7, 2 / 7, 0, 0, 0], rtol=1e-5)
     # top-p 0.8: 0.5 + 0.2 = 0.7 < 0.8, so 0.15 is needed too
     topp = Sampler(temperature=1.0, top_p=0.8).probs(logits)
-    assert torch.allclose(topp, torch.tensor([0.5, 0.2, 0.15, 0, 0]) / 0.85)
+    np.testing.assert_allclose(topp, np.array([0.5, 0.2, 0.15, 0, 0]) / 0.85, rtol=1e-5)
     assert Sampler().probs(logits).tolist() == [1.0, 0, 0, 0, 0]
     hot = Sampler(temperature=0.5).probs(logits)
-    assert torch.allclose(hot, torch.softmax(logits / 0.5, -1))
+    e = np.exp(logits / 0.5)
+    np.testing.assert_allclose(hot, e / e.sum(), rtol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", [{"temperature": -1}, {"top_k": -2}, {"top_p": 0.0}, {"top_p": 1.5}])
@@ -140,7 +137,7 @@ def test_sampler_rejects_bad_settings(kwargs):
 
 def test_sampler_seed_reproducible():
     s = Sampler(temperature=1.0, seed=7)
-    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
+    logits = np.random.default_rng(0).standard_normal((3, 50)).astype(np.float32)
     a = s.sample(logits, s.generator())
     b = s.sample(logits, s.generator())
     assert a.tolist() == b.tolist() and a.shape == (3,)
@@ -148,13 +145,18 @@ def test_sampler_seed_reproducible():
 
 # --- sampled verification: the output distribution equals the target's ----------------------
 
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
 VOCAB = 4
-P1 = torch.tensor([0.4, 0.3, 0.2, 0.1])  # target after the root
-_G = torch.Generator().manual_seed(3)
-P2 = torch.softmax(torch.randn(VOCAB, VOCAB, generator=_G) * 1.5, -1)  # P2[x1]: target after x1
-P3 = torch.softmax(torch.randn(VOCAB, VOCAB, VOCAB, generator=_G) * 1.5, -1)  # P3[x1, x2]
-Q1 = torch.tensor([0.1, 0.2, 0.3, 0.4])  # a draft that disagrees with the target
-Q2 = torch.softmax(torch.randn(VOCAB, VOCAB, generator=_G), -1)
+P1 = np.array([0.4, 0.3, 0.2, 0.1])  # target after the root
+_G = np.random.default_rng(3)
+P2 = _softmax(_G.standard_normal((VOCAB, VOCAB)) * 1.5)  # P2[x1]: target after x1
+P3 = _softmax(_G.standard_normal((VOCAB, VOCAB, VOCAB)) * 1.5)  # P3[x1, x2]
+Q1 = np.array([0.1, 0.2, 0.3, 0.4])  # a draft that disagrees with the target
+Q2 = _softmax(_G.standard_normal((VOCAB, VOCAB)))
 SAMPLER = Sampler(temperature=1.0)
 CHI2_CRIT = 37.70  # chi-square, 15 degrees of freedom, p = 0.001
 
@@ -168,14 +170,14 @@ def _topk_tree():
 
 def _sampled_tree(gen):
     # root -> two children drawn i.i.d. from Q1; each child -> one child drawn from Q2[child]
-    a, b = sample_from(Q1.expand(2, VOCAB), gen).tolist()
+    a, b = sample_from(np.broadcast_to(Q1, (2, VOCAB)), gen).tolist()
     a2, b2 = sample_from(Q2[[a, b]], gen).tolist()
     tree = _tree([9, a, b, a2, b2], [-1, 0, 0, 1, 2])
-    dists = torch.stack([Q1, Q2[a], Q2[b], Q1, Q1])  # rows for leaves are never used
+    dists = np.stack([Q1, Q2[a], Q2[b], Q1, Q1])  # rows for leaves are never used
     return tree, dists
 
 
-_LOGITS_CACHE: dict[tuple, torch.Tensor] = {}
+_LOGITS_CACHE: dict[tuple, np.ndarray] = {}
 
 
 def _logits_for(tree):
@@ -191,21 +193,21 @@ def _target_logits(tree):
         depth_path = []
         j = i
         while j > 0:
-            depth_path.append(tree.tokens[j].item())
-            j = tree.parents[j].item()
+            depth_path.append(int(tree.tokens[j]))
+            j = int(tree.parents[j])
         depth_path = depth_path[::-1]
         dist = P1 if not depth_path else P2[depth_path[0]] if len(depth_path) == 1 else P3[depth_path[0], depth_path[1]]
-        rows.append(torch.log(dist))
-    return torch.stack(rows)
+        rows.append(np.log(dist))
+    return np.stack(rows).astype(np.float32)
 
 
 def _first_two(verify, make_tree, trials, seed):
-    gen = torch.Generator().manual_seed(seed)
-    counts = torch.zeros(VOCAB, VOCAB)
+    gen = np.random.default_rng(seed)
+    counts = np.zeros((VOCAB, VOCAB))
     for _ in range(trials):
         tree, dists = make_tree(gen) if make_tree is _sampled_tree else make_tree()
         verdict = verify(tree, _logits_for(tree), SAMPLER, gen, dists)
-        emitted = [tree.tokens[i].item() for i in verdict.path[1:]] + [verdict.next_token]
+        emitted = [int(tree.tokens[i]) for i in verdict.path[1:]] + [verdict.next_token]
         if len(emitted) == 1:  # the next step would be plain decoding from the target
             emitted.append(int(sample_from(P2[emitted[0]], gen)))
         counts[emitted[0], emitted[1]] += 1
@@ -224,48 +226,38 @@ def _broken_verify(tree, logits, sampler, gen, dists):
     path = [0]
     while True:
         u = path[-1]
-        p = sampler.probs(logits[u]).double()
-        r = p.clone()
+        p = sampler.probs(logits[u]).astype(np.float64)
+        r = p.copy()
         nxt = None
         for c in kids[u]:
-            x = tree.tokens[c].item()
-            coin = float(torch.rand((), generator=gen, dtype=torch.float64))
+            x = int(tree.tokens[c])
+            coin = float(gen.random())
             if dists is None:
                 if coin * float(r.sum()) < float(r[x]):
                     nxt = c
                     break
                 r[x] = 0.0
             else:
-                q = dists[u].double()
+                q = dists[u]
                 if coin * float(q[x]) < float(r[x]):
                     nxt = c
                     break
-                r = (r - q).clamp_min(0)
+                r = np.maximum(r - q, 0)
                 r = r / r.sum()
         if nxt is None:
             return Verdict(tuple(path), int(sample_from(p, gen)))  # BUG on purpose: p, not r
         path.append(nxt)
 
 
-@pytest.fixture
-def one_thread():
-    # Thousands of ops on 4-token tensors: an intra-op thread pool only adds barrier waits
-    # (7 ms per softmax on a busy 2-core machine instead of 4 us).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("make_tree", [_topk_tree, _sampled_tree], ids=["topk-children", "sampled-children"])
-def test_sampled_verification_preserves_target_distribution(make_tree, one_thread):
+def test_sampled_verification_preserves_target_distribution(make_tree):
     trials = 4000
     good = _first_two(verify_sampled, make_tree, trials, seed=11)
     print(f"chi2 correct={_chi2(good):.1f}", end=" ")
     assert _chi2(good) < CHI2_CRIT
     # total variation between empirical and target joint distributions
-    tv = 0.5 * float((good / trials - P1[:, None] * P2).abs().sum())
+    tv = 0.5 * float(np.abs(good / trials - P1[:, None] * P2).sum())
     assert tv < 0.04
     # The same test must catch a verifier whose residual is wrong.
     broken = _first_two(_broken_verify, make_tree, trials, seed=11)
@@ -282,7 +274,7 @@ def test_sampled_verification_greedy_sampler_is_greedy():
 def test_sampled_verification_accepts_certain_draft():
     # target puts all mass on the drafted chain -> everything accepted
     tree = _tree([9, 1, 2], [-1, 0, 1])
-    logits = torch.full((3, 4), -1e9)
+    logits = np.full((3, 4), -1e9, dtype=np.float32)
     logits[0, 1] = logits[1, 2] = logits[2, 3] = 0.0
-    verdict = verify_sampled(tree, logits, SAMPLER, torch.Generator().manual_seed(0))
+    verdict = verify_sampled(tree, logits, SAMPLER, np.random.default_rng(0))
     assert verdict == Verdict(path=(0, 1, 2), next_token=3)

@@ -47,12 +47,9 @@ class BackendEntry:
 
 
 def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
-    import torch
+    from homespec.backends.torch.backend import TorchBackend, use_threads
 
-    from homespec.backends.torch.backend import TorchBackend
-
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    use_threads(a.threads)
     if plan is not None:
         return TorchBackend.from_settings(path, torch_settings(plan, device=a.device))
     return TorchBackend.load(path, device=a.device, max_context=a.ctx)

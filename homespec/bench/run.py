@@ -12,6 +12,7 @@ seconds slows every method alike.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import platform
 import statistics
@@ -178,10 +179,12 @@ def machine_info() -> dict:
         info["ram_bytes"] = psutil.virtual_memory().total
     except Exception:  # pragma: no cover - psutil is a dependency
         pass
-    for mod in ("torch", "llama_cpp"):
+    # installed versions, read from the packages' metadata: importing torch to ask would load it
+    # into a GGUF run that never uses it (and a CUDA llama.cpp build crashes beside it)
+    for key, dist in (("torch", "torch"), ("llama_cpp", "llama_cpp_python")):
         try:
-            info[mod] = __import__(mod).__version__
-        except Exception:
+            info[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
             pass
     return info
 

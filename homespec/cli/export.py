@@ -18,7 +18,7 @@ def draft_export(
     fmt: Annotated[str, typer.Option("--format", help="gguf (llama.cpp eagle3), speculators (vLLM) or hf (EAGLE-3 layout).")] = "gguf",
     target: Annotated[Optional[str], typer.Option("--target", help="The head's target GGUF (tokenizer, layers). Default: the embedded SmolLM2.")] = None,
     eagle3_twin: Annotated[bool, typer.Option("--eagle3-twin", help="Export the EAGLE-3 twin of an EAGLE-3.1 head (fc_norm folded, norm_output off; docs/interop.md).")] = False,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="f32, f16 or bf16 for the matrices. Default: the head's own.")] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="f32, f16 or bf16 for the matrices (gguf also q8_0). Default: the head's own.")] = None,
     verifier: Annotated[Optional[str], typer.Option("--verifier", help="speculators: the target's HF name vLLM loads. Default: the embedded model's, else --target.")] = None,
     check: Annotated[bool, typer.Option("--check/--no-check", help="gguf: run llama.cpp's drafter on the file and compare its drafts with homespec's before keeping it.")] = True,
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if homespec did not write it.")] = False,

@@ -17,25 +17,27 @@ A call that breaks these rules raises one type whichever backend runs: `TreeErro
 malformed tree or path (checked by homespec.contracts.tree, the tree contract's one home),
 `ContractError` for a commit with nothing verified or a rollback past the start.
 
-Tensors crossing this seam are torch tensors on `backend.device` (a llama.cpp backend hands out
-CPU tensors that share memory with its numpy buffers).
+Arrays crossing this seam are numpy arrays on the host, whatever device the backend computes on:
+the step around a target pass (tree, verification, guard, grammar) runs in numpy, and the GGUF
+path never imports torch (docs/architecture.md, "Where each part runs"). A llama.cpp backend
+copies its logits out of llama.cpp's buffer once, in the order handed out; the torch and EXL2
+backends convert at their own boundary.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
 
 from homespec.errors import ContractError
-
-if TYPE_CHECKING:  # torch is imported lazily by the backends themselves
-    import torch
 
 
 @dataclass(frozen=True, slots=True)
 class Forward:
-    logits: "torch.Tensor"  # [T, V] float32: next-token logits per position / tree node
-    features: "torch.Tensor | None" = None  # [T, k*H]: captured layer inputs, concatenated in feature_layers order
+    logits: np.ndarray  # [T, V] float32: next-token logits per position / tree node
+    features: np.ndarray | None = None  # [T, k*H] float32: captured layer inputs, in feature_layers order
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +134,6 @@ class Backend(Protocol):
     def rollback(self, n: int) -> None: ...
 
     def reset(self) -> None: ...
-
-    def embed(self, tokens: "torch.Tensor") -> "torch.Tensor":
-        """Token embeddings (the draft head shares the target's)."""
-        ...
 
     def memory_report(self) -> MemoryReport: ...
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from homespec.errors import ContractError
 
 if TYPE_CHECKING:
-    import torch
+    import numpy as np
 
     from homespec.contracts.backend import Forward
     from homespec.contracts.tree import DraftTree
@@ -103,9 +103,10 @@ class Drafter(Protocol):
         nothing matches), a model drafter's promise to draft when chosen."""
         ...
 
-    def accept(self, tokens: Sequence[int], features: "torch.Tensor | None", next_token: int) -> None:
+    def accept(self, tokens: Sequence[int], features: "np.ndarray | None", next_token: int) -> None:
         """The target committed `tokens` (root first; `features[i]` is the target feature at
-        tokens[i]) and emitted `next_token` as the new root. Drafters resync from these."""
+        tokens[i], [len(tokens), k*H] float32) and emitted `next_token` as the new root. Drafters
+        resync from these."""
         ...
 
     def reset(self) -> None: ...

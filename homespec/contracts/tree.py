@@ -8,20 +8,20 @@ derives what a verifier needs from them (`depth_list` / `depths`, `ancestor_mask
 `paths`, `path_to`): the backends call these rather than keep their own copies. Breaking the
 contract raises `TreeError`.
 
-The contract half is pure Python (backends import it before torch is loaded); torch is imported
-by the functions that build tensors. A drafter supplies child log-probabilities to the builder
-through a callback; the builder decides which nodes to expand and which to keep.
+The contract half is pure Python; what a verifier or drafter builds from it is numpy arrays on
+the host (no torch on the GGUF run path: docs/architecture.md, "Where each part runs"). A drafter
+supplies child log-probabilities to the builder through a callback; the builder decides which
+nodes to expand and which to keep.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
+
+import numpy as np
 
 from homespec.errors import TreeError
-
-if TYPE_CHECKING:
-    import torch
 
 TREE_HINT = "parents[0] must be -1 (the root) and 0 <= parents[i] < i"
 
@@ -33,15 +33,23 @@ class DraftTree:
     A chain is a tree in which every node has one child. Parents come before children.
     """
 
-    tokens: "torch.Tensor"  # [T] int64 target-vocabulary ids; tokens[0] = root
-    parents: "torch.Tensor"  # [T] int64; parents[0] = -1, parents[i] < i
+    tokens: np.ndarray  # [T] int64 target-vocabulary ids; tokens[0] = root
+    parents: np.ndarray  # [T] int64; parents[0] = -1, parents[i] < i
     # [T] float32: the draft's probability of each node given its parent (1.0 for the root).
     # Used by rejection sampling and the confidence-adaptive tree size.
-    probs: "torch.Tensor"
+    probs: np.ndarray
 
     @property
     def size(self) -> int:
         return int(self.tokens.shape[0])
+
+    @classmethod
+    def of(cls, tokens: Sequence[int], parents: Sequence[int], probs: Sequence[float] | None = None) -> "DraftTree":
+        """A tree from lists (probs default 1.0: a deterministic draft)."""
+        n = len(tokens)
+        return cls(tokens=np.asarray(tokens, dtype=np.int64).reshape(n),
+                   parents=np.asarray(parents, dtype=np.int64).reshape(len(parents)),
+                   probs=np.ones(n, np.float32) if probs is None else np.asarray(probs, dtype=np.float32))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +65,7 @@ class Verdict:
         return len(self.path) - 1
 
 
-# step_fn(tokens, parent_rows, depth) -> log-probs [F, V]
+# step_fn(tokens, parent_rows, depth) -> log-probs [F, V] (numpy, any float type)
 #   tokens:      [F] int64 target-vocabulary ids of the frontier nodes to expand
 #   parent_rows: [F] int64 row of the *previous* step_fn call each node was drawn from
 #                (-1 for the root, which is the only node of the first call)
@@ -65,9 +73,9 @@ class Verdict:
 # One call per depth level lets a drafter evaluate the whole level in one forward, each row
 # attending to its own ancestors (tree attention): a row's ancestors are its parent row's
 # ancestors plus the parent row itself.
-StepFn = Callable[["torch.Tensor", "torch.Tensor", int], "torch.Tensor"]
+StepFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
-Parents = Sequence[int]  # or a [T] int64 tensor: every function below accepts either
+Parents = Sequence[int]  # or a [T] int64 array: every function below accepts either
 
 
 # --- the contract -----------------------------------------------------------------------------
@@ -121,11 +129,9 @@ def depth_list(parents: Parents) -> list[int]:
     return d
 
 
-def depths(parents: Parents) -> "torch.Tensor":
-    """`depth_list` as a [T] int64 tensor."""
-    import torch
-
-    return torch.tensor(depth_list(parents), dtype=torch.int64)
+def depths(parents: Parents) -> np.ndarray:
+    """`depth_list` as a [T] int64 array."""
+    return np.asarray(depth_list(parents), dtype=np.int64)
 
 
 def is_chain(parents: Parents) -> bool:
@@ -142,16 +148,14 @@ def leaves(parents: Parents) -> tuple[int, ...]:
     return tuple(i for i in range(len(p)) if not has_child[i])
 
 
-def ancestor_mask(parents: Parents) -> "torch.Tensor":
+def ancestor_mask(parents: Parents) -> np.ndarray:
     """[T, T] bool: mask[i, j] is True when j == i or j is an ancestor of i.
 
     This is the tree-attention mask over the tree's own nodes: node i may attend to exactly
     the tokens of its root-to-i path (the committed cache is visible to every node)."""
-    import torch
-
     p = check_parents(parents)
     n = len(p)
-    mask = torch.zeros(n, n, dtype=torch.bool)  # [T, T]
+    mask = np.zeros((n, n), dtype=bool)  # [T, T]
     for i in range(n):
         if p[i] >= 0:
             mask[i] = mask[p[i]]  # a parent's row is complete before its children's
@@ -159,18 +163,16 @@ def ancestor_mask(parents: Parents) -> "torch.Tensor":
     return mask
 
 
-def paths(parents: Parents) -> "torch.Tensor":
+def paths(parents: Parents) -> np.ndarray:
     """Root-to-leaf node paths, one row per leaf in leaf-index order, padded with -1.
 
     [n_leaves, max_depth + 1] int64 (EAGLE's `retrieve_indices`)."""
-    import torch
-
     p = check_parents(parents)
     rows = [list(path_to(p, leaf)) for leaf in leaves(p)]
     width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), -1, dtype=torch.int64)  # [L, D+1]
+    out = np.full((len(rows), width), -1, dtype=np.int64)  # [L, D+1]
     for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.int64)
+        out[i, : len(r)] = r
     return out
 
 
@@ -190,17 +192,15 @@ def path_to(parents: Parents, node: int) -> tuple[int, ...]:
 
 def chain(tokens: Sequence[int], probs: Sequence[float] | None = None) -> DraftTree:
     """A chain tree: tokens[0] is the root, every other token the only child of the one before."""
-    import torch
-
     n = len(tokens)
     q = [1.0] + list(probs if probs is not None else [1.0] * (n - 1))
     if len(q) != n:
         raise TreeError(f"{n} tokens need {n - 1} draft probabilities, got {len(q) - 1}",
                         hint="pass one probability per draft token (the root has none)")
     return DraftTree(
-        tokens=torch.tensor(list(tokens), dtype=torch.int64),
-        parents=torch.arange(-1, n - 1, dtype=torch.int64),
-        probs=torch.tensor(q, dtype=torch.float32),
+        tokens=np.asarray(tokens, dtype=np.int64),
+        parents=np.arange(-1, n - 1, dtype=np.int64),
+        probs=np.asarray(q, dtype=np.float32),
     )
 
 
@@ -211,7 +211,7 @@ def build_dynamic_tree(
     depth: int,
     topk: int,
     total: int,
-    token_map: torch.Tensor | None = None,
+    token_map: np.ndarray | None = None,
 ) -> DraftTree:
     """EAGLE-2's dynamic draft tree (Li et al. 2024, arXiv 2406.16858, section 4).
 
@@ -226,53 +226,70 @@ def build_dynamic_tree(
     token_map: [V_draft] int64 draft id -> target id, when the drafter's vocabulary is a subset.
     Returns a DraftTree whose probs are the draft's probability of each node given its parent.
     """
-    import torch
-
     if depth < 1 or topk < 1 or total < 2:
         raise ValueError(f"need depth >= 1, topk >= 1 and total >= 2 (got {depth}, {topk}, {total})")
-    cand_token: list[torch.Tensor] = []  # per level: [n] target ids
-    cand_logp: list[torch.Tensor] = []  # per level: [n] edge log-prob
-    cand_score: list[torch.Tensor] = []  # per level: [n] cumulative log-prob
-    cand_parent: list[torch.Tensor] = []  # per level: [n] global candidate index of the parent, -1 = root
+    cand_token: list[np.ndarray] = []  # per level: [n] target ids
+    cand_logp: list[np.ndarray] = []  # per level: [n] edge log-prob
+    cand_score: list[np.ndarray] = []  # per level: [n] cumulative log-prob
+    cand_parent: list[np.ndarray] = []  # per level: [n] global candidate index of the parent, -1 = root
     n_before = 0  # candidates created in earlier levels
 
-    frontier_tokens = torch.tensor([root], dtype=torch.int64)  # [F]
-    frontier_rows = torch.tensor([-1], dtype=torch.int64)  # [F]
-    frontier_score = torch.zeros(1, dtype=torch.float64)  # [F]
-    frontier_global = torch.tensor([-1], dtype=torch.int64)  # [F] candidate index, -1 = root
+    frontier_tokens = np.array([root], dtype=np.int64)  # [F]
+    frontier_rows = np.array([-1], dtype=np.int64)  # [F]
+    frontier_score = np.zeros(1, dtype=np.float64)  # [F]
+    frontier_global = np.array([-1], dtype=np.int64)  # [F] candidate index, -1 = root
     for level in range(depth):
-        logp = step_fn(frontier_tokens, frontier_rows, level).to(torch.float64)  # [F, V]
-        k = min(topk, logp.shape[-1])
-        top_lp, top_id = torch.topk(logp, k, dim=-1)  # [F, k]
+        logp = np.asarray(step_fn(frontier_tokens, frontier_rows, level), dtype=np.float64)  # [F, V]
+        top_id, top_lp = _top(logp, min(topk, logp.shape[-1]))  # [F, k] each, best first
+        k = top_id.shape[1]
         if token_map is not None:
-            top_id = token_map.to(top_id.device)[top_id]
-        top_id = top_id.cpu()
-        top_lp = top_lp.cpu()
+            top_id = token_map[top_id]
         score = frontier_score[:, None] + top_lp  # [F, k]
         cand_token.append(top_id.reshape(-1))
         cand_logp.append(top_lp.reshape(-1))
         cand_score.append(score.reshape(-1))
-        cand_parent.append(frontier_global[:, None].expand(-1, k).reshape(-1))
-        n_level = score.numel()
+        cand_parent.append(np.repeat(frontier_global, k))
         # The next frontier: the best `topk` of this level (stable, so ties keep creation order).
-        order = torch.sort(score.reshape(-1), descending=True, stable=True).indices[:topk]
+        order = _best(score.reshape(-1), topk)
         frontier_rows = order // k
         frontier_tokens = top_id.reshape(-1)[order]
         frontier_score = score.reshape(-1)[order]
         frontier_global = n_before + order
-        n_before += n_level
+        n_before += score.size
 
-    tokens = torch.cat(cand_token)
-    logps = torch.cat(cand_logp)
-    scores = torch.cat(cand_score)
-    parent_of = torch.cat(cand_parent)
-    keep = torch.sort(scores, descending=True, stable=True).indices[: total - 1]
-    keep = torch.sort(keep).values  # creation order: parents before children
-    new_index = {int(g): i + 1 for i, g in enumerate(keep.tolist())}
-    new_index[-1] = 0
-    parents = [-1] + [new_index[int(parent_of[g])] for g in keep.tolist()]
+    tokens = np.concatenate(cand_token)
+    logps = np.concatenate(cand_logp)
+    parent_of = np.concatenate(cand_parent)
+    keep = np.sort(_best(np.concatenate(cand_score), total - 1))  # creation order: parents before children
+    new_index = np.full(n_before + 1, -1, dtype=np.int64)  # candidate g -> kept node index (slot n_before: root)
+    new_index[keep] = np.arange(1, len(keep) + 1)
+    new_index[n_before] = 0
+    parents = new_index[np.where(parent_of[keep] < 0, n_before, parent_of[keep])]
     return DraftTree(
-        tokens=torch.cat([torch.tensor([root], dtype=torch.int64), tokens[keep]]),
-        parents=torch.tensor(parents, dtype=torch.int64),
-        probs=torch.cat([torch.ones(1), logps[keep].exp().to(torch.float32)]),
+        tokens=np.concatenate([np.array([root], dtype=np.int64), tokens[keep].astype(np.int64)]),
+        parents=np.concatenate([np.array([-1], dtype=np.int64), parents]),
+        probs=np.concatenate([np.ones(1), np.exp(logps[keep])]).astype(np.float32),
     )
+
+
+def _top(logp: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k largest entries of each row of [F, V], largest first, ties to the lower index (as
+    torch.topk and a greedy argmax resolve them) -> (ids [F, k] int64, values [F, k])."""
+    if k < logp.shape[-1]:
+        part = np.argpartition(-logp, k - 1, axis=-1)[:, :k]  # [F, k] the k best, unordered
+        # a tie at the k-th value may have left out a lower index: widen the candidates to every
+        # entry at least as large as the k-th, which is rarely more than k
+        kth = np.take_along_axis(logp, part, -1).min(-1, keepdims=True)  # [F, 1]
+        if int((logp >= kth).sum(-1).max()) > k:
+            part = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
+    else:
+        part = np.broadcast_to(np.arange(logp.shape[-1]), logp.shape)
+    vals = np.take_along_axis(logp, part, -1)
+    order = np.lexsort((part, -vals), axis=-1)[:, :k]  # value descending, then index ascending
+    ids = np.take_along_axis(part, order, -1)
+    return ids.astype(np.int64), np.take_along_axis(vals, order, -1)
+
+
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the n highest scores, highest first, ties in index order (a stable sort)."""
+    return np.argsort(-scores, kind="stable")[:n]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Iterator
@@ -163,11 +164,11 @@ class Engine:
     def start(self) -> "Engine":
         """Run the engine on its own thread (a server), watched: should it stop anyway, every
         waiting request fails at once (homespec.engine.supervise). Without it the caller steps."""
-        import torch
-
-        # OpenMP keeps its thread count per thread: the engine's thread takes the caller's
-        # (homespec.engine.assemble.share_cores may have lowered it)
-        threads = torch.get_num_threads()
+        # OpenMP keeps its thread count per thread: where torch runs (a torch target or head), the
+        # engine's thread takes the caller's torch threads (homespec.engine.assemble.one_torch_thread
+        # may have lowered them). Asked of torch only where it is loaded: the GGUF path never imports it.
+        torch = sys.modules.get("torch")
+        threads = torch.get_num_threads() if torch is not None else None
         self._super = Supervised(lambda: self._run(threads), self._died)
         self._thread = self._super.thread
         self._super.start()
@@ -193,10 +194,9 @@ class Engine:
 
     # --- stepping -------------------------------------------------------------------------------
 
-    def _run(self, torch_threads: int) -> None:
-        import torch
-
-        torch.set_num_threads(torch_threads)
+    def _run(self, torch_threads: int | None) -> None:
+        if torch_threads is not None:
+            sys.modules["torch"].set_num_threads(torch_threads)
         while True:
             if not self._busy():
                 self._wake()  # answers that ended last step: no next pass will wake them

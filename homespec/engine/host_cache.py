@@ -33,7 +33,7 @@ class Saved:
 
     @property
     def nbytes(self) -> int:
-        head = sum(int(t.numel() * t.element_size()) for t in self.drafter) if isinstance(self.drafter, tuple) else 0
+        head = sum(int(t.nbytes) for t in self.drafter) if isinstance(self.drafter, tuple) else 0
         return len(self.state) + head + sum(len(d) for _, d in self.checkpoints) + 8 * len(self.tokens)
 
 

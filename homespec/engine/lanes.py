@@ -15,8 +15,6 @@ from homespec.contracts.backend import Forward, PrefillWork, TreeWork
 from homespec.errors import ContractError
 
 if TYPE_CHECKING:
-    import torch
-
     from homespec.contracts.backend import Backend, MemoryReport, Tokenizer
 
 
@@ -51,9 +49,6 @@ class OneLane:
 
     def set_feature_layers(self, layers: Sequence[int]) -> None:
         self.backend.set_feature_layers(layers)
-
-    def embed(self, tokens: "torch.Tensor") -> "torch.Tensor":
-        return self.backend.embed(tokens)
 
     # --- Lanes ----------------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ An entry says how to make the method's drafter for a lane, how to clone it for a
 same head's weights, the same suffix store, its own state), how large a tree one verification of
 it holds, and what it needs: an EAGLE head, a draft model, the target's features; whether it is a
 lookup (its chains come from text already written). Adding a method is one drafter module under
-homespec/speculative/drafters/ and one entry here. The drafters (torch for the EAGLE head) are
-imported only when one is made.
+homespec/speculative/drafters/ and one entry here. The drafters are imported only when one is
+made; the EAGLE head runs in torch (homespec.nets.eagle3_drafter, the one drafter outside the
+torch-free packages), imported here alone and only for eagle3, or auto with a head: every other
+method on a GGUF never loads torch (docs/architecture.md, "Where each part runs").
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior."""
     from homespec.formats.acceptance import read_prior
     from homespec.nets.eagle3 import load_head
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     head = load_head(where, target.n_layer, target.hidden_size, target.n_vocab,
                      device=target.device if target.name == "torch" else "cpu")
@@ -131,7 +133,7 @@ def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafte
 
 
 def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
                       window=first.window, capacity=first.cache.capacity, source=first.source)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 
 from homespec.contracts.backend import Forward, PrefillWork, TreeWork
 from homespec.contracts.drafter import Offer
@@ -26,7 +26,7 @@ from homespec.engine.choice import PLAIN, Choice
 from homespec.engine.detok import Detokenizer
 from homespec.engine.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.logprobs import token_logprobs
-from homespec.speculative.sampling import torch_seed
+from homespec.speculative.sampling import rng_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
 from homespec.speculative.verify import verify_greedy, verify_sampled
 
@@ -58,7 +58,7 @@ class Running:
     reason: str | None = None  # why the answer ended, once done
     t0: float = field(default_factory=time.perf_counter)
     prefill_s: float = 0.0
-    _feats: list[torch.Tensor] = field(default_factory=list)  # the prompt's features, chunk by chunk
+    _feats: list[np.ndarray] = field(default_factory=list)  # the prompt's features, chunk by chunk
     tree: "DraftTree | None" = None  # this step's draft, verified and not yet committed
     t_draft: float = 0.0
     depth: int = 0  # the draft depth the guard gave this step
@@ -70,7 +70,7 @@ class Running:
         r = self.handle.request
         self.prompt = list(r.prompt_ids)
         self.sampler = None if r.sampler is None or r.sampler.greedy else r.sampler
-        self.generator = torch.Generator().manual_seed(torch_seed(r.seed))  # any integer a client sent
+        self.generator = np.random.default_rng(rng_seed(r.seed))  # any integer a client sent
         self.limits = Limits(max_tokens=r.max_tokens)
         self.fed = self.kept
         # committed tokens the drafter's state covers: the kept prefix (trimmed to it at
@@ -78,7 +78,7 @@ class Running:
         self.drafter_len = self.kept if self.drafter is not None else 0
         # a grammar (structured output, a forced tool call): this answer's own matcher, never a lane's
         self.guide = r.grammar.start() if r.grammar is not None else None
-        self.masks: torch.Tensor | None = None  # the grammar's mask after each node of this step's tree
+        self.masks: np.ndarray | None = None  # [T, V] the grammar's mask after each node of this step's tree
         self.scores: tuple = ()  # this step's tokens' log-probabilities, when the request asks for them
 
     @property
@@ -112,7 +112,7 @@ class Running:
         self._follow([self.root], fwd.logits, (-1,))
         self.context = list(self.prompt)
         if self.drafter is not None:  # its state holds the kept prefix; the features cover the rest
-            feats = torch.cat(self._feats) if self._feats else None
+            feats = (self._feats[0] if len(self._feats) == 1 else np.concatenate(self._feats)) if self._feats else None
             self.drafter.begin(self.prompt, Forward(logits=fwd.logits, features=feats), kept=self.kept)
             self.drafter_len = len(self.prompt)
         self._feats = []
@@ -167,7 +167,7 @@ class Running:
         tree = self.tree
         logits = self._allowed(fwd.logits, self.masks)  # [T, V]
         if self.sampler is None and tree.size == 1:  # plain greedy decoding: the root's argmax
-            verdict = Verdict((0,), int(torch.argmax(logits[0])))
+            verdict = Verdict((0,), int(logits[0].argmax()))
         elif self.sampler is None:
             verdict = verify_greedy(tree, logits)
         else:
@@ -196,14 +196,14 @@ class Running:
 
     # --- a grammar and log-probabilities, for the requests that ask -----------------------------
 
-    def _allowed(self, logits: torch.Tensor, masks: torch.Tensor | None = None) -> torch.Tensor:
+    def _allowed(self, logits: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         """logits [T, V] with what the request's grammar forbids at -inf (`masks`: one row per
         tree node, from Guide.prune; None: the grammar's state now)."""
         if self.guide is None:
             return logits
-        return self.guide.constrain(logits, masks if masks is not None else self.guide.mask().unsqueeze(0))
+        return self.guide.constrain(logits, masks if masks is not None else self.guide.mask()[None, :])
 
-    def _follow(self, emitted: list[int], logits: torch.Tensor, rows: tuple[int, ...],
+    def _follow(self, emitted: list[int], logits: np.ndarray, rows: tuple[int, ...],
                 kept: list[int] | None = None) -> None:
         """The grammar consumes the emitted tokens; `kept` (the ones the answer keeps, default all)
         are scored on the raw logits[rows] they were drawn from (homespec.speculative.logprobs)."""

@@ -46,6 +46,7 @@ class STTensor:
     dtype: str
     shape: tuple[int, ...]
     n_bytes: int
+    offset: int = 0  # where its bytes start in the file
 
 
 def config_path(path: str | os.PathLike) -> Path:
@@ -97,13 +98,13 @@ def read_safetensors_header(path: str | os.PathLike) -> tuple[STTensor, ...]:
     for name, entry in table.items():
         if name == "__metadata__":
             continue
-        out.append(_header_entry(path, name, entry, data_len))
+        out.append(_header_entry(path, name, entry, data_len, 8 + n))
     if not out:
         raise FormatError(f"{path}: holds no tensors", hint="the file is empty of weights; download it again")
     return tuple(out)
 
 
-def _header_entry(path: str | os.PathLike, name: str, entry: object, data_len: int) -> STTensor:
+def _header_entry(path: str | os.PathLike, name: str, entry: object, data_len: int, data_start: int) -> STTensor:
     try:
         begin, end = (int(x) for x in entry["data_offsets"])  # type: ignore[index]
         shape = tuple(int(d) for d in entry["shape"])  # type: ignore[index]
@@ -118,7 +119,7 @@ def _header_entry(path: str | os.PathLike, name: str, entry: object, data_len: i
     if dtype in _ST_BYTES and n_elements * _ST_BYTES[dtype] != end - begin:
         raise FormatError(f"{path}: tensor {name!r} holds {end - begin} bytes, not the {n_elements * _ST_BYTES[dtype]} "
                           f"its {dtype} shape {list(shape)} needs", hint="download it again")
-    return STTensor(name, dtype, shape, end - begin)
+    return STTensor(name, dtype, shape, end - begin, data_start + begin)
 
 
 def safetensors_files(folder: str | os.PathLike) -> list[Path]:

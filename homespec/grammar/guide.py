@@ -21,11 +21,9 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-import torch
+import numpy as np
 
 from homespec.contracts.tree import DraftTree
-
-_BITS = torch.arange(32, dtype=torch.int32)  # bit j of mask word i is token 32 * i + j
 
 
 class Guide:
@@ -33,36 +31,38 @@ class Guide:
         self.matcher = matcher
         self.n_vocab = n_vocab
         self.eos = tuple(eos)
-        self._words = torch.zeros((n_vocab + 31) // 32, dtype=torch.int32)  # llguidance's bitmask
+        self._words = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)  # llguidance's bitmask
         self.mask_s = 0.0  # seconds spent computing masks (the figure bench_grammar reports)
         self.masks_computed = 0
 
     # --- masks --------------------------------------------------------------------------------
 
-    def mask(self) -> torch.Tensor:
+    def mask(self) -> np.ndarray:
         """[n_vocab] bool: the tokens the grammar allows next. When it allows none (a matcher in
         error), the end-of-generation ids, so the answer ends rather than leaves the grammar."""
 
         t0 = time.perf_counter()
-        self.matcher.unsafe_compute_mask_ptr(self._words.data_ptr(), self._words.numel() * 4)
-        allowed = ((self._words.unsqueeze(-1) >> _BITS) & 1).bool().flatten()[:self.n_vocab]  # [V]
-        if not bool(allowed.any()):
+        self.matcher.unsafe_compute_mask_ptr(self._words.ctypes.data, self._words.nbytes)
+        # bit j of mask word i is token 32 * i + j: the words' little-endian bytes, bits low first
+        bits = np.unpackbits(self._words.astype("<u4").view(np.uint8), bitorder="little")
+        allowed = bits[:self.n_vocab].view(bool)  # [V]
+        if not allowed.any():
             allowed[list(self.eos)] = True
         self.mask_s += time.perf_counter() - t0
         self.masks_computed += 1
         return allowed
 
-    def constrain(self, logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-        """logits [T, V] with the tokens masks [T, V'] forbids at -inf (a model vocabulary wider
-        than the tokenizer's: the extra ids are never allowed)."""
+    def constrain(self, logits: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """logits [T, V] with the tokens masks [T, V'] forbids at -inf, as a new array (a model
+        vocabulary wider than the tokenizer's: the extra ids are never allowed)."""
         width = min(logits.shape[-1], masks.shape[-1])
-        keep = torch.zeros(logits.shape, dtype=torch.bool)
-        keep[..., :width] = masks[..., :width]
-        return logits.masked_fill(~keep, float("-inf"))
+        out = np.full(logits.shape, -np.inf, dtype=logits.dtype)
+        np.copyto(out[..., :width], logits[..., :width], where=masks[..., :width])
+        return out
 
     # --- a step -------------------------------------------------------------------------------
 
-    def prune(self, tree: DraftTree) -> tuple[DraftTree, torch.Tensor]:
+    def prune(self, tree: DraftTree) -> tuple[DraftTree, np.ndarray]:
         """The tree without the nodes the grammar forbids, and the mask after each kept node's
         path -> (tree [T'], masks [T', V])."""
         tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
@@ -85,7 +85,7 @@ class Guide:
             masks.append(self.mask())
         if down:
             self.matcher.rollback(len(down))
-        return _subtree(tree, keep, row), torch.stack(masks)
+        return _subtree(tree, keep, row), np.stack(masks)
 
     def advance(self, tokens: Sequence[int]) -> None:
         """The emitted tokens, in order (each allowed: they were drawn under the masks)."""
@@ -119,6 +119,5 @@ def _common(a: list[int], b: list[int]) -> int:
 def _subtree(tree: DraftTree, keep: list[int], row: dict[int, int]) -> DraftTree:
     if len(keep) == tree.size:
         return tree
-    idx = torch.tensor(keep)
     parents = [-1] + [row[int(tree.parents[i])] for i in keep[1:]]
-    return DraftTree(tree.tokens[idx], torch.tensor(parents, dtype=tree.parents.dtype), tree.probs[idx])
+    return DraftTree(tree.tokens[keep], np.asarray(parents, dtype=np.int64), tree.probs[keep])

@@ -16,6 +16,7 @@ from homespec.errors import UsageError
 
 FORMATS = ("gguf", "speculators", "hf")
 DTYPES = ("f32", "f16", "bf16")
+GGUF_DTYPES = (*DTYPES, "q8_0")  # q8_0: gguf-py's quantizer, the matrices only
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +39,9 @@ def check_args(fmt: str, out: str, dtype: str | None) -> None:
     """Usage errors, before any weights load."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format {fmt!r}", hint=f"use one of: {', '.join(FORMATS)}")
-    if dtype is not None and dtype not in DTYPES:
-        raise UsageError(f"unknown dtype {dtype!r}", hint=f"use one of: {', '.join(DTYPES)}")
+    allowed = GGUF_DTYPES if fmt == "gguf" else DTYPES
+    if dtype is not None and dtype not in allowed:
+        raise UsageError(f"unknown dtype {dtype!r} for --format {fmt}", hint=f"use one of: {', '.join(allowed)}")
     p = Path(out)
     if fmt == "gguf" and (p.is_dir() or out.endswith(("/", os.sep))):
         raise UsageError(f"--out {out} is a directory; a GGUF is one file", hint=f"e.g. --out {p / 'head.gguf'}")
@@ -64,8 +66,8 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
 
     check_args(fmt, out, dtype)
     spec = draft_spec_from_checkpoint(head_dir)
-    if fmt == "gguf" and not twin:
-        gguf.refuse_31(spec.fc_norm, spec.norm_output, head_dir)
+    if fmt == "gguf" and check and not twin and (spec.fc_norm or spec.norm_output):
+        _need_patched_build(head_dir)
     if twin and not (spec.fc_norm or spec.norm_output):
         raise UsageError(f"{head_dir} is already an EAGLE-3 head: it has no twin", hint="drop --eagle3-twin")
     out_p = Path(out)
@@ -79,7 +81,7 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
     header = gguf.read_target(target_path)
     head = load_head(head_dir, header.n_layer, header.n_embd, header.n_vocab)
     dtype = dtype or (spec.dtype if spec.dtype in DTYPES else "f32")
-    kind, scales = ("eagle3.1" if gguf.unsupported(head.config) else "eagle3"), None
+    kind, scales = ("eagle3.1" if head.config.fc_norm or head.config.norm_output else "eagle3"), None
     if twin:
         from homespec.heads.twin import calibration_features, eagle3_twin, fc_norm_scales
 
@@ -105,6 +107,19 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
                                  layers=head.config.feature_layers(header.n_layer), name=name,
                                  verifier=verifier, arch=header.arch)
     return ExportResult(out_p, fmt, kind, size, scales, pairs)
+
+
+def _need_patched_build(head_dir: str) -> None:
+    """The check of a 3.1 file drafts with it in llama.cpp: the installed build must carry the patch."""
+    from homespec.backends.llamacpp.exports import runs_eagle31
+    from homespec.backends.llamacpp.lib import import_llama_cpp
+
+    import_llama_cpp()
+    if not runs_eagle31():
+        raise UsageError(f"{head_dir} is an EAGLE-3.1 head and the installed llama.cpp lacks homespec's EAGLE-3.1 "
+                         "patch, so the export cannot be checked",
+                         hint="run `bash scripts/setup.sh` (it builds the patch in), add --no-check, or export "
+                              "the head's EAGLE-3 twin with --eagle3-twin")
 
 
 def _check(head: Any, target: str, out: Path, say: Callable[[str], None]) -> list[Any]:

@@ -6,8 +6,10 @@ It follows llama.cpp's EAGLE-3 drafting (vendor/llama.cpp/common/speculative.cpp
 layers the draft's `eagle3.target_layers` names; the draft's context (whose `ctx_other` is the
 target's, where its graph finds the target's token embeddings) runs the *encoder* graph on those
 features (fc, the `g` rows) and the *decoder* graph on pairs (token at P+1, g at P) at position P.
-Each draft step then feeds the argmax token and the step's pre-norm output (`t_h_nextn`) to the
-next one. Greedy chains only: llama.cpp's drafter takes the top candidate of each step.
+Each draft step then feeds the argmax token and the step's `t_h_nextn` to the next one: the
+pre-norm output for an EAGLE-3 head, the normed output for an EAGLE-3.1 head with norm_output
+(homespec's patch, kernels/llamacpp/eagle3.1.patch, which also applies fc_norm in the encoder).
+Greedy chains only: llama.cpp's drafter takes the top candidate of each step.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.batch import fill_batch, run_decode
+from homespec.backends.llamacpp.exports import entry_point
 from homespec.backends.llamacpp.features import LayerInputCapture
 from homespec.backends.llamacpp.lib import (
     LogCollector, capture_log, import_llama_cpp, layer_inp_entry_points, reason,
@@ -58,8 +61,11 @@ class LlamaCppEagle3:
         if entry is None:
             raise HomespecError("this llama-cpp-python build does not export llama_set_embeddings_layer_inp",
                                 hint="rebuild it with `bash scripts/setup.sh`, or skip the check with --no-check")
-        ids_fn = getattr(ll.llama_cpp._lib, "_Z28llama_model_target_layer_idsPK11llama_model")
-        n_fn = getattr(ll.llama_cpp._lib, "_Z30llama_model_target_layer_ids_nPK11llama_model")
+        ids_fn = entry_point("llama_model_target_layer_ids", ll.llama_cpp._lib)
+        n_fn = entry_point("llama_model_target_layer_ids_n", ll.llama_cpp._lib)
+        if ids_fn is None or n_fn is None:
+            raise HomespecError("this llama-cpp-python build does not export llama_model_target_layer_ids",
+                                hint="rebuild it with `bash scripts/setup.sh`")
         ids_fn.argtypes = n_fn.argtypes = [ctypes.c_void_p]
         ids_fn.restype, n_fn.restype = ctypes.POINTER(ctypes.c_int32), ctypes.c_uint32
         n = n_fn(self._dm)
@@ -139,10 +145,35 @@ class LlamaCppEagle3:
         ptr = self._ext.llama_get_embeddings_nextn(self._dc)
         return np.ctypeslib.as_array(ptr, shape=(n_rows, self.n_embd_draft)).copy()
 
+    def greedy(self, tokens: Sequence[int], n: int, stop: set[int] | frozenset[int] = frozenset()) -> list[int]:
+        """The target's greedy continuation of `tokens`: up to n tokens, ending before a `stop` token
+        (the cache kept between steps: one row per step after the prompt)."""
+        ll, b = self._ll, self._tbatch
+        ll.llama_memory_clear(ll.llama_get_memory(self._tc), True)
+        rows = [(int(t), i, (0,), i == len(tokens) - 1) for i, t in enumerate(tokens)]
+        out: list[int] = []
+        while len(out) < n:
+            fill_batch(b, rows)
+            run_decode(ll, self._tc, b, self._log, hint="shorten the context")
+            logits = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._tc, len(rows) - 1), shape=(self.n_vocab,))
+            nxt = int(np.argmax(logits))
+            if nxt in stop:
+                break
+            out.append(nxt)
+            rows = [(nxt, len(tokens) + len(out) - 1, (0,), True)]
+        return out
+
     def draft(self, tokens: Sequence[int], k: int) -> Chain:
         """Greedy chain of k draft tokens after `tokens` (the target's next token is the root)."""
         feats, root = self.target_pass(tokens)
+        return self.draft_from(tokens, feats, root, k)
+
+    def draft_from(self, tokens: Sequence[int], feats: np.ndarray, root: int, k: int) -> Chain:
+        """The chain after `tokens` from the target's features of them [n, 3H] (rows of a longer pass
+        over the same text serve: a causal target's features of a prefix do not change) and its next
+        token `root`."""
         n = len(tokens)
+        feats = feats[:n]
         self._ll.llama_memory_clear(self._ll.llama_get_memory(self._dc), True)
         # encoder: g[p] = fc(features[p]) (after norm_before_fc when the head has it)
         self._process(self._ll.LLAMA_PROCESS_TYPE_ENCODE, [(None, p, feats[p], True) for p in range(n)])
@@ -159,12 +190,13 @@ class LlamaCppEagle3:
             self._process(self._ll.LLAMA_PROCESS_TYPE_DECODE, rows)
             i = len(rows) - 1
             logits = np.ctypeslib.as_array(self._ll.llama_get_logits_ith(self._dc, i), shape=(self.n_vocab,)).copy()
-            prenorm = np.ctypeslib.as_array(self._ext.llama_get_embeddings_nextn_ith(self._dc, i),
-                                            shape=(self.n_embd_draft,)).copy()
+            # the next step's hidden state: t_h_nextn (pre-norm, or normed with norm_output)
+            nextn = np.ctypeslib.as_array(self._ext.llama_get_embeddings_nextn_ith(self._dc, i),
+                                          shape=(self.n_embd_draft,)).copy()
             tok = int(np.argmax(logits))
             out_tokens.append(tok)
             out_logits.append(logits)
-            rows = [(tok, n + step, prenorm, True)]
+            rows = [(tok, n + step, nextn, True)]
         return Chain(out_tokens, np.stack(out_logits))
 
     def close(self) -> None:

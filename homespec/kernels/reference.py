@@ -74,9 +74,8 @@ def verify_sampled_paths(
     coins[c] * sum(r) < r[x], where r is p[u] with every earlier-rejected child's token zeroed;
     a rejected child's token is zeroed. With no child accepted the next token is the inverse-CDF
     draw of u_final from r (the first index whose cumulative mass exceeds u_final * sum(r)).
-    homespec.speculative.verify.verify_sampled draws coins and u_final from its generator and
-    calls this rule through homespec.kernels; with the draws explicit, a kernel and this
-    reference give identical answers.
+    homespec.speculative.verify.sampled_path is the same rule in numpy (what the run path
+    calls); with the draws explicit, a kernel, this reference and it give identical answers.
     """
     t = tokens.shape[0]
     par = check_parents(parents)
@@ -127,5 +126,5 @@ def tree_mask(parents: torch.Tensor, n_past: int) -> torch.Tensor:
     every node sees the whole committed prefix and, among the tree, itself and its ancestors."""
     t = parents.shape[0]
     mask = torch.ones(t, n_past + t, dtype=torch.bool, device=parents.device)  # [T, n_past + T]
-    mask[:, n_past:] = ancestor_mask(parents)  # [T, T], built on the host
+    mask[:, n_past:] = torch.from_numpy(ancestor_mask(parents)).to(parents.device)  # [T, T], built on the host
     return mask

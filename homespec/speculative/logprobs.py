@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import torch
+import numpy as np
 
 MAX_TOP = 20  # OpenAI's bound on top_logprobs
 
@@ -25,16 +25,26 @@ class TokenLogprob:
     top: tuple[tuple[int, float], ...] = ()  # the most likely tokens at this position, best first
 
 
-def token_logprobs(logits: torch.Tensor, tokens: Sequence[int], top_n: int) -> tuple[TokenLogprob, ...]:
+def token_logprobs(logits: np.ndarray, tokens: Sequence[int], top_n: int) -> tuple[TokenLogprob, ...]:
     """logits [K, V] (row k: the distribution token k was drawn from), K tokens -> K records with
     the `top_n` alternatives each."""
     if not tokens:
         return ()
-    lp = torch.log_softmax(logits[:len(tokens)].float(), dim=-1)  # [K, V]
-    ids = torch.tensor(list(tokens), dtype=torch.long)
-    chosen = lp.gather(-1, ids.unsqueeze(-1)).squeeze(-1).tolist()  # [K]
+    lp = log_softmax(np.asarray(logits[:len(tokens)], dtype=np.float32))  # [K, V]
+    ids = np.asarray(list(tokens), dtype=np.int64)
+    chosen = np.take_along_axis(lp, ids[:, None], -1)[:, 0].tolist()  # [K]
     tops: list[tuple[tuple[int, float], ...]] = [()] * len(tokens)
     if top_n > 0:
-        values, index = torch.topk(lp, min(top_n, lp.shape[-1]), dim=-1)  # [K, N]
+        n = min(top_n, lp.shape[-1])
+        part = np.argpartition(-lp, n - 1, axis=-1)[:, :n] if n < lp.shape[-1] else np.argsort(-lp, -1)  # [K, N]
+        values = np.take_along_axis(lp, part, -1)
+        order = np.lexsort((part, -values), axis=-1)  # best first, ties to the lower id
+        index, values = np.take_along_axis(part, order, -1), np.take_along_axis(values, order, -1)
         tops = [tuple(zip(i, v)) for i, v in zip(index.tolist(), values.tolist())]
     return tuple(TokenLogprob(int(t), float(c), top) for t, c, top in zip(tokens, chosen, tops))
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """log_softmax over the last axis, shifted by the maximum first (no overflow)."""
+    shifted = x - x.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))

@@ -1,27 +1,24 @@
 """The target's sampling distribution: temperature, top-k and top-p applied to logits.
 
 Speculative sampling preserves *this* distribution: verification and plain decoding both call
-`Sampler.probs`, so a filtered distribution (top-k / top-p) is preserved exactly too.
-torch is imported inside the methods: the CLI builds a Sampler from its options before any
-engine starts.
+`Sampler.probs`, so a filtered distribution (top-k / top-p) is preserved exactly too. numpy on the
+host, over the logits a backend hands out (homespec.contracts.backend); every draw comes from one
+numpy Generator per answer, seeded from the request (`Sampler.generator`, `rng_seed`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from homespec.errors import UsageError
 
-if TYPE_CHECKING:
-    import torch
-
-
 # The smallest temperature sampling divides by: float32's smallest normal number (2**-126). The
 # logits are shifted so their maximum is 0 before the divide, so every quotient lies in [-inf, 0]
-# and none is NaN for any temperature at or above it (torch may multiply by 1 / T, which is still
-# finite there); below it (a subnormal, which a GPU may flush to 0, or a float64 that float32 rounds
+# and none is NaN for any temperature at or above it (a float32 divide by it is still finite
+# there); below it (a subnormal, which a GPU may flush to 0, or a float64 that float32 rounds
 # to 0) the distribution is the greedy one, which is its limit as T -> 0.
 MIN_TEMPERATURE = 2.0 ** -126
 
@@ -48,59 +45,74 @@ class Sampler:
     def greedy(self) -> bool:
         return self.temperature < MIN_TEMPERATURE
 
-    def generator(self, device: "str | torch.device" = "cpu") -> "torch.Generator":
+    def generator(self) -> np.random.Generator:
         """A generator seeded from `seed` (or fresh entropy): all randomness of one generation."""
-        import torch
+        return np.random.default_rng(None if self.seed is None else rng_seed(self.seed))
 
-        gen = torch.Generator(device=device)
-        if self.seed is None:
-            gen.seed()
-        else:
-            gen.manual_seed(torch_seed(self.seed))
-        return gen
-
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+    def probs(self, logits: np.ndarray) -> np.ndarray:
         """[.., V] logits -> [.., V] float32 probabilities (one-hot at the argmax when greedy).
         Total for every temperature, top-k and top-p the constructor accepts: finite, summing to 1."""
-        import torch
-
-        logits = logits.float()
+        logits = np.asarray(logits, dtype=np.float32)
         if self.greedy:
-            return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-        # the maximum first: [-inf, 0] / T never overflows into NaN (see MIN_TEMPERATURE)
-        logits = (logits - logits.amax(-1, keepdim=True)) / self.temperature
+            out = np.zeros(logits.shape, dtype=np.float32)
+            np.put_along_axis(out, logits.argmax(-1)[..., None], 1.0, axis=-1)
+            return out
+        # the maximum first: [-inf, 0] / T never overflows into NaN (see MIN_TEMPERATURE); a
+        # quotient past float32's range is -inf, a probability of 0, as it should be
+        with np.errstate(over="ignore"):
+            logits = (logits - logits.max(-1, keepdims=True)) / np.float32(self.temperature)
         if 0 < self.top_k < logits.shape[-1]:
-            kth = torch.topk(logits, self.top_k, dim=-1).values[..., -1:]  # [.., 1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
+            kth = -np.partition(-logits, self.top_k - 1, axis=-1)[..., self.top_k - 1:self.top_k]  # [.., 1]
+            logits = np.where(logits < kth, np.float32(-np.inf), logits)
         if self.top_p < 1.0:
-            sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-            sorted_p = sorted_logits.softmax(-1)
+            order = np.argsort(-logits, axis=-1, kind="stable")  # [.., V] most likely first
+            sorted_p = _softmax(np.take_along_axis(logits, order, -1))
             # Keep the smallest prefix whose mass reaches top_p: drop a token when the mass
             # *before* it already reaches top_p. The most likely token is always kept: a top_p
             # that float32 rounds to 0 would otherwise drop every token.
-            drop_sorted = (sorted_p.cumsum(-1) - sorted_p) >= self.top_p
+            drop_sorted = (np.cumsum(sorted_p, -1) - sorted_p) >= self.top_p
             drop_sorted[..., 0] = False
-            drop = drop_sorted.scatter(-1, order, drop_sorted)
-            logits = logits.masked_fill(drop, float("-inf"))
-        return logits.softmax(-1)
+            drop = np.empty_like(drop_sorted)
+            np.put_along_axis(drop, order, drop_sorted, axis=-1)
+            logits = np.where(drop, np.float32(-np.inf), logits)
+        return _softmax(logits)
 
-    def sample(self, logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(self, logits: np.ndarray, generator: np.random.Generator | None = None) -> np.ndarray:
         """One token per row of [.., V] logits: [..] int64 (argmax when greedy)."""
         if self.greedy:
-            return logits.argmax(-1)
+            return np.asarray(np.asarray(logits).argmax(-1), dtype=np.int64)
         return sample_from(self.probs(logits), generator)
 
 
-def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def _softmax(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis of float32 values whose maximum is finite (-inf entries get 0)."""
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def sample_from(probs: np.ndarray, generator: np.random.Generator | None = None) -> np.ndarray:
     """Draw one index per row of [.., V] (unnormalised, non-negative) weights: [..] int64."""
-    import torch
+    gen = generator if generator is not None else np.random.default_rng()
+    p = np.asarray(probs, dtype=np.float64)
+    flat = p.reshape(-1, p.shape[-1])  # [N, V]
+    return inverse_cdf(flat, gen.random(flat.shape[0])).reshape(p.shape[:-1])
 
-    flat = probs.reshape(-1, probs.shape[-1]).float()
-    out = torch.multinomial(flat, 1, generator=generator)  # [N, 1]
-    return out.reshape(probs.shape[:-1])
+
+def inverse_cdf(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """[N, V] non-negative float64 weights (each row some positive), [N] uniforms in [0, 1) ->
+    [N] int64: the first index whose cumulative weight exceeds u * the row's total, a draw from
+    the normalised row. A zero weight is never drawn: u * total lands inside a positive step."""
+    cdf = np.cumsum(weights, -1)  # [N, V]
+    above = cdf > (u * cdf[:, -1])[:, None]
+    out = above.argmax(-1)
+    rounded = ~above[:, -1]  # u * total rounded up to the total itself: the last positive weight
+    if rounded.any():
+        out[rounded] = weights.shape[-1] - 1 - (weights[rounded, ::-1] > 0).argmax(-1)
+    return out.astype(np.int64)
 
 
-def torch_seed(seed: int) -> int:
-    """`seed` as torch.Generator.manual_seed takes it: any integer, those outside its range
-    [-2**63, 2**64) reduced modulo 2**64 (the ones inside keep the stream they always had)."""
-    return seed if -(1 << 63) <= seed < (1 << 64) else seed % (1 << 64)
+def rng_seed(seed: int) -> int:
+    """`seed` as numpy's generators take it (a non-negative integer): any integer a client sends,
+    reduced modulo 2**64, as torch's Generator.manual_seed reduced it (-1 and 2**64 - 1 seed the
+    same stream, and so do s and s + 2**64)."""
+    return seed % (1 << 64)

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Collection
 
-if TYPE_CHECKING:
-    import torch
+import numpy as np
 
-    from homespec.contracts.tree import DraftTree
+from homespec.contracts.tree import DraftTree
+
+if TYPE_CHECKING:
     from homespec.speculative.sampling import Sampler
 
 
@@ -42,21 +43,21 @@ class Limits:
     stop_at_eos: bool = True  # False: the tokenizer is never read (a backend may have none)
 
 
-def root_only(root: int) -> "DraftTree":
+# shared by every plain step's tree, so read-only
+_ROOT_PARENTS = np.array([-1], dtype=np.int64)
+_ROOT_PROBS = np.ones(1, dtype=np.float32)
+_ROOT_PARENTS.flags.writeable = _ROOT_PROBS.flags.writeable = False
+
+
+def root_only(root: int) -> DraftTree:
     """The one-node tree of a plain step."""
-    import torch
-
-    from homespec.contracts.tree import DraftTree
-
-    return DraftTree(torch.tensor([root]), torch.tensor([-1]), torch.ones(1))
+    return DraftTree(np.array([root], dtype=np.int64), _ROOT_PARENTS, _ROOT_PROBS)
 
 
-def pick(logits: "torch.Tensor", sampler: "Sampler | None", generator) -> int:
+def pick(logits: np.ndarray, sampler: "Sampler | None", generator: np.random.Generator | None) -> int:
     """The token after `logits` [V]: its argmax (greedy), else a draw from the sampler."""
-    import torch
-
     if sampler is None or sampler.greedy:
-        return int(torch.argmax(logits))
+        return int(logits.argmax())
     return int(sampler.sample(logits, generator))
 
 
@@ -80,8 +81,6 @@ def cut_at_eos(tokens: list[int], eos: Collection[int]) -> list[int]:
     return tokens
 
 
-def truncate(tree: "DraftTree", size: int) -> "DraftTree":
+def truncate(tree: DraftTree, size: int) -> DraftTree:
     """The first `size` nodes: parents precede children, so they are a valid subtree."""
-    from homespec.contracts.tree import DraftTree
-
     return DraftTree(tree.tokens[:size], tree.parents[:size], tree.probs[:size])

@@ -75,7 +75,7 @@ class _Slot:
 def open_target(target: str, *, backend: str, feature_layers: Sequence[int], parallel: int, n_ctx: int,
                 n_threads: int | None, device: str | None):
     if backend == "llamacpp":
-        from homespec.train.target import BatchedLlamaTarget
+        from homespec.backends.llamacpp.batched import BatchedLlamaTarget
 
         return BatchedLlamaTarget(target, feature_layers=feature_layers, n_parallel=parallel, n_ctx=n_ctx, n_threads=n_threads)
     if backend == "torch":
@@ -230,7 +230,7 @@ def _encode_chat(tok: Any, messages: list[dict[str, str]]) -> list[int]:
 def _run_shard(model: Any, tok: Any, items: Sequence[PromptItem], first_index: int, *, max_new_tokens: int,
                seq_budget: int, report) -> list[Record]:
     """Answer one shard's prompts with up to model.n_parallel sequences per decode."""
-    from homespec.train.target import Row
+    from homespec.backends.llamacpp.batched import Row
 
     model.clear()
     queue = list(enumerate(items, start=first_index))

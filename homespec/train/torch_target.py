@@ -1,6 +1,6 @@
 """The target on homespec's torch backend as the data generator sees it: many sequences at once.
 
-`BatchedTorchTarget` has the decode interface of `homespec.train.target.BatchedLlamaTarget`
+`BatchedTorchTarget` has the decode interface of `homespec.backends.llamacpp.batched.BatchedLlamaTarget`
 (rows of any mix of sequences in, per-row features and final normed hidden states out, the
 greedy next token of each sequence's last row), over the weights of `homespec.nets.llama`.
 Each sequence owns `n_ctx / n_parallel` KV cells. One call runs every row through the dense
@@ -49,10 +49,10 @@ class BatchedTorchTarget:
         self._v = torch.zeros(shape, dtype=m.dtype, device=m.device)
         self._len = [0] * self.n_parallel  # cells in use per sequence
 
-    def decode(self, rows):  # rows: Sequence[homespec.train.target.Row]
+    def decode(self, rows):  # rows: Sequence[homespec.backends.llamacpp.batched.Row]
         import torch
 
-        from homespec.train.target import DecodeOut
+        from homespec.backends.llamacpp.batched import DecodeOut
 
         with torch.inference_mode():
             return DecodeOut(*self._decode(rows))

@@ -11,7 +11,7 @@ predicts the token at j+2+k. Attention at step k, for the query of entry j:
     step-0 keys of entries 0..j   (causal: the committed context, computed from target features)
     step-l keys of entry j only   (l = 1..k: its own earlier draft steps, the "diagonal")
 
-which is exactly what the drafter sees at tree depth k (homespec.speculative.drafters.eagle3), with
+which is exactly what the drafter sees at tree depth k (homespec.nets.eagle3_drafter), with
 the same RoPE positions (entry j at step k sits at position j+k). The loss of step k is the soft
 cross-entropy against the target's softmax over the draft vocabulary, weighted 0.8^k; label
 positions that are not reply tokens, or whose target argmax (the reply token itself, the data

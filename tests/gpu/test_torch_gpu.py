@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,12 +71,12 @@ def test_cuda_logits_match_cpu(tiny_dir, cuda_backend):
         be.reset()
         pre = be.prefill(prompt)
         tree = be.verify(tokens, parents)
-        outs.append((pre.logits.cpu(), tree.logits.cpu()))
+        outs.append((pre.logits, tree.logits))  # numpy on the host, from either device
     cpu.close()
     assert cuda_backend.device.startswith("cuda")
     for a, b in zip(*outs):
-        assert (a - b).abs().max().item() < 1e-3
-        assert torch.equal(a.argmax(-1), b.argmax(-1))
+        assert np.abs(a - b).max() < 1e-3
+        assert np.array_equal(a.argmax(-1), b.argmax(-1))
 
 
 def test_tree_commit_on_cuda_continues_like_sequential(cuda_backend):
@@ -90,8 +91,8 @@ def test_tree_commit_on_cuda_continues_like_sequential(cuda_backend):
     be.reset()
     be.prefill(prompt + [9, 30, 40, 50])
     ref = be.verify([77], [-1])
-    assert (after.logits - ref.logits).abs().max().item() < 1e-3
-    assert (after.features - ref.features).abs().max().item() < 1e-3
+    assert np.abs(after.logits - ref.logits).max() < 1e-3
+    assert np.abs(after.features - ref.features).max() < 1e-3
     be.set_feature_layers(())
 
 
@@ -109,7 +110,7 @@ def _random_head(backend, seed: int):
 
 
 def test_greedy_eagle3_equals_plain_greedy_on_cuda(cuda_backend):
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     be = cuda_backend
     head = _random_head(be, 0)
@@ -140,7 +141,7 @@ def smollm2_cuda():
 def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
     from homespec.nets.eagle3 import load_head
     from homespec.embedded import DEFAULT_HEAD
-    from homespec.speculative.drafters.eagle3 import Eagle3Drafter
+    from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     be = smollm2_cuda
     tok = be.tokenizer

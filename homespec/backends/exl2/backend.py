@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from homespec.backends.exl2.load import import_exllamav2
@@ -124,7 +125,8 @@ class Exl2Backend:
         if self._feature_modules:
             # [T, k*H]: inputs of the chosen layers, in feature_layers order, on the first device
             feats = torch.cat([r["states"][i][0].to(dev) for i in self._feature_modules], dim=-1)
-        return Forward(logits=logits, features=feats)
+        # what crosses the Backend seam: float32 numpy on the host (homespec.contracts.backend)
+        return Forward(logits=logits.cpu().numpy(), features=None if feats is None else feats.float().cpu().numpy())
 
     def prefill(self, tokens: Sequence[int]) -> Forward:
         if len(tokens) == 0:
@@ -137,7 +139,7 @@ class Exl2Backend:
             if out.features is not None:
                 feats.append(out.features)
         self._last = None
-        return Forward(logits=out.logits, features=torch.cat(feats) if feats else None)
+        return Forward(logits=out.logits, features=np.concatenate(feats) if feats else None)
 
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
         parents = check_tree(tokens, parents)

@@ -16,10 +16,9 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from homespec.backends.llamacpp import state
-from homespec.backends.llamacpp.core import LlamaCppCore, as_tensor
+from homespec.backends.llamacpp.core import LlamaCppCore
 from homespec.contracts.backend import Forward, check_rollback, nothing_verified
 from homespec.backends.llamacpp.tree import (
     DEFAULT_MAX_LEAVES,
@@ -137,9 +136,9 @@ class LlamaCppBackend(LlamaCppCore):
         rows = [(tokens[i], self._n_past + i, (0,), i == n - 1) for i in range(n)]
         logits, feats, _ = self._decode_rows(rows)
         self._n_past += n
-        return Forward(logits=torch.from_numpy(logits), features=as_tensor(feats))
+        return Forward(logits=logits, features=feats)
 
-    def score(self, tokens: Sequence[int]) -> torch.Tensor:
+    def score(self, tokens: Sequence[int]) -> np.ndarray:
         """Teacher forcing: evaluate `tokens` from an empty cache in one pass (llama_decode calls of
         n_batch rows) with the logits of every position kept. -> logits [n, V] float32; row i
         scores the token after tokens[i]. The tokens stay in the cache (n_past = n)."""
@@ -150,7 +149,7 @@ class LlamaCppBackend(LlamaCppCore):
         self._check_room(len(tokens), "the re-score")
         logits, _, _ = self._decode_rows([(t, i, (0,), True) for i, t in enumerate(tokens)])
         self._n_past = len(tokens)
-        return torch.from_numpy(logits)
+        return logits
 
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
         """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H]."""
@@ -171,16 +170,16 @@ class LlamaCppBackend(LlamaCppCore):
         self._pending = (layout, tokens, parents)
         # batch rows in depth-first order; results are put back in node order below
         rows = [(tokens[i], self._n_past + layout.depths[i], layout.seq_ids[i], True) for i in layout.order]
+        back = layout.slot  # node i's row in the batch: logits and features come out in node order
         if self.verify_mode == "exact":
             # One node per decode: the one-token kernels plain decoding uses, so the verdict
             # matches plain greedy decoding token for token (docs/backends.md: noise floor).
             parts = [self._decode_rows([row]) for row in rows]
-            logits = np.concatenate([p[0] for p in parts], axis=0)
-            feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)
+            logits = np.concatenate([p[0] for p in parts], axis=0)[list(back)]
+            feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)[list(back)]
         else:
-            logits, feats, _ = self._decode_rows(rows)
-        back = np.asarray(layout.slot)
-        return Forward(logits=torch.from_numpy(logits[back]), features=as_tensor(None if feats is None else feats[back]))
+            logits, feats, _ = self._decode_rows(rows, logit_order=back, row_order=back)
+        return Forward(logits=logits, features=feats)
 
     def commit(self, path: Sequence[int]) -> None:
         """Keep the nodes on `path` (root first) as the continuation of sequence 0, drop the rest."""

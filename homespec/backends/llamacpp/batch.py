@@ -1,7 +1,8 @@
 """Rows into a llama_batch, and one llama_decode call: what every llama.cpp decoder here does.
 
 A row is (token, position, sequence ids, want logits). Used by the two llama.cpp backends
-(backends/llamacpp/core.py) and the training data generator (train/target.py).
+(backends/llamacpp/core.py) and the batched target of training data and calibration
+(backends/llamacpp/batched.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import os
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from homespec.backends.llamacpp.batch import Row, fill_batch, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture
@@ -36,7 +35,7 @@ class LlamaCppCore:
     """A loaded GGUF model with one llama_context and a batch of n_batch rows."""
 
     name = "llamacpp"
-    device = "cpu"  # tensors handed out live on the host, whatever device llama.cpp computes on
+    device = "cpu"  # arrays handed out live on the host, whatever device llama.cpp computes on
     _kv_full_hint = "code 1 means the KV cache is full: a larger --ctx helps"
 
     def _open(self, model_path: str | os.PathLike[str], settings: BackendSettings, *, n_seq: int,
@@ -51,7 +50,7 @@ class LlamaCppCore:
         self._log = LogCollector()
         self._model = self._ctx = self._batch = None
         self._tokenizer: Tokenizer | None = None
-        self._embd_table: torch.Tensor | None = None
+        self._embd_table: np.ndarray | None = None
         with capture_log(self._log):
             self._model = load_model(ll, path, settings, self._log)
             self._n_layer = ll.llama_model_n_layer(self._model)
@@ -112,42 +111,62 @@ class LlamaCppCore:
     def set_feature_layers(self, layers: Sequence[int]) -> None:
         self._capture.set_layers(layers)
 
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token embeddings [..., H] float32: llama.cpp's `inp_embd` rows, rounded to fp16 (the
-        host copy the planner budgets)."""
+    def token_embeddings(self) -> np.ndarray:
+        """The token embedding table [V, H] float16 on the host, dequantised once: llama.cpp's
+        `inp_embd` rows rounded to fp16 (the host copy the planner budgets), for a draft head
+        that runs outside llama.cpp (homespec.nets.eagle3_drafter). Nothing reads it to decode."""
         if self._embd_table is None:
-            self._embd_table = token_embd(self.model_path)  # [V, H] float16, dequantised once
-        return self._embd_table[tokens.long()].float()
+            self._embd_table = token_embd(self.model_path)
+        return self._embd_table
 
     # --- decoding ------------------------------------------------------------------------------
 
-    def _decode_rows(self, rows: Sequence[Row]) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
-        """Decode rows in slices of n_batch. -> logits [n_out, V] float32, features [n_rows, k*H]
-        float32 or None, and for each row the index of its logits row (-1 without)."""
-        V = self.n_vocab
+    def _decode_rows(self, rows: Sequence[Row], *, logit_order: Sequence[int] | np.ndarray | None = None,
+                     row_order: Sequence[int] | np.ndarray | None = None,
+                     ) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
+        """Decode rows in slices of n_batch. -> logits, features and, for each row, the index of its
+        logits row among the rows that asked for one (-1 without).
+
+        logits: [n_out, V] float32, the rows that asked in row order, or the logits rows
+        `logit_order` names in that order; features: [n_rows, k*H] float32 or None, in row order
+        or `row_order`'s. Both are gathered straight out of llama.cpp's buffers, one copy each
+        (the next decode overwrites them), already in the order the caller hands out."""
+        n_rows = len(rows)
+        out_index = logit_index(rows)
+        if n_rows <= self._batch_cap:  # one slice: every decode step, a prompt of up to n_batch tokens
+            n_out = self._decode_slice(rows)
+            return self._logits(n_out, logit_order), self._capture.collect(n_rows, row_order), out_index
         logit_parts: list[np.ndarray] = []
         feat_parts: list[np.ndarray] = []
-        out_index: list[int] = []
-        n_seen = 0  # logits rows so far: llama.cpp returns one per row that asks, in row order
-        for start in range(0, len(rows), self._batch_cap):
+        for start in range(0, n_rows, self._batch_cap):
             chunk = rows[start:start + self._batch_cap]
-            n_out = fill_batch(self._batch, chunk)
-            for *_, want in chunk:
-                out_index.append(n_seen if want else -1)
-                n_seen += bool(want)
-            self._capture.begin()
-            run_decode(self._ll, self._ctx, self._batch, self._log, self._kv_full_hint)
+            n_out = self._decode_slice(chunk)
             if n_out:
-                ptr = self._ll.llama_get_logits(self._ctx)
-                logit_parts.append(np.ctypeslib.as_array(ptr, shape=(n_out, V)).copy())
+                logit_parts.append(self._logits(n_out, None))
             feats = self._capture.collect(len(chunk))
             if feats is not None:
                 feat_parts.append(feats)
-        if len(logit_parts) == 1:  # one slice (every decode step): its copy is already ours
-            logits = logit_parts[0]
-        else:
-            logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, V), np.float32)
-        return logits, (np.concatenate(feat_parts, axis=0) if feat_parts else None), out_index
+        logits = np.concatenate(logit_parts, axis=0) if logit_parts else np.empty((0, self.n_vocab), np.float32)
+        feats = np.concatenate(feat_parts, axis=0) if feat_parts else None
+        if logit_order is not None:
+            logits = logits[np.asarray(logit_order, dtype=np.intp)]
+        if feats is not None and row_order is not None:
+            feats = feats[np.asarray(row_order, dtype=np.intp)]
+        return logits, feats, out_index
+
+    def _decode_slice(self, rows: Sequence[Row]) -> int:
+        """One llama_decode of at most n_batch rows. -> how many rows asked for logits."""
+        n_out = fill_batch(self._batch, rows)
+        self._capture.begin()
+        run_decode(self._ll, self._ctx, self._batch, self._log, self._kv_full_hint)
+        return n_out
+
+    def _logits(self, n_out: int, order: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        """The last decode's logits rows (all n_out, or `order`'s), copied out of llama.cpp's buffer."""
+        if not n_out:
+            return np.empty((0, self.n_vocab), np.float32)
+        buf = np.ctypeslib.as_array(self._ll.llama_get_logits(self._ctx), shape=(n_out, self.n_vocab))  # a view
+        return buf.copy() if order is None else buf[np.asarray(order, dtype=np.intp)]  # one gather
 
     # --- memory and teardown -------------------------------------------------------------------
 
@@ -174,5 +193,11 @@ class LlamaCppCore:
             pass
 
 
-def as_tensor(a: np.ndarray | None) -> torch.Tensor | None:
-    return None if a is None else torch.from_numpy(np.ascontiguousarray(a))
+def logit_index(rows: Sequence[Row]) -> list[int]:
+    """For each row, the index of its logits row (-1 without): llama.cpp returns one logits row
+    per row that asks, in row order."""
+    out, n_seen = [], 0
+    for *_, want in rows:
+        out.append(n_seen if want else -1)
+        n_seen += bool(want)
+    return out

@@ -57,15 +57,18 @@ class LayerInputCapture:
     def begin(self) -> None:
         """Nothing to reset: llama.cpp rewrites its buffers on every decode."""
 
-    def collect(self, n_tokens: int) -> np.ndarray | None:
-        """Rows of the last llama_decode call, in batch order. -> [n_tokens, k*H] float32"""
+    def collect(self, n_tokens: int, order: Sequence[int] | np.ndarray | None = None) -> np.ndarray | None:
+        """Rows of the last llama_decode call, in batch order or `order`'s (row indices), copied
+        once out of llama.cpp's extraction buffers. -> [n_tokens or len(order), k*H] float32"""
         if not self.layers:
             return None
-        out = np.empty((n_tokens, len(self.layers) * self._n_embd), dtype=np.float32)
+        index = None if order is None else np.asarray(order, dtype=np.intp)
+        n = n_tokens if index is None else len(index)
+        out = np.empty((n, len(self.layers) * self._n_embd), dtype=np.float32)
         for j, layer in enumerate(self.layers):
             ptr = self._get(self.ctx, layer)
-            rows = np.ctypeslib.as_array(ptr, shape=(n_tokens, self._n_embd))
-            out[:, j * self._n_embd : (j + 1) * self._n_embd] = rows
+            rows = np.ctypeslib.as_array(ptr, shape=(n_tokens, self._n_embd))  # a view of the buffer
+            out[:, j * self._n_embd : (j + 1) * self._n_embd] = rows if index is None else rows[index]
         return out
 
 
@@ -111,7 +114,8 @@ class EvalCallbackCapture:
             self._error = e
         return True
 
-    def collect(self, n_tokens: int) -> np.ndarray | None:
+    def collect(self, n_tokens: int, order: Sequence[int] | np.ndarray | None = None) -> np.ndarray | None:
+        """Rows of the last llama_decode call, in batch order or `order`'s. -> [n, k*H] float32"""
         if self._error is not None:
             raise RuntimeError(f"feature capture failed inside llama_decode: {self._error}") from self._error
         if not self.layers:
@@ -123,5 +127,5 @@ class EvalCallbackCapture:
                 raise RuntimeError(
                     f"captured {rows.shape} for layer {self.layers[j]}, expected ({n_tokens}, {self._n_embd})"
                 )
-            parts.append(rows)
-        return np.concatenate(parts, axis=1)  # [n_tokens, k*H]
+            parts.append(rows if order is None else rows[np.asarray(order, dtype=np.intp)])
+        return np.concatenate(parts, axis=1)  # [n, k*H]

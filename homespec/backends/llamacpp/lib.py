@@ -21,11 +21,6 @@ _LEVEL_DEBUG = 1
 _LEVEL_ERROR = 4
 _LEVEL_CONT = 5
 
-# The per-layer input extraction entry points of the vendored llama.cpp are C++ functions that
-# llama.h does not declare, so they are exported only under their Itanium-mangled names.
-_SET_LAYER_INP = "_Z30llama_set_embeddings_layer_inpP13llama_contextjb"
-_GET_LAYER_INP = "_Z30llama_get_embeddings_layer_inpP13llama_contextj"
-
 
 def import_llama_cpp() -> Any:
     try:
@@ -180,12 +175,14 @@ def tally_buffers(found: list[BufferLine]) -> dict[str, dict[str, int]]:
 
 
 def layer_inp_entry_points(llama_cpp: Any) -> tuple[Any, Any] | None:
-    """(set, get) for per-layer input extraction, or None when this build does not export them."""
+    """(set, get) for per-layer input extraction, or None when this build does not export them
+    (llama-ext.h declares them as C++ functions: homespec.backends.llamacpp.exports has their names)."""
+    from homespec.backends.llamacpp.exports import entry_point
+
     lib = llama_cpp.llama_cpp._lib
-    try:
-        set_fn = getattr(lib, _SET_LAYER_INP)
-        get_fn = getattr(lib, _GET_LAYER_INP)
-    except AttributeError:
+    set_fn = entry_point("llama_set_embeddings_layer_inp", lib)
+    get_fn = entry_point("llama_get_embeddings_layer_inp", lib)
+    if set_fn is None or get_fn is None:
         return None
     set_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_bool]
     set_fn.restype = None

@@ -9,7 +9,6 @@ import os
 from typing import Any
 
 import numpy as np
-import torch
 
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
@@ -96,7 +95,7 @@ def flash_attn_active(s: BackendSettings, log_lines: list[str]) -> bool:
     return any("Flash Attention enabled" in line for line in log_lines)
 
 
-def token_embd(path: str, rows_per_chunk: int = 1024) -> torch.Tensor:
+def token_embd(path: str, rows_per_chunk: int = 1024) -> np.ndarray:
     """token_embd.weight dequantised with the gguf package into an fp16 table -> [V, H].
 
     fp16 is what the planner budgets on the host ("draft embeddings": n_vocab x n_embd x 2); the
@@ -116,11 +115,10 @@ def token_embd(path: str, rows_per_chunk: int = 1024) -> torch.Tensor:
             n_embd, n_vocab = t.shape[0], t.shape[1]  # ggml's ne: [H, V]
             data = np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(n_vocab, t.n_bytes // n_vocab))
             qtype = GGMLQuantizationType[t.ggml_type.upper()]
-            table = torch.empty((n_vocab, n_embd), dtype=torch.float16)
+            table = np.empty((n_vocab, n_embd), dtype=np.float16)
             for lo in range(0, n_vocab, rows_per_chunk):
-                # a copy: an F32 table's rows are a read-only view of the file mapping
-                rows = np.array(dequantize(data[lo : lo + rows_per_chunk], qtype), dtype=np.float32)
-                table[lo : lo + len(rows)] = torch.from_numpy(rows.reshape(len(rows), n_embd))
+                rows = dequantize(data[lo : lo + rows_per_chunk], qtype)
+                table[lo : lo + len(rows)] = np.asarray(rows, dtype=np.float32).reshape(len(rows), n_embd)
             return table
         offset += -(-t.n_bytes // header.alignment) * header.alignment
     raise FormatError(f"{path} has no token_embd.weight tensor", hint="is this a decoder-only language model GGUF?")

@@ -21,11 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-import torch
-
 from homespec.backends.llamacpp import state
-from homespec.backends.llamacpp.core import LlamaCppCore, Row, as_tensor
+from homespec.backends.llamacpp.core import LlamaCppCore, Row, logit_index
 from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
 from homespec.contracts.backend import Forward, PrefillWork, TreeWork, nothing_verified
@@ -73,29 +70,33 @@ class MultiSeqBackend(LlamaCppCore):
 
     def decode(self, work: Sequence[PrefillWork | TreeWork]) -> list[Forward]:
         """Every item's rows in one batch. -> per item: logits [T, V] (a tree: one row per node in
-        node order; a prefill: its last row, or none) and features [rows, k*H] or None."""
+        node order; a prefill: its last row, or none) and features [rows, k*H] or None.
+
+        The logits every item hands out, and the features, are gathered out of llama.cpp's buffers
+        in one copy each, already in item and node order; each item's share is a view of them."""
         rows: list[Row] = []
-        spans: list[tuple[int, int, np.ndarray | None]] = []  # (first row, rows, node -> row within)
+        row_order: list[int] = []  # the batch row of each feature row handed out, item by item
+        backs: list[Sequence[int] | None] = []  # per tree: node -> row within the item
         for item in work:
             first = len(rows)
             if isinstance(item, PrefillWork):
                 rows.extend(self._prefill_rows(item))
-                spans.append((first, len(item.tokens), None))
+                row_order.extend(range(first, len(rows)))
+                backs.append(None)
             else:
                 item_rows, back = self._tree_rows(item)
                 rows.extend(item_rows)
-                spans.append((first, len(item_rows), back))
-        logits, feats, out_index = self._decode_rows(rows)
-        out = []
-        for item, (first, n, back) in zip(work, spans):
-            f = None if feats is None else feats[first:first + n]
-            if back is None:  # a prefill chunk
-                lg = logits[out_index[first + n - 1]][None, :] if item.want_logits else logits[:0]
+                row_order.extend(first + r for r in back)
+                backs.append(back)
+        logit_order, spans = _logit_rows(work, backs, rows)
+        logits, feats, _ = self._decode_rows(rows, logit_order=logit_order, row_order=row_order)
+        out, at_row = [], 0
+        for item, (lo, hi) in zip(work, spans):
+            n = len(item.tokens)
+            out.append(Forward(logits=logits[lo:hi], features=None if feats is None else feats[at_row:at_row + n]))
+            at_row += n
+            if isinstance(item, PrefillWork):
                 self._lane[item.lane].n_past += n
-            else:
-                lg = _rows(logits, [out_index[first + int(r)] for r in back])
-                f = None if f is None else f[back]
-            out.append(Forward(logits=torch.from_numpy(np.ascontiguousarray(lg)), features=as_tensor(f)))
         return out
 
     def _prefill_rows(self, item: PrefillWork) -> list[Row]:
@@ -107,7 +108,7 @@ class MultiSeqBackend(LlamaCppCore):
         base, n = self._base(item.lane), len(item.tokens)
         return [(int(t), lane.n_past + i, (base,), item.want_logits and i == n - 1) for i, t in enumerate(item.tokens)]
 
-    def _tree_rows(self, item: TreeWork) -> tuple[list[Row], np.ndarray]:
+    def _tree_rows(self, item: TreeWork) -> tuple[list[Row], tuple[int, ...]]:
         tokens = [int(t) for t in item.tokens]
         parents = check_tree(tokens, list(item.parents))
         layout = tree_layout(parents)
@@ -122,7 +123,7 @@ class MultiSeqBackend(LlamaCppCore):
         lane.pending = (layout, tokens, parents)
         rows = [(tokens[i], lane.n_past + layout.depths[i], tuple(base + s for s in layout.seq_ids[i]), True)
                 for i in layout.order]  # depth first, so an accepted first-child path has adjacent cells
-        return rows, np.asarray(layout.slot)
+        return rows, layout.slot
 
     def commit(self, lane_id: int, path: Sequence[int]) -> None:
         """Keep `path` (root first) of the lane's verified tree as its continuation, free the rest."""
@@ -240,10 +241,20 @@ class MultiSeqBackend(LlamaCppCore):
         super().close()
 
 
-def _rows(logits: np.ndarray, index: list[int]) -> np.ndarray:
-    """logits[index]: a view when the rows are consecutive (a lone root, a chain in node order),
-    so a step's [n, V] block is copied once, out of llama.cpp's buffer, not again per sequence."""
-    k = index[0]
-    if index == list(range(k, k + len(index))):
-        return logits[k:k + len(index)]
-    return logits[index]
+def _logit_rows(work: Sequence[PrefillWork | TreeWork], backs: Sequence[Sequence[int] | None],
+                rows: Sequence[Row]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Which logits rows each item hands out, in one list (indices among the rows that ask for
+    logits, which llama.cpp returns in row order) -> (that list, each item's span of it)."""
+    out_index = logit_index(rows)
+    order: list[int] = []
+    spans: list[tuple[int, int]] = []
+    first = 0
+    for item, back in zip(work, backs):
+        lo = len(order)
+        if back is not None:  # a tree: every node's row, in node order
+            order.extend(out_index[first + r] for r in back)
+        elif item.want_logits:  # a prompt's last chunk: its last row
+            order.append(out_index[first + len(item.tokens) - 1])
+        spans.append((lo, len(order)))
+        first += len(item.tokens)
+    return order, spans

@@ -14,7 +14,9 @@ by a signal.
 is what `scripts/setup.sh` runs after installing a wheel: exit 0 passed, 3 crashed (a signal) or
 4 decoded wrong tokens with llama.cpp's extra buffer types (AMX / repack) but passed without them,
 5 failed without them too (a build without AMX will not help), 1 could not run (no embedded model,
-no llama_cpp). `--record` stores the verdict for this library build
+no llama_cpp), 6 decoded but lacks an entry point homespec calls (homespec.backends.llamacpp.exports:
+the per-layer feature extraction, the draft head's, and the EAGLE-3.1 marker of homespec's patch,
+kernels/llamacpp/eagle3.1.patch). `--record` stores the decode verdict for this library build
 (homespec.backends.llamacpp.amx), so homespec does not test it again.
 
 HOMESPEC_SMOKE_FAULT=SIGNAL[@WHEN] makes the child kill itself with SIGNAL just before its first
@@ -31,8 +33,8 @@ import os
 import signal
 import sys
 
-from homespec.backends.llamacpp.smoke_check import (EXIT_ERROR, EXIT_PASS, EXIT_WRONG, EXPECT, N_DECODE, PROMPT,
-                                                    check_build)
+from homespec.backends.llamacpp.smoke_check import (EXIT_ERROR, EXIT_LACKS, EXIT_PASS, EXIT_WRONG, EXPECT, N_DECODE,
+                                                    PROMPT, check_build)
 
 
 # --- the child ----------------------------------------------------------------------------------
@@ -53,6 +55,7 @@ def _fault_wanted(extra_bufts: bool) -> int | None:
 def child_main() -> int:
     """Load the embedded model as homespec does, decode greedily, print one JSON line."""
     from homespec.backends.llamacpp.amx import extra_bufts_allowed
+    from homespec.backends.llamacpp.exports import missing_entry_points
     from homespec.embedded import smollm2_path
     from homespec.errors import HomespecError
 
@@ -76,8 +79,9 @@ def child_main() -> int:
         out.append(nxt)
         logits = backend.prefill([nxt]).logits
     text = tok.decode(out)
+    missing = missing_entry_points(backend._ll.llama_cpp._lib)
     backend.close()
-    print(json.dumps({"text": text, "tokens": out}))
+    print(json.dumps({"text": text, "tokens": out, "missing": missing}))
     return EXIT_PASS if EXPECT in text else EXIT_WRONG
 
 
@@ -94,6 +98,11 @@ def main(argv: list[str]) -> int:
 
         record_installed(result)
     print(f"setup: {result.line()}", file=sys.stderr)
+    if result.ok and result.missing:
+        print(f"error: this llama.cpp build lacks {', '.join(result.missing)}, which homespec calls\n"
+              "hint: `bash scripts/setup.sh` builds llama-cpp-python with kernels/llamacpp/eagle3.1.patch; "
+              "a build of your own needs that patch too (docs/backends.md, \"The patch\")", file=sys.stderr)
+        return EXIT_LACKS
     return result.exit_code
 
 

@@ -1,5 +1,8 @@
 """homespec's own PyTorch backend: the reference implementation of the Backend protocol.
 
+It hands out numpy, as every backend does (homespec.contracts.backend): logits and features
+leave the device as float32 host arrays at this boundary.
+
 Runs a Llama-family model (homespec.nets.llama) from a GGUF file (dequantised) or a Hugging
 Face directory, with a static KV cache and tree attention, so a whole draft tree is verified in
 one pass. See homespec.contracts.backend for the conventions (root not yet in cache, commit/rollback).
@@ -104,7 +107,7 @@ class TorchBackend:
         out = self.model.forward(ids, capture=self.feature_layers, logits_rows=slice(-1, None))
         self.model.commit(len(tokens))
         self._last_verify = 0
-        return Forward(logits=out.logits, features=out.features)  # logits [1, V], features [T, k*H]
+        return _forward(out.logits, out.features)  # logits [1, V], features [T, k*H]
 
     def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
         parents = check_tree(tokens, parents)
@@ -116,7 +119,7 @@ class TorchBackend:
         out = self.model.forward(ids, pos, mask, capture=self.feature_layers)
         self._last_verify = len(tokens)
         self._last_parents = parents
-        return Forward(logits=out.logits, features=out.features)  # logits [T, V]
+        return _forward(out.logits, out.features)  # logits [T, V]
 
     def commit(self, path: Sequence[int]) -> None:
         if not self._last_verify:
@@ -133,6 +136,7 @@ class TorchBackend:
         self._last_verify = 0
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token embeddings [..., H] on the model's device (a torch head beside it shares them)."""
         return self.model.embed[tokens.to(self.model.device)]  # [..., H]
 
     # --- memory ----------------------------------------------------------------------------
@@ -168,3 +172,15 @@ class TorchBackend:
             self._tokenizer.close()
         self._tokenizer = None
         self.model = None  # type: ignore[assignment]  # frees weights and cache
+
+
+def _forward(logits: torch.Tensor, features: torch.Tensor | None) -> Forward:
+    """What crosses the Backend seam: float32 numpy on the host (homespec.contracts.backend)."""
+    return Forward(logits=logits.float().cpu().numpy(),
+                   features=None if features is None else features.float().cpu().numpy())
+
+
+def use_threads(threads: int | None) -> None:
+    """torch's intra-op threads for this process (--threads; None or 0: torch's own choice)."""
+    if threads:
+        torch.set_num_threads(threads)

@@ -20,8 +20,6 @@ from homespec.speculative.drafters.ngram import merge_paths
 from homespec.speculative.matching import matches
 
 if TYPE_CHECKING:
-    import torch
-
     from homespec.contracts.backend import Forward
     from homespec.contracts.tree import DraftTree
     from homespec.speculative.matching import Match
@@ -76,7 +74,7 @@ class AutoDrafter:
         best = max(known, key=lambda o: len(o.tokens), default=None)
         return merge_paths(int(root), [list(best.tokens)] if best is not None else [])
 
-    def accept(self, tokens: Sequence[int], features: "torch.Tensor | None", next_token: int) -> None:
+    def accept(self, tokens: Sequence[int], features: "np.ndarray | None", next_token: int) -> None:
         for d in self.parts:
             d.accept(tokens, features, next_token)
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-import torch
+import numpy as np
 
 from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
 from homespec.contracts.tree import DraftTree, build_dynamic_tree, chain
 from homespec.errors import HomespecError
+from homespec.speculative.logprobs import log_softmax
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend, Forward
@@ -58,7 +59,7 @@ class DraftModelDrafter:
         """A draft model drafts when chosen: what it offers is known only then."""
         return (Offer(self.name),)
 
-    def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
+    def accept(self, tokens: Sequence[int], features: np.ndarray | None, next_token: int) -> None:
         tokens = [int(t) for t in tokens]
         keep = 0
         while keep < min(len(tokens), len(self._speculative)) and tokens[keep] == self._speculative[keep]:
@@ -95,10 +96,9 @@ class DraftModelDrafter:
         self._pending, self._speculative = [], [root]
         tokens, probs = [root], []
         for d in range(self.depth):
-            p = torch.softmax(logits.float(), -1)
-            x = int(torch.argmax(logits))  # same tie-break as greedy verification
+            x = int(logits.argmax())  # same tie-break as greedy verification
             tokens.append(x)
-            probs.append(float(p[x]))
+            probs.append(float(np.exp(log_softmax(logits)[x])))
             if d + 1 < self.depth:
                 logits = self.draft.prefill([x]).logits[-1]
                 self._speculative.append(x)
@@ -113,7 +113,7 @@ class DraftModelDrafter:
         exp_parents: list[int] = []
         level_index: list[int] = []  # expanded-tree index of each row of the previous level
 
-        def step(tokens: torch.Tensor, parent_rows: torch.Tensor, depth: int) -> torch.Tensor:
+        def step(tokens: np.ndarray, parent_rows: np.ndarray, depth: int) -> np.ndarray:
             nonlocal level_index
             rows = []
             for tok, pr in zip(tokens.tolist(), parent_rows.tolist()):
@@ -121,7 +121,6 @@ class DraftModelDrafter:
                 exp_tokens.append(int(tok))
                 rows.append(len(exp_tokens) - 1)
             level_index = rows
-            logits = self.draft.verify(exp_tokens, exp_parents).logits[rows]  # [F, V]
-            return torch.log_softmax(logits.float(), -1)
+            return log_softmax(self.draft.verify(exp_tokens, exp_parents).logits[rows])  # [F, V]
 
         return build_dynamic_tree(step, root, depth=self.depth, topk=self.topk, total=self.total)

@@ -1,11 +1,18 @@
-"""EAGLE-3 / EAGLE-3.1 drafting: a draft head fed with the target's own features.
+"""EAGLE-3 / EAGLE-3.1 drafting with a head that runs where the target runs (a DraftNet,
+homespec/contracts/head.py: in llama.cpp, homespec/backends/llamacpp/head.py).
 
-Head entry j pairs the target feature at position j with the token at position j+1 and sits at
-RoPE position j (SafeAILab `topK_genrate`, vLLM's EAGLE proposer). Its KV for committed tokens
-is always computed from the TARGET's features, never kept from the head's own guesses, so the
-head sees what it saw in training (docs/architecture.md, contract 3; docs/speculative.md has what
-keeping the guessed entries costs); the speculative tree levels are dropped as soon as the tree
-is built.
+The policy is homespec's, the arithmetic the network's:
+
+* Committed entries are always computed from the TARGET's features, never kept from the head's own
+  guesses (docs/architecture.md, contract 3): after a verification the accepted path's features wait
+  here and are written when the next draft is proposed, together with everything the head missed.
+  So while the guard keeps a lane plain the head does nothing on that lane's passes, and when drafting
+  resumes it catches up in one batch (docs/speculative.md, "A sleeping head").
+* A head with a window attends to the newest `window` entries and the first `sinks`
+  (docs/speculative.md): entries it will never see again are dropped from its cache, and a catch-up
+  writes only those it will see.
+* The tree is EAGLE-2's dynamic tree (homespec/speculative/tree_grow.py), level by level: the seed
+  entry's output drafts the root's children, each later level decodes the expanded nodes.
 """
 
 from __future__ import annotations
@@ -13,191 +20,123 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-import torch
+import numpy as np
 
 from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
-from homespec.contracts.tree import DraftTree, build_dynamic_tree
 from homespec.errors import HomespecError
+from homespec.speculative.tree_grow import grow_tree
 
 if TYPE_CHECKING:
-    from homespec.contracts.backend import Backend, Forward
-    from homespec.nets.eagle3 import Eagle3Head
+    from homespec.contracts.backend import Forward
+    from homespec.contracts.head import Candidates, DraftNet
+    from homespec.contracts.tree import DraftTree
 
 
 @dataclass(frozen=True, slots=True)
-class _Last:
-    """The head's step for the newest committed entry: (feature of the token before root, root)."""
-
+class _Seed:
     root: int
-    hidden: torch.Tensor  # [1, H] what the depth-1 expansions consume
-    logp: torch.Tensor  # [1, V_draft] the root's children
+    out: "Candidates"  # the seed entry's row: the root's children and the row they consume
 
 
-class Eagle3Drafter:
+class HeadDrafter:
     name = "eagle3"
 
-    def __init__(
-        self,
-        head: "Eagle3Head",
-        backend: "Backend",
-        *,
-        depth: int = 6,
-        topk: int = 8,
-        total: int = 48,
-        window: int | None = None,
-        capacity: int | None = None,
-        sinks: int = 4,
-        source: str | None = None,
-    ):
-        """depth: longest draft path; topk: children per expanded node (1 = chain); total: tree
-        nodes including the root; window: attend only to the newest `window` committed entries
-        (keeps acceptance flat on long contexts, docs/speculative.md); source: where the head was
-        loaded from (reported by `homespec bench --json`)."""
-        from homespec.heap import keep_freed_memory
+    def __init__(self, net: "DraftNet", *, depth: int = 6, topk: int = 8, total: int = 48, width: int,
+                 window: int | None = None, source: str | None = None) -> None:
+        """width: the target features' width (3 x the target's hidden size); window: override the
+        head's own (0: attend to everything)."""
+        self.net, self.lane = net, net.new_lane()
+        self.depth, self.topk, self.total = depth, topk, total
+        self.window = net.window if window is None else (window or None)
+        self.sinks = net.sinks if self.window else 0
+        self.width, self.source = width, source
+        self.written = 0  # committed entries in the head's cache (positions 0 .. written-1)
+        self._feats: list[np.ndarray] | None = None  # features of entries not yet written
+        self._tokens: list[int] = []  # the token after each of them, but the last (the root completes it)
+        self._seed: _Seed | None = None
+        self.expected_acceptance: tuple[float, ...] | None = None  # the guard's prior (recorded acceptance)
 
-        keep_freed_memory()  # draft steps' temporaries reuse heap memory (homespec.heap)
-        c = head.config
-        if backend.hidden_size != c.target_hidden_size or backend.n_vocab != c.vocab_size:
-            raise HomespecError(
-                f"the draft head expects a target with hidden size {c.target_hidden_size} and "
-                f"{c.vocab_size} tokens; this target has {backend.hidden_size} and {backend.n_vocab}",
-                hint="use a head trained for this target model",
-            )
-        self.head, self.backend = head, backend
-        self.depth, self.topk, self.total, self.window = depth, topk, total, window
-        # With a window, the first `sinks` entries stay visible too: attention mass parks on the
-        # first tokens of a sequence (StreamingLLM, Xiao et al. 2023), and dropping them skews
-        # the softmax over what remains.
-        self.sinks = sinks if window is not None else 0
-        self.source = source
-        self.flush_chunk = 1024  # rows per key/value projection when committed entries are written
-        self.feature_layers = c.feature_layers(backend.n_layer)
-        backend.set_feature_layers(self.feature_layers)  # must precede the target's prefill
-        # room for the committed context plus the speculative levels of the deepest tree the guard
-        # may ask for (limits())
-        self.cache = head.new_cache(capacity or backend.max_context + max(depth, MAX_DEPTH) * topk + 2)
-        self._token_map = head.draft_to_target if c.draft_vocab_size != c.vocab_size else None
-        # Committed entries not yet in the head's KV: feature blocks (together [P, 3*H_t]), joined
-        # once at the next draft (appending a row per plain step must not copy the whole prompt's
-        # features again), and the P-1 tokens that follow them (the root completes it).
-        self._pending_features: list[torch.Tensor] | None = None
-        self._pending_tokens: list[int] = []
-        self._last: _Last | None = None
-        # P(accepted >= d) recorded for this head and shape on held-out prompts (homespec.formats.acceptance),
-        # the guard's prior; None when the head carries no record
-        self.expected_acceptance: tuple[float, ...] | None = None
-        self._warm_up()
-
-    # --- Drafter protocol -------------------------------------------------------------------
+    # --- Drafter protocol ---------------------------------------------------------------------
 
     def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
-        """Entries for prompt[kept:] wait for the first draft; entries 0 .. kept-1 are the head's
-        KV kept by trim(kept): entry j pairs the target feature at j with the token at j+1, and
-        both are the same for a prompt that shares tokens 0 .. kept with the last context."""
         if kept == 0:
             self.reset()
-        elif self.cache.length != kept or self._pending_features is not None:
-            raise HomespecError(f"the EAGLE-3 drafter holds {self.cache.length} entries, the kept prefix is {kept}",
+        elif self.written != kept or self._feats is not None:
+            raise HomespecError(f"the EAGLE-3 drafter holds {self.written} entries, the kept prefix is {kept}",
                                 hint="call trim(kept) before begin(prompt, forward, kept=kept)")
-        feats = self._features(forward.features, len(prompt) - kept)
-        self._pending_features = [feats]
-        self._pending_tokens = [int(t) for t in prompt[kept + 1:]]
-        self._last = None
+        self._feats = [self._check(forward.features, len(prompt) - kept)]
+        self._tokens = [int(t) for t in prompt[kept + 1:]]
+        self._seed = None
 
-    def trim(self, keep: int) -> int:
-        """Keep entries 0 .. keep-1. Entries still pending (steps decoded plainly since the last
-        draft) are written first where their next token is known; the entry of the newest
-        committed token waits for a root it never got, so at most (committed - 1) survive."""
-        if self._pending_features is not None and keep > self.cache.length:
-            self._write_pending(keep - self.cache.length)
-        keep = min(keep, self.cache.length)
-        self.cache.truncate(keep)
-        self._pending_features, self._pending_tokens, self._last = None, [], None
-        return keep
+    def accept(self, tokens: Sequence[int], features: "np.ndarray | None", next_token: int) -> None:
+        tokens = [int(t) for t in tokens]
+        feats = self._check(features, len(tokens))
+        if self._feats is not None:  # plain steps since the last draft: the root completes the last entry
+            self._feats.append(feats)
+            self._tokens.extend(tokens)
+            return
+        if self._seed is None or tokens[0] != self._seed.root:
+            raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root",
+                                hint="call begin() before accept()")
+        self._feats, self._tokens, self._seed = [feats], tokens[1:], None
 
-    def propose(self, root: int, context: Sequence[int]) -> DraftTree:
-        if self._pending_features is not None:
-            self._flush(root)
-        if self._last is None or self._last.root != root or self.cache.length != len(context):
-            raise HomespecError(
-                f"the EAGLE-3 drafter is out of step: it holds {self.cache.length} committed positions, "
-                f"the context has {len(context)}",
-                hint="every committed token must reach the drafter through begin() or accept()",
-            )
-        committed = self.cache.length
-        head = self.head
-        state = {"hidden": self._last.hidden, "anc": [[]]}  # per row of the previous level
+    def propose(self, root: int, context: Sequence[int]) -> "DraftTree":
+        if self._feats is not None:
+            self._catch_up(root, len(context))
+        if self._seed is None or self._seed.root != root or self.written != len(context):
+            raise HomespecError(f"the EAGLE-3 drafter is out of step: it holds {self.written} committed positions, "
+                                f"the context has {len(context)}",
+                                hint="every committed token must reach the drafter through begin() or accept()")
+        net, lane, seed, base = self.net, self.lane, self._seed, len(context) - 1
+        rows: dict[str, np.ndarray] = {"hidden": seed.out.hidden}
 
-        @torch.no_grad()
-        def step(tokens: torch.Tensor, parent_rows: torch.Tensor, depth: int) -> torch.Tensor:
-            if depth == 0:
-                return self._last.logp  # computed when the root's entry was committed
-            n = tokens.shape[0]
-            start = self.cache.length
-            rows = parent_rows.tolist()
-            anc = [state["anc"][p] + [start + r] for r, p in enumerate(rows)]
-            attend = torch.zeros(n, start + n, dtype=torch.bool)  # [N, S]
-            attend[:, self._window_start(committed) : committed] = True
-            attend[:, : min(self.sinks, committed)] = True
-            for r, slots in enumerate(anc):
-                attend[r, slots] = True
-            positions = torch.full((n,), committed - 1 + depth, dtype=torch.int64)
-            dev = self.cache.k.device
-            out, normed = head(
-                self._embed(tokens.to(dev)),
-                state["hidden"][parent_rows.to(dev)],
-                positions.to(dev),
-                self.cache,
-                attend.to(dev),
-            )
-            state["hidden"], state["anc"] = head.next_hidden(out, normed), anc
-            return head.log_probs(normed)
+        def expand(level: int, tokens: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if level == 0:
+                return seed.out.ids, seed.out.logp
+            hidden = rows["hidden"][np.maximum(parents, 0)]  # [F, H] each node's parent's row
+            out = net.level(lane, level, tokens.tolist(), hidden, parents.tolist(), base + level, self.topk)
+            rows["hidden"] = out.hidden
+            return out.ids, out.logp
 
-        tree = build_dynamic_tree(step, root, depth=self.depth, topk=self.topk, total=self.total, token_map=self._token_map)
-        self.cache.truncate(committed)  # the tree levels were speculative
-        return tree
+        try:
+            return grow_tree(expand, root, depth=self.depth, topk=self.topk, total=self.total)
+        finally:
+            net.end_tree(lane)  # the levels were speculative; the seed entry stays
 
     def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
-        """An EAGLE head drafts when chosen: what it offers is known only then."""
+        """A head drafts when chosen: what it offers is known only then."""
         return (Offer(self.name),)
 
-    def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
-        tokens = [int(t) for t in tokens]
-        feats = self._features(features, len(tokens))
-        if self._pending_features is not None:
-            # Plain-decoding steps since the last draft: the root completes the last pending entry.
-            self._pending_features.append(feats)
-            self._pending_tokens.extend(tokens)
-            return
-        if self._last is None or tokens[0] != self._last.root:
-            raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root", hint="call begin() before accept()")
-        else:
-            tokens = tokens[1:]
-        # The committed entries are recomputed from the target's verification features — lazily:
-        # they are written when the next draft is proposed (_flush), so steps the guard runs as
-        # plain decoding cost the head nothing.
-        self._pending_features, self._pending_tokens = [feats], tokens
-        self._last = None
+    def trim(self, keep: int) -> int:
+        """Keep entries 0 .. keep-1. Entries still waiting are written first where their next token
+        is known; the newest committed token's entry waits for a root it never got. Entries a window
+        dropped stay dropped: the head attends to the ones it still has until its window refills."""
+        if self._feats is not None and keep > self.written:
+            self._write_waiting(keep - self.written)
+        keep = min(keep, self.written)
+        self.net.trim(self.lane, keep)
+        self.written = keep
+        self._feats, self._tokens, self._seed = None, [], None
+        return keep
 
     def reset(self) -> None:
-        self.cache.truncate(0)
-        self._pending_features, self._pending_tokens, self._last = None, [], None
+        self.net.reset(self.lane)
+        self.written = 0
+        self._feats, self._tokens, self._seed = None, [], None
 
     def snapshot(self, keep: int) -> tuple[int, object]:
-        """The head's state for the first `keep` committed tokens, as a copy (--cache-ram keeps it
-        in host RAM) -> (entries kept, the copy). Trims the drafter to them, as trim() does."""
+        """(entries kept, the head's state for them) for --cache-ram; trims as trim() does."""
         kept = self.trim(keep)
-        return kept, (self.cache.k[:kept].clone(), self.cache.v[:kept].clone())
+        return kept, self.net.save(self.lane)
 
     def restore(self, saved: object) -> int:
-        """Put back a snapshot() -> the committed tokens it covers."""
-        k, v = saved  # type: ignore[misc]
-        n = int(k.shape[0])
-        self.reset()
-        self.cache.k[:n] = k
-        self.cache.v[:n] = v
-        self.cache.length = n
-        return n
+        kept, data = saved  # type: ignore[misc]
+        if not self.net.load(self.lane, data):
+            self.reset()
+            return 0
+        self.written = kept
+        self._feats, self._tokens, self._seed = None, [], None
+        return kept
 
     # --- the shape the guard may set (contracts/drafter.py) ----------------------------------
 
@@ -206,91 +145,53 @@ class Eagle3Drafter:
         return DraftShape(self.depth, self.topk, self.total)
 
     def limits(self) -> ShapeLimits:
-        """A proposal writes up to `topk` head-cache rows per level below the first after the
-        committed context (at most max_context - 1 entries): the cache bounds the depth."""
-        room = self.cache.capacity - (self.backend.max_context - 1)
-        return ShapeLimits(max_depth=max(self.depth, room // self.topk + 1))
+        return ShapeLimits(max_depth=max(self.depth, MAX_DEPTH))
 
     def set_shape(self, depth: int, total: int) -> DraftShape:
         self.limits().check(depth, total)
         self.depth, self.total = depth, total
         return self.shape
 
-    # --- internals -------------------------------------------------------------------------
+    # --- writing committed entries -------------------------------------------------------------
 
-    @torch.no_grad()
-    def _warm_up(self) -> None:
-        """Pay first-call costs at load, not inside the first draft: the backend's embedding table
-        (dequantised from the GGUF on first use) and torch's first kernels of each shape family,
-        which would otherwise land on the first speculative step of a session (docs/speculative.md)."""
-        c = self.head.config
-        dev = self.cache.k.device
-        scratch = self.head.new_cache(4)
-        emb = self._embed(torch.zeros(2, dtype=torch.int64, device=dev))
-        hidden = self.head.project(torch.zeros(2, 3 * c.target_hidden_size, device=dev))
-        _, normed = self.head(emb, hidden, torch.arange(2, device=dev), scratch, torch.ones(2, 2, dtype=torch.bool, device=dev))
-        self.head.log_probs(normed)
+    def _catch_up(self, root: int, committed: int) -> None:
+        """Write the waiting entries the head will attend to, then the seed (the newest committed
+        token's entry, completed by `root`) whose output drafts this step."""
+        feats = self._feats[0] if len(self._feats) == 1 else np.concatenate(self._feats)  # [m, W]
+        first = self.written  # position of feats[0]
+        seed_pos = committed - 1
+        if first + len(feats) != committed or len(self._tokens) != len(feats) - 1:
+            raise HomespecError(f"the EAGLE-3 drafter has {len(feats)} waiting features from position {first}, "
+                                f"the context has {committed} tokens", hint="a committed token was not accepted")
+        lo = self._visible_from(seed_pos)  # entries below lo (but the sinks) are never attended again
+        self.net.forget(self.lane, self.sinks, min(lo, seed_pos - 1))  # the entry before the seed stays: llama.cpp wants positions to follow on
+        spans = [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos)]
+        spans = [(a, b) for a, b in spans if b > a]
+        take = np.array([p - first for a, b in spans for p in range(a, b)] + [seed_pos - first], dtype=np.int64)
+        g = self.net.encode(feats[take])  # [n, H] only the rows the head will use
+        i = 0
+        for a, b in spans:
+            self.net.write(self.lane, self._tokens[a - first:b - first], g[i:i + b - a], a)
+            i += b - a
+        self._seed = _Seed(root, self.net.seed(self.lane, root, g[-1], seed_pos, self.topk))
+        self.written = committed
+        self._feats, self._tokens = None, []
 
-    def _features(self, features: torch.Tensor | None, n: int) -> torch.Tensor:
-        width = 3 * self.head.config.target_hidden_size
-        if features is None or tuple(features.shape) != (n, width):
+    def _write_waiting(self, n: int) -> None:
+        """Write the first n waiting entries (at most those whose next token is known)."""
+        feats = np.concatenate(self._feats)
+        n = min(n, len(self._tokens))
+        if n > 0:
+            self.net.write(self.lane, self._tokens[:n], self.net.encode(feats[:n]), self.written)
+            self.written += n
+
+    def _visible_from(self, seed_pos: int) -> int:
+        """The first position (past the sinks) the seed and the tree attend to."""
+        return 0 if self.window is None else max(self.sinks, seed_pos + 1 - self.window)
+
+    def _check(self, features: "np.ndarray | None", n: int) -> np.ndarray:
+        if features is None or tuple(features.shape) != (n, self.width):
             got = None if features is None else tuple(features.shape)
-            raise HomespecError(
-                f"the EAGLE-3 drafter needs target features [{n}, {width}], got {got}",
-                hint="the backend must capture the layers set by set_feature_layers()",
-            )
-        return features
-
-    def _window_start(self, committed: int) -> int:
-        return 0 if self.window is None else max(0, committed - self.window)
-
-    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        if self.head.embed_tokens is not None:
-            return self.head.embed_tokens(tokens)
-        return self.backend.embed(tokens)
-
-    @torch.no_grad()
-    def _write_pending(self, n: int) -> None:
-        """Write the first n pending entries' keys and values (at most those whose next token is
-        known), without attention: what trim() keeps of steps the head never drafted from."""
-        blocks = self._pending_features
-        feats = blocks[0] if len(blocks) == 1 else torch.cat([b.to(blocks[0].device) for b in blocks])
-        n = min(n, len(self._pending_tokens), feats.shape[0])
-        tokens = torch.tensor(self._pending_tokens[:n], dtype=torch.int64)
-        start, dev = self.cache.length, self.cache.k.device
-        for lo in range(0, n, self.flush_chunk):
-            hi = min(n, lo + self.flush_chunk)
-            self.head.write_kv(self._embed(tokens[lo:hi].to(dev)), self.head.project(feats[lo:hi].to(dev)),
-                               torch.arange(start + lo, start + hi, device=dev), self.cache)
-
-    @torch.no_grad()
-    def _flush(self, root: int) -> None:
-        """Write the pending (target feature, next token) entries; the root is the last token.
-
-        Only the last entry's output is read (it starts the draft), and a one-layer head's key and
-        value of an entry depend on that entry's inputs alone, so every earlier entry is written
-        with its key/value projections only, in chunks of `flush_chunk` rows, and just the last
-        runs attention and the MLP: an 8K-token prompt costs 8K projections, not 8K x 8K attention."""
-        blocks = self._pending_features
-        feats = blocks[0] if len(blocks) == 1 else torch.cat([b.to(blocks[0].device) for b in blocks])
-        tokens = torch.tensor(self._pending_tokens + [root], dtype=torch.int64)  # [N]
-        n, start = tokens.shape[0], self.cache.length
-        dev = self.cache.k.device
-        for lo in range(0, n - 1, self.flush_chunk):
-            hi = min(n - 1, lo + self.flush_chunk)
-            self.head.write_kv(self._embed(tokens[lo:hi].to(dev)), self.head.project(feats[lo:hi].to(dev)),
-                               torch.arange(start + lo, start + hi, device=dev), self.cache)
-        last = start + n - 1
-        slot = torch.arange(last + 1)
-        attend = torch.ones(1, last + 1, dtype=torch.bool)  # causal: the last entry sees everything
-        if self.window is not None:
-            attend &= (slot[None, :] > last - self.window) | (slot[None, :] < self.sinks)
-        out, normed = self.head(
-            self._embed(tokens[-1:].to(dev)),
-            self.head.project(feats[-1:].to(dev)),
-            torch.tensor([last], device=dev),
-            self.cache,
-            attend.to(dev),
-        )
-        self._last = _Last(root=root, hidden=self.head.next_hidden(out, normed), logp=self.head.log_probs(normed))
-        self._pending_features, self._pending_tokens = None, []
+            raise HomespecError(f"the EAGLE-3 drafter needs target features [{n}, {self.width}], got {got}",
+                                hint="the backend must capture the layers set by set_feature_layers()")
+        return np.asarray(features, dtype=np.float32)

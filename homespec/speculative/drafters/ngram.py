@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import torch
 
 from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
 from homespec.contracts.tree import DraftTree
@@ -64,11 +63,7 @@ def merge_paths(root: int, continuations: list[list[int]]) -> DraftTree:
                 parents.append(node)
                 child_of[(node, tok)] = nxt
             node = nxt
-    return DraftTree(
-        tokens=torch.tensor(tokens, dtype=torch.int64),
-        parents=torch.tensor(parents, dtype=torch.int64),
-        probs=torch.ones(len(tokens), dtype=torch.float32),  # a lookup is deterministic
-    )
+    return DraftTree.of(tokens, parents)  # probs 1.0: a lookup is deterministic
 
 
 class NgramDrafter:
@@ -108,7 +103,7 @@ class NgramDrafter:
         best = found[0]
         return (Offer(self.name, tuple(seq[best.end:best.end + self.num_draft].tolist()), best.length),)
 
-    def accept(self, tokens: Sequence[int], features: torch.Tensor | None, next_token: int) -> None:
+    def accept(self, tokens: Sequence[int], features: np.ndarray | None, next_token: int) -> None:
         pass
 
     def reset(self) -> None:

@@ -33,8 +33,6 @@ from homespec.speculative.drafters.ngram import merge_paths
 from homespec.speculative.matching import MAX_MATCH, Match, matches
 
 if TYPE_CHECKING:
-    import torch
-
     from homespec.contracts.backend import Forward
 
 KEY = 3  # tokens an index key spans
@@ -162,7 +160,7 @@ class SuffixDrafter:
         found = self.offers(root, context)
         return merge_paths(int(root), [list(found[0].tokens)] if found else [])
 
-    def accept(self, tokens: Sequence[int], features: "torch.Tensor | None", next_token: int) -> None:
+    def accept(self, tokens: Sequence[int], features: "np.ndarray | None", next_token: int) -> None:
         if self._doc >= 0:
             self.store.extend(self._doc, tokens)
 

@@ -14,7 +14,8 @@ returns, for every row of the batch, what training needs:
 A decode of many rows costs far less than as many one-row decodes (docs/training.md, "Speed",
 has the measured rates), so decoding 8-16 sequences at once is the cheapest way to make data.
 
-Imported lazily (by homespec.train.data only).
+Imported lazily (by homespec.train.data, and by the EAGLE-3 twin's calibration,
+homespec.backends.llamacpp.head_twin).
 """
 
 from __future__ import annotations

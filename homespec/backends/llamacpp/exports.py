@@ -1,0 +1,80 @@
+"""What the installed llama.cpp exports beyond llama.h: the entry points homespec calls, and the
+EAGLE-3.1 features of its eagle3 graph.
+
+The vendored llama.cpp declares its feature extraction and draft-head entry points in
+`src/llama-ext.h` as C++ functions, so they are exported under their Itanium-mangled names
+(llama-cpp-python's `llama_cpp_ext` tries the plain name first, then the mangled ones).
+homespec's patch (kernels/llamacpp/eagle3.1.patch, applied by scripts/setup.sh) adds
+`extern "C" uint32_t llama_homespec_eagle3_features(void)`: a bit set of the EAGLE-3.1 features
+its eagle3 graph runs (FC_NORM, NORM_OUTPUT). A build without the patch (a user's own, or
+upstream's) lacks the symbol: `eagle3_features` answers 0 and an EAGLE-3.1 head then runs as
+its folded EAGLE-3 twin (homespec.backends.llamacpp.head_convert).
+
+Nothing here imports torch; llama_cpp is imported only when no library is passed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+FC_NORM = 1  # eagle3.fc_norm: one RMSNorm per target feature before fc
+NORM_OUTPUT = 2  # eagle3.norm_output: the next draft step reads the final-normed output
+EAGLE31 = FC_NORM | NORM_OUTPUT
+FEATURES_SYMBOL = "llama_homespec_eagle3_features"
+
+# what homespec calls each entry point -> the symbols it may be exported under (Linux/macOS mangling)
+ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    "llama_set_embeddings_layer_inp": ("llama_set_embeddings_layer_inp",
+                                       "_Z30llama_set_embeddings_layer_inpP13llama_contextjb"),
+    "llama_get_embeddings_layer_inp": ("llama_get_embeddings_layer_inp",
+                                       "_Z30llama_get_embeddings_layer_inpP13llama_contextj"),
+    "llama_set_embeddings_nextn": ("llama_set_embeddings_nextn", "_Z26llama_set_embeddings_nextnP13llama_contextbb"),
+    "llama_get_embeddings_nextn": ("llama_get_embeddings_nextn", "_Z26llama_get_embeddings_nextnP13llama_context"),
+    "llama_get_embeddings_nextn_ith": ("llama_get_embeddings_nextn_ith",
+                                       "_Z30llama_get_embeddings_nextn_ithP13llama_contexti"),
+    "llama_model_target_layer_ids": ("llama_model_target_layer_ids",
+                                     "_Z28llama_model_target_layer_idsPK11llama_model"),
+    "llama_model_target_layer_ids_n": ("llama_model_target_layer_ids_n",
+                                       "_Z30llama_model_target_layer_ids_nPK11llama_model"),
+    FEATURES_SYMBOL: (FEATURES_SYMBOL,),
+}
+
+
+def llama_library() -> Any:
+    """libllama as llama-cpp-python loaded it (a ctypes.CDLL)."""
+    from llama_cpp import llama_cpp
+
+    return llama_cpp._lib
+
+
+def entry_point(name: str, lib: Any = None) -> Any | None:
+    """The ctypes function of one ENTRY_POINTS entry, or None when this build does not export it."""
+    lib = llama_library() if lib is None else lib
+    for symbol in ENTRY_POINTS[name]:
+        fn = getattr(lib, symbol, None)  # a CDLL raises AttributeError for a symbol it lacks
+        if fn is not None:
+            return fn
+    return None
+
+
+def missing_entry_points(lib: Any = None) -> list[str]:
+    """The entry points homespec calls that this build does not export (empty: all there)."""
+    lib = llama_library() if lib is None else lib
+    return [name for name in ENTRY_POINTS if entry_point(name, lib) is None]
+
+
+def eagle3_features(lib: Any = None) -> int:
+    """The EAGLE-3.1 features of this build's eagle3 graph: a bit set of FC_NORM and NORM_OUTPUT;
+    0 for a build without homespec's patch."""
+    fn = entry_point(FEATURES_SYMBOL, lib)
+    if fn is None:
+        return 0
+    fn.argtypes = []
+    fn.restype = ctypes.c_uint32
+    return int(fn())
+
+
+def runs_eagle31(lib: Any = None) -> bool:
+    """Does this build run EAGLE-3.1 heads natively (both features)?"""
+    return eagle3_features(lib) & EAGLE31 == EAGLE31
