@@ -141,19 +141,41 @@ def _write_shape_only(folder: Path, cfg: dict) -> None:
               str(folder / "model.safetensors"))
 
 
-def test_a_sidecar_beside_the_model_is_used_when_it_carries_its_vocabulary(tmp_path, tiny_target, empty_cache):
-    pytest.importorskip("llama_cpp")
-    from homespec.heads.gguf import read_target, write_eagle3_gguf
-    from homespec.nets.eagle3 import load_head
+@pytest.fixture
+def model_with_sidecar(tmp_path, tiny_target) -> Path:
+    """The tiny target in a folder beside an eagle3-*.gguf made for it (head_gguf, from a reduced head)."""
+    import shutil
+
+    from homespec.backends.llamacpp.head_convert import head_gguf
 
     folder = tmp_path / "repo"
     folder.mkdir()
     model = folder / "tiny-Q4_K_M.gguf"
     os.link(tiny_target, model)
-    head = load_head(write_head(tmp_path / "h", reduced(published("redhat-qwen3-8b"))), N_LAYER, HIDDEN, 49152)
-    write_eagle3_gguf(head, read_target(tiny_target), folder / "eagle3-tiny-F16.gguf", dtype="f16", name="s")
-    p = pair(model)
-    assert (p.head, p.where) == (folder / "eagle3-tiny-F16.gguf", "sidecar")
+    head = write_head(tmp_path / "h", reduced(published("redhat-qwen3-8b")))
+    shutil.copy(head_gguf(head, tiny_target, dtype="f16", cache_dir=tmp_path / "cache").path,
+                folder / "eagle3-tiny-F16.gguf")
+    return model
+
+
+def test_a_sidecar_beside_the_model_is_used_when_it_carries_its_vocabulary(model_with_sidecar, empty_cache):
+    p = pair(model_with_sidecar)
+    assert (p.head, p.where) == (model_with_sidecar.parent / "eagle3-tiny-F16.gguf", "sidecar")
+
+
+def test_a_paired_gguf_head_is_said_not_drafted_with_by_the_eagle_drafter(model_with_sidecar, capsys, empty_cache):
+    """METHODS' EAGLE drafter reads head directories: auto says so once and drafts with the lookups;
+    eagle3 refuses in one line."""
+    args = ["generate", "--model", str(model_with_sidecar), "--no-chat", "-p", "a b a b a b", "-n", "4", "--json"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out.splitlines()[-1])["method"] == "auto"
+    assert [line for line in err.splitlines() if "eagle3 GGUF head" in line] == [
+        "note: eagle3-tiny-F16.gguf is an eagle3 GGUF head and homespec's EAGLE drafter reads head directories "
+        "(config.json and weights): drafting with prompt lookups; pass the head's directory as --draft "
+        "(`homespec models` lists the heads here)"]
+    assert main(["generate", "--model", str(model_with_sidecar), "--method", "eagle3", "-p", "hi", "-n", "2"]) == 2
+    assert "is an eagle3 GGUF head" in capsys.readouterr().err
 
 
 # --- --draft on the command line --------------------------------------------------------------------

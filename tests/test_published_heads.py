@@ -83,10 +83,12 @@ def _arch(path) -> str:
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_each_layout_loads_pairs_and_converts_for_llama_cpp(name, tmp_path, tiny_target):
+    """The torch reference head loads it; head_gguf (the run's torch-free converter) writes the eagle3 GGUF
+    llama.cpp loads, carrying the layout's flags and the target's tokenizer."""
     pytest.importorskip("llama_cpp")
     from gguf import GGUFReader
 
-    from homespec.heads.gguf import read_target, write_eagle3_gguf
+    from homespec.backends.llamacpp.head_convert import head_gguf
     from homespec.nets.eagle3 import load_head
     from homespec.sources.identity import mismatch, path_identity, target_identity
 
@@ -96,9 +98,9 @@ def test_each_layout_loads_pairs_and_converts_for_llama_cpp(name, tmp_path, tiny
     assert mismatch(path_identity(folder), target) is None
     head = load_head(folder, N_LAYER, HIDDEN, VOCAB)
     assert head.config.norm_before_fc == bool(cfg.get("norm_before_fc"))
-    out = tmp_path / f"{name}.gguf"
-    write_eagle3_gguf(head, read_target(tiny_target), out, dtype="f16", name=name)
-    assert _arch(out) == "eagle3"
+    converted = head_gguf(folder, tiny_target, dtype="f16", cache_dir=tmp_path / "cache")
+    out = converted.path
+    assert converted.kind == "eagle3" and not converted.cached and _arch(out) == "eagle3"
     meta = {k: v.contents() for k, v in GGUFReader(str(out)).fields.items()}
     assert meta["eagle3.norm_before_fc"] == bool(cfg.get("norm_before_fc"))
     assert meta["eagle3.norm_before_residual"] == bool(cfg.get("norm_before_residual"))

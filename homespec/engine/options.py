@@ -128,21 +128,37 @@ def paired_head(opt: RunOptions, model_path: str) -> "Resolved":
     checked against the model before anything loads; its note (how to fetch a head that is not
     here) printed once."""
     found = _head(opt.draft, model_path)
-    if found.note and found.note not in _SAID:
-        import sys
-
-        _SAID.add(found.note)
-        print(found.note, file=sys.stderr)
+    _say(found.note)
     return found
 
 
 _SAID: set[str] = set()  # notes already printed by this process
 
 
+def _say(note: str | None) -> None:
+    if note and note not in _SAID:
+        import sys
+
+        _SAID.add(note)
+        print(note, file=sys.stderr)
+
+
+def _gguf_head_note(path: str) -> str:
+    """Why an eagle3 GGUF head is not drafted with: the EAGLE drafter METHODS makes (homespec.engine.methods
+    `_eagle`) reads a head directory; llama.cpp's head drafter (homespec/backends/llamacpp/head.py) runs
+    eagle3 GGUFs and is not among METHODS' drafters."""
+    return (f"note: {Path(path).name} is an eagle3 GGUF head and homespec's EAGLE drafter reads head directories "
+            "(config.json and weights): drafting with prompt lookups; pass the head's directory as --draft "
+            "(`homespec models` lists the heads here)")
+
+
 def auto_head(opt: RunOptions, model_path: str) -> Path | None:
     """The EAGLE head auto drafts with beside its lookups: --draft (a head, checked against the
     model), else the one paired with the model (auto), else none (lookups alone)."""
     found = paired_head(opt, model_path)
+    if found.path is not None and Path(found.path).is_file():
+        _say(_gguf_head_note(found.path))
+        return None
     return Path(found.path) if found.path is not None else None
 
 
@@ -202,6 +218,9 @@ def _check_tree(opt: RunOptions) -> None:
 def head_dir(opt: RunOptions, model_path: str) -> Path:
     """The EAGLE-3 head to draft with (--method eagle3): --draft, else the one paired with the model."""
     found = _head(opt.draft, model_path)
+    if found.path is not None and Path(found.path).is_file():
+        raise UsageError(_gguf_head_note(found.path).removeprefix("note: ").split(": drafting with")[0],
+                         hint="pass the head's directory as --draft, or use --method auto")
     if found.path is not None:
         return Path(found.path)
     if found.source == "none":
