@@ -10,21 +10,21 @@ Pure: tomllib only, no torch (the planner and `homespec plan` import this).
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 
-from homespec.embedded import HEADS_DIR  # heads shipped with homespec (docs/training.md)
+from homespec.draft_specs import derived_draft, draft_names, draft_spec, mtp_draft
 from homespec.errors import HomespecError, UsageError
 from homespec.quant.exl2 import exl2_tensors
 from homespec.quant.names import normalize_quant
 from homespec.quant.predict import predict_tensors
 from homespec.quant.shapes import n_params
 from homespec.quant.tables import FILE_TYPES, profiles_dir
-from homespec.quant.weights import active_fraction, group_weights
-from homespec.types import GPU, DraftSpec, ModelSpec, TensorInfo
+from homespec.types import GPU, DraftSpec, ModelSpec
+
+__all__ = ["Catalog", "DEFAULT_QUANT", "ModelEntry", "PublishedFile", "derived_draft", "load_catalog", "mtp_draft"]
 
 DEFAULT_QUANT = "Q4_K_M"
 _GIB = 1 << 30
@@ -83,50 +83,6 @@ def _nearest(key: str, spellings: dict[str, str]) -> str:
         return "nearest: " + ", ".join(names)
     known = sorted(set(spellings.values()))
     return "known: " + ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
-
-
-def _draft_tensors(d: dict) -> tuple[TensorInfo, ...]:
-    """The checkpoint's tensors (ggml order: ne[0] = input width). Embeddings come from the target."""
-    h, ht, hd = d["n_embd"], d["target_hidden"], d["head_dim"]
-    q, kv = d["n_head"] * hd, d["n_head_kv"] * hd
-    wtype, wbytes = {"bf16": ("BF16", 2), "f16": ("F16", 2), "f32": ("F32", 4)}[d.get("dtype", "bf16")]
-    shapes = [("fc.weight", (3 * ht, h))]
-    if d.get("fc_norm"):
-        shapes += [(f"fc_norm.{i}.weight", (ht,)) for i in range(3)]
-    m = "midlayer."
-    shapes += [
-        (m + "hidden_norm.weight", (h,)), (m + "input_layernorm.weight", (h,)),
-        (m + "post_attention_layernorm.weight", (h,)),
-        # q/k/v read cat(input_layernorm(emb), hidden_norm(h)): twice the hidden width
-        (m + "self_attn.q_proj.weight", (2 * h, q)), (m + "self_attn.k_proj.weight", (2 * h, kv)),
-        (m + "self_attn.v_proj.weight", (2 * h, kv)), (m + "self_attn.o_proj.weight", (q, h)),
-        (m + "mlp.gate_proj.weight", (h, d["n_ff"])), (m + "mlp.up_proj.weight", (h, d["n_ff"])),
-        (m + "mlp.down_proj.weight", (d["n_ff"], h)),
-        ("norm.weight", (h,)), ("lm_head.weight", (h, d["draft_vocab"])),
-    ]
-    out = [TensorInfo(n, s, wtype, math.prod(s) * wbytes, 0 if n.startswith(m) else None) for n, s in shapes]
-    # draft id -> target id offsets (int64) and the target-vocab membership mask (bool)
-    out.append(TensorInfo("d2t", (d["draft_vocab"],), "I64", d["draft_vocab"] * 8))
-    out.append(TensorInfo("t2d", (d["target_vocab"],), "I8", d["target_vocab"]))
-    return tuple(out)
-
-
-def _draft_spec(d: dict, target: str) -> DraftSpec:
-    tensors = _draft_tensors(d)
-    acceptance = ()
-    if d.get("acceptance"):  # a head shipped with homespec: its recorded acceptance (homespec/data/heads/)
-        from homespec.formats.acceptance import read_records
-
-        acceptance = read_records(HEADS_DIR / d["acceptance"])
-    return DraftSpec(
-        name=d["id"], kind=d["kind"], target=target, n_layer=1, n_embd=d["n_embd"], n_head=d["n_head"],
-        n_head_kv=d["n_head_kv"], head_dim=d["head_dim"], n_ff=d["n_ff"], draft_vocab=d["draft_vocab"],
-        target_vocab=d["target_vocab"], target_hidden=d["target_hidden"],
-        weight_bytes=sum(t.n_bytes for t in tensors), dtype=d.get("dtype", "bf16"),
-        fc_norm=bool(d.get("fc_norm")), norm_output=bool(d.get("norm_output")),
-        source=(d.get("repo") or "") + (" — " if d.get("repo") else "") + d["source"], tensors=tensors,
-        acceptance=acceptance,
-    )
 
 
 class Catalog:
@@ -225,17 +181,35 @@ class Catalog:
     def drafts(self) -> tuple[str, ...]:
         return tuple(d["id"] for d in self._drafts)
 
+    @property
+    def draft_entries(self) -> tuple[dict, ...]:
+        """profiles/drafts.toml's [[draft]] tables as written, in order of preference."""
+        return self._drafts
+
+    def draft_entry(self, name: str) -> dict | None:
+        """The [[draft]] table `name` resolves to (as `draft` resolves it), or None."""
+        key = _norm_model(name)
+        for d in self._drafts:
+            if key in {_norm_model(n) for n in draft_names(d)}:
+                return d
+        return None
+
+    def target_entry(self, draft: dict) -> ModelEntry | None:
+        """The catalogue model a [[draft]] is made for (its first target)."""
+        for e in self._models:
+            if e.id == draft["targets"][0]:
+                return e
+        return None
+
     def draft(self, name: str) -> DraftSpec:
         """A draft head by id, Hugging Face repo, "eagle3-<model>" or "homespec-eagle3.1-<model>"."""
         key = _norm_model(name)
-        for d in self._drafts:
-            names = {d["id"], d.get("repo") or d["id"], *(f"eagle3-{t}" for t in d["targets"])}
-            if key in {_norm_model(n) for n in names}:
-                return _draft_spec(d, d["targets"][0])
+        found = self.draft_entry(name)
+        if found is not None:
+            return draft_spec(found, found["targets"][0])
         if key.startswith("homespec-eagle3.1-"):
             return derived_draft(self.entry(key.removeprefix("homespec-eagle3.1-")).spec)
-        spellings = {_norm_model(n): d["id"] for d in self._drafts
-                     for n in (d["id"], d.get("repo") or d["id"], *(f"eagle3-{t}" for t in d["targets"]))}
+        spellings = {_norm_model(n): d["id"] for d in self._drafts for n in draft_names(d)}
         raise UsageError(f"unknown draft '{name}'", hint=_nearest(key, spellings))
 
     def draft_for(self, model: ModelSpec) -> DraftSpec | None:
@@ -254,48 +228,8 @@ class Catalog:
         if model.family:
             for d in self._drafts:
                 if model.family in d["targets"]:
-                    return _draft_spec(d, model.family)
+                    return draft_spec(d, model.family)
         return None
-
-
-def derived_draft(model: ModelSpec) -> DraftSpec:
-    """A homespec-trainable EAGLE-3.1 head shaped like one decoder layer of `model` (not published)."""
-    d = {
-        "id": f"homespec-eagle3.1-{model.family or model.name}", "kind": "eagle3.1",
-        "n_embd": model.n_embd, "n_head": model.n_head, "n_head_kv": model.n_head_kv, "head_dim": model.head_dim,
-        "n_ff": model.n_ff, "draft_vocab": min(32000, model.n_vocab), "target_vocab": model.n_vocab,
-        "target_hidden": model.n_embd, "dtype": "bf16", "fc_norm": True, "norm_output": True,
-        "source": f"homespec-trainable EAGLE-3.1 head derived from {model.family or model.name}'s shape "
-                  "(no published head; train it with `homespec draft train`)",
-    }
-    return _draft_spec(d, model.family)
-
-
-def mtp_draft(model: ModelSpec) -> DraftSpec:
-    """The target's next-token-prediction layers as a draft (llama.cpp --spec-type draft-mtp loads them
-    with load_mtp and gives them their own KV cache of those layers, llama-model.cpp create_memory).
-
-    Their bytes come from the file's blk.n_layer.. tensors; a catalogue or config.json model (whose
-    predicted tensors stop at n_layer) is costed as n_nextn_layer of its own average layers plus the
-    2H x H eh_proj that joins the embedding and the hidden state."""
-    if not model.n_nextn_layer:
-        raise UsageError(f"{model.name} has no MTP layers", hint="use --draft none, or an EAGLE-3 head")
-    g = group_weights(model)
-    if g.mtp:
-        weights, source = g.mtp, f"the {model.n_nextn_layer} MTP layer(s) in {model.source}"
-    else:
-        per_param = (sum(g.per_layer) / max(1, g.n_params)) if g.n_params else 2.0
-        layer = sum(g.per_layer) // max(1, model.n_layer)
-        weights = model.n_nextn_layer * (layer + int(2 * model.n_embd * model.n_embd * per_param))
-        source = f"{model.n_nextn_layer} MTP layer(s) of {model.name}, costed as its average layer + eh_proj"
-    exps = sum(g.per_layer_exps) // max(1, model.n_layer) * model.n_nextn_layer if model.is_moe else 0
-    read = int(weights - exps * (1.0 - active_fraction(model)))
-    return DraftSpec(
-        name=f"{model.family or model.name}-mtp", kind="mtp", target=model.family, n_layer=model.n_nextn_layer,
-        n_embd=model.n_embd, n_head=model.n_head, n_head_kv=model.n_head_kv, head_dim=model.head_dim,
-        n_ff=model.n_ff, draft_vocab=model.n_vocab, target_vocab=model.n_vocab, target_hidden=model.n_embd,
-        weight_bytes=weights, dtype=(model.quant or "").lower(), source=source, model=model, read_bytes=read,
-    )
 
 
 def _published_file(entry: ModelEntry, rest: str) -> PublishedFile | None:

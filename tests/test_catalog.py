@@ -185,7 +185,7 @@ def test_gpu_hints_name_catalogue_ids_that_resolve(cat, typo):
 
 
 def test_the_shipped_heads_catalogue_entry_carries_its_recorded_acceptance(cat):
-    from homespec.catalog import HEADS_DIR
+    from homespec.embedded import HEADS_DIR
     from homespec.formats.acceptance import read_records
     from homespec.formats.eagle import draft_spec_from_checkpoint
 

@@ -162,7 +162,7 @@ def test_help_lists_the_commands_in_their_order():
     from homespec.cli import app
 
     root = typer.main.get_command(app)
-    assert list(root.list_commands(None)) == ["probe", "plan", "generate", "bench", "chat", "serve", "models", "draft"]
+    assert list(root.list_commands(None)) == ["probe", "plan", "generate", "bench", "chat", "serve", "models", "pull", "draft"]
     assert list(root.commands["draft"].list_commands(None)) == ["train", "export"]
 
 

@@ -147,3 +147,16 @@ def test_hf_model_dir_as_draft(tmp_path):
     draft = resolve_draft(str(folder), _target())
     assert draft.kind == "model" and draft.weight_bytes == 200 * 64 * 2
     assert json.loads((folder / "config.json").read_text())["vocab_size"] == 200
+
+
+def test_a_head_for_a_run_is_paired_and_checked_against_its_target(smollm2_path):
+    """role "head", purpose "run", with the target's path: auto pairs, a catalogue id or the shipped head's id
+    is found on this machine, and a head for another model is refused before anything loads."""
+    auto = resolve(None, "head", "run", target_path=str(smollm2_path))
+    assert auto.source == "auto:shipped" and auto.path.endswith("smollm2-135m-instruct") and auto.note is None
+    assert resolve("auto", "head", "run", target_path=str(smollm2_path)).path == auto.path
+    assert resolve("homespec-eagle3.1-smollm2-135m", "head", "run", target_path=str(smollm2_path)).path == auto.path
+    none = resolve("none", "head", "run", target_path=str(smollm2_path))
+    assert (none.path, none.source, none.note) == (None, "none", None)
+    with pytest.raises(UsageError, match="eagle3-kimi-k2 does not fit .*: hidden size 7168 vs 576"):
+        resolve("eagle3-kimi-k2", "head", "run", target_path=str(smollm2_path))

@@ -318,14 +318,17 @@ def test_models_lists_every_store_with_its_header(stores, capsys):
     resolve_for_run("org/tiny-GGUF:F16")  # one file in the hub cache
     capsys.readouterr()
     assert main(["models", "--json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    listed = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in listed if r["kind"] == "model"}
     assert set(rows) == {"ollama:smol:latest", "lmstudio:pub/tiny-GGUF/tiny-F32.gguf", "org/tiny-GGUF/tiny-F16.gguf"}
+    heads = {r["name"]: r for r in listed if r["kind"] == "head"}
+    assert heads["homespec-eagle3.1-smollm2-135m"]["pairs_with"] == "smollm2-135m"  # the shipped head
     smol = rows["ollama:smol:latest"]
     assert (smol["source"], smol["path"], smol["arch"], smol["quant"]) == ("ollama", str(blob), "llama", "Q4_1")
     assert rows["org/tiny-GGUF/tiny-F16.gguf"]["source"] == "hf-cache"
     assert rows["lmstudio:pub/tiny-GGUF/tiny-F32.gguf"]["quant"] == "F32"
     assert main(["models", "--json", "--gpu", "4090"]) == 0
-    assert {r["verdict"] for r in json.loads(capsys.readouterr().out)} == {"fits"}
+    assert {r["verdict"] for r in json.loads(capsys.readouterr().out) if r["kind"] == "model"} == {"fits"}
     assert main(["models", "--gpu", "none"]) == 0
     table = capsys.readouterr().out
     assert "ollama:smol:latest" in table and "fits" in table

@@ -1,7 +1,10 @@
 """Tokenizers for target models, behind the `Tokenizer` protocol of homespec.contracts.backend.
 
 * GGUF files: llama.cpp's own tokenizer (homespec.backends.llamacpp.tokenizer), so token ids match
-  what llama.cpp computes bit for bit.
+  what llama.cpp computes bit for bit; or the same tokenizer rebuilt with `tokenizers` from the file's
+  own tokenizer data (homespec.backends.gguf_tokenizer), tested equal to llama.cpp's: what the torch
+  backend asks for (`prefer="tokenizers"`), and what any caller gets where llama-cpp-python is not
+  installed. A vocabulary the rebuild does not cover falls back to llama.cpp's.
 * Hugging Face directories: `tokenizers` with tokenizer.json, chat template from tokenizer_config.json
   (or chat_template.jinja).
 
@@ -14,9 +17,14 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
+from typing import TYPE_CHECKING
+
 from homespec.backends.template import ChatTemplate, Templated
 from homespec.errors import FormatError, HomespecError
+
+if TYPE_CHECKING:
+    from homespec.backends.gguf_tokenizer import GGUFTokenizer
+    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 
 
 class HFTokenizer(Templated):
@@ -93,8 +101,10 @@ def _token_text(tok: Any) -> str | None:
     return tok
 
 
-def load_tokenizer(model_path: str) -> LlamaCppTokenizer | HFTokenizer:
-    """The tokenizer of a GGUF file or a Hugging Face model directory."""
+def load_tokenizer(model_path: str, *, prefer: str = "llamacpp") -> "LlamaCppTokenizer | GGUFTokenizer | HFTokenizer":
+    """The tokenizer of a GGUF file or a Hugging Face model directory. For a GGUF, `prefer`
+    "llamacpp" (llama.cpp's, or the rebuilt one where llama-cpp-python is not installed) or
+    "tokenizers" (the rebuilt one, or llama.cpp's for a vocabulary it does not cover)."""
     p = Path(model_path)
     if p.is_dir():
         return HFTokenizer(str(p))
@@ -102,6 +112,26 @@ def load_tokenizer(model_path: str) -> LlamaCppTokenizer | HFTokenizer:
         with open(p, "rb") as fh:
             magic = fh.read(4)
         if magic == b"GGUF":
-            return LlamaCppTokenizer(str(p))
+            return _gguf_tokenizer(str(p), prefer)
         raise FormatError(f"{model_path}: not a GGUF file (magic {magic!r})", hint="pass a .gguf file or a model directory")
     raise HomespecError(f"{model_path}: no such file or directory", hint="check the path")
+
+
+def _gguf_tokenizer(path: str, prefer: str) -> "LlamaCppTokenizer | GGUFTokenizer":
+    from homespec.backends.gguf_tokenizer import GGUFTokenizer, UnsupportedTokenizer
+
+    if prefer == "tokenizers" or not _llama_cpp_installed():
+        try:
+            return GGUFTokenizer(path)
+        except UnsupportedTokenizer:
+            if not _llama_cpp_installed():
+                raise
+    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
+
+    return LlamaCppTokenizer(path)
+
+
+def _llama_cpp_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None

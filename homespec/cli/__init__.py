@@ -20,6 +20,7 @@ from homespec.cli import chat as _chat  # noqa: F401 - registers `chat`
 from homespec.cli import serve as _serve  # noqa: F401 - registers `serve`
 from homespec.cli import train as _train  # noqa: F401 - registers `draft train`
 from homespec.cli import models as _models  # noqa: F401 - registers `models`
+from homespec.cli import pull as _pull  # noqa: F401 - registers `pull`
 from homespec.cli import export as _export  # noqa: F401 - registers `draft export`
 from homespec.cli.bench import _BenchCommand, _check_output_file, _legacy_json_file, _long_token_prompts
 from homespec.cli.chat import _ResumeCommand

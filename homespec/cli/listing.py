@@ -21,6 +21,8 @@ class LocalModel:
     quant: str | None
     verdict: str | None = None  # fits | fits_offloaded | does_not_fit (with --gpu)
     error: str | None = None  # why the header or the plan could not be read
+    kind: str = "model"  # model | head (pass a head to --draft)
+    pairs_with: str | None = None  # a head: the model(s) it drafts for
 
 
 def _describe(found: Found) -> LocalModel:
@@ -55,3 +57,11 @@ def list_models(gpu: str | None = None, ctx: int | None = None) -> list[LocalMod
     if gpu is not None:
         models = [_verdict(m, gpu, ctx) for m in models]
     return models
+
+
+def list_heads() -> list[LocalModel]:
+    """The EAGLE heads in the hub cache and homespec's store, each with the model it drafts for."""
+    from homespec.sources.heads_here import list_heads as found_heads
+
+    return [LocalModel(h.source, h.name, str(h.path), h.size, "eagle3", h.layout, kind="head", pairs_with=h.pairs_with)
+            for h in found_heads()]

@@ -18,26 +18,45 @@ def models(
     ctx: Annotated[Optional[int], typer.Option("--ctx", help="Context length the plans assume (with --gpu). Default: the plan's.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """List the GGUF models Ollama, LM Studio and the Hugging Face cache hold, with the name to pass to --model."""
-    from homespec.cli.listing import VERDICT_WORDS, list_models
+    """List the GGUF models Ollama, LM Studio and the Hugging Face cache hold, with the name to pass to
+    --model, and the EAGLE heads here, with the name to pass to --draft and the model each drafts for."""
+    from homespec.cli.listing import list_heads, list_models
     from homespec.sources.stores import cache_dir, lmstudio_roots, ollama_roots
 
-    found = list_models(gpu, ctx)
+    found, heads = list_models(gpu, ctx), list_heads()
     if json_out:
-        print(json.dumps([asdict(m) for m in found], indent=2))
+        print(json.dumps([asdict(m) for m in [*found, *heads]], indent=2))
         return
     console = _stdout()
     if not found:
         where = [*map(str, ollama_roots()), *map(str, lmstudio_roots()), str(cache_dir())]
         console.print("no models found in " + ", ".join(where))
-        return
+    else:
+        _models_table(console, found, gpu is not None)
+    if heads:
+        _heads_table(console, heads)
+
+
+def _heads_table(console, heads) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, title="draft heads", title_justify="left")
+    for col in ("source", "--draft", "layout", "size", "pairs with"):
+        table.add_column(col, justify="right" if col == "size" else "left")
+    for h in heads:
+        table.add_row(h.source, h.name, h.quant or "?", f"{h.size_bytes / 2**20:.1f} MiB", h.pairs_with or "?")
+    console.print(table)
+
+
+def _models_table(console, found, with_plan: bool) -> None:
+    from homespec.cli.listing import VERDICT_WORDS
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("source", "--model", "quant", "size", "arch", *(("plan",) if gpu is not None else ())):
+    for col in ("source", "--model", "quant", "size", "arch", *(("plan",) if with_plan else ())):
         table.add_column(col, justify="right" if col == "size" else "left")
     for m in found:
-        plan = VERDICT_WORDS.get(m.verdict or "", m.error or "-") if gpu is not None else None
+        plan = VERDICT_WORDS.get(m.verdict or "", m.error or "-") if with_plan else None
         row = [m.source, m.name, m.quant or "?", f"{m.size_bytes / 2**30:.2f} GiB", m.arch or (m.error or "?")]
         table.add_row(*row, *((plan,) if plan is not None else ()))
     console.print(table)

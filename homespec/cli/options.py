@@ -67,7 +67,7 @@ DraftDtypeOpt = Annotated[str, typer.Option(
 
 # The running commands' options (generate, bench, chat).
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="GGUF file, Hugging Face directory, org/repo[:QUANT] (downloaded into the hub cache), ollama:NAME[:TAG] or lmstudio:PUB/REPO (see `homespec models`). Default: the embedded SmolLM2-135M-Instruct.")]
-DraftOpt = Annotated[Optional[str], typer.Option("--draft", help="eagle3: head directory (EAGLE-3 layout) or its hub repo org/repo; draft: a small GGUF/HF model, or any --model spelling. Default: the shipped head.")]
+DraftOpt = Annotated[Optional[str], typer.Option("--draft", help="auto (default): the EAGLE head paired with --model on this machine (else prompt lookups, and the command that fetches the catalogue's head); none; a catalogue head id; a head directory or eagle3 .gguf; a head's hub repo org/repo. --method draft: a small GGUF/HF model, or any --model spelling.")]
 MethodOpt = Annotated[str, typer.Option("--method", help="auto (each step: prompt lookup, the suffix store or the EAGLE head, whichever pays), none, ngram, suffix, draft or eagle3.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
 

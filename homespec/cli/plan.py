@@ -19,7 +19,7 @@ from homespec.plan.settings import DEFAULT_CTX
 def plan(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Catalogue name (llama-3.1-70b-q4), GGUF path or URL, org/repo[:QUANT] (header read by range), ollama:NAME[:TAG], lmstudio:PUB/REPO, config.json, or EXL2 dir. Default: the embedded SmolLM2-135M.")] = None,
     gpu: Annotated[str, typer.Option("--gpu", help="auto (probe), none, or catalogue names: 4090 / 4090,3090 / m3-ultra-512.")] = "auto",
-    draft: Annotated[Optional[str], typer.Option("--draft", help="Draft head or model: catalogue name, checkpoint dir or its hub repo (org/repo), GGUF, or 'none'. Default: the model's default pairing.")] = None,
+    draft: Annotated[Optional[str], typer.Option("--draft", help="Draft head or model: auto (default: the head a run pairs with the model), none, mtp, a catalogue name, a checkpoint dir or its hub repo (org/repo), an eagle3 or draft-model GGUF.")] = None,
     quant: Annotated[Optional[str], typer.Option("--quant", help="Quantisation for a config.json model (Q4_K_M, Q8_0, exl2-4.65, ...).")] = None,
     ctx: CtxOpt = DEFAULT_CTX,
     kv_type: Annotated[str, typer.Option("--kv-type", help="KV cache type: f16, q8_0, q4_0 (exl2: f16, q8, q6, q4).")] = "f16",

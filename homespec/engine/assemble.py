@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from homespec.backends.registry import BACKENDS, LoadArgs, backend_entry
 from homespec.engine.methods import METHODS, DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
-    RunOptions, auto_head, check_options, drafts_with_head, head_dir, resolve_model_path, threads_of, tree_nodes,
+    RunOptions, auto_head, check_options, draft_for_plan, drafts_with_head, head_dir, resolve_model_path, threads_of,
+    tree_nodes,
 )
 from homespec.errors import UsageError
 
@@ -183,8 +184,7 @@ def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel
 
     if gpu is None:
         gpu = "none" if BACKENDS[opt.backend].torch_device and opt.device == "cpu" else "auto"
-    draft = opt.draft if METHODS[opt.method].draft_model or drafts_with_head(opt, path) else "none"
-    return make_plan(model=path, gpu=gpu, draft=draft, ctx=opt.ctx, backend=opt.backend,
+    return make_plan(model=path, gpu=gpu, draft=draft_for_plan(opt, path), ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
                      parallel=parallel)
 

@@ -6,8 +6,10 @@ The plan that `homespec plan` prints for the same arguments is the one that star
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from homespec.backends.registry import BACKENDS, backend_entry
 from homespec.embedded import shipped_head
@@ -15,15 +17,20 @@ from homespec.engine.methods import METHODS, lookup_depth, method_entry
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
 
+if TYPE_CHECKING:
+    from homespec.sources.resolve import Resolved
+
 __all__ = ["RunOptions", "check_options", "draft_shape", "head_dir", "auto_head", "drafts_with_head", "tree_nodes",
            "lookup_depth", "lookup_without_head", "resolve_model_path", "threads_of",
-           "default_head"]
+           "default_head", "draft_for_plan", "paired_head"]
 
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     model: str | None = None  # a GGUF file or HF directory; None = the embedded SmolLM2
-    draft: str | None = None  # head dir (eagle3) or GGUF/HF model (draft); None = the default pairing
+    # auto/eagle3: a head (auto or None: the one paired with the model, none, a catalogue id, a head
+    # directory or an eagle3 .gguf); draft: a small GGUF/HF model
+    draft: str | None = None
     method: str = "auto"  # auto: per step, prompt lookup, the suffix store or the EAGLE head (when there is one)
     backend: str = "llamacpp"
     device: str | None = None  # torch backend: cpu / cuda / mps (auto)
@@ -110,13 +117,50 @@ def tree_nodes(opt: RunOptions) -> int:
     return METHODS[opt.method].nodes(opt)
 
 
+@functools.lru_cache(maxsize=16)
+def _head(draft: str | None, model_path: str) -> "Resolved":
+    from homespec.sources.resolve import resolve
+
+    return resolve(draft, "head", "run", target_path=model_path)
+
+
+def paired_head(opt: RunOptions, model_path: str) -> "Resolved":
+    """The head --draft names for the model (auto: the one homespec pairs with it, homespec.sources.pairing),
+    checked against the model before anything loads; its note (how to fetch a head that is not
+    here) printed once."""
+    found = _head(opt.draft, model_path)
+    _say(found.note)
+    return found
+
+
+_SAID: set[str] = set()  # notes already printed by this process
+
+
+def _say(note: str | None) -> None:
+    if note and note not in _SAID:
+        import sys
+
+        _SAID.add(note)
+        print(note, file=sys.stderr)
+
+
+def _gguf_head_note(path: str) -> str:
+    """Why an eagle3 GGUF head is not drafted with: the EAGLE drafter METHODS makes (homespec.engine.methods
+    `_eagle`) reads a head directory; llama.cpp's head drafter (homespec/backends/llamacpp/head.py) runs
+    eagle3 GGUFs and is not among METHODS' drafters."""
+    return (f"note: {Path(path).name} is an eagle3 GGUF head and homespec's EAGLE drafter reads head directories "
+            "(config.json and weights): drafting with prompt lookups; pass the head's directory as --draft "
+            "(`homespec models` lists the heads here)")
+
+
 def auto_head(opt: RunOptions, model_path: str) -> Path | None:
-    """The EAGLE head auto drafts with beside its lookups: --draft (which must be a head), else the
-    shipped head of the embedded model, else none (auto then drafts with lookups alone)."""
-    if opt.draft:
-        return head_dir(opt, model_path)
-    where = default_head(model_path)
-    return where if where is not None and where.exists() else None
+    """The EAGLE head auto drafts with beside its lookups: --draft (a head, checked against the
+    model), else the one paired with the model (auto), else none (lookups alone)."""
+    found = paired_head(opt, model_path)
+    if found.path is not None and Path(found.path).is_file():
+        _say(_gguf_head_note(found.path))
+        return None
+    return Path(found.path) if found.path is not None else None
 
 
 def drafts_with_head(opt: RunOptions, model_path: str) -> bool:
@@ -140,7 +184,7 @@ def check_options(opt: RunOptions) -> str:
     path = resolve_model_path(opt.model)
     models = [path]
     if method.draft_model:
-        if not opt.draft:
+        if not opt.draft or opt.draft.strip().lower() in ("auto", "none"):
             raise UsageError("--method draft needs a draft model", hint="pass --draft PATH to a small GGUF with the same tokenizer")
         models.append(resolve_model_path(opt.draft, "draft"))
     if backend.gguf_only and any(Path(m).is_dir() for m in models):
@@ -176,16 +220,34 @@ def _check_tree(opt: RunOptions) -> None:
 
 
 def head_dir(opt: RunOptions, model_path: str) -> Path:
-    """The EAGLE-3 head to draft with: --draft, else the shipped head of the embedded model."""
-    if opt.draft:
-        head_dir = Path(resolve_model_path(opt.draft, "head"))  # a directory, or a hub repo fetched into the cache
-    else:
-        head_dir = default_head(model_path)
-    if head_dir is None:
-        raise UsageError(
-            "no EAGLE-3 head for this model",
-            hint="pass --draft DIR (a head in the EAGLE-3 layout), train one with `homespec draft train`, or use --method ngram",
-        )
-    if not head_dir.exists():
-        raise UsageError(f"no draft head at '{head_dir}'", hint="pass the directory holding config.json and model.safetensors")
-    return head_dir
+    """The EAGLE-3 head to draft with (--method eagle3): --draft, else the one paired with the model."""
+    found = _head(opt.draft, model_path)
+    if found.path is not None and Path(found.path).is_file():
+        raise UsageError(_gguf_head_note(found.path).removeprefix("note: ").split(": drafting with")[0],
+                         hint="pass the head's directory as --draft, or use --method auto")
+    if found.path is not None:
+        return Path(found.path)
+    if found.source == "none":
+        raise UsageError("--method eagle3 drafts with a head and --draft none names none",
+                         hint="drop --draft none, or use --method auto / ngram")
+    fetch = found.note.rsplit("Fetch it with: ", 1)[-1] if found.note else None
+    raise UsageError(
+        "no EAGLE-3 head for this model on this machine" if fetch is None else
+        f"the EAGLE-3 head for this model is not on this machine (`{fetch}` fetches it)",
+        hint=f"run `{fetch}`, or use --method auto" if fetch else
+        "pass --draft DIR|FILE.gguf|ID (`homespec models` lists the heads here), train one with "
+        "`homespec draft train`, or use --method ngram")
+
+
+def draft_for_plan(opt: RunOptions, model_path: str) -> str:
+    """What the run's plan is made with as --draft: the draft model, the head this run drafts with
+    (its path), or none."""
+    method = METHODS[opt.method]
+    if method.draft_model:
+        return opt.draft or "none"
+    if method.needs_head:
+        return str(head_dir(opt, model_path))
+    if method.uses_head:
+        head = auto_head(opt, model_path)
+        return str(head) if head is not None else "none"
+    return "none"

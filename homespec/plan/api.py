@@ -28,6 +28,24 @@ def default_backend(model: ModelSpec) -> str:
     return "llamacpp"
 
 
+def _paired(model: str | None) -> tuple[str, str | None] | None:
+    """The head a run pairs with a local model file or folder (homespec.sources.pairing), and a note
+    when it is the catalogue's and not on this machine; None for a catalogue name or a hub URL."""
+    from pathlib import Path
+
+    if model is None or not Path(model).exists():
+        return None
+    from homespec.sources.pairing import pair
+
+    p = pair(model)
+    if p.head is not None:
+        return str(p.head), None
+    if p.entry is not None:
+        return p.entry, (f"draft: planned with {p.entry}, which is not on this machine: a run drafts with "
+                         f"prompt lookups until `homespec pull {p.entry}` fetches it")
+    return None
+
+
 def default_draft(model: str, target: ModelSpec) -> tuple[str | None, str | None]:
     """The --draft a plan assumes when none is given, and a note saying what it assumed.
 
@@ -40,6 +58,9 @@ def default_draft(model: str, target: ModelSpec) -> tuple[str | None, str | None
     head = shipped_head(model)
     if head is not None:
         return str(head), None
+    paired = _paired(model)
+    if paired is not None:
+        return paired
     if load_catalog().paired_draft(target) is not None or target.n_layer < 4 or target.n_nextn_layer:
         return None, None
     d = derived_draft(target)
@@ -88,7 +109,7 @@ def make_plan(
     named = resolve(model, "model", "plan", quant=quant)  # None: the embedded model
     model, target = named.spelling, named.spec
     assumed = None
-    if draft is None:
+    if draft is None or draft.strip().lower() == "auto":
         draft, assumed = default_draft(model, target)
     head = resolve(draft, "draft", "plan", target=target).spec
     be = backend or default_backend(target)

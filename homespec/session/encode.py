@@ -31,11 +31,12 @@ def encode_prompt(tok: "Tokenizer", turns: Sequence[str] | Sequence[dict[str, st
 
 
 def encode_prompts(model_path: str, prompts: Sequence[Sequence[str]], chat: bool,
-                   system: str | None = None) -> list[list[int]]:
-    """Every prompt's token ids from the model's tokenizer alone: measured before the weights load."""
+                   system: str | None = None, *, prefer: str = "llamacpp") -> list[list[int]]:
+    """Every prompt's token ids from the model's tokenizer alone: measured before the weights load.
+    `prefer`: a GGUF's tokenizer from llama.cpp or rebuilt with `tokenizers` (homespec.backends.tokenizer)."""
     from homespec.backends.tokenizer import load_tokenizer
 
-    tok = load_tokenizer(model_path)
+    tok = load_tokenizer(model_path, prefer=prefer)
     try:
         return [encode_prompt(tok, turns, chat, system) for turns in prompts]
     finally:
@@ -56,7 +57,9 @@ def checked_prompts(opt: "RunOptions", prompts: Sequence[Sequence[str]], chat: b
     prompt's length in tokens (the tokenizer alone). `source`: the prompts file, for the message."""
     from homespec.engine.options import check_options
 
-    token_items = encode_prompts(check_options(opt), prompts, chat, system)
+    # the tokenizer the backend will use: the torch backend's is the rebuilt one (no llama.cpp beside torch)
+    prefer = "llamacpp" if opt.backend == "llamacpp" else "tokenizers"
+    token_items = encode_prompts(check_options(opt), prompts, chat, system, prefer=prefer)
     for n, ids in enumerate(token_items, 1):
         check_fits(ids, opt.ctx, max_tokens, what="the prompt" if source is None else f"prompt {n} of {source}")
     return token_items

@@ -103,3 +103,30 @@ def pick_file(repo: str, files: list[str], tag: str | None, sizes: dict[str, int
         return models[0]
     raise UsageError(f"{repo} holds {len(models)} GGUF models and none is Q4_K_M or Q8_0: {_describe(models, sizes)}",
                      hint=f"pick a quant, e.g. {repo}:{split_info(models[0]).tag or 'Q4_K_M'}, or name a file")
+
+
+def quant_bits(path: str) -> int:
+    """The bit width in a file's quant tag (Q4_K_M -> 4, BF16 -> 16; 0 without one)."""
+    info = split_info(path)
+    m = re.search(r"\d+", info.tag) if info is not None else None
+    return int(m.group()) if m else 0
+
+
+def best_sibling(files: list[str], model: str, keyword: str, tag: str | None = None) -> str | None:
+    """The sidecar (`keyword`: "eagle3-") llama.cpp's -hf fetches beside `model` (common/download.cpp
+    find_best_sibling): a .gguf naming the keyword in the model's folder or one above it, the deepest
+    first, then one whose name carries the model's quant tag, then the nearest in bits."""
+    model_dir = model.split("/")[:-1]
+    want = quant_bits(f"x-{tag}.gguf") if tag else quant_bits(model)
+    best, best_key = None, None
+    for f in files:
+        if not f.endswith(".gguf") or keyword not in f:
+            continue
+        sib_dir = f.split("/")[:-1]
+        if model_dir[: len(sib_dir)] != sib_dir:
+            continue
+        exact = bool(tag) and f"-{tag.upper()}." in f.upper()
+        key = (-len(sib_dir), not exact, abs(quant_bits(f) - want))
+        if best_key is None or key < best_key:
+            best, best_key = f, key
+    return best

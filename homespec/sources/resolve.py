@@ -235,7 +235,7 @@ def _draft_spec(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     """The draft named by --draft: None -> the catalogue's pairing for the target, 'none' -> no draft."""
     from homespec.formats.http import is_url
 
-    if arg is None:
+    if is_auto(arg):
         from homespec.catalog import load_catalog
 
         draft = load_catalog().draft_for(target)
@@ -271,9 +271,11 @@ PURPOSES: tuple[str, ...] = ("plan", "run")
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """What one spelling names. `path`: for "plan", what a header reader opens (a local path or a hub
-    URL; None for a catalogue name, which has no file); for "run", a local file or directory. `spec`:
-    the shapes, read for "plan" (None for a run, whose backend reads its own file, and for --draft
-    none). `source`: where it was found (see `source_of`)."""
+    URL; None for a catalogue name, which has no file); for "run", a local file or directory (None
+    for a head that is not on this machine, or none at all). `spec`: the shapes, read for "plan"
+    (None for a run, whose backend reads its own file, and for --draft none). `source`: where it was
+    found (see `source_of`; a paired head: auto:shipped, auto:sidecar, auto:hf-cache, auto:store,
+    auto:none). `note`: one line for the user (the command that fetches a head that is not here)."""
 
     spelling: str | None
     role: str
@@ -281,6 +283,7 @@ class Resolved:
     path: str | None
     spec: ModelSpec | DraftSpec | None
     source: str
+    note: str | None = None
 
 
 def source_of(spelling: str | None) -> str:
@@ -313,6 +316,44 @@ def _run_path(spelling: str | None, role: str) -> str:
     return resolve_for_run(spelling)
 
 
+def is_auto(spelling: str | None) -> bool:
+    """None or "auto": the head (or draft) homespec pairs with the model."""
+    return spelling is None or spelling.strip().lower() == "auto"
+
+
+def _run_head(spelling: str | None, target_path: str) -> tuple[str | None, str | None, str]:
+    """(path, note, source) of the head `spelling` names for the local target at `target_path`,
+    checked against it before anything loads (homespec.sources.pairing): auto pairs one; a
+    catalogue head that is not here is None with the line that fetches it; a hub repo is fetched."""
+    from homespec.sources import pairing
+    from homespec.sources.find import resolve_head_for_run, source_ref
+    from homespec.sources.identity import target_identity
+
+    if is_auto(spelling):
+        p = pairing.pair(target_path)
+        return (str(p.head) if p.head is not None else None), p.note, f"auto:{p.where}"
+    if spelling.strip().lower() in ("none", ""):
+        return None, None, "none"
+    target = target_identity(target_path)
+    path = existing(spelling, "draft")
+    if path is None and not _looks_like_path(spelling):
+        from homespec.catalog import load_catalog
+        from homespec.sources.heads_here import local_copy
+
+        entry = load_catalog().draft_entry(spelling)
+        if entry is not None:
+            pairing.check_entry(entry, target)  # refused on the catalogue's shapes, before any download
+            local = local_copy(entry)
+            if local is not None:
+                path = local
+            elif source_ref(spelling) is None:  # a catalogue id: say how to fetch it
+                return None, pairing.fetch_note(entry, target).replace(" drafts for ", " would draft for "), "catalogue"
+    if path is None:
+        path = resolve_head_for_run(spelling)  # a path that does not exist is refused here; a repo is fetched
+    pairing.check_path(path, target)
+    return str(path), None, source_of(spelling)
+
+
 def _read_from(spec: ModelSpec | DraftSpec | None, source: str) -> str | None:
     """The file or URL the shapes were read from (the readers record it); None for the catalogue."""
     if spec is None or source in ("catalogue", "none", "mtp"):
@@ -321,12 +362,17 @@ def _read_from(spec: ModelSpec | DraftSpec | None, source: str) -> str | None:
 
 
 def resolve(spelling: str | None, role: Role = "model", purpose: Purpose = "plan", *,
-            quant: str | None = None, target: ModelSpec | None = None) -> Resolved:
+            quant: str | None = None, target: ModelSpec | None = None, target_path: str | None = None) -> Resolved:
     """What `spelling` names as a `role`, for a `purpose` (see the module's docstring). `quant` picks
     a catalogue model's quantisation (plan, model); `target` is the model a draft or head is planned
-    beside: None -> the catalogue's pairing for it, and the widths are checked against it."""
+    beside: None -> the catalogue's pairing for it, and the widths are checked against it.
+    `target_path`: the local model a head runs beside (run, head): `auto` (or None) pairs one with
+    it, and any head is checked against it before anything loads."""
     if role not in ROLES or purpose not in PURPOSES:
         raise ValueError(f"resolve: role {role!r} / purpose {purpose!r}")
+    if purpose == "run" and role == "head" and target_path is not None:
+        path, note, source = _run_head(spelling, target_path)
+        return Resolved(spelling, role, purpose, path, None, source, note)
     source = source_of(spelling)
     if purpose == "run":
         return Resolved(spelling, role, purpose, _run_path(spelling, role), None, source)
@@ -339,9 +385,9 @@ def resolve(spelling: str | None, role: Role = "model", purpose: Purpose = "plan
     elif target is None:
         raise ValueError("resolve: planning a draft needs its target")
     else:
-        source = "catalogue" if spelling is None else source  # the catalogue's pairing for the target
+        source = "catalogue" if is_auto(spelling) else source  # the catalogue's pairing for the target
         spec = _draft_spec(spelling, target)
     return Resolved(spelling, role, purpose, _read_from(spec, source), spec, source)
 
 
-__all__ = ["PURPOSES", "ROLES", "Resolved", "check_pairing", "draft_from_model", "resolve", "source_of"]
+__all__ = ["PURPOSES", "ROLES", "Resolved", "check_pairing", "draft_from_model", "is_auto", "resolve", "source_of"]

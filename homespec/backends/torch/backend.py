@@ -72,7 +72,8 @@ class TorchBackend:
         if self._tokenizer is None:  # loaded on first use: numeric work needs no tokenizer
             from homespec.backends.tokenizer import load_tokenizer
 
-            self._tokenizer = load_tokenizer(self.model_path)
+            # the rebuilt tokenizer for a GGUF: no llama.cpp in a torch process (docs/backends.md)
+            self._tokenizer = load_tokenizer(self.model_path, prefer="tokenizers")
         return self._tokenizer
 
     @property
