@@ -200,3 +200,18 @@ def test_the_head_files_are_read_without_torch_in_published_names(tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(HomespecError, match="the config implies"):
         read_head(d)
+
+
+def test_the_targets_tokenizer_is_copied_key_for_key_with_its_types(tmp_path, smollm2_path):
+    """The draft GGUF carries the target's tokenizer (llama.cpp checks a draft's vocabulary against its target's)."""
+    from homespec.backends.llamacpp.head_gguf import TOKENIZER_ARRAYS
+    from homespec.formats.gguf import read_gguf_header
+
+    d, _ = make_head_dir(tmp_path / "h", "homespec", h=576, ht=576, n_head=9, n_kv=3, head_dim=64, seed=14)
+    conv = head_gguf(d, smollm2_path, patched=True, cache_dir=tmp_path / "c")
+    a = read_gguf_header(smollm2_path, keep_arrays=TOKENIZER_ARRAYS)
+    b = read_gguf_header(conv.path, keep_arrays=TOKENIZER_ARRAYS)
+    keys = sorted(k for k in a.metadata if k.startswith("tokenizer."))
+    assert keys == sorted(k for k in b.metadata if k.startswith("tokenizer.")) and "tokenizer.ggml.merges" in keys
+    for k in keys:
+        assert a.metadata[k] == b.metadata[k] and a.value_types[k] == b.value_types[k], k
