@@ -4,8 +4,9 @@ For each prompt the target's greedy reply is decoded first; then greedy chain sp
 over it: at each verified position the head (an eagle3 GGUF made by head_gguf, drafted by llama.cpp's
 own eagle3 graph, homespec.heads.llamacpp_draft) drafts a chain of --k tokens after the target's next
 token, the chain's leading tokens that equal the reply are accepted, and the next pass starts after
-them. Tokens per target pass (tau) = reply tokens / passes; "agree" is the share of draft steps where
-a dtype drafts the same token as f16 from the same context. No torch: this is the GGUF run path.
+them. Tokens per target pass (tau) = reply tokens / passes. "agree" is the share of draft tokens a
+variant drafts alike with the first one from the same contexts (a chain of --k at every second position
+of every reply; "agree_first": the first draft token alone). No torch: this is the GGUF run path.
 
 The target's features come from one llama.cpp pass over prompt + reply, the same for every dtype (a
 causal target's features of a prefix are those of the prefix's rows; llama.cpp's CPU kernels are not
@@ -40,13 +41,13 @@ def prompt_ids(split: str, n: int, target: Path) -> list[list[int]]:
 
 
 def replay(d, ctx: list[int], reply: list[int], k: int) -> tuple[int, list[list[int]]]:
-    """Passes the reply takes with chains of k, and each pass's chain (for agreement). The target's
-    features come from one pass over prompt + reply (a prefix's features are the same)."""
+    """Passes the reply takes with chains of k, and the chains drafted at every second position (for
+    agreement). The target's features come from one pass over prompt + reply."""
     feats, _ = d.target_pass(ctx + reply)
-    pos, passes, chains = 0, 0, []
+    chains = [d.draft_from(ctx + reply[:pos], feats, reply[pos], k).tokens for pos in range(0, len(reply), 2)]
+    pos, passes = 0, 0
     while pos < len(reply):
         chain = d.draft_from(ctx + reply[:pos], feats, reply[pos], k).tokens
-        chains.append(chain)
         accepted = 0
         while accepted < k and pos + 1 + accepted < len(reply) and chain[accepted] == reply[pos + 1 + accepted]:
             accepted += 1
@@ -72,6 +73,7 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--dtypes", default="f16,q8_0")
     ap.add_argument("--twin", action="store_true", help="also the head's EAGLE-3 twin (f16), as a build without the patch runs it")
+    ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1: no spinning thread barriers on a busy machine)")
     ap.add_argument("--json-out", type=Path)
     a = ap.parse_args()
     import_llama_cpp()
@@ -86,7 +88,7 @@ def main() -> int:
     for dtype, patched in variants:
         conv = head_gguf(a.head, target, dtype=dtype, patched=patched)
         t0 = time.perf_counter()
-        with LlamaCppEagle3(target, conv.path, n_ctx=n_ctx) as d:
+        with LlamaCppEagle3(target, conv.path, n_ctx=n_ctx, n_threads=a.threads) as d:
             if replies is None:
                 replies = [d.greedy(ctx, a.tokens, eos) for ctx in ids]
             results = [replay(d, ctx, reply, a.k) for ctx, reply in zip(ids, replies)]
@@ -95,14 +97,14 @@ def main() -> int:
         chains = [c for _, cs in results for c in cs]
         row = {"kind": conv.kind, "dtype": dtype, "bytes": conv.path.stat().st_size, "tokens": tokens,
                "passes": passes, "tau": tokens / passes, "seconds": time.perf_counter() - t0}
-        if base_chains is not None and len(base_chains) == len(chains):
-            same = sum(x == y for c0, c1 in zip(base_chains, chains) for x, y in zip(c0, c1))
-            row["agree_with_first"] = same / sum(len(c) for c in chains)
+        if base_chains is not None:
+            row["agree"] = sum(x == y for c0, c1 in zip(base_chains, chains) for x, y in zip(c0, c1)) / (a.k * len(chains))
+            row["agree_first"] = sum(c0[0] == c1[0] for c0, c1 in zip(base_chains, chains)) / len(chains)
         base_chains = base_chains if base_chains is not None else chains
         rows.append(row)
         print(f"{conv.kind:12s} {dtype:5s} {row['bytes'] / 2**20:7.2f} MiB  tau {row['tau']:.3f} "
-              f"({tokens} tokens / {passes} passes)" + (f"  agree {row['agree_with_first']:.3f}"
-                                                        if "agree_with_first" in row else ""), flush=True)
+              f"({tokens} tokens / {passes} passes)" + (f"  agree {row['agree']:.3f} (first {row['agree_first']:.3f})"
+                                                        if "agree" in row else ""), flush=True)
     if len(rows) > 1:
         base = rows[0]["tau"]
         for r in rows[1:]:

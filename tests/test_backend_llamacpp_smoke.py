@@ -222,10 +222,12 @@ def test_probe_shows_the_instruction_sets_and_the_build(cache):
     assert set(doc["cpu_isa"]) and all(isinstance(v, bool) for v in doc["cpu_isa"].values())
     build = doc["llama_cpp"]
     assert build["library"] and isinstance(build["features"], dict)
+    assert build["eagle3_1"] is True and build["missing_entry_points"] == []  # set-up's patched build
     if doc["cpu_isa"].get("AMX") is False:
         assert build["amx"] == "absent on this CPU"
     text = subprocess.run([sys.executable, "-m", "homespec", "probe"], capture_output=True, text=True, timeout=120)
     assert "CPU instruction sets:" in text.stdout and "llama.cpp" in text.stdout
+    assert "EAGLE-3.1 heads: run as they are" in text.stdout
 
 
 # --- the patched source (scripts/lib/llama_build.sh) ---------------------------------------------------

@@ -96,14 +96,14 @@ def test_the_original_release_reads_the_same_from_pytorch_model_bin_and_safetens
 
 def test_a_second_call_hits_the_cache_and_a_changed_head_converts_again(tmp_path, tiny_target):
     d, _ = make_head_dir(tmp_path / "h", "homespec", fc_norm=True, norm_output=True, seed=5)
-    first = head_gguf(d, tiny_target, patched=True, cache_dir=tmp_path / "c")
+    first = head_gguf(d, tiny_target, dtype="f16", patched=True, cache_dir=tmp_path / "c")
     stamp = first.path.stat().st_mtime_ns
-    again = head_gguf(d, tiny_target, patched=True, cache_dir=tmp_path / "c")
+    again = head_gguf(d, tiny_target, dtype="f16", patched=True, cache_dir=tmp_path / "c")
     assert again.cached and again.path == first.path and again.path.stat().st_mtime_ns == stamp
     q8 = head_gguf(d, tiny_target, dtype="q8_0", patched=True, cache_dir=tmp_path / "c")
     assert not q8.cached and q8.path != first.path
     make_head_dir(d, "homespec", fc_norm=True, norm_output=True, seed=6)  # new weights, same place
-    changed = head_gguf(d, tiny_target, patched=True, cache_dir=tmp_path / "c")
+    changed = head_gguf(d, tiny_target, dtype="f16", patched=True, cache_dir=tmp_path / "c")
     assert not changed.cached and changed.path != first.path
 
 
@@ -120,7 +120,7 @@ def test_q8_0_quantizes_the_matrices_and_keeps_1d_tensors_f32(tmp_path, tiny_tar
 
 def test_a_head_wider_than_its_target_brings_its_embeddings(tmp_path, tiny_target):
     d, w = make_head_dir(tmp_path / "wide", "homespec", h=96, head_dim=24, embed=True, seed=8)
-    got = read_gguf(head_gguf(d, tiny_target, patched=True, cache_dir=tmp_path / "c").path)[1]
+    got = read_gguf(head_gguf(d, tiny_target, dtype="f16", patched=True, cache_dir=tmp_path / "c").path)[1]
     assert np.allclose(got["token_embd.weight"], w["embed_tokens.weight"], atol=1e-2)
     d2, _ = make_head_dir(tmp_path / "wide2", "homespec", h=96, head_dim=24, seed=8)
     with pytest.raises(HomespecError, match="96 wide but the target.s embeddings are 64"):
@@ -200,3 +200,18 @@ def test_the_head_files_are_read_without_torch_in_published_names(tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(HomespecError, match="the config implies"):
         read_head(d)
+
+
+def test_the_targets_tokenizer_is_copied_key_for_key_with_its_types(tmp_path, smollm2_path):
+    """The draft GGUF carries the target's tokenizer (llama.cpp checks a draft's vocabulary against its target's)."""
+    from homespec.backends.llamacpp.head_gguf import TOKENIZER_ARRAYS
+    from homespec.formats.gguf import read_gguf_header
+
+    d, _ = make_head_dir(tmp_path / "h", "homespec", h=576, ht=576, n_head=9, n_kv=3, head_dim=64, seed=14)
+    conv = head_gguf(d, smollm2_path, patched=True, cache_dir=tmp_path / "c")
+    a = read_gguf_header(smollm2_path, keep_arrays=TOKENIZER_ARRAYS)
+    b = read_gguf_header(conv.path, keep_arrays=TOKENIZER_ARRAYS)
+    keys = sorted(k for k in a.metadata if k.startswith("tokenizer."))
+    assert keys == sorted(k for k in b.metadata if k.startswith("tokenizer.")) and "tokenizer.ggml.merges" in keys
+    for k in keys:
+        assert a.metadata[k] == b.metadata[k] and a.value_types[k] == b.value_types[k], k

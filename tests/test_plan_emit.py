@@ -114,7 +114,8 @@ def test_shipped_head_is_marked_as_needing_a_gguf_export(capsys):
     *comments, command = out.strip().splitlines()
     draft = shlex.split(command)[shlex.split(command).index("--spec-draft-model") + 1]
     assert not Path(draft).exists() and draft.endswith(".gguf")
-    assert any(draft in c and "cannot export" in c and str(DEFAULT_HEAD) in c for c in comments), comments
+    assert any(draft in c and "homespec draft export" in c and "--eagle3-twin" in c and str(DEFAULT_HEAD) in c
+               for c in comments), comments
     assert "warning: " in err and "--draft-max" not in command
     # vLLM reads the head's own directory
     code, out, _ = run(capsys, "plan", "--gpu", "none", "--emit", "vllm")

@@ -36,7 +36,9 @@ def find_server(explicit: str | None = None) -> Path:
     found = [p for p in sorted(cache.glob(f"llama-{VERSION}-*/bin/llama-server")) if _smoke(p) != "failed"]
     if not found:
         raise UsageError("llama-server is not built", hint="run `bash scripts/build_llamacpp_tools.sh`, or pass --server BIN")
-    return min(found, key=lambda p: _smoke(p) != "pass")
+    # a passing build first; among those one with homespec's patch (its folder ends -p<patch hash>),
+    # which runs EAGLE-3.1 GGUFs too, before an older one without it
+    return min(found, key=lambda p: (_smoke(p) != "pass", "-p" not in p.parent.parent.name))
 
 
 def _smoke(server: Path) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Collection
 
 from homespec.errors import FormatError
@@ -61,6 +61,8 @@ class GGUFHeader:
     data_offset: int  # absolute offset of the tensor data section
     file_size: int | None = None
     source: str = ""
+    # key -> (GGUF value type, element type for arrays else None): what a writer needs to copy a value
+    value_types: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     @property
     def arch(self) -> str:
@@ -265,11 +267,17 @@ def parse_gguf(source, *, max_bytes: int = MAX_BYTES, label: str = "GGUF",
         raise cur.too_big(f"the header claims {n_tensors} tensors")
 
     metadata: dict = {}
+    value_types: dict[str, tuple[int, int | None]] = {}
     for _ in range(n_kv):
         key = cur.string("a metadata key")
         if key in metadata:
             raise cur.fail(f"duplicate metadata key {key!r}")
         vtype = cur.take("<I")
+        etype = None
+        if vtype == _ARRAY:
+            cur.ensure(4)
+            (etype,) = struct.unpack_from("<I", cur.buf, cur.pos)
+        value_types[key] = (vtype, etype)
         metadata[key] = _value(cur, vtype, key, key in keep_arrays)
 
     alignment = metadata.get("general.alignment", 32)
@@ -296,7 +304,7 @@ def parse_gguf(source, *, max_bytes: int = MAX_BYTES, label: str = "GGUF",
         if end > file_size:
             raise cur.fail(f"truncated: tensor data needs {end} bytes but the file has {file_size}",
                            hint="the download is incomplete; download it again")
-    return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, file_size, label)
+    return GGUFHeader(version, metadata, tuple(tensors), alignment, data_offset, file_size, label, value_types)
 
 
 def read_gguf_header(source: str | os.PathLike, *, max_bytes: int = MAX_BYTES, timeout_s: float = 30.0,

@@ -45,3 +45,9 @@ def render_cpu_build(isa: dict[str, bool], build: dict | None, console) -> None:
     console.print(f"llama.cpp{variant} uses: {used}", soft_wrap=True)
     if "AMX" in isa:
         console.print(f"AMX: {build['amx']}", soft_wrap=True)
+    if "eagle3_1" in build:
+        missing = build.get("missing_entry_points") or []
+        console.print("EAGLE-3.1 heads: " + ("run as they are (homespec's llama.cpp patch)" if build["eagle3_1"] else
+                                            "run as their EAGLE-3 twin (this llama.cpp lacks homespec's patch; "
+                                            "`bash scripts/setup.sh` builds it)")
+                      + (f"; missing entry points: {', '.join(missing)}" if missing else ""), soft_wrap=True)

@@ -203,16 +203,19 @@ def _gguf_draft(d: DraftSpec, draft_arg: str | None, target: ModelSpec) -> tuple
         return _as_given(draft_arg, d.source), []
     file = f"{d.name}.gguf"
     where = d.source if Path(d.source).is_dir() else (_head_repo(d.source) or "")
-    if d.kind == "eagle3" and where:
+    tgt = target.source if target.format == "gguf" and "://" not in target.source else "TARGET.gguf"
+    if where:
         get = "" if Path(where).is_dir() else "download it and "
         head_dir = where if Path(where).is_dir() else "HEAD_DIR"
-        return file, [f"{file} is not made yet: llama-server needs the EAGLE-3 head {where} as a GGUF; {get}convert "
-                      f"it with llama.cpp's `convert_hf_to_gguf.py {head_dir} --target-model-dir TARGET_HF_DIR`"]
-    if where:
-        return file, [f"{file} does not exist: llama-server needs the {d.kind} head {where} as a GGUF "
-                      "(arch eagle3), and homespec cannot export one yet"]
+        export = f"`homespec draft export {head_dir} --format gguf --target {tgt} --out {file}`"
+        if d.kind == "eagle3":
+            return file, [f"{file} is not made yet: llama-server needs the EAGLE-3 head {where} as a GGUF; {get}"
+                          f"export it with {export}"]
+        return file, [f"{file} is not made yet: llama-server needs the {d.kind} head {where} as a GGUF; {get}export "
+                      f"it with {export}; it runs in the llama-server scripts/build_llamacpp_tools.sh builds "
+                      "(homespec's EAGLE-3.1 patch), another llama-server needs its twin (add --eagle3-twin)"]
     return file, [f"{file} does not exist: llama-server needs a trained head for {target.name} as a GGUF (arch "
-                  "eagle3); `homespec draft train` trains one, but homespec cannot export it to GGUF yet"]
+                  f"eagle3); `homespec draft train` trains one and `homespec draft export HEAD --format gguf` writes it"]
 
 
 def _is_gguf(source: str) -> bool:

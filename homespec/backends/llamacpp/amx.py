@@ -210,6 +210,8 @@ def build_report(cpu_has_amx: bool) -> dict | None:
 
 def _report_here(cpu_has_amx: bool) -> dict:
     """build_report's work, in the process that may load libllama."""
+    from homespec.backends.llamacpp.exports import missing_entry_points, runs_eagle31
+
     try:
         from homespec.backends.llamacpp.lib import import_llama_cpp
 
@@ -230,6 +232,9 @@ def _report_here(cpu_has_amx: bool) -> dict:
                                            "NEON", "DOTPROD", "MATMUL_INT8", "SVE") if k in feats},
         "amx": amx_status(cpu_has_amx, uses_amx(info), choice, verdict, why),
         "smoke_test": verdict,
+        # homespec's llama.cpp patch (kernels/llamacpp/): EAGLE-3.1 heads run as they are, not as their twin
+        "eagle3_1": runs_eagle31(ll.llama_cpp._lib),
+        "missing_entry_points": missing_entry_points(ll.llama_cpp._lib),
     }
 
 

@@ -77,33 +77,38 @@ class TargetHeader:
     tokenizer: tuple[tuple[str, Any, Any, Any], ...]  # (key, value, type, sub_type) of tokenizer.*
 
 
+# the tokenizer's arrays longer than homespec's header reader keeps by default
+TOKENIZER_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+                    "tokenizer.ggml.merges", "tokenizer.ggml.added_tokens", "tokenizer.ggml.precompiled_charsmap")
+
+
 def read_target(path: str | os.PathLike[str]) -> TargetHeader:
-    """The target GGUF's header (gguf.GGUFReader maps the file; no weights are read)."""
-    from gguf import GGUFReader, GGUFValueType
+    """The target GGUF's depth, width, vocabulary and every tokenizer.* key with its GGUF type, from
+    homespec's bounded header reader (no weights are read)."""
+    from gguf import GGUFValueType
+
+    from homespec.formats.gguf import ArrayInfo, read_gguf_header
 
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"target {p} is not a file", hint="pass the target's GGUF with --target")
-    try:
-        reader = GGUFReader(str(p))
-    except (ValueError, OSError) as exc:
-        raise FormatError(f"{p}: not a readable GGUF ({exc})", hint="pass the target's GGUF with --target") from None
-
-    def field(key: str) -> Any:
-        f = reader.fields.get(key)
-        return None if f is None else f.contents()
-
-    arch = field("general.architecture")
-    n_layer, n_embd = field(f"{arch}.block_count"), field(f"{arch}.embedding_length")
-    tokens = field("tokenizer.ggml.tokens")
-    if not arch or n_layer is None or n_embd is None or not tokens:
+    header = read_gguf_header(p, keep_arrays=TOKENIZER_ARRAYS)
+    meta = header.metadata
+    arch = meta.get("general.architecture")
+    n_layer, n_embd = meta.get(f"{arch}.block_count"), meta.get(f"{arch}.embedding_length")
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if not arch or n_layer is None or n_embd is None or not isinstance(tokens, list) or not tokens:
         raise FormatError(f"{p}: no block_count, embedding_length or tokenizer in its header",
                           hint="pass the target model's own GGUF with --target")
     tok = []
-    for key, f in reader.fields.items():
-        if key.startswith("tokenizer."):
-            vtype = f.types[0]
-            tok.append((key, f.contents(), vtype, f.types[1] if vtype == GGUFValueType.ARRAY else None))
+    for key, value in meta.items():
+        if not key.startswith("tokenizer."):
+            continue
+        if isinstance(value, ArrayInfo):
+            raise FormatError(f"{p}: its tokenizer key {key} is an array homespec does not copy",
+                              hint="report this with the target's name")
+        vtype, etype = header.value_types[key]
+        tok.append((key, value, GGUFValueType(vtype), None if etype is None else GGUFValueType(etype)))
     return TargetHeader(p, str(arch), int(n_layer), int(n_embd), len(tokens), tuple(tok))
 
 
