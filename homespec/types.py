@@ -187,6 +187,9 @@ class DraftSpec:
     acceptance: tuple[AcceptanceRecord, ...] = ()
     # Bytes one drafting step reads, when less than weight_bytes (an MoE MTP layer reads its chosen experts).
     read_bytes: int | None = None
+    # An EAGLE head's attention window (homespec's draft_window): its KV in llama.cpp holds this many
+    # entries a lane (plus the first few) instead of the whole context; None: the whole context.
+    window: int | None = None
 
     @property
     def kv_dim(self) -> int:

@@ -214,3 +214,39 @@ def test_the_device_picks_the_children_the_host_would(head_file, target, tok):
         assert np.allclose(a.probs, b.probs, atol=1e-4)
     for net in nets:
         net.close()
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_the_plan_budgets_what_the_head_allocates(parallel, tmp_path, monkeypatch):
+    """Plan = run: llama.cpp's own buffer lines for the head (weights, KV, compute + output) against the
+    plan's draft lines, within 5 % each, one lane (generate) and two (the engine serve opens)."""
+    from homespec.engine.options import RunOptions
+    from homespec.session import Session
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the head converted afresh, not from a user's cache
+    opt = RunOptions(method="eagle3", ctx=2048, draft_depth=4, draft_topk=4, draft_tokens=12, threads=2)
+    if parallel == 1:
+        session = Session.open(opt)
+        try:
+            mem = session.memory()
+        finally:
+            session.close()
+        measured, planned = mem["measured"]["draft"], mem["planned"]["draft"]
+    else:
+        from homespec.engine.assemble import prepare
+
+        parts = prepare(opt, parallel=parallel)
+        try:
+            net = parts.drafters[0].net
+            rep = net.memory_report()
+            measured = {"weights_bytes": rep.weights_bytes, "kv_bytes": rep.kv_bytes,
+                        "compute_bytes": rep.compute_bytes, "total_bytes": rep.total_bytes}
+            items = parts.plan.items
+            planned = {"weights_bytes": sum(i.bytes for i in items if i.name == "draft weights"),
+                       "kv_bytes": sum(i.bytes for i in items if i.name == "draft KV"),
+                       "compute_bytes": sum(i.bytes for i in items if i.name in ("draft compute", "draft output"))}
+            planned["total_bytes"] = sum(planned.values())
+        finally:
+            parts.close()
+    for key in ("weights_bytes", "kv_bytes", "compute_bytes", "total_bytes"):
+        assert abs(measured[key] - planned[key]) <= 0.05 * measured[key], (key, measured, planned)

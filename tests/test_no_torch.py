@@ -24,7 +24,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "List three colours, then list them again."
-HEAD_IN_TORCH = "the EAGLE head runs in torch until it runs in llama.cpp (homespec.nets.eagle3_drafter)"
 
 _SHIM = '''import os, traceback
 with open(os.environ["HOMESPEC_TORCH_ATTEMPTS"], "a") as f:
@@ -92,8 +91,8 @@ def test_generate_plain(no_torch):
     ("ngram", ()),
     ("suffix", ("--temperature", "0.8", "--seed", "-7")),  # sampling, a negative seed
     ("draft", ("--draft", "SMOLLM2", "--no-guard")),
-    pytest.param("auto", (), marks=pytest.mark.xfail(strict=True, reason=HEAD_IN_TORCH)),  # the shipped head
-    pytest.param("eagle3", (), marks=pytest.mark.xfail(strict=True, reason=HEAD_IN_TORCH)),
+    ("auto", ()),  # the shipped head, in llama.cpp
+    ("eagle3", ("--no-guard",)),
 ])
 def test_generate_every_method(no_torch, smollm2, method, extra):
     _generate(no_torch, method, *[smollm2 if x == "SMOLLM2" else x for x in extra])

@@ -163,19 +163,19 @@ def test_a_sidecar_beside_the_model_is_used_when_it_carries_its_vocabulary(model
     assert (p.head, p.where) == (model_with_sidecar.parent / "eagle3-tiny-F16.gguf", "sidecar")
 
 
-def test_a_paired_gguf_head_is_said_not_drafted_with_by_the_eagle_drafter(model_with_sidecar, capsys, empty_cache):
-    """METHODS' EAGLE drafter reads head directories: auto says so once and drafts with the lookups;
-    eagle3 refuses in one line."""
-    args = ["generate", "--model", str(model_with_sidecar), "--no-chat", "-p", "a b a b a b", "-n", "4", "--json"]
-    assert main(args) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out.splitlines()[-1])["method"] == "auto"
-    assert [line for line in err.splitlines() if "eagle3 GGUF head" in line] == [
-        "note: eagle3-tiny-F16.gguf is an eagle3 GGUF head and homespec's EAGLE drafter reads head directories "
-        "(config.json and weights): drafting with prompt lookups; pass the head's directory as --draft "
-        "(`homespec models` lists the heads here)"]
-    assert main(["generate", "--model", str(model_with_sidecar), "--method", "eagle3", "-p", "hi", "-n", "2"]) == 2
-    assert "is an eagle3 GGUF head" in capsys.readouterr().err
+def test_a_paired_gguf_head_drafts_in_llamacpp(model_with_sidecar, capsys, empty_cache):
+    """The sidecar runs beside the llama.cpp target: eagle3 drafts with it (the same greedy answer as
+    plain decoding), and auto carries it beside its lookups."""
+    def run(*more: str) -> dict:
+        args = ["generate", "--model", str(model_with_sidecar), "--no-chat", "-p", "a b a b a b", "-n", "8",
+                "--json", *more]
+        assert main(args) == 0
+        return json.loads(capsys.readouterr().out.splitlines()[-1])
+
+    plain, eagle = run("--method", "none"), run("--method", "eagle3", "--no-guard")
+    assert eagle["token_ids"] == plain["token_ids"]
+    assert eagle["guard"]["drafters"]["eagle3"]["drafted"] > 0
+    assert run()["method"] == "auto"
 
 
 # --- --draft on the command line --------------------------------------------------------------------

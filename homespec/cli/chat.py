@@ -49,7 +49,7 @@ def chat(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
-    draft_dtype: DraftDtypeOpt = "f16",
+    draft_dtype: DraftDtypeOpt = "q8_0",
     cache_prompt: Annotated[bool, typer.Option("--cache-prompt/--no-cache-prompt", help="Keep the conversation's KV between turns, so a turn prefills only what it adds (default on).")] = True,
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="[ID|FILE]", help="Continue a saved chat: alone, the latest; or its id (the file name in the chats folder) or a file.")] = None,
 ) -> None:

@@ -43,7 +43,7 @@ def generate(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
-    draft_dtype: DraftDtypeOpt = "f16",
+    draft_dtype: DraftDtypeOpt = "q8_0",
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""

@@ -62,8 +62,9 @@ WindowOpt = Annotated[Optional[int], typer.Option(
     "--window", help="EAGLE head attends to the newest N entries (plus the first 4); default: the length the head "
     "was trained on when its config records it; 0: all.")]
 DraftDtypeOpt = Annotated[str, typer.Option(
-    "--draft-dtype", help="The EAGLE head's matrices in llama.cpp: f16 (keeps its acceptance) or q8_0 (half the "
-    "memory). The head is converted once to an eagle3 GGUF and cached.")]
+    "--draft-dtype", help="The EAGLE head's matrices in llama.cpp: q8_0 (about half of f16's memory; its "
+    "acceptance within 1 % of f16's, docs/interop.md) or f16. The head is converted once to an eagle3 GGUF and "
+    "cached.")]
 
 # The running commands' options (generate, bench, chat).
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="GGUF file, Hugging Face directory, org/repo[:QUANT] (downloaded into the hub cache), ollama:NAME[:TAG] or lmstudio:PUB/REPO (see `homespec models`). Default: the embedded SmolLM2-135M-Instruct.")]
@@ -108,7 +109,7 @@ class RunArgs:
     threads: int | None = None
     exact: bool = False
     window: int | None = None
-    draft_dtype: str = "f16"
+    draft_dtype: str = "q8_0"
     guard: bool = False
     adapt: bool = False
 

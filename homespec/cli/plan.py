@@ -10,7 +10,7 @@ import typer
 
 from homespec import limits
 from homespec.cli.app import _stdout, app
-from homespec.cli.options import CtxOpt, DepthOpt, JsonOpt, NodesOpt, TopkOpt, number
+from homespec.cli.options import CtxOpt, DepthOpt, DraftDtypeOpt, JsonOpt, NodesOpt, TopkOpt, number
 from homespec.errors import EXIT_NO_FIT
 from homespec.plan.settings import DEFAULT_CTX
 
@@ -29,6 +29,7 @@ def plan(
     draft_tokens: NodesOpt = None,
     draft_depth: DepthOpt = None,
     draft_topk: TopkOpt = None,
+    draft_dtype: DraftDtypeOpt = "q8_0",
     ram: Annotated[Optional[float], number(limits.RAM_GIB, help="Host RAM in GiB (default: this machine's).")] = None,
     emit: Annotated[Optional[str], typer.Option("--emit", help="Print the llama-server or vllm command line for this plan (with --json: as the 'emit' field).")] = None,
     calibrate: Annotated[Optional[str], typer.Option("--calibrate", help="A `homespec bench --json` result from this machine: corrects speed, memory and acceptance.")] = None,
@@ -51,7 +52,7 @@ def plan(
                   ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
                   draft_topk=draft_topk, ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel,
                   swa_full=swa_full, max_parallel=max_parallel, remote=tuple(remote or ()), link=link,
-                  cache_ram=cache_ram, workload=workload)
+                  cache_ram=cache_ram, workload=workload, draft_dtype=draft_dtype)
     for note in p.notes:
         if note.startswith("warning: "):  # an assumption the user should know of, also with --json
             print(note, file=sys.stderr)

@@ -46,7 +46,7 @@ def serve(
     guard: GuardOpt = True,
     adapt: AdaptOpt = False,
     window: WindowOpt = None,
-    draft_dtype: DraftDtypeOpt = "f16",
+    draft_dtype: DraftDtypeOpt = "q8_0",
 ) -> None:
     """Serve the model over an OpenAI-compatible API: point any OpenAI client at the printed URL.
 

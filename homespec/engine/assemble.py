@@ -186,7 +186,7 @@ def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel
         gpu = "none" if BACKENDS[opt.backend].torch_device and opt.device == "cpu" else "auto"
     return make_plan(model=path, gpu=gpu, draft=draft_for_plan(opt, path), ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
-                     parallel=parallel)
+                     parallel=parallel, draft_dtype=opt.draft_dtype)
 
 
 def choose_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *,

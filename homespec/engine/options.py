@@ -43,7 +43,7 @@ class RunOptions:
     # EAGLE head attends to the newest N entries only; None: the head's recorded training length
     # (full attention when it records none); 0: full attention
     window: int | None = None
-    draft_dtype: str = "f16"  # the EAGLE head's matrices in llama.cpp (backends/llamacpp/head_convert.py)
+    draft_dtype: str = "q8_0"  # the EAGLE head's matrices in llama.cpp (backends/llamacpp/head_convert.py)
     # the guard (homespec.engine.guard) over a drafter: the CLI's --guard is on by default; a library
     # caller asks for it (off: every step drafts the full shape). adapt: kept for callers that pass
     # it; the guard chooses the draft depth every step
@@ -144,21 +144,25 @@ def _say(note: str | None) -> None:
         print(note, file=sys.stderr)
 
 
-def _gguf_head_note(path: str) -> str:
-    """Why an eagle3 GGUF head is not drafted with: the EAGLE drafter METHODS makes (homespec.engine.methods
-    `_eagle`) reads a head directory; llama.cpp's head drafter (homespec/backends/llamacpp/head.py) runs
-    eagle3 GGUFs and is not among METHODS' drafters."""
-    return (f"note: {Path(path).name} is an eagle3 GGUF head and homespec's EAGLE drafter reads head directories "
-            "(config.json and weights): drafting with prompt lookups; pass the head's directory as --draft "
+def _gguf_head_note(path: str, backend: str) -> str:
+    """Why an eagle3 GGUF head is not drafted with: llama.cpp runs it beside a llama.cpp target
+    (homespec/backends/llamacpp/head.py); the torch head beside the torch and EXL2 backends reads a
+    head directory."""
+    return (f"note: {Path(path).name} is an eagle3 GGUF head, which runs beside a llama.cpp target, not the "
+            f"{backend} backend's: drafting with prompt lookups; pass the head's directory as --draft "
             "(`homespec models` lists the heads here)")
+
+
+def _runs_gguf_heads(opt: RunOptions) -> bool:
+    return opt.backend == "llamacpp"
 
 
 def auto_head(opt: RunOptions, model_path: str) -> Path | None:
     """The EAGLE head auto drafts with beside its lookups: --draft (a head, checked against the
     model), else the one paired with the model (auto), else none (lookups alone)."""
     found = paired_head(opt, model_path)
-    if found.path is not None and Path(found.path).is_file():
-        _say(_gguf_head_note(found.path))
+    if found.path is not None and Path(found.path).is_file() and not _runs_gguf_heads(opt):
+        _say(_gguf_head_note(found.path, opt.backend))
         return None
     return Path(found.path) if found.path is not None else None
 
@@ -176,7 +180,7 @@ def check_options(opt: RunOptions) -> str:
         raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
     if opt.draft_dtype not in ("f16", "q8_0"):
         raise UsageError(f"--draft-dtype {opt.draft_dtype} is not f16 or q8_0",
-                         hint="f16 keeps the head's acceptance; q8_0 halves its memory")
+                         hint="q8_0 (the default) or f16")
     if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
         raise UsageError(f"unknown device '{opt.device}'", hint="use --device cpu, cuda, cuda:N or mps")
     threads_of(opt)
@@ -222,8 +226,8 @@ def _check_tree(opt: RunOptions) -> None:
 def head_dir(opt: RunOptions, model_path: str) -> Path:
     """The EAGLE-3 head to draft with (--method eagle3): --draft, else the one paired with the model."""
     found = _head(opt.draft, model_path)
-    if found.path is not None and Path(found.path).is_file():
-        raise UsageError(_gguf_head_note(found.path).removeprefix("note: ").split(": drafting with")[0],
+    if found.path is not None and Path(found.path).is_file() and not _runs_gguf_heads(opt):
+        raise UsageError(_gguf_head_note(found.path, opt.backend).removeprefix("note: ").split(": drafting with")[0],
                          hint="pass the head's directory as --draft, or use --method auto")
     if found.path is not None:
         return Path(found.path)

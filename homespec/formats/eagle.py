@@ -106,6 +106,7 @@ def draft_spec_from_checkpoint(path: str | os.PathLike) -> DraftSpec:
         source=str(folder),
         tensors=tensors,
         acceptance=read_records(folder),  # homespec's own heads record their acceptance beside config.json
+        window=int(cfg["draft_window"]) if cfg.get("draft_window") else None,
     )
 
 

@@ -169,6 +169,7 @@ def draft_spec_from_gguf(header: GGUFHeader) -> DraftSpec:
     draft_vocab = d2t.shape[0] if d2t is not None else (out.shape[1] if out is not None else target_vocab)
     weights = [t for t in header.tensors if len(t.shape) >= 2]
     dtype = Counter(t.ggml_type for t in weights).most_common(1)[0][0].lower() if weights else "f32"
+    window = header.metadata.get("homespec.draft_window")  # written by homespec's head conversion
     return DraftSpec(
         name=body.name,
         kind="eagle3",
@@ -187,4 +188,5 @@ def draft_spec_from_gguf(header: GGUFHeader) -> DraftSpec:
         fc_norm=bool(header.metadata.get("eagle3.norm_before_fc", False)),
         source=header.source,
         tensors=header.tensors,
+        window=window if isinstance(window, int) and window > 0 else None,
     )

@@ -93,6 +93,7 @@ def make_plan(
     link: str | None = None,
     cache_ram: int = 0,
     workload: str | None = None,
+    draft_dtype: str = "q8_0",
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
@@ -124,7 +125,7 @@ def make_plan(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
         n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
-        cache_ram_bytes=cache_ram << 20 if be == "llamacpp" else 0,
+        cache_ram_bytes=cache_ram << 20 if be == "llamacpp" else 0, draft_dtype=draft_dtype,
     )
     if max_parallel and parallel != 1:
         raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")

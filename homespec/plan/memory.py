@@ -147,12 +147,68 @@ def _kv_stream_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
     return cells * (k + v)
 
 
+# An EAGLE head in llama.cpp (backends/llamacpp/head.py): rows per call, and how its context is sized.
+HEAD_UBATCH = 64
+HEAD_SINKS = 4  # the first entries a windowed head keeps seeing (backends/llamacpp/head_gguf.py)
+
+
+def head_seq_ids(lanes: int, topk: int) -> int:
+    """llama.cpp sequence ids of the head's context: the encoder's scratch id, and per lane its
+    committed entries, a write id and two alternating sets of topk tree slots."""
+    return 1 + lanes * (2 + 2 * topk)
+
+
+def head_ubatch(lanes: int, topk: int) -> int:
+    """Rows per head call: HEAD_UBATCH, raised to one output row per sequence id (llama.cpp asserts it)."""
+    return max(HEAD_UBATCH, head_seq_ids(lanes, topk))
+
+
 def head_cells(lane_ctx: int, window: int | None, sinks: int, depth: int, topk: int) -> int:
     """KV cells one lane of an EAGLE head in llama.cpp holds (backends/llamacpp/head.py): its committed
     entries (all of the lane's context, or a window's worth and the sinks), the entry before the
     window that stays, and a draft tree's levels (topk nodes each)."""
     entries = lane_ctx if window is None else min(lane_ctx, window + sinks + 1)
     return entries + depth * topk + 2
+
+
+def head_gguf_bytes(draft: DraftSpec, dtype: str) -> int:
+    """The head as the eagle3 GGUF homespec converts it to (backends/llamacpp/head_convert.py): its matrices
+    in `dtype` (q8_0: 34 bytes per 32 weights; f16: 2 per weight), computed from the checkpoint's stored
+    bytes; an eagle3 GGUF given as one is loaded as it is."""
+    stored = {"f32": 4, "bf16": 2, "f16": 2}.get(draft.dtype)
+    if stored is None:  # an eagle3 GGUF: its own tensors
+        return draft.weight_bytes
+    elements = draft.weight_bytes // stored
+    return elements * 34 // 32 if dtype == "q8_0" else elements * 2
+
+
+def head_kv_bytes(draft: DraftSpec, lanes: int, cells: int) -> int:
+    """The head's f16 KV for `lanes` lanes of `cells` cells; llama.cpp pads a context to 256 cells."""
+    return _pad(lanes * cells, 256) * draft.n_layer * draft.kv_dim * 2
+
+
+def head_compute_bytes(draft: DraftSpec, lanes: int, cells: int, topk: int) -> int:
+    """The head context's compute buffer (llama.cpp's graph allocator peak for one ubatch of u rows):
+    the larger of the output phase (the draft-vocabulary logits of u rows, u x V_draft f32; the top-k
+    of homespec's patch works on those, and no target-vocabulary row is built) and the attention phase
+    (flash attention's f16 mask over every cell, plus the layer's few u x n_embd activations), plus
+    one hidden state. Checked against llama.cpp's own lines (tests/test_plan_llamacpp.py)."""
+    u = head_ubatch(lanes, topk)
+    row = u * draft.n_embd * 4
+    output = u * draft.draft_vocab * 4
+    attention = _pad(lanes * cells, 256) * u * 2 + 4 * row
+    return max(output, attention) + row
+
+
+def head_output_bytes(draft: DraftSpec, lanes: int, topk: int, n_vocab: int) -> int:
+    """The head context's output buffer, host memory: a logits row over the target's vocabulary and two
+    n_embd rows (the embeddings the device's top-k returns through, and the next-step rows) for each
+    sequence id (llama.cpp reserves one output row per sequence)."""
+    return head_seq_ids(lanes, topk) * (n_vocab + 2 * draft.n_embd) * 4
+
+
+def _pad(n: int, to: int) -> int:
+    return -(-n // to) * to
 
 
 def draft_kv_bytes(draft: DraftSpec, s: Settings, on_gpu: bool) -> int:

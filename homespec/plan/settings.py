@@ -69,6 +69,7 @@ class Settings:
     tree_tokens: int = GPU_DRAFT[2]
     draft_depth: int = GPU_DRAFT[0]
     draft_topk: int = GPU_DRAFT[1]
+    draft_dtype: str = "q8_0"  # an EAGLE head in llama.cpp: its matrices (backends/llamacpp/head_convert.py)
     # Placement, filled in by the solver: layers on GPUs (n_layer + 1 also puts the output
     # layer there, as llama.cpp's -ngl does), and how many of those each GPU holds.
     n_gpu_layers: int = 0

@@ -93,12 +93,26 @@ class Session:
             "measured": {"weights_bytes": rep.weights_bytes, "kv_bytes": rep.kv_bytes,
                          "compute_bytes": rep.compute_bytes, "total_bytes": rep.total_bytes, "device": rep.device},
         }
+        net = getattr(self.drafter, "net", None)  # an EAGLE head in llama.cpp: its own buffers
+        if net is not None:
+            d = net.memory_report()
+            out["measured"]["draft"] = {"weights_bytes": d.weights_bytes, "kv_bytes": d.kv_bytes,
+                                        "compute_bytes": d.compute_bytes, "total_bytes": d.total_bytes}
         if self.plan is not None:
             items = self.plan.items
+
+            def planned(*names: str) -> int:
+                return sum(i.bytes for i in items if i.name in names)
+
             out["planned"] = {
-                "weights_bytes": sum(i.bytes for i in items if i.name in ("weights", "weights (CPU repack)", "weights (AMX)")),
-                "kv_bytes": sum(i.bytes for i in items if i.name == "target KV"),
-                "compute_bytes": sum(i.bytes for i in items if i.name == "compute"),
+                "weights_bytes": planned("weights", "weights (CPU repack)", "weights (AMX)"),
+                "kv_bytes": planned("target KV"),
+                "compute_bytes": planned("compute"),
                 "total_bytes": self.plan.total_bytes,
             }
+            if net is not None:
+                out["planned"]["draft"] = {
+                    "weights_bytes": planned("draft weights"), "kv_bytes": planned("draft KV"),
+                    "compute_bytes": planned("draft compute", "draft output"),
+                    "total_bytes": planned("draft weights", "draft KV", "draft compute", "draft output")}
         return out

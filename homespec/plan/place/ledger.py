@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from homespec.contracts.drafter import MAX_DEPTH
 from homespec.plan import memory as mem
 from homespec.plan.devices import Device, devices_for
 from homespec.plan.network import Network
@@ -247,6 +248,26 @@ def add_draft(led: Ledger, model: ModelSpec, draft: DraftSpec | None, s: Setting
     else:
         led.add("tree scratch", "host", (s.draft_depth + 1) * model.n_vocab * 4, "logits of the verified chain")
     return draft.read_bytes if draft.read_bytes is not None else draft_bytes
+
+
+def add_llamacpp_head(led: Ledger, model: ModelSpec, draft: DraftSpec, s: Settings, draft_dev: Device) -> int:
+    """An EAGLE head run by llama.cpp beside its target (backends/llamacpp/head.py): an eagle3 GGUF in
+    f16 on the target's device, with a context of its own (KV, compute buffer; its output buffer in
+    host memory) sized for s.n_seq lanes; it reads the target's token embeddings in place, so nothing is
+    copied. -> the bytes one drafting step reads."""
+    lanes = max(1, s.n_seq)
+    weights = mem.head_gguf_bytes(draft, s.draft_dtype)
+    cells = mem.head_cells(s.n_ctx, draft.window, mem.HEAD_SINKS if draft.window else 0,
+                           max(s.draft_depth, MAX_DEPTH), s.draft_topk)
+    led.add("draft weights", draft_dev.id, weights, _draft_detail(draft) + ", eagle3 GGUF in llama.cpp")
+    led.add("draft KV", draft_dev.id, mem.head_kv_bytes(draft, lanes, cells),
+            f"{lanes} lane(s) x {cells} cells" + (f" (window {draft.window})" if draft.window else ""))
+    led.add("draft compute", draft_dev.id, mem.head_compute_bytes(draft, lanes, cells, s.draft_topk),
+            f"ubatch {mem.head_ubatch(lanes, s.draft_topk)}")
+    led.add("draft output", "host", mem.head_output_bytes(draft, lanes, s.draft_topk, model.n_vocab),
+            f"{mem.head_seq_ids(lanes, s.draft_topk)} sequence ids")
+    led.add("tree scratch", "host", mem.tree_scratch_bytes(model, draft, s), f"{s.tree_tokens}-node tree: logits + features")
+    return draft.read_bytes if draft.read_bytes is not None else weights
 
 
 def _draft_detail(d: DraftSpec) -> str:
