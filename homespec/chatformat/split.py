@@ -64,4 +64,5 @@ class Splitter:
         beginning, a marker's) is left out as a stream leaves it out, not read as text."""
         parsed = self.read(text, whole)
         calls = tuple(self.sent_calls[i] if i < len(self.sent_calls) else c for i, c in enumerate(parsed.calls))
-        return Parsed(parsed.content, calls, parsed.reasoning)
+        content = parsed.content if whole or self.fmt is None else parsed.content.rstrip()  # as update sent it
+        return Parsed(content, calls, parsed.reasoning)
