@@ -40,7 +40,7 @@ def test_the_system_prompt_lists_the_tools_and_the_shapes():
     listed = json.loads(text.splitlines()[1])
     assert listed == {"name": "get_weather", "description": "The weather in a city",
                       "parameters": WEATHER["function"]["parameters"]}
-    assert '{"tool_call": {"name"' in text and '{"response": "<your answer>"}' in text
+    assert text.index("{\"response\": \"<your answer>\"}") < text.index("{\"tool_call\": {\"name\"")
     forced = Generic(parallel=True, answers=False).system_prompt([WEATHER])
     assert '{"tool_calls": [' in forced and '"response"' not in forced
 

@@ -51,7 +51,7 @@ class Generic:
             return calls
         words = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"],
                  "additionalProperties": False}
-        return {"anyOf": [calls, words]}
+        return {"anyOf": [words, calls]}
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         return "start: " + lark_json(self.schema(tools)) + "\n"
@@ -65,8 +65,11 @@ class Generic:
                     "(one or more)")
         else:
             call = '{"tool_call": {"name": "<tool name>", "arguments": {<its arguments>}}} to call a tool'
-        answer = f"Answer with one JSON object and nothing else: {call}"
-        answer += ', or {"response": "<your answer>"} to answer the user directly.' if self.answers else "."
+        if self.answers:  # answering in words first: a small model copies the first shape it is shown
+            answer = ('Answer with one JSON object and nothing else: {"response": "<your answer>"} to answer the '
+                      f"user directly, or {call}.")
+        else:
+            answer = f"Answer with one JSON object and nothing else: {call}."
         return f"{LEAD}\n{listed}\n\n{answer}"
 
     def written(self, calls: Sequence[dict[str, Any]]) -> str:
