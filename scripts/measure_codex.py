@@ -47,7 +47,10 @@ def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float) ->
     """One `codex exec PROMPT` against the server at `base` (…/v1) -> exit code, seconds, last message."""
     with tempfile.TemporaryDirectory(prefix="codex-home-") as home, tempfile.TemporaryDirectory(prefix="codex-work-") \
             as work:
-        provider = f'{{name="homespec", base_url="{base}", wire_api="responses", env_key="HOMESPEC_CODEX_KEY"}}'
+        # Codex drops a stream that sends nothing for 300 s (and retries): a cold prompt of ~9,000 tokens on
+        # a busy 2-core CPU takes longer than that to read, so the wait is raised to the run's own timeout
+        provider = (f'{{name="homespec", base_url="{base}", wire_api="responses", env_key="HOMESPEC_CODEX_KEY", '
+                    f'stream_idle_timeout_ms={int(timeout * 1000)}}}')
         last = Path(work) / "last.txt"
         cmd = [str(binary), "exec", "--skip-git-repo-check", "--sandbox", "read-only", "-c", "model_provider=homespec",
                "-c", f"model_providers.homespec={provider}", "-m", "smol", "--output-last-message", str(last), prompt]
