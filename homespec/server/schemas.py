@@ -80,8 +80,9 @@ class Message(_Body):
     @classmethod
     def _content(cls, v: Any, info: ValidationInfo) -> Any:
         if v is None and info.data.get("role") != "assistant":
-            raise PydanticCustomError("missing_content", "content is required (null or absent only in an "
-                                      "assistant's message); send a string or a list of text parts")
+            raise PydanticCustomError("missing_content", "content is required: null is only allowed in an "
+                                      "assistant's message (which may also leave it out); send a string or a "
+                                      "list of text parts")
         return _text(v)
 
     def calls(self) -> list[MessageToolCall]:
