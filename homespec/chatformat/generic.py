@@ -95,7 +95,8 @@ class Generic:
                 system_role: bool = True) -> list[dict[str, Any]]:
         """The conversation with the tools in its system message and its calls and tool answers
         written in this format, for a template that knows none of them (`system_role` False: the
-        template takes no system message, so the tools go before the first user message)."""
+        template takes no system message, so the tools go before the first user message). An
+        assistant's text beside its calls is not kept: the format has no place for both."""
         out: list[dict[str, Any]] = []
         names: dict[str, str] = {}
         for m in messages:
