@@ -9,7 +9,8 @@ SmolLM2, one slot of --ctx 12288 tokens: Codex's own instructions and tool list 
 output limit). Codex reaches it as a custom provider speaking the Responses API
 (`-c model_providers.homespec={base_url=..., wire_api="responses", env_key=...}`), each run in a
 fresh CODEX_HOME and working folder, read-only sandbox, no approvals. A run passes when codex
-exits 0 within --timeout seconds; its last message, exit code and time are recorded.
+exits 0 within --timeout seconds; its last message, exit code, time and (with the script's own server)
+the requests it made, as the server logged them (prompt and answer tokens, seconds, finish), are recorded.
 """
 
 from __future__ import annotations
@@ -102,7 +103,11 @@ def main() -> None:
             warm.append(run_codex(binary, base, args.key, args.prompt, args.give_up))
             print(f"warm-up: exit {warm[-1]['exit']}, {warm[-1]['seconds']} s", flush=True)
         for i in range(args.runs):
+            seen = len(server.err) if server is not None else 0
             run = run_codex(binary, base, args.key, args.prompt, args.give_up)
+            if server is not None:  # the requests the run made, as the server logged them
+                run["requests"] = [line.strip().removeprefix("homespec serve: ") for line in server.err[seen:]
+                                   if "POST /v1/responses" in line]
             run["pass"] = run["exit"] == 0 and run["seconds"] <= args.timeout
             runs.append(run)
             print(f"run {i + 1}: exit {run['exit']}, {run['seconds']} s, pass {run['pass']}: {run['answer'][:80]!r}",
