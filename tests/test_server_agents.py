@@ -75,11 +75,12 @@ def test_anthropic_tool_round_trip(claude):
     assert use.id.startswith("toolu_")
     again = ask + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "22 C, sunny"}]}]
-    second = claude.messages.create(model="smol", max_tokens=60, messages=again, tools=[WEATHER], extra_body=GREEDY)
+    second = claude.messages.create(model="smol", max_tokens=40, messages=again, tools=[WEATHER], extra_body=GREEDY)
     assert second.stop_reason in ("end_turn", "tool_use", "max_tokens") and second.content
     assert second.usage.cache_read_input_tokens > 0  # the first turn's prompt came from a slot's cache
     with claude.messages.stream(model="smol", max_tokens=60, messages=ask, tools=[WEATHER],
-                                tool_choice={"type": "tool", "name": "get_weather"}, extra_body=GREEDY) as stream:
+                                tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
+                                extra_body=GREEDY) as stream:
         final = stream.get_final_message()
     assert final.content[0].type == "tool_use" and "city" in final.content[0].input
 
