@@ -23,7 +23,7 @@ from homespec.server.app import openapi_schema  # noqa: E402
 pytestmark = pytest.mark.slow
 SCHEMA = schemathesis.openapi.from_dict(openapi_schema())
 OPERATIONS = {f"{op.method.upper()} {op.path}": op for op in (r.ok() for r in SCHEMA.get_all_operations())}
-EXAMPLES = {"POST": 30, "GET": 10}  # bounded: each valid completion runs the model
+EXAMPLES = {"POST": 30, "GET": 10, "DELETE": 10}  # bounded: each valid completion runs the model
 # the Responses API's body is mostly optional fields, so nearly every generated one runs the model
 # to the context's end: fewer of them
 EXAMPLES_FOR = {"POST /v1/responses": 12, "POST /v1/messages": 20}
@@ -39,6 +39,8 @@ def _with_content(case):
     """A schema-valid chat body as a client sends it: the schema lets any role's content be null
     (an assistant's may be), the server takes it from an assistant only; give the others text, so
     that generated requests reach the engine too."""
+    if isinstance(case.body, dict) and case.path == "/v1/messages" and not isinstance(case.body.get("max_tokens"), int):
+        case.body["max_tokens"] = 8  # Anthropic's required field, which the schema leaves open (Any)
     messages = case.body.get("messages") if isinstance(case.body, dict) else None
     for m in messages if isinstance(messages, list) else ():
         if isinstance(m, dict) and m.get("content") is None:
