@@ -92,6 +92,8 @@ PARALLEL = Range("--parallel", 1, 256, "4", integer=True)  # the planner's bound
 QUEUE = Range("--queue", 1, 1 << 16, "32", integer=True)
 MAX_BODY_MIB = Range("--max-body-mib", 1, 1024, "8", integer=True)
 CACHE_RAM_MIB = Range("--cache-ram", 0, 1 << 20, "4096 (0 = off)", integer=True)  # up to 1 TiB of host RAM  # a 16M-token prompt is ~64 MiB of text
+STORE_RESPONSES = Range("--store-responses", 0, 1 << 20, "256 (0 = off)", integer=True)  # stored Responses API answers
+STORE_MIB = Range("--store-mib", 1, 1 << 16, "64", integer=True)  # their bytes, as JSON
 # --- draft train -------------------------------------------------------------------------------
 HIDDEN_WEIGHT = Range("--hidden-weight", 0.0, 1000.0, "1.0 (0 = off)")
 # --- plan --------------------------------------------------------------------------------------

@@ -6,17 +6,21 @@ Without --url it starts a server on 127.0.0.1 (the embedded SmolLM2, 4 slots, --
 template with tools, the default drafter and guard) and stops it at the end. `--clients` threads send,
 one after another for `--seconds`, a mix of requests through the official openai client:
 
-    stream     a streamed chat answer with usage (64 tokens)       35 %
+    stream     a streamed chat answer with usage (64 tokens)       25 %
     cancel     a streamed answer the client leaves after 2 chunks  10 %
     malformed  a body the server must refuse (bad JSON, a wrong field, an unknown tool choice)  10 %
-    tools      tool_choice required over two tools (60 tokens)     15 %
-    schema     response_format json_schema (80 tokens)             15 %
-    whole      a non-streamed chat answer (32 tokens)              15 %
+    tools      tool_choice required over two tools (60 tokens)     10 %
+    schema     response_format json_schema (80 tokens)             10 %
+    whole      a non-streamed chat answer (32 tokens)              10 %
+    anthropic  the Anthropic SDK: /v1/messages, half streamed, half a forced tool_use (48 tokens)  15 %
+    responses  a stored Responses answer, then one chained to it by previous_response_id (24 + 24)  10 %
 
 Checked at the end, and printed with the figures: every request got an answer or an HTTP error (a
 dropped connection or a hang is "lost"); every lane free and no live sequence (/slots, /metrics);
 the server's RSS at the end within 10 % of its value after the first minute (or after a fifth of a
-shorter run); every schema answer valid, every forced call a call. Figures: time to first token
+shorter run; the response store is bounded, so it must not grow with the run); every schema answer
+valid, every forced call a call, every Anthropic answer a message with a stop reason, every chained
+response chained. Also counted: the chained responses whose prompt came from a slot's cache. Figures: time to first token
 (p50 / p95, streamed answers), tokens per second per stream and in total, requests by outcome.
 """
 
@@ -37,7 +41,8 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-KINDS = (("stream", 35), ("cancel", 10), ("malformed", 10), ("tools", 15), ("schema", 15), ("whole", 15))
+KINDS = (("stream", 25), ("cancel", 10), ("malformed", 10), ("tools", 10), ("schema", 10), ("whole", 10),
+         ("anthropic", 15), ("responses", 10))
 QUESTIONS = ["What is the capital of France?", "Write a haiku about rain.", "Explain photosynthesis briefly.",
              "Give me three tips for sleeping well.", "What is 17 plus 25?", "Describe a cat in two sentences."]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -60,6 +65,7 @@ class Outcome:
     tokens: int = 0
     seconds: float = 0.0
     check: bool = True  # the answer is what its kind promises (valid JSON, a call)
+    reused: bool | None = None  # responses: the chained request's prompt came from a slot's cache
 
 
 def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
@@ -73,6 +79,10 @@ def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
             return Outcome(kind, f"http-{status // 100}xx", seconds=time.perf_counter() - t0, check=status == 400)
         if kind in ("stream", "cancel"):
             return _stream(client, messages, kind, t0)
+        if kind == "anthropic":
+            return _anthropic(base, messages, rng, t0)
+        if kind == "responses":
+            return _chained(client, messages[0]["content"], t0)
         if kind == "tools":
             r = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, tool_choice="required",
                                                parallel_tool_calls=False, max_tokens=60, temperature=0.7)
@@ -88,7 +98,7 @@ def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
             return Outcome(kind, "ok", tokens=r.usage.completion_tokens, seconds=time.perf_counter() - t0, check=ok)
         r = client.chat.completions.create(model="m", messages=messages, max_tokens=32, temperature=0.7)
         return Outcome(kind, "ok", tokens=r.usage.completion_tokens, seconds=time.perf_counter() - t0)
-    except openai.APIStatusError as e:
+    except (openai.APIStatusError, _anthropic_status()) as e:
         return Outcome(kind, f"http-{e.status_code // 100}xx", seconds=time.perf_counter() - t0,
                        check=e.status_code == 503)  # busy: the queue was full, said with Retry-After
     except Exception:  # noqa: BLE001 - a dropped connection, a timeout: the request is lost
@@ -109,6 +119,42 @@ def _stream(client, messages, kind: str, t0: float) -> Outcome:
         if c.usage is not None:
             tokens = c.usage.completion_tokens
     return Outcome(kind, "ok", ttft, tokens, time.perf_counter() - t0)
+
+
+def _anthropic_status():
+    import anthropic
+
+    return anthropic.APIStatusError
+
+
+def _anthropic(base: str, messages: list, rng: random.Random, t0: float) -> Outcome:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base, api_key="any", max_retries=0, timeout=300)
+    if rng.random() < 0.5:
+        with client.messages.stream(model="m", max_tokens=48, messages=messages) as stream:
+            ttft = None
+            for event in stream:
+                if event.type == "content_block_delta" and ttft is None:
+                    ttft = time.perf_counter() - t0
+            m = stream.get_final_message()
+        return Outcome("anthropic", "ok", ttft, m.usage.output_tokens, time.perf_counter() - t0,
+                       check=m.stop_reason in ("end_turn", "max_tokens", "stop_sequence"))
+    tools = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS]
+    m = client.messages.create(model="m", max_tokens=48, messages=messages, tools=tools, tool_choice={"type": "any"})
+    used = [b for b in m.content if b.type == "tool_use"]
+    return Outcome("anthropic", "ok", tokens=m.usage.output_tokens, seconds=time.perf_counter() - t0,
+                   check=m.stop_reason == "max_tokens" or (m.stop_reason == "tool_use" and bool(used)))
+
+
+def _chained(client, question: str, t0: float) -> Outcome:
+    first = client.responses.create(model="m", input=question, max_output_tokens=24, temperature=0.7)
+    second = client.responses.create(model="m", input="Say it again, shorter.", previous_response_id=first.id,
+                                     max_output_tokens=24, temperature=0.7)
+    cached = second.usage.input_tokens_details.cached_tokens
+    return Outcome("responses", "ok", tokens=first.usage.output_tokens + second.usage.output_tokens,
+                   seconds=time.perf_counter() - t0, check=second.previous_response_id == first.id,
+                   reused=cached >= first.usage.input_tokens)
 
 
 def _post(base: str, body: str) -> int:
@@ -187,6 +233,8 @@ def report(base: str, outcomes: list[Outcome], rss: list[tuple[float, int]], wal
         "tok_s_total": sum(o.tokens for o in outcomes) / wall if wall > 0 else 0.0,
         "rss_after_warmup_mib": after[0] / 2**20 if after else None, "rss_end_mib": rss[-1][1] / 2**20 if rss else None,
         "rss_growth": rss_growth, "wall_s": wall,
+        "chains_reusing_cache": sum(o.reused is True for o in outcomes),
+        "chains": sum(o.reused is not None for o in outcomes),
     }
 
 

@@ -23,6 +23,10 @@ from homespec.server.run import bind, exposure_warning, is_loopback, url_of
     (["--cors", "https://chat.example.org/app"], "is not an origin"),
     (["--cors", ","], "--cors is empty"),
     (["--reasoning-format", "verbose"], "--reasoning-format 'verbose'"),
+    (["--max-tokens", "0"], "--max-tokens 0"),
+    (["-n", "1e3"], "--max-tokens '1e3'"),
+    (["--store-responses", "-1"], "--store-responses"),
+    (["--store-mib", "0"], "--store-mib 0"),
     # the torch backend's engine decodes one sequence at a time: refused before the weights load
     (["--port", "0", "--backend", "torch", "--method", "none", "--parallel", "2"], "--parallel 2"),
 ])
@@ -46,7 +50,7 @@ def test_serve_lists_its_flags(capsys):
     out = capsys.readouterr().out
     for flag in ("--host", "--port", "--api-key", "--alias", "--parallel", "--queue", "--max-body-mib", "--ctx",
                  "--method", "--draft", "--backend", "--threads", "--cors", "HOMESPEC_API_KEY", "--chat-template-file",
-                 "--reasoning-format"):
+                 "--reasoning-format", "--max-tokens", "--store-responses", "--store-mib"):
         assert flag in out, flag
 
 
@@ -67,10 +71,13 @@ def test_only_a_server_open_beyond_loopback_without_a_key_warns():
     assert is_loopback("127.0.0.2") and not is_loopback("192.168.1.4")
 
 
-def test_the_key_is_a_bearer_token_compared_whole():
+def test_the_key_is_a_bearer_token_or_an_x_api_key_compared_whole():
     assert key_matches(b"Bearer s3cret", "s3cret") and key_matches(b"bearer s3cret", "s3cret")
+    assert key_matches(None, "s3cret", b"s3cret") and key_matches(b"Basic x", "s3cret", b"s3cret")
     for header in (None, b"", b"s3cret", b"Bearer s3cre", b"Bearer s3cret2", b"Basic s3cret"):
         assert not key_matches(header, "s3cret"), header
+        assert not key_matches(header, "s3cret", b"s3cre"), header
+    assert not key_matches(b"Bearer wrong", "s3cret", b"s3cret")  # a wrong bearer is not rescued
 
 
 def test_a_port_in_use_is_a_runtime_error_naming_another_port():

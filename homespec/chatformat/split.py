@@ -58,8 +58,11 @@ class Splitter:
         self.sent_calls.extend(calls)
         return Delta(new_content, new_reasoning, tuple(calls))
 
-    def final(self, text: str) -> Parsed:
-        """The answer read whole at its end, the calls streamed keeping their ids."""
-        parsed = self.read(text, True)
+    def final(self, text: str, whole: bool = True) -> Parsed:
+        """The answer read at its end, the calls streamed keeping their ids. `whole` False: the
+        answer was cut (max_tokens, the context's end), so what was still being written (a call's
+        beginning, a marker's) is left out as a stream leaves it out, not read as text."""
+        parsed = self.read(text, whole)
         calls = tuple(self.sent_calls[i] if i < len(self.sent_calls) else c for i, c in enumerate(parsed.calls))
-        return Parsed(parsed.content, calls, parsed.reasoning)
+        content = parsed.content if whole or self.fmt is None else parsed.content.rstrip()  # as update sent it
+        return Parsed(content, calls, parsed.reasoning)

@@ -51,9 +51,12 @@ def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
 
 
 def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int | None, param: str, *,
-                   grammar: "Grammar | None" = None, logprobs: int | None = None) -> EngineRequest:
+                   grammar: "Grammar | None" = None, logprobs: int | None = None,
+                   default: int | None = None) -> EngineRequest:
     """The checks that need the prompt's length, then the request the engine takes. `param`:
-    the field the prompt came from (messages or prompt); `grammar`: what the answer must follow;
+    the field the prompt came from (messages or prompt); `wanted`: the request's own limit;
+    `default`: the server's for a request without one (--max-tokens; None: the context's end, and
+    either way no further than the context's end); `grammar`: what the answer must follow;
     `logprobs`: score each token with this many alternatives."""
     from homespec.speculative.sampling import Sampler
 
@@ -72,7 +75,9 @@ def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int
     seed = body.seed if body.seed is not None else secrets.randbits(31)
     sampler = None if body.temperature == 0 else Sampler(temperature=float(body.temperature), top_k=body.top_k,
                                                           top_p=float(body.top_p), seed=seed)
-    return EngineRequest(prompt_ids=tuple(ids), max_tokens=wanted or engine.n_ctx - len(ids), sampler=sampler,
+    room = engine.n_ctx - len(ids)
+    limit = wanted if wanted is not None else min(default, room) if default is not None else room
+    return EngineRequest(prompt_ids=tuple(ids), max_tokens=limit, sampler=sampler,
                          stop=body.stops(), seed=seed, cache_prompt=body.cache_prompt, grammar=grammar,
                          logprobs=logprobs)
 

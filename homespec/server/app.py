@@ -2,7 +2,10 @@
 
     POST /v1/chat/completions   messages (and tools) through the model's chat template; stream: SSE
     POST /v1/completions        a plain-text prompt (or token ids)
-    POST /v1/responses          the Responses API (homespec/server/responses_api.py)
+    POST /v1/responses          the Responses API (homespec/server/responses_api.py); GET / DELETE
+                                /v1/responses/{id}: the stored ones (homespec/server/store.py)
+    POST /v1/messages           Anthropic's Messages API (homespec/server/messages_api.py), and
+                                /v1/messages/count_tokens
     GET  /v1/models             the one model served, under --alias
     GET  /props, /slots         llama-server's discovery routes; POST /tokenize, /detokenize, /apply-template
     GET  /health                {"status": "ok"} (no key needed)
@@ -24,7 +27,9 @@ from homespec.server.completions import completion_routes
 from homespec.server.discovery import discovery_routes
 from homespec.server.guard import Guard
 from homespec.server.metrics import registry
+from homespec.server.messages_api import messages_routes
 from homespec.server.responses_api import responses_routes
+from homespec.server.store import ResponseStore
 
 if TYPE_CHECKING:
     from homespec.engine.core import Engine
@@ -39,15 +44,20 @@ LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
 
 
 def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None, max_body: int = MAX_BODY,
-               cors: tuple[str, ...] = (), chat: "ChatSettings | None" = None):
+               cors: tuple[str, ...] = (), chat: "ChatSettings | None" = None, max_tokens: int | None = None,
+               store: ResponseStore | None = None):
     """The ASGI app: the routes behind the guard (key, body limit, counts), behind CORS (a
     browser's preflight carries no key, so it is answered before the guard asks for one).
-    `chat`: what the chat template says (homespec.server.chat.chat_settings; default: read now)."""
+    `chat`: what the chat template says (homespec.server.chat.chat_settings; default: read now);
+    `max_tokens`: an answer's limit when its request sets none (--max-tokens); `store`: the stored
+    Responses API answers (default: a store of the default bounds)."""
     from homespec.server.chat import chat_settings
 
     reg, http_count = registry(engine, model_name)
     chat = chat if chat is not None else chat_settings(engine.tokenizer)
-    guarded = Guard(routes(engine, model_name, reg, chat), api_key=api_key, max_body=max_body, count=http_count.add)
+    store = store if store is not None else ResponseStore(keyed=bool(api_key))
+    app = routes(engine, model_name, reg, chat, max_tokens, store)
+    guarded = Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)
     return CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
                           allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600)
 
@@ -57,16 +67,18 @@ def openapi_schema() -> dict:
     tests generate requests from it). The routes read no engine until a request comes."""
     from prometheus_client import CollectorRegistry
 
-    return routes(None, "model", CollectorRegistry(), None).openapi()  # type: ignore[arg-type]
+    return routes(None, "model", CollectorRegistry(), None, None, ResponseStore()).openapi()  # type: ignore[arg-type]
 
 
-def routes(engine: "Engine", model_name: str, reg, chat: "ChatSettings | None") -> FastAPI:
-    """The routes over `engine`, with OpenAI's error shape for every failure."""
+def routes(engine: "Engine", model_name: str, reg, chat: "ChatSettings | None", max_tokens: int | None,
+           store: ResponseStore) -> FastAPI:
+    """The routes over `engine`, with OpenAI's error shape for every failure (Anthropic's on its routes)."""
     app = FastAPI(title="homespec", docs_url=None, redoc_url=None, openapi_url=None)
     errors.install(app)
-    app.include_router(completion_routes(engine, model_name, chat))
-    app.include_router(responses_routes(engine, model_name, chat))
-    app.include_router(discovery_routes(engine, model_name, int(time.time()), chat))
+    app.include_router(completion_routes(engine, model_name, chat, max_tokens))
+    app.include_router(responses_routes(engine, model_name, chat, max_tokens, store))
+    app.include_router(messages_routes(engine, model_name, chat))
+    app.include_router(discovery_routes(engine, model_name, int(time.time()), chat, max_tokens))
 
     @app.get("/health")
     async def health():

@@ -6,8 +6,9 @@
 The messages go through the model's chat template (or `--chat-template-file`'s) with the tools,
 the request's template arguments (`chat_template_kwargs`, `reasoning_effort`) and the calls and
 tool answers of earlier turns, as llama-server's `--jinja` renders them. A template that takes no
-tools gets none (a forced call is then a 400 saying which flag gives it one). The Turn says how to
-read the answer: the template's tool-call format, whether and how thinking is split out.
+tools gets them in the generic format (homespec.chatformat.generic: described in the system
+message, the answer held by a grammar to a JSON call or answer). The Turn says how to read the
+answer: the tool-call format, whether and how thinking is split out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homespec.chatformat import ToolFormat, tool_format
+from homespec.chatformat.generic import Generic
 from homespec.chatformat.reasoning import OPEN, opens_thinking
 from homespec.errors import UsageError
 from homespec.server import constrain
@@ -95,28 +97,36 @@ def prepare(tok: "Tokenizer", settings: ChatSettings, body: "ChatRequest") -> Tu
     if choice == "none":
         tools = []
     forced = bool(tools) and (choice == "required" or not isinstance(choice, (str, type(None))))
-    if tools and settings.fmt is None:
-        if forced:
-            raise ApiError(400, "this model's chat template takes no tools, so no call can be forced; start the "
-                           "server with --chat-template-file naming a template that renders tools", param="tool_choice")
-        _say_once("tools left out: this model's chat template takes none (--chat-template-file gives it one that does)")
-        tools = []
+    fmt = settings.fmt
+    if tools and fmt is None:  # a template without tools: the generic format (homespec.chatformat.generic)
+        if not forced and _asks_grammar(body):
+            _say_once("tools left out of a request that asks for its own grammar (response_format, json_schema or "
+                      "grammar): this model's template takes no tools, and one grammar holds the whole answer")
+            tools = []
+        else:
+            fmt = Generic(parallel=body.parallel_tool_calls, answers=not forced)
     if not isinstance(choice, (str, type(None))) and tools:
         tools = [t for t in tools if t["function"]["name"] == choice.function.name]
         if not tools:
             raise ApiError(400, f"tool_choice names '{choice.function.name}', which is not among the tools",
                            param="tool_choice")
-    prompt = _render(tok, body, tools)
+    generic = isinstance(fmt, Generic) and bool(tools)
+    prompt = _render(tok, body, tools, fmt if generic else None)
     ids = tok.encode(prompt, add_bos=False, special=True)
-    grammar = constrain.tool_call(tok, settings.fmt, tools, body.parallel_tool_calls) if forced \
+    grammar = constrain.tool_call(tok, fmt, tools, body.parallel_tool_calls) if forced or generic \
         else constrain.requested(tok, body)
-    fmt = settings.fmt if tools else None
+    fmt = fmt if tools else None
     starts_open = opens_thinking(prompt)
     thinking = body.reasoning_format or settings.reasoning_format
     thinking = "deepseek" if thinking == "auto" else thinking
     if not (settings.thinks or starts_open or (fmt is not None and fmt.reads_reasoning)):
         thinking = "none"
     return Turn(prompt, ids, grammar, fmt, thinking, starts_open)
+
+
+def _asks_grammar(body: "ChatRequest") -> bool:
+    fmt = body.response_format
+    return (fmt is not None and fmt.type != "text") or body.json_schema is not None or body.grammar is not None
 
 
 _SAID: set[str] = set()
@@ -128,27 +138,38 @@ def _say_once(line: str) -> None:
         log.info(line)
 
 
-def _render(tok: "Tokenizer", body: "ChatRequest", tools: list[dict[str, Any]]) -> str:
+def _render(tok: "Tokenizer", body: "ChatRequest", tools: list[dict[str, Any]], generic: Generic | None = None) -> str:
+    """The prompt: the messages (and the tools) through the template; with the generic format, the
+    tools described in the system message and the calls written as JSON instead (a template that
+    refuses a system message gets them before the first user message)."""
     extra = {k: v for k, v in (body.chat_template_kwargs or {}).items() if k not in RESERVED}
     if body.reasoning_effort is not None:
         extra.setdefault("reasoning_effort", body.reasoning_effort)
-    if tools:
+    messages = [template_message(m) for m in body.messages]
+    if tools and generic is None:
         extra["tools"] = tools
     try:
-        return tok.chat_prompt([template_message(m) for m in body.messages], True, **extra)
+        if generic is None:
+            return tok.chat_prompt(messages, True, **extra)
+        try:
+            return tok.chat_prompt(generic.history(messages, tools), True, **extra)
+        except Exception:  # noqa: BLE001 - some templates (Gemma's) raise on a system message
+            return tok.chat_prompt(generic.history(messages, tools, system_role=False), True, **extra)
     except Exception as e:  # noqa: BLE001 - a template that raises on these roles or their order
         raise ApiError(400, f"the model's chat template refused these messages: {' '.join(str(e).split())}",
                        param="messages") from None
 
 
 def template_message(m: "Message") -> dict[str, Any]:
-    """A message as Hugging Face templates read it: developer is system; a call's arguments an
-    object (templates write them with tojson), a tool's answer with the call it answers."""
-    out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-    if m.tool_calls:
+    """A message as Hugging Face templates read it: developer is system, the legacy function role a
+    tool; a call's arguments an object (templates write them with tojson), a legacy `function_call`
+    one call; a tool's answer with the call it answers."""
+    role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+    out: dict[str, Any] = {"role": role, "content": m.text()}
+    if calls := m.calls():
         out["tool_calls"] = [{"id": c.id, "type": "function",
                               "function": {"name": c.function.name, "arguments": _object(c.function.arguments)}}
-                             for c in m.tool_calls]
+                             for c in calls]
     for key in ("tool_call_id", "name", "reasoning_content"):
         if getattr(m, key) is not None:
             out[key] = getattr(m, key)

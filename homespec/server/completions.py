@@ -27,7 +27,10 @@ if TYPE_CHECKING:
     from homespec.server.schemas import Sampling
 
 
-def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | None) -> APIRouter:
+def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | None,
+                      max_tokens: int | None = None) -> APIRouter:
+    """`max_tokens`: an answer's limit when its request sets none (--max-tokens); without it a chat
+    answer may run to the context's end and a text completion gets OpenAI's default, 16."""
     router = APIRouter()
 
     @router.post("/v1/chat/completions")
@@ -35,7 +38,7 @@ def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | No
         turn = await anyio.to_thread.run_sync(prepare, engine.tokenizer, chat or ChatSettings(None, False), body)
         top = (body.top_logprobs or 0) if body.logprobs else None
         req = answers.engine_request(engine, body, turn.ids, body.wanted_tokens(), "messages", grammar=turn.grammar,
-                                     logprobs=top)
+                                     logprobs=top, default=max_tokens)
         out = ChatOutput(Answer("chat", model_name), engine.tokenizer, turn, scored=top is not None)
         return await respond(engine, request, body, req, out)
 
@@ -44,7 +47,7 @@ def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | No
         ids = await anyio.to_thread.run_sync(answers.text_ids, engine, body)
         grammar = await anyio.to_thread.run_sync(constrain.requested, engine.tokenizer, body)
         req = answers.engine_request(engine, body, ids, body.wanted_tokens(), "prompt", grammar=grammar,
-                                     logprobs=body.logprobs)
+                                     logprobs=body.logprobs, default=max_tokens if max_tokens is not None else 16)
         echoed = ids[1:] if ids and ids[0] == engine.tokenizer.bos_id and isinstance(body.prompt[0], str) else ids
         out = TextOutput(Answer("text", model_name), engine.tokenizer, body.logprobs, echoed if body.echo else ())
         return await respond(engine, request, body, req, out)

@@ -39,7 +39,8 @@ class DetokenizeRequest(_Body):
     tokens: list[StrictInt]  # checked against the vocabulary below
 
 
-def discovery_routes(engine: "Engine", model_name: str, created: int, chat: ChatSettings | None) -> APIRouter:
+def discovery_routes(engine: "Engine", model_name: str, created: int, chat: ChatSettings | None,
+                     max_tokens: int | None = None) -> APIRouter:
     router = APIRouter()
 
     @router.get("/v1/models")
@@ -55,7 +56,7 @@ def discovery_routes(engine: "Engine", model_name: str, created: int, chat: Chat
 
     @router.get("/props")
     async def props():
-        return properties(engine, model_name)
+        return properties(engine, model_name, max_tokens)
 
     @router.get("/slots")
     async def slots():
@@ -100,8 +101,9 @@ def meta(engine: "Engine") -> dict[str, Any]:
             "n_params": spec.n_params if spec is not None else None, "size": size, "n_ctx": engine.n_ctx}
 
 
-def properties(engine: "Engine", name: str) -> dict[str, Any]:
-    """llama-server's /props: what a client reads at start, with homespec's speculation."""
+def properties(engine: "Engine", name: str, max_tokens: int | None = None) -> dict[str, Any]:
+    """llama-server's /props: what a client reads at start, with homespec's speculation
+    (`max_tokens`: --max-tokens, llama-server's n_predict; -1 when unset)."""
     tok = engine.tokenizer
     template = getattr(tok, "chat_template", None)
     opt = engine.parts.options
@@ -109,7 +111,8 @@ def properties(engine: "Engine", name: str) -> dict[str, Any]:
                    "draft_depth": engine.parts.shape.depth if engine.parts.shape is not None else 0,
                    "draft_tokens": engine.parts.shape.total if engine.parts.shape is not None else 0}
     return {"default_generation_settings": {"n_ctx": engine.n_ctx, "speculative": METHODS[opt.method].speculative,
-                                            "params": DEFAULTS},
+                                            "params": {**DEFAULTS, "max_tokens": max_tokens or -1,
+                                                                       "n_predict": max_tokens or -1}},
             "total_slots": engine.slots, "model_alias": name, "model_path": engine.model_path,
             "n_ctx": engine.n_ctx, "modalities": {"vision": False, "audio": False},
             "chat_template": template.source if template is not None else None,

@@ -1,5 +1,6 @@
-"""Every failure as OpenAI's error body, {"error": {"message", "type", "param", "code"}}, with
-one log line; the server keeps serving."""
+"""Every failure as OpenAI's error body, {"error": {"message", "type", "param", "code"}} (on
+Anthropic's routes Anthropic's, {"type": "error", "error": {"type", "message"}}), with one log
+line; the server keeps serving."""
 
 from __future__ import annotations
 
@@ -26,12 +27,29 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
+# Anthropic's error types by status (its API reference, "Errors"); a full queue and a shutdown are
+# its `overloaded_error`, the one its clients retry as such
+_ANTHROPIC = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+              404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
+              429: "rate_limit_error", 500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
+ANTHROPIC_PATHS = "/v1/messages"
+
+
 def error_response(request_line: str, err: ApiError) -> JSONResponse:
-    """The error's body, logged as one line: `POST /v1/chat/completions -> 400: messages: ...`."""
+    """The error's body, logged as one line: `POST /v1/chat/completions -> 400: messages: ...`.
+    OpenAI's shape, or Anthropic's on Anthropic's routes (/v1/messages...)."""
     log.warning("%s -> %d: %s", request_line, err.status, err.message)
+    if request_line.partition(" ")[2].startswith(ANTHROPIC_PATHS):
+        return JSONResponse(anthropic_error(err), status_code=err.status, headers=err.headers)
     body = {"error": {"message": err.message, "type": _TYPES.get(err.status, "invalid_request_error"),
                       "param": err.param, "code": err.code}}
     return JSONResponse(body, status_code=err.status, headers=err.headers)
+
+
+def anthropic_error(err: ApiError) -> dict:
+    """Anthropic's error body: {"type": "error", "error": {"type", "message"}}."""
+    kind = _ANTHROPIC.get(err.status, "api_error" if err.status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": err.message}}
 
 
 def _line(request: Request) -> str:

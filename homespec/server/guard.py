@@ -1,5 +1,6 @@
-"""ASGI middleware in front of every route: the API key (constant-time compare), the body size
-limit (read before any route parses it), and a count of answers per route and status."""
+"""ASGI middleware in front of every route: the API key (constant-time compare; a bearer token or
+Anthropic's x-api-key header), the body size limit (read before any route parses it), and a count
+of answers per route and status."""
 
 from __future__ import annotations
 
@@ -10,18 +11,20 @@ from homespec.server.errors import ApiError, error_response
 
 OPEN_PATHS = frozenset({"/health"})  # answered without a key (a load balancer's probe)
 ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics",
-                    "/props", "/slots", "/tokenize", "/detokenize", "/apply-template"})
+                    "/props", "/slots", "/tokenize", "/detokenize", "/apply-template", "/v1/messages",
+                    "/v1/messages/count_tokens"})
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 
 
-def key_matches(header: bytes | None, api_key: str) -> bool:
-    """`Authorization: Bearer KEY` against the key, in constant time."""
-    if not header or not header[:7].lower() == b"bearer ":
-        return False
-    return hmac.compare_digest(header[7:].strip(), api_key.encode())
+def key_matches(header: bytes | None, api_key: str, x_api_key: bytes | None = None) -> bool:
+    """`Authorization: Bearer KEY` (OpenAI's clients) or `x-api-key: KEY` (Anthropic's) against
+    the key, in constant time."""
+    if header and header[:7].lower() == b"bearer ":
+        return hmac.compare_digest(header[7:].strip(), api_key.encode())
+    return bool(x_api_key) and hmac.compare_digest(x_api_key.strip(), api_key.encode())  # type: ignore[union-attr]
 
 
 class Guard:
@@ -32,7 +35,8 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
-        route = path if path in ROUTES or path.startswith("/v1/models/") else "other"
+        route = path if path in ROUTES or path.startswith("/v1/models/") else \
+            "/v1/responses/{id}" if path.startswith("/v1/responses/") else "other"
         status = [0]
 
         async def counted(message: dict) -> None:
@@ -52,9 +56,9 @@ class Guard:
 
     def _refusal(self, scope: Scope) -> ApiError | None:
         headers = dict(scope["headers"])
-        if self.api_key and scope["path"] not in OPEN_PATHS and not key_matches(headers.get(b"authorization"),
-                                                                                 self.api_key):
-            return ApiError(401, "incorrect or missing API key: send `Authorization: Bearer KEY`",
+        if self.api_key and scope["path"] not in OPEN_PATHS and not key_matches(
+                headers.get(b"authorization"), self.api_key, headers.get(b"x-api-key")):
+            return ApiError(401, "incorrect or missing API key: send `Authorization: Bearer KEY` (or `x-api-key: KEY`)",
                             code="invalid_api_key")
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
@@ -77,7 +81,7 @@ class Guard:
 
 
 JSON_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/tokenize", "/detokenize",
-                         "/apply-template"})
+                         "/apply-template", "/v1/messages", "/v1/messages/count_tokens"})
 
 
 def _as_json(scope: Scope) -> Scope:

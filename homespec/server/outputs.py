@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from homespec.chatformat import Parsed
 from homespec.chatformat.split import Delta, Splitter
 from homespec.server import logprobs as shape_logprobs
 from homespec.server.shapes import Answer, chunk, completion
@@ -61,8 +62,21 @@ class ChatOutput(_Output):
             return [self._chunk(text=d.text)] if d.text else []
         return self._deltas(self.splitter.update(self._source(), final=False))
 
+    def last(self, fin: "Finish") -> Delta:
+        """What the answer's end releases. An answer cut inside a call (max_tokens, the context's
+        end) releases the complete calls only: the unfinished one is dropped, never sent as text."""
+        if self.splitter is None:
+            return Delta()
+        return self.splitter.update(self._source(fin), final=not cut(fin))
+
+    def parsed(self, fin: "Finish") -> Parsed:
+        """The whole answer read at its end (a cut one as `last` reads it)."""
+        if self.splitter is None:
+            return Parsed(fin.text)
+        return self.splitter.final(self._source(fin), whole=not cut(fin))
+
     def end(self, fin: "Finish", include_usage: bool) -> list[dict[str, Any]]:
-        out = self._deltas(self.splitter.update(self._source(fin), final=True)) if self.splitter is not None else []
+        out = self._deltas(self.last(fin))
         thought = self._reasoning_tokens(self.splitter.sent_reasoning if self.splitter is not None else "")
         out.append(chunk(self.answer, fin=fin, called=self.calls_sent > 0, logprobs=self._logprobs(self._flush())))
         if include_usage:
@@ -73,7 +87,7 @@ class ChatOutput(_Output):
         message: dict[str, Any] = {"role": "assistant", "content": fin.text, "refusal": None}
         thought = 0
         if self.splitter is not None:
-            parsed = self.splitter.final(self._source(fin))
+            parsed = self.parsed(fin)
             message["content"] = parsed.content if parsed.content or not parsed.calls else None
             if parsed.reasoning:
                 message["reasoning_content"] = parsed.reasoning
@@ -149,6 +163,11 @@ class TextOutput(_Output):
         if self.pieces is None or not (scores or echoed):
             return None
         return shape_logprobs.legacy(self.pieces, scores, self.offset, echoed, top=self.top > 0)
+
+
+def cut(fin: "Finish") -> bool:
+    """The answer ended because it ran out of room (max_tokens, the context), not by itself."""
+    return fin.finish in ("length", "context")
 
 
 def _call(call) -> dict[str, Any]:

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from fastapi.responses import JSONResponse, Response
 
-from homespec.chatformat import Parsed
 from homespec.chatformat.split import Delta
 from homespec.engine.responses import Finish, TextDelta
 from homespec.server import answers
@@ -34,9 +33,15 @@ if TYPE_CHECKING:
 
 
 class ResponsesOutput(ChatOutput):
-    def __init__(self, answer, tok, turn, fields: dict[str, Any]) -> None:
+    """`names`: a namespace tool's flat names -> (namespace, name), as the calls go out; `keep`: stores
+    the finished response (None: store: false, or storing is off)."""
+
+    def __init__(self, answer, tok, turn, fields: dict[str, Any], names: dict[str, tuple[str, str]] | None = None,
+                 keep: Callable[[dict[str, Any]], bool] | None = None) -> None:
         super().__init__(answer, tok, turn)
         self.fields = fields
+        self.names = names or {}
+        self.keep = keep
         self.seq = 0
         self.output: list[dict[str, Any]] = []  # closed items
         self.open: dict[str, Any] | None = None  # the item being streamed
@@ -47,14 +52,20 @@ class ResponsesOutput(ChatOutput):
         fin = await answers.ended(handle, request, self)
         if fin is None:
             return Response(status_code=499)  # nobody left to read it
-        parsed = self.splitter.final(self._source(fin)) if self.splitter is not None else Parsed(fin.text)
+        parsed = self.parsed(fin)
         items = []
         if parsed.reasoning:
             items.append(_reasoning(_id("rs"), parsed.reasoning))
         if parsed.content or not parsed.calls:
             items.append(_message(_id("msg"), parsed.content, "completed"))
-        items.extend(_call(c) for c in parsed.calls)
-        return JSONResponse(self.response(fin, items, self._reasoning_tokens(parsed.reasoning)))
+        items.extend(_call(c, self.names) for c in parsed.calls)
+        return JSONResponse(self._stored(self.response(fin, items, self._reasoning_tokens(parsed.reasoning))))
+
+    def _stored(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The finished response, stored when the request asked (and the store took it)."""
+        if self.keep is not None:
+            body["store"] = self.keep(body)  # False where the store could not take it
+        return body
 
     def response(self, fin: Finish | None, items: list[dict[str, Any]], thought: int = 0) -> dict[str, Any]:
         incomplete = fin is not None and fin.finish in ("length", "context")
@@ -67,7 +78,8 @@ class ResponsesOutput(ChatOutput):
                 "temperature": f.get("temperature", 1.0), "top_p": f.get("top_p", 1.0),
                 "parallel_tool_calls": f.get("parallel_tool_calls", True), "tool_choice": f.get("tool_choice", "auto"),
                 "tools": f.get("tools", []), "text": f.get("text", {"format": {"type": "text"}}),
-                "metadata": f.get("metadata", {}), "store": False, "usage": None}
+                "metadata": f.get("metadata", {}), "store": self.keep is not None, "usage": None,
+                "previous_response_id": f.get("previous_response_id")}
         if fin is not None:
             prompt, out = len(fin.prompt_token_ids), len(fin.token_ids)
             body["usage"] = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": fin.cached_tokens},
@@ -96,10 +108,10 @@ class ResponsesOutput(ChatOutput):
         if (err := answers._failure(handle, fin)) is not None:
             return [self._event("error", code=err.code, message=err.message, param=None)]
         answers._log_answer(request, fin)
-        out = self._pieces(self.splitter.update(self._source(fin), True)) if self.splitter is not None else []
+        out = self._pieces(self.last(fin))
         out.extend(self._close())
         thought = self._reasoning_tokens(self.splitter.sent_reasoning if self.splitter is not None else "")
-        body = self.response(fin, self.output, thought)
+        body = self._stored(self.response(fin, self.output, thought))
         # response.completed whatever the status says (incomplete at max_output_tokens): the official
         # client's stream helper waits for it and for no other ending
         return out + [self._event("response.completed", response=body)]
@@ -116,7 +128,7 @@ class ResponsesOutput(ChatOutput):
             out.append(self._event("response.output_text.delta", **self._at(), delta=piece.content, logprobs=[]))
         for call in piece.calls:
             out.extend(self._close())
-            item = _call(call)
+            item = _call(call, self.names)
             index = len(self.output)
             out.append(self._event("response.output_item.added", output_index=index, item={**item, "arguments": ""}))
             out.append(self._event("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
@@ -183,6 +195,11 @@ def _reasoning(item_id: str, text: str) -> dict[str, Any]:
     return {"id": item_id, "type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": text}]}
 
 
-def _call(call: "ToolCall") -> dict[str, Any]:
-    return {"id": "fc_" + call.id.removeprefix("call_"), "type": "function_call", "status": "completed",
+def _call(call: "ToolCall", names: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """A call as a function_call item; a namespace tool's function with its `namespace` and its own
+    name, as the client declared them."""
+    item = {"id": "fc_" + call.id.removeprefix("call_"), "type": "function_call", "status": "completed",
             "call_id": call.id, "name": call.name, "arguments": call.arguments}
+    if call.name in names:
+        item["namespace"], item["name"] = names[call.name]
+    return item

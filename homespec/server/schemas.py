@@ -65,10 +65,13 @@ class MessageToolCall(_Body):
 
 
 class Message(_Body):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    # required, as OpenAI's: null only for an assistant's turn (one that called tools)
-    content: Union[StrictStr, list[TextPart], None]
+    # "function": the legacy answer to a `function_call` (read as a tool's answer)
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    # an assistant's may be left out or null (one that called tools: litellm and OpenAI's own types
+    # leave it out then); every other role's is required, as OpenAI's is
+    content: Union[StrictStr, list[TextPart], None] = Field(default=None, validate_default=True)
     tool_calls: Optional[list[MessageToolCall]] = None  # an assistant's calls, rendered back
+    function_call: Optional[FunctionCall] = None  # the legacy single call: read as one tool call
     tool_call_id: Optional[StrictStr] = None  # a tool's answer: which call it answers
     name: Optional[StrictStr] = None
     reasoning_content: Optional[StrictStr] = None  # an assistant's thinking, for templates that keep it
@@ -77,9 +80,16 @@ class Message(_Body):
     @classmethod
     def _content(cls, v: Any, info: ValidationInfo) -> Any:
         if v is None and info.data.get("role") != "assistant":
-            raise PydanticCustomError("missing_content", "null is only allowed in an assistant's message; "
-                                      "send a string or a list of text parts")
+            raise PydanticCustomError("missing_content", "content is required: null is only allowed in an "
+                                      "assistant's message (which may also leave it out); send a string or a "
+                                      "list of text parts")
         return _text(v)
+
+    def calls(self) -> list[MessageToolCall]:
+        """The assistant's calls: `tool_calls`, or the legacy `function_call` as one."""
+        if self.tool_calls:
+            return self.tool_calls
+        return [MessageToolCall(function=self.function_call)] if self.function_call is not None else []
 
     def text(self) -> str:
         if isinstance(self.content, list):
@@ -179,7 +189,8 @@ class CompletionRequest(Sampling):
     # one prompt: a string, a list of one string, or token ids
     prompt: Union[StrictStr, Annotated[list[StrictStr], Field(min_length=1, max_length=1)],
                   Annotated[list[Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_ID)]], Field(min_length=1)]]
-    max_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = 16  # OpenAI's default for completions
+    # None: the server's --max-tokens, else OpenAI's default for completions, 16 (homespec/server/completions.py)
+    max_tokens: Optional[Annotated[StrictInt, _bounded(limits.MAX_TOKENS)]] = None
     logprobs: Optional[Annotated[StrictInt, Field(ge=0, le=20)]] = None  # the legacy API's: alternatives per token
     echo: StrictBool = False  # the prompt's text before the answer's
 
