@@ -72,6 +72,8 @@ def test_tree_layout_follows_the_shared_tree_contract(parents):
         assert {i for i in range(len(parents)) if seq in lay.seq_ids[i]} == on_path
     assert sorted(lay.order) == list(range(len(parents))) and lay.order[0] == 0
     assert all(lay.slot[parents[i]] < lay.slot[i] for i in range(1, len(parents)))
+    assert all(list(ids) == sorted(ids) for ids in lay.seq_ids)
+    assert tree_layout(parents) is lay  # kept by shape: plain steps and chains recur every step
 
 
 def test_settings_from_a_duck_typed_plan_and_overrides():
@@ -148,6 +150,48 @@ def test_depth_first_batch_order_and_contiguous_prefix():
     assert contiguous_prefix([0, 1, 3], lay) == 3  # first children all the way: adjacent cells
     assert contiguous_prefix([0, 1, 4], lay) == 2  # node 3's cell sits between 1 and 4
     assert contiguous_prefix([0, 2, 5], lay) == 1
+
+
+@pytest.mark.parametrize("rows", [
+    [(5, 100, (0,), True)],  # a plain step's root
+    [(7, 3 + i, (2,), i == 9) for i in range(10)],  # a prompt chunk, logits of its last row
+    [(5, 100 + i % 7, tuple(range(i % 5 + 1)), i % 3 == 0) for i in range(48)],  # a tree's rows in several sequences
+])
+def test_numpy_batch_holds_what_llama_batch_init_holds(rows):
+    """The backends' Batch (arrays numpy owns) and llama_batch_init's batch filled row by row
+    through ctypes carry the same rows, as llama_decode reads them."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from homespec.backends.llamacpp.batch import Batch, fill_batch
+
+    ref = llama_cpp.llama_batch_init(64, 0, 8)
+    ours = Batch(llama_cpp, 64, 8)
+    try:
+        for _ in range(2):  # a second fill over the first leaves nothing of it
+            assert ours.fill(rows) == fill_batch(ref, rows) == sum(r[3] for r in rows)
+        b = ours.c
+        assert b.n_tokens == ref.n_tokens == len(rows)
+        for i, (tok, pos, seqs, want) in enumerate(rows):
+            assert (b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i]) == (tok, pos, len(seqs), int(want))
+            assert [b.seq_id[i][j] for j in range(len(seqs))] == [ref.seq_id[i][j] for j in range(len(seqs))] == list(seqs)
+    finally:
+        llama_cpp.llama_batch_free(ref)
+
+
+def test_host_rows_views_a_buffer_once_and_again_when_it_moves_or_grows():
+    import ctypes
+
+    from homespec.backends.llamacpp.lib import HostRows
+
+    a, b = (ctypes.c_float * 12)(*range(12)), (ctypes.c_float * 12)(*range(100, 112))
+    pa, pb = (ctypes.cast(x, ctypes.POINTER(ctypes.c_float)) for x in (a, b))
+    rows = HostRows(3)
+    first = rows.rows(pa, 2)
+    assert first.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert rows.rows(pa, 1).base is first.base  # the same view, not a new one
+    a[0] = 50.0
+    assert rows.rows(pa, 1)[0, 0] == 50.0  # a view of the buffer, read when asked
+    assert rows.rows(pa, 4).shape == (4, 3)  # grown
+    assert rows.rows(pb, 1).tolist() == [[100, 101, 102]]  # moved
 
 
 def test_memory_lines_are_parsed_per_buffer():

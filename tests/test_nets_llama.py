@@ -145,8 +145,8 @@ def test_tree_forward_equals_sequential_paths(small_model):
     m.forward(torch.tensor(prefix))
     m.commit(len(prefix))
     n = m.n_past
-    pos = n + depths(TREE_PARENTS)
-    tree = m.forward(torch.tensor(TREE_TOKENS), pos, ancestor_mask(TREE_PARENTS), capture=(1, 2))
+    pos = n + torch.from_numpy(depths(TREE_PARENTS))
+    tree = m.forward(torch.tensor(TREE_TOKENS), pos, torch.from_numpy(ancestor_mask(TREE_PARENTS)), capture=(1, 2))
     for i in range(len(TREE_TOKENS)):
         path = path_to(TREE_PARENTS, i)
         seq = m.forward(torch.tensor([TREE_TOKENS[j] for j in path]), capture=(1, 2))  # uncommitted: n_past unchanged
@@ -163,7 +163,7 @@ def test_commit_path_equals_feeding_it_sequentially(small_model):
     m.forward(torch.tensor(prefix))
     m.commit(len(prefix))
     n = m.n_past
-    m.forward(torch.tensor(TREE_TOKENS), n + depths(TREE_PARENTS), ancestor_mask(TREE_PARENTS))
+    m.forward(torch.tensor(TREE_TOKENS), n + torch.from_numpy(depths(TREE_PARENTS)), torch.from_numpy(ancestor_mask(TREE_PARENTS)))
     m.commit_path(path)
     after_tree = m.forward(nxt).logits
 

@@ -42,7 +42,6 @@ class BackendEntry:
     lanes: bool = False  # decodes several sequences in one context (serve's --parallel > 1)
     gguf_only: bool = False  # reads GGUF files only: a directory is refused before anything loads
     torch_device: bool = False  # runs on a torch device: --device applies, a head drafts beside it
-    own_cpu_pool: bool = False  # computes on the CPU in its own thread pool, beside torch's
     seq_per_leaf: bool = False  # verifies each leaf of a draft tree as a sequence of its own (at most MAX_SEQ)
 
 
@@ -80,7 +79,7 @@ BACKENDS: dict[str, BackendEntry] = {
     "torch": BackendEntry(name="torch", load=_load_torch, settings=torch_settings, placer=PLACERS["torch"],
                           torch_device=True),
     "llamacpp": BackendEntry(name="llamacpp", load=_load_llamacpp, settings=settings_from_plan,
-                             placer=PLACERS["llamacpp"], lanes=True, gguf_only=True, own_cpu_pool=True,
+                             placer=PLACERS["llamacpp"], lanes=True, gguf_only=True,
                              seq_per_leaf=True),
     "exl2": BackendEntry(name="exl2", load=_load_exl2, settings=exl2_for_plan, placer=PLACERS["exl2"]),
 }

@@ -63,24 +63,6 @@ class RunParts:
         self.owned.clear()
 
 
-def one_torch_thread(opt: RunOptions, plan: "Plan | None", path: str) -> None:
-    """Before the torch head loads beside a llama.cpp target: the two take turns on the same
-    cores, and each OpenMP runtime's pool (llama.cpp's, torch's own) spins while the other
-    computes, which slows llama.cpp's passes (docs/backends.md, "A torch head beside llama.cpp").
-    torch then runs on one thread, unless OMP_NUM_THREADS or MKL_NUM_THREADS says otherwise.
-    Nothing changes on a run that loads no torch (no head: the GGUF path never imports it), or
-    once torch is loaded (sys.modules says so; torch is never imported to find out)."""
-    import os
-    import sys
-
-    if not BACKENDS[opt.backend].own_cpu_pool or plan is None or plan.machine.gpus or "torch" in sys.modules:
-        return
-    if not drafts_with_head(opt, path):
-        return
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("MKL_NUM_THREADS", "1")
-
-
 def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = None,
             target: "Backend | None" = None, with_plan: bool = True, plan: "Plan | None" = None) -> RunParts:
     """Check, plan, load. `parallel` None: the most lanes (up to DEFAULT_PARALLEL) whose KV the
@@ -94,7 +76,6 @@ def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = N
         check_parallel(opt, parallel)
         if plan is None and (with_plan or parallel > 1):
             plan = plan_for_run(opt, path, parallel=parallel)
-    one_torch_thread(opt, plan, path)
     if parallel > 1:
         return _several(opt, path, parallel, plan, ubatch)
     return _one(opt, path, plan, target)

@@ -164,9 +164,9 @@ class Engine:
     def start(self) -> "Engine":
         """Run the engine on its own thread (a server), watched: should it stop anyway, every
         waiting request fails at once (homespec.engine.supervise). Without it the caller steps."""
-        # OpenMP keeps its thread count per thread: where torch runs (a torch target or head), the
-        # engine's thread takes the caller's torch threads (homespec.engine.assemble.one_torch_thread
-        # may have lowered them). Asked of torch only where it is loaded: the GGUF path never imports it.
+        # OpenMP keeps its thread count per thread: where torch runs (a torch target and its head), the
+        # engine's thread takes the caller's torch threads. Asked of torch only where it is loaded: the
+        # GGUF path never imports it.
         torch = sys.modules.get("torch")
         threads = torch.get_num_threads() if torch is not None else None
         self._super = Supervised(lambda: self._run(threads), self._died)

@@ -191,8 +191,10 @@ class LlamaCppBackend(LlamaCppCore):
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         ll, mem = self._ll, self._mem
         seq = path_seq(path[:k], layout)
-        # Sequence `seq` holds context + its root-to-leaf path: cut it after the kept nodes ...
-        ll.llama_memory_seq_rm(mem, seq, self._n_past + k, -1)
+        # Sequence `seq` holds context + its root-to-leaf path: cut it after the kept nodes (a
+        # chain kept whole, a plain step's root among them, left nothing after them) ...
+        if layout.n_seq > 1 or k < len(tokens):
+            ll.llama_memory_seq_rm(mem, seq, self._n_past + k, -1)
         if seq != 0:
             # ... make those cells sequence 0's (cells shared with other ids stay allocated) ...
             ll.llama_memory_seq_rm(mem, 0, -1, -1)

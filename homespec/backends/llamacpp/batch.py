@@ -1,13 +1,17 @@
 """Rows into a llama_batch, and one llama_decode call: what every llama.cpp decoder here does.
 
-A row is (token, position, sequence ids, want logits). Used by the two llama.cpp backends
-(backends/llamacpp/core.py) and the batched target of training data and calibration
-(backends/llamacpp/batched.py).
+A row is (token, position, sequence ids, want logits). The two llama.cpp backends
+(backends/llamacpp/core.py) fill a `Batch`, whose arrays numpy owns, with a few slice assignments;
+`fill_batch` writes a batch from llama_batch_init row by row through ctypes (the batched target of
+training data and calibration, backends/llamacpp/batched.py, and the head check, heads/llamacpp_draft.py).
 """
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Sequence
+
+import numpy as np
 
 from homespec.backends.llamacpp.lib import LogCollector, capture_log, reason
 from homespec.errors import HomespecError
@@ -27,6 +31,57 @@ def fill_batch(b: Any, rows: Sequence[Row]) -> int:
         n_out += bool(want)
     b.n_tokens = len(rows)
     return n_out
+
+
+class Batch:
+    """A llama_batch of at most `n_rows` rows, each in at most `n_seq` sequences, over numpy arrays.
+
+    llama_batch_init's arrays are reachable only through ctypes pointers, so writing a row costs
+    a ctypes store per field (and per sequence id): ~5 us a row, 0.2 ms for a 48-node tree and
+    more than a millisecond for a 512-token prompt chunk (docs/backends.md, "Host work per step").
+    Here the struct points into arrays numpy owns (the sequence ids one [n_rows, n_seq] block), so
+    a batch is a handful of slice assignments. Freed with this object: never llama_batch_free."""
+
+    def __init__(self, ll: Any, n_rows: int, n_seq: int) -> None:
+        self.n_rows = n_rows
+        self.token = np.zeros(n_rows, np.int32)
+        self.pos = np.zeros(n_rows, np.int32)
+        self.n_seq_id = np.zeros(n_rows, np.int32)
+        self.seq = np.zeros((n_rows, n_seq), np.int32)  # [rows, n_seq]: row i's ids, as seq_id[i] points
+        self.logits = np.zeros(n_rows, np.int8)
+        i32 = ctypes.POINTER(ctypes.c_int32)
+        base, stride = self.seq.ctypes.data, self.seq.strides[0]
+        self._rows = (i32 * (n_rows + 1))(*(ctypes.cast(base + i * stride, i32) for i in range(n_rows)))
+        self.c = ll.llama_batch(n_tokens=0, token=self._ptr(self.token, i32), embd=None,
+                                pos=self._ptr(self.pos, i32), n_seq_id=self._ptr(self.n_seq_id, i32),
+                                seq_id=ctypes.cast(self._rows, ctypes.POINTER(i32)),
+                                logits=self._ptr(self.logits, ctypes.POINTER(ctypes.c_int8)))
+
+    @staticmethod
+    def _ptr(a: np.ndarray, kind: Any) -> Any:
+        return ctypes.cast(a.ctypes.data, kind)
+
+    def fill(self, rows: Sequence[Row]) -> int:
+        """Write the rows (at most n_rows). -> how many ask for logits."""
+        n = len(rows)
+        if n == 1 and len(rows[0][2]) == 1:  # a plain step's root: scalar stores beat slicing
+            (token, pos, (seq,), want), = rows
+            self.token[0], self.pos[0], self.n_seq_id[0], self.seq[0, 0], self.logits[0] = token, pos, 1, seq, want
+            self.c.n_tokens = 1
+            return int(bool(want))
+        token, pos, seqs, want = zip(*rows)
+        self.token[:n] = token
+        self.pos[:n] = pos
+        self.logits[:n] = want
+        widths = [len(s) for s in seqs]
+        self.n_seq_id[:n] = widths
+        if max(widths) == 1:  # a prompt, a chain, several lanes' roots: one id a row
+            self.seq[:n, 0] = [s[0] for s in seqs]
+        else:
+            for i, s in enumerate(seqs):
+                self.seq[i, :len(s)] = s
+        self.c.n_tokens = n
+        return sum(map(bool, want))
 
 
 def run_decode(ll: Any, ctx: Any, b: Any, log: LogCollector, hint: str) -> None:

@@ -15,9 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp.batch import Row, fill_batch, run_decode
+from homespec.backends.llamacpp.batch import Batch, Row, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture
 from homespec.backends.llamacpp.lib import (
+    HostRows,
     LogCollector,
     capture_log,
     free_handles,
@@ -47,7 +48,7 @@ class LlamaCppCore:
         self._ll = ll = import_llama_cpp()
         self.model_path, self.settings = path, settings
         self._log = LogCollector()
-        self._model = self._ctx = self._batch = None
+        self._model = self._ctx = None
         self._tokenizer: Tokenizer | None = None
         self._embd_table: np.ndarray | None = None
         with capture_log(self._log):
@@ -75,7 +76,8 @@ class LlamaCppCore:
         self.flash_attn_active = flash_attn_active(settings, self._log.lines)
         # llama.cpp clamps n_batch to n_ctx for a decoder; a larger llama_decode call would abort
         self._batch_cap = min(settings.n_batch, ll.llama_n_batch(self._ctx))
-        self._batch = ll.llama_batch_init(self._batch_cap, 0, seq_per_row)
+        self._batch_arrays = Batch(ll, self._batch_cap, seq_per_row)
+        self._logit_rows = HostRows(self.n_vocab)
         self._mem = ll.llama_get_memory(self._ctx)
 
     # --- shape (what drafters read) ------------------------------------------------------------
@@ -155,16 +157,16 @@ class LlamaCppCore:
 
     def _decode_slice(self, rows: Sequence[Row]) -> int:
         """One llama_decode of at most n_batch rows. -> how many rows asked for logits."""
-        n_out = fill_batch(self._batch, rows)
+        n_out = self._batch_arrays.fill(rows)
         self._capture.begin()
-        run_decode(self._ll, self._ctx, self._batch, self._log, self._kv_full_hint)
+        run_decode(self._ll, self._ctx, self._batch_arrays.c, self._log, self._kv_full_hint)
         return n_out
 
     def _logits(self, n_out: int, order: Sequence[int] | np.ndarray | None) -> np.ndarray:
         """The last decode's logits rows (all n_out, or `order`'s), copied out of llama.cpp's buffer."""
         if not n_out:
             return np.empty((0, self.n_vocab), np.float32)
-        buf = np.ctypeslib.as_array(self._ll.llama_get_logits(self._ctx), shape=(n_out, self.n_vocab))  # a view
+        buf = self._logit_rows.rows(self._ll.llama_get_logits(self._ctx), n_out)  # [n_out, V], a view
         return buf.copy() if order is None else buf[np.asarray(order, dtype=np.intp)]  # one gather
 
     # --- memory and teardown -------------------------------------------------------------------

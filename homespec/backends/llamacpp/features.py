@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp.lib import ggml_tensor_api
+from homespec.backends.llamacpp.lib import HostRows, ggml_tensor_api
 
 
 def check_layers(layers: Sequence[int], n_layer: int) -> tuple[int, ...]:
@@ -45,6 +45,7 @@ class LayerInputCapture:
         self._n_layer = n_layer
         self._n_embd = n_embd
         self.layers: tuple[int, ...] = ()
+        self._bufs: dict[int, HostRows] = {}  # layer -> its extraction buffer as numpy
 
     def set_layers(self, layers: Sequence[int]) -> None:
         layers = check_layers(layers, self._n_layer)
@@ -66,8 +67,7 @@ class LayerInputCapture:
         n = n_tokens if index is None else len(index)
         out = np.empty((n, len(self.layers) * self._n_embd), dtype=np.float32)
         for j, layer in enumerate(self.layers):
-            ptr = self._get(self.ctx, layer)
-            rows = np.ctypeslib.as_array(ptr, shape=(n_tokens, self._n_embd))  # a view of the buffer
+            rows = self._bufs.setdefault(layer, HostRows(self._n_embd)).rows(self._get(self.ctx, layer), n_tokens)
             out[:, j * self._n_embd : (j + 1) * self._n_embd] = rows if index is None else rows[index]
         return out
 

@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from homespec.contracts.backend import MemoryReport
 from homespec.errors import HomespecError
 
@@ -133,6 +135,29 @@ def reason(collector: LogCollector, fallback: str) -> str:
     if causes:
         return causes[0]
     return errs[-1] if errs else fallback
+
+
+# --- llama.cpp's float buffers as numpy ----------------------------------------------------------
+
+
+class HostRows:
+    """A numpy view of a float32 buffer llama.cpp owns ([rows, cols]: its logits, a layer's
+    extracted inputs), made once per buffer: llama.cpp keeps the buffer across decodes and
+    reallocates it only to grow, and np.ctypeslib.as_array costs ~8 us a call. A view is read
+    before the next llama_decode rewrites the buffer."""
+
+    def __init__(self, cols: int) -> None:
+        self.cols = cols
+        self._addr: int | None = None
+        self._view: np.ndarray | None = None
+
+    def rows(self, ptr: Any, n: int) -> np.ndarray:
+        """The first n rows of the buffer `ptr` points to (a ctypes float pointer, not NULL)."""
+        addr = ctypes.cast(ptr, ctypes.c_void_p).value
+        if addr != self._addr or self._view.shape[0] < n:
+            self._view = np.ctypeslib.as_array(ptr, shape=(n, self.cols))
+            self._addr = addr
+        return self._view[:n]
 
 
 # --- memory figures from the log ----------------------------------------------------------------

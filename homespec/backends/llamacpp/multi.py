@@ -135,7 +135,8 @@ class MultiSeqBackend(LlamaCppCore):
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         ll, mem, base = self._ll, self._mem, self._base(lane_id)
         seq = base + path_seq(path[:k], layout)
-        ll.llama_memory_seq_rm(mem, seq, lane.n_past + k, -1)  # the kept path ends here
+        if layout.n_seq > 1 or k < len(tokens):  # the kept path ends here (a chain kept whole: it did)
+            ll.llama_memory_seq_rm(mem, seq, lane.n_past + k, -1)
         if seq != base:  # the path's cells become the base id's
             ll.llama_memory_seq_rm(mem, base, -1, -1)
             ll.llama_memory_seq_cp(mem, seq, base, -1, -1)

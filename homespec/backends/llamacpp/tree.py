@@ -18,6 +18,7 @@ the hole would see the same values in a different order (docs/backends.md, "cell
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -63,21 +64,38 @@ class TreeLayout:
 
 
 def tree_layout(parents: Sequence[int]) -> TreeLayout:
-    """The batch layout of a tree (the tree contract itself is homespec.contracts.tree's)."""
-    parents = contract.check_parents(parents)
+    """The batch layout of a tree (the tree contract itself is homespec.contracts.tree's).
+    Layouts are kept by shape: a plain step's lone root and a chain's shape recur every step."""
+    return _layout(tuple(contract.check_parents(parents)))
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(parents: tuple[int, ...]) -> TreeLayout:
     n = len(parents)
-    leaves = contract.leaves(parents)
-    owners: list[list[int]] = [[] for _ in range(n)]
-    for seq, leaf in enumerate(leaves):
-        node = leaf
-        while node != -1:
-            owners[node].append(seq)
-            node = parents[node]
-    order = dfs_order(parents)
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i in range(1, n):
+        children[parents[i]].append(i)
+    leaves = tuple(i for i in range(n) if not children[i])
+    seq = {leaf: j for j, leaf in enumerate(leaves)}
+    # a node's sequences are its leaves' ids: children come after their parent, so walking the
+    # nodes backwards sees every child's set before its parent's
+    owners: list[tuple[int, ...]] = [()] * n
+    for i in range(n - 1, -1, -1):
+        kids = children[i]
+        if not kids:
+            owners[i] = (seq[i],)
+        elif len(kids) == 1:
+            owners[i] = owners[kids[0]]
+        else:
+            owners[i] = tuple(sorted(j for c in kids for j in owners[c]))
+    depth = [0] * n
+    for i in range(1, n):
+        depth[i] = depth[parents[i]] + 1
+    order = _dfs(children)
     slot = [0] * n
     for row, node in enumerate(order):
         slot[node] = row
-    return TreeLayout(tuple(contract.depth_list(parents)), leaves, tuple(tuple(sorted(o)) for o in owners), order, tuple(slot))
+    return TreeLayout(tuple(depth), leaves, tuple(owners), order, tuple(slot))
 
 
 def dfs_order(parents: Sequence[int]) -> tuple[int, ...]:
@@ -85,6 +103,10 @@ def dfs_order(parents: Sequence[int]) -> tuple[int, ...]:
     children: list[list[int]] = [[] for _ in parents]
     for i in range(1, len(parents)):
         children[parents[i]].append(i)
+    return _dfs(children)
+
+
+def _dfs(children: list[list[int]]) -> tuple[int, ...]:
     order: list[int] = []
     stack = [0]
     while stack:

@@ -1,0 +1,258 @@
+"""Host time per engine step outside llama_decode: what homespec's Python costs around each target
+pass (batch filling, ctypes, reading the logits, drafting, verification, commit, detokenising,
+handing the step to its consumer), one lane on a llama.cpp target.
+
+    .venv/bin/python scripts/bench_host_step.py [--shapes plain,chain5] [--steps 150] [--rounds 3]
+        [--threads 2] [--accept all|none] [--model GGUF] [--json FILE]
+
+Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
+with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
+is the difference. A shape is the tree every step verifies:
+
+* `plain`: the root alone, plain decoding's 1-token step;
+* `chainN`: the root and N-1 drafted tokens in a chain;
+* `treeN`: an N-node EAGLE-2 style tree (`TREE_DEPTH` levels, `TREE_TOPK` children per node,
+  grown by homespec.contracts.tree.build_dynamic_tree from seeded random log-probs).
+
+The drafts come from an oracle (no model runs for them, so their own cost is only the tree's
+bookkeeping): with `--accept all` the first child at every level is the target's own greedy next
+token, read from a plain run of the same prompt beforehand, so a chain's whole path is accepted and
+each step emits N tokens; with `--accept none` no drafted token is right. Per round the script
+prints the median step, the median time inside llama_decode, and the host time (median and mean)
+split into drafting (Step.t_draft), the rest of the target pass outside llama_decode (Step.t_verify
+less llama_decode: batch filling, sequence ids, logits and features out of llama.cpp's buffers) and
+the rest of the step (verification, commit, resync, detokenising, responses). Run alternating
+rounds against another checkout to compare.
+
+On a shared machine the host time read around a real llama_decode moves with the load (the
+decode's threads and the neighbours' compete with the Python for the cores); `--stub-decode`
+replaces llama_decode with a call that returns at once, after the prompt's prefill and the answer
+are computed for real, so a step is host work alone (the logits read are the last real decode's).
+Its p10 (the 10th percentile of the steps) is the steadiest figure for comparing two checkouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+TREE_DEPTH, TREE_TOPK = 6, 8  # the planner's default tree (homespec.plan.settings)
+
+
+@dataclass
+class Timed:
+    """What the wrapped clocks add up, reset per step."""
+
+    decode_s: float = 0.0
+    steps: list[dict] = field(default_factory=list)
+
+
+def shape_parents(shape: str, seed: int = 0) -> list[int]:
+    """The parent array of a shape name: plain, chainN or treeN."""
+    if shape == "plain":
+        return [-1]
+    if shape.startswith("chain"):
+        n = int(shape[5:])
+        return list(range(-1, n - 1))
+    if shape.startswith("tree"):
+        from homespec.contracts.tree import build_dynamic_tree
+
+        n = int(shape[4:])
+        rng = np.random.default_rng(seed)
+
+        def step(tokens: np.ndarray, rows: np.ndarray, depth: int) -> np.ndarray:
+            x = rng.standard_normal((tokens.shape[0], 64))
+            return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+        return build_dynamic_tree(step, 0, depth=min(TREE_DEPTH, n - 1), topk=TREE_TOPK, total=n).parents.tolist()
+    raise SystemExit(f"error: unknown shape {shape!r} (plain, chainN, treeN)")
+
+
+class OracleDrafter:
+    """Proposes a fixed tree shape every step; along first children it places the target's own
+    greedy answer (accept='all') or a wrong token (accept='none'); other nodes are wrong tokens."""
+
+    name = "oracle"
+
+    def __init__(self, parents: list[int], answer: list[int], prompt_len: int, vocab: int, accept: str):
+        from homespec.contracts.drafter import DraftShape
+
+        self.parents, self.answer, self.prompt_len, self.vocab = parents, answer, prompt_len, vocab
+        self.right = accept == "all"  # draft the right tokens along first children
+        self.depth = depth = [0] * len(parents)
+        for i in range(1, len(parents)):
+            depth[i] = depth[parents[i]] + 1
+        first = {}
+        for i in range(1, len(parents)):
+            first.setdefault(parents[i], i)
+        self.first_child = set(first.values())  # on the root's first-child path when its parent is
+        self._shape = DraftShape(max(1, max(depth)), max(1, max((parents.count(p) for p in set(parents[1:])), default=1)),
+                                 max(2, len(parents)))
+
+    def begin(self, prompt, forward, *, kept=0) -> None:
+        pass
+
+    def trim(self, keep: int) -> int:
+        return keep
+
+    def offers(self, root, context):
+        from homespec.contracts.drafter import Offer
+
+        return (Offer(self.name),)
+
+    def propose(self, root: int, context):
+        from homespec.contracts.tree import DraftTree
+
+        done = len(context) + 1 - self.prompt_len  # answer tokens emitted so far, the root included
+        tokens = [root]
+        on_path = [True]
+        for i in range(1, len(self.parents)):
+            p = self.parents[i]
+            path = on_path[p] and i in self.first_child
+            on_path.append(path)
+            k = done + self.depth[i] - 1
+            right = self.answer[k] if k < len(self.answer) else 0
+            tokens.append(right if path and self.right else (right + 1 + i) % self.vocab)
+        return DraftTree.of(tokens, self.parents)
+
+    def accept(self, tokens, features, next_token) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    @property
+    def shape(self):
+        return self._shape
+
+    def limits(self):
+        from homespec.contracts.drafter import ShapeLimits
+
+        return ShapeLimits()
+
+    def set_shape(self, depth: int, total: int):
+        return self._shape
+
+
+def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: int, accept: str, t: Timed) -> dict:
+    """One round: `steps` engine steps of `shape` after the prompt's prefill."""
+    from homespec.engine.api import EngineRequest
+    from homespec.engine.assemble import RunParts
+    from homespec.engine.core import Engine
+    from homespec.engine.lanes import OneLane
+    from homespec.engine.options import RunOptions
+    from homespec.engine.responses import StepFigures
+
+    parents = shape_parents(shape)
+    drafter = OracleDrafter(parents, answer, len(prompt), backend.n_vocab, accept) if len(parents) > 1 else None
+    backend.reset()
+    parts = RunParts(OneLane(backend), [drafter], None, backend.model_path, None,
+                     drafter.shape if drafter else None, RunOptions(), backend=backend, stop_at_eos=False)
+    engine = Engine(parts, queue_size=1, cache_prompt=False)
+    handle = engine.submit(EngineRequest(tuple(prompt), max_tokens=10**6))
+    engine.step()  # the prefill
+    handle.take()
+    rows = []
+    for _ in range(steps):
+        t.decode_s = 0.0
+        t0 = time.perf_counter()
+        engine.step()
+        wall = time.perf_counter() - t0
+        figs = [r.step for r in handle.take()[0] if isinstance(r, StepFigures)]
+        s = figs[-1]
+        rows.append({"wall": wall, "decode": t.decode_s, "draft": s.t_draft, "pass_other": s.t_verify - t.decode_s,
+                     "emitted": len(s.tokens), "accepted": s.accepted})
+    handle.cancel()
+    engine.step()
+    return summarise(shape, rows)
+
+
+def summarise(shape: str, rows: list[dict]) -> dict:
+    ms = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
+    host = [r["wall"] - r["decode"] for r in rows]
+    rest = [h - r["draft"] - r["pass_other"] for h, r in zip(host, rows)]
+    return {"shape": shape, "steps": len(rows), "step_ms": ms([r["wall"] for r in rows]),
+            "decode_ms": ms([r["decode"] for r in rows]), "host_ms": ms(host),
+            "host_mean_ms": round(statistics.fmean(host) * 1e3, 3),
+            "host_p10_ms": round(float(np.percentile(host, 10)) * 1e3, 3),
+            "draft_ms": ms([r["draft"] for r in rows]), "pass_other_ms": ms([r["pass_other"] for r in rows]),
+            "rest_ms": ms(rest), "tokens_per_step": round(statistics.fmean(r["emitted"] for r in rows), 3)}
+
+
+def _depth(parents: list[int]) -> int:
+    d = [0] * len(parents)
+    for i in range(1, len(parents)):
+        d[i] = d[parents[i]] + 1
+    return max(d)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="plain,chain5")
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--accept", choices=("all", "none"), default="all")
+    ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2)")
+    ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
+    ap.add_argument("--json", default=None, help="also write the rounds as JSON to FILE")
+    a = ap.parse_args()
+
+    import llama_cpp
+
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.embedded import smollm2_path
+    from homespec.engine.run import decode
+    from homespec.session.encode import encode_prompt
+    from homespec.speculative.steps import Limits
+
+    shapes = a.shapes.split(",")
+    widest = max(len(shape_parents(s)) for s in shapes)
+    longest = max(_depth(shape_parents(s)) for s in shapes) + 1  # tokens a fully accepted step emits
+    path = a.model or str(smollm2_path())
+    n_answer = a.steps * longest + 16
+    backend = LlamaCppBackend.load(path, n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
+                                   max_leaves=max(1, widest - 1))
+    prompt = encode_prompt(backend.tokenizer, [PROMPT], chat=True)
+    if a.stub_decode:  # nothing is verified for real: the oracle's tokens only need to exist
+        answer = [0] * n_answer
+    else:
+        answer = [tok for s in decode(backend, None, prompt, limits=Limits(max_tokens=n_answer, stop_at_eos=False))
+                  for tok in s.tokens]
+
+    t = Timed()
+    real = llama_cpp.llama_decode
+
+    def timed_decode(ctx, batch):
+        t0 = time.perf_counter()
+        rc = 0 if a.stub_decode else real(ctx, batch)
+        t.decode_s += time.perf_counter() - t0
+        return rc
+
+    llama_cpp.llama_decode = timed_decode  # the backend calls it through the module: every call is timed
+    print(f"{path.rsplit('/', 1)[-1]}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
+          f"{', llama_decode stubbed' if a.stub_decode else ''}; torch loaded: {'torch' in sys.modules}", flush=True)
+    results = []
+    for r in range(a.rounds):
+        for shape in shapes:
+            row = measure(backend, prompt, answer, shape, a.steps, a.accept, t) | {"round": r + 1}
+            results.append(row)
+            print(f"round {r + 1} {shape:8} step {row['step_ms']:7.3f} ms  llama_decode {row['decode_ms']:7.3f} ms  "
+                  f"host {row['host_ms']:6.3f} ms (p10 {row['host_p10_ms']:.3f}, mean {row['host_mean_ms']:.3f}): draft {row['draft_ms']:.3f}, "
+                  f"pass outside llama_decode {row['pass_other_ms']:.3f}, rest {row['rest_ms']:.3f}; "
+                  f"{row['tokens_per_step']:.2f} tokens/step", flush=True)
+    backend.close()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"model": path, "threads": a.threads, "accept": a.accept, "rounds": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
