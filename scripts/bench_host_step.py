@@ -3,7 +3,7 @@ pass (batch filling, ctypes, reading the logits, drafting, verification, commit,
 handing the step to its consumer), one lane on a llama.cpp target.
 
     .venv/bin/python scripts/bench_host_step.py [--shapes plain,chain5] [--steps 150] [--rounds 3]
-        [--threads 2] [--accept all|none] [--model GGUF] [--json FILE]
+        [--threads 2] [--accept all|none] [--drafter oracle|head] [--model GGUF] [--json FILE]
 
 Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
 with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
@@ -23,6 +23,12 @@ split into drafting (Step.t_draft), the rest of the target pass outside llama_de
 less llama_decode: batch filling, sequence ids, logits and features out of llama.cpp's buffers) and
 the rest of the step (verification, commit, resync, detokenising, responses). Run alternating
 rounds against another checkout to compare.
+
+`--drafter head` drafts with the real EAGLE head in llama.cpp instead (the shipped head beside the embedded
+model, `backends/llamacpp/head.py`, the guard off so every step drafts the shape: `chainN` a chain of N-1,
+`treeN` the planner's 6-deep, 8-wide tree of N nodes); `llama_process`, the head's graph calls, is timed like
+llama_decode, and the host time leaves both out: Python, ctypes, batch filling, the tree's bookkeeping,
+verification.
 
 On a shared machine the host time read around a real llama_decode moves with the load (the
 decode's threads and the neighbours' compete with the Python for the cores); `--stub-decode`
@@ -51,6 +57,7 @@ class Timed:
     """What the wrapped clocks add up, reset per step."""
 
     decode_s: float = 0.0
+    process_s: float = 0.0  # the head's llama_process calls (--drafter head)
     steps: list[dict] = field(default_factory=list)
 
 
@@ -141,7 +148,32 @@ class OracleDrafter:
         return self._shape
 
 
-def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: int, accept: str, t: Timed) -> dict:
+def head_drafter(net, backend, shape: str):
+    """The EAGLE drafter in llama.cpp, forced to `shape` (a chain of N-1 or a 6-deep, 8-wide tree of N)."""
+    from homespec.speculative.drafters.eagle3 import HeadDrafter
+
+    n = int(shape[5:] if shape.startswith("chain") else shape[4:])
+    depth, topk = (n - 1, 1) if shape.startswith("chain") else (TREE_DEPTH, TREE_TOPK)
+    net.reset(0)
+    net._next_lane = 0  # one lane, taken again by each round's drafter
+    return HeadDrafter(net, depth=depth, topk=topk, total=n, width=3 * backend.hidden_size)
+
+
+def open_head(backend, topk: int):
+    """The shipped head as an eagle3 GGUF in llama.cpp beside `backend` (one lane)."""
+    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+    from homespec.backends.llamacpp.head_convert import head_gguf
+    from homespec.embedded import DEFAULT_HEAD
+    from homespec.plan.memory import head_cells
+
+    info = read_head_file(head_gguf(DEFAULT_HEAD, backend.model_path).path, backend.n_vocab)
+    backend.set_feature_layers(info.layers)
+    cells = head_cells(backend.max_context, info.window, info.sinks, TREE_DEPTH + 2, topk)
+    return LlamaCppHead(info, backend, lanes=1, cells_per_lane=cells, topk=topk)
+
+
+def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: int, accept: str, t: Timed,
+            head=None) -> dict:
     """One round: `steps` engine steps of `shape` after the prompt's prefill."""
     from homespec.engine.api import EngineRequest
     from homespec.engine.assemble import RunParts
@@ -151,7 +183,10 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
     from homespec.engine.responses import StepFigures
 
     parents = shape_parents(shape)
-    drafter = OracleDrafter(parents, answer, len(prompt), backend.n_vocab, accept) if len(parents) > 1 else None
+    if head is not None and len(parents) > 1:
+        drafter = head_drafter(head, backend, shape)
+    else:
+        drafter = OracleDrafter(parents, answer, len(prompt), backend.n_vocab, accept) if len(parents) > 1 else None
     backend.reset()
     parts = RunParts(OneLane(backend), [drafter], None, backend.model_path, None,
                      drafter.shape if drafter else None, RunOptions(), backend=backend, stop_at_eos=False)
@@ -161,13 +196,14 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
     handle.take()
     rows = []
     for _ in range(steps):
-        t.decode_s = 0.0
+        t.decode_s = t.process_s = 0.0
         t0 = time.perf_counter()
         engine.step()
         wall = time.perf_counter() - t0
         figs = [r.step for r in handle.take()[0] if isinstance(r, StepFigures)]
         s = figs[-1]
-        rows.append({"wall": wall, "decode": t.decode_s, "draft": s.t_draft, "pass_other": s.t_verify - t.decode_s,
+        rows.append({"wall": wall - t.process_s, "decode": t.decode_s, "draft": s.t_draft - t.process_s,
+                     "process": t.process_s, "pass_other": s.t_verify - t.decode_s,
                      "emitted": len(s.tokens), "accepted": s.accepted})
     handle.cancel()
     engine.step()
@@ -183,6 +219,7 @@ def summarise(shape: str, rows: list[dict]) -> dict:
             "host_mean_ms": round(statistics.fmean(host) * 1e3, 3),
             "host_p10_ms": round(float(np.percentile(host, 10)) * 1e3, 3),
             "draft_ms": ms([r["draft"] for r in rows]), "pass_other_ms": ms([r["pass_other"] for r in rows]),
+            "head_process_ms": ms([r.get("process", 0.0) for r in rows]),
             "rest_ms": ms(rest), "tokens_per_step": round(statistics.fmean(r["emitted"] for r in rows), 3)}
 
 
@@ -201,6 +238,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--accept", choices=("all", "none"), default="all")
     ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2)")
+    ap.add_argument("--drafter", choices=("oracle", "head"), default="oracle",
+                    help="oracle: fixed trees of the target's own tokens; head: the shipped EAGLE head in llama.cpp")
     ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
     ap.add_argument("--json", default=None, help="also write the rounds as JSON to FILE")
     a = ap.parse_args()
@@ -237,16 +276,27 @@ def main() -> None:
         return rc
 
     llama_cpp.llama_decode = timed_decode  # the backend calls it through the module: every call is timed
+    real_process = llama_cpp.llama_process
+
+    def timed_process(ctx, kind, batch):
+        t0 = time.perf_counter()
+        rc = real_process(ctx, kind, batch)
+        t.process_s += time.perf_counter() - t0
+        return rc
+
+    llama_cpp.llama_process = timed_process  # the head's graph calls, likewise
+    head = open_head(backend, max(TREE_TOPK, 1)) if a.drafter == "head" else None
     print(f"{path.rsplit('/', 1)[-1]}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
           f"{', llama_decode stubbed' if a.stub_decode else ''}; torch loaded: {'torch' in sys.modules}", flush=True)
     results = []
     for r in range(a.rounds):
         for shape in shapes:
-            row = measure(backend, prompt, answer, shape, a.steps, a.accept, t) | {"round": r + 1}
+            row = measure(backend, prompt, answer, shape, a.steps, a.accept, t, head) | {"round": r + 1}
             results.append(row)
             print(f"round {r + 1} {shape:8} step {row['step_ms']:7.3f} ms  llama_decode {row['decode_ms']:7.3f} ms  "
                   f"host {row['host_ms']:6.3f} ms (p10 {row['host_p10_ms']:.3f}, mean {row['host_mean_ms']:.3f}): draft {row['draft_ms']:.3f}, "
                   f"pass outside llama_decode {row['pass_other_ms']:.3f}, rest {row['rest_ms']:.3f}; "
+                  f"head's llama_process {row['head_process_ms']:.3f} ms; "
                   f"{row['tokens_per_step']:.2f} tokens/step", flush=True)
     backend.close()
     if a.json:

@@ -406,18 +406,29 @@ def top_children(logits: np.ndarray, vocab: np.ndarray, k: int, full: bool) -> t
     return ids.astype(np.int64), top.astype(np.float64) - lse
 
 
+_EMBD: Any = None
+_FLOAT_P: Any = ctypes.POINTER(ctypes.c_float)
+
+
+def _llama_embd() -> Any:
+    global _EMBD
+    if _EMBD is None:
+        from llama_cpp import llama_embd
+
+        _EMBD = llama_embd
+    return _EMBD
+
+
 class _Rows:
     """llama_embd views of a 2-D float32 array's rows; the array stays referenced while they are used."""
 
     def __init__(self, a: np.ndarray) -> None:
-        from llama_cpp import llama_embd
-
         self._a = np.ascontiguousarray(a, dtype=np.float32)
-        self._make = llama_embd
+        self._make = _llama_embd()
         self._base = self._a.ctypes.data
         self._stride = self._a.strides[0]
         self._width = self._a.shape[1]
 
     def __getitem__(self, i: int) -> Any:
-        ptr = ctypes.cast(self._base + i * self._stride, ctypes.POINTER(ctypes.c_float))
+        ptr = ctypes.cast(self._base + i * self._stride, _FLOAT_P)
         return self._make(ptr, 1, self._width)
