@@ -1,10 +1,21 @@
 """Tiny random-weight GGUFs of the MoE, sliding-window, hybrid and MLA families, for checking the
-planner against the buffers llama.cpp allocates when it loads them.
+planner against the buffers llama.cpp allocates when it loads them, and for running them.
 
 The tensors are the ones homespec predicts for the shape (homespec.quant.model_tensor_shapes): a file
 llama.cpp loads proves the predicted tensor set is the one its loader creates (a missing tensor or an
 extra one fails the load). Metadata keys are llama.cpp's (src/llama-arch.cpp). Everything is F32
 (norms ones, matrices small Gaussians); the tokenizer is SmolLM2's, as in tests/tiny_models.py.
+
+`mtp=N` appends N next-token-prediction blocks after the trunk, as convert_hf_to_gguf.py writes a
+Qwen3.5 / GLM-4.5 / DeepSeek-V3 checkpoint's MTP layers: `{arch}.nextn_predict_layers` = N, block_count
+counting them, each block a full-attention layer of the family plus `nextn.eh_proj` [2H -> H],
+`nextn.enorm` and `nextn.hnorm` (src/models/qwen35moe.cpp, glm4-moe.cpp: load_block_mtp).
+
+`predictable=True` makes the model a near-function of its last token: unit-variance token embeddings
+dominate the residual stream (the layers' matrices are a tenth of the usual small Gaussians), so the next token is f(current token) up to the
+layers' nudges, and the MTP block's eh_proj passes the token's embedding through, so it predicts f of the
+token it is given: what the trunk predicts one step later. Drafts are then mostly accepted, and greedy
+text falls into f's cycles, which lookups find: a tiny stand-in for a trained model whose drafts pay.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ FAMILIES: dict[str, ModelSpec] = {
 def _metadata(m: ModelSpec) -> dict[str, int | float]:
     """{key suffix: value} for the architecture (prefixed with the arch name when written)."""
     md: dict[str, int | float] = {
-        "block_count": m.n_layer, "context_length": m.n_ctx_train, "embedding_length": m.n_embd,
+        "block_count": m.n_layer + m.n_nextn_layer, "context_length": m.n_ctx_train, "embedding_length": m.n_embd,
         "feed_forward_length": m.n_ff, "attention.head_count": m.n_head, "attention.head_count_kv": m.n_head_kv,
         "attention.key_length": m.head_dim, "attention.value_length": m.head_dim_v or m.head_dim,
         "rope.dimension_count": m.head_dim, "rope.freq_base": m.rope_theta or 10000.0,
@@ -70,6 +81,8 @@ def _metadata(m: ModelSpec) -> dict[str, int | float]:
         md["leading_dense_block_count"] = m.n_layer_dense_lead
     if m.moe_every > 1:
         md["interleave_moe_layer_step"] = m.moe_every
+    if m.n_nextn_layer:
+        md["nextn_predict_layers"] = m.n_nextn_layer
     if m.arch == "command-r":
         md["attention.layer_norm_epsilon"] = 1e-5  # LayerNorm, not RMSNorm
     if m.sliding_window:
@@ -89,16 +102,44 @@ def _metadata(m: ModelSpec) -> dict[str, int | float]:
     return md
 
 
-def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, **changes) -> Path:
-    """Write the family's tiny GGUF (FAMILIES[family], with `changes` applied to its shape)."""
+def mtp_tensor_shapes(m: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
+    """The MTP blocks' tensors: the family's full-attention layer at index n_layer + j, and NextN's own."""
+    from homespec.quant.family_shapes import LAYER_SHAPES
+
+    out = []
+    for il in range(m.n_layer, m.n_layer + m.n_nextn_layer):
+        b, d = f"blk.{il}.nextn.", m.n_embd
+        out += LAYER_SHAPES[m.arch](m, il)
+        out += [(b + "eh_proj.weight", (2 * d, d)), (b + "enorm.weight", (d,)), (b + "hnorm.weight", (d,))]
+    return out
+
+
+def _tensor(name: str, np_shape: tuple[int, ...], rng: np.random.Generator, predictable: bool) -> np.ndarray:
+    if len(np_shape) == 1 and name.endswith("norm.weight"):
+        return np.ones(np_shape, dtype=np.float32)
+    data = (0.02 * rng.standard_normal(np_shape)).astype(np.float32)
+    if not predictable or name == "output.weight":
+        return data
+    if name == "token_embd.weight":
+        return data * 50.0  # unit variance: the token's embedding dominates every residual stream
+    data *= 0.1  # the layers nudge the stream by ~0.2 %
+    if name.endswith("nextn.eh_proj.weight"):  # [H, 2H]: the token's half passed through
+        data[:, :np_shape[0]] += np.eye(np_shape[0], dtype=np.float32)
+    return data
+
+
+def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, mtp: int = 0, predictable: bool = False,
+                     **changes) -> Path:
+    """Write the family's tiny GGUF (FAMILIES[family], with `changes` applied to its shape), with `mtp`
+    MTP blocks after the trunk (module docstring)."""
     from gguf import GGUFValueType, GGUFWriter
 
     from homespec.quant.shapes import model_tensor_shapes
     from tiny_models import _default_vocab_source, _tokenizer_fields, finish_gguf
 
     spec = FAMILIES[family]
-    if changes:
-        spec = complete(dataclasses.replace(spec, **changes))
+    if changes or mtp:
+        spec = complete(dataclasses.replace(spec, n_nextn_layer=mtp, **changes))
     path = Path(path)
     rng = np.random.default_rng(seed)
     tmp = path.with_name(path.name + ".tmp")
@@ -112,11 +153,7 @@ def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, **c
         writer.add_array(f"{spec.arch}.rope.dimension_sections", [4, 2, 2, 0])
     for key, value, vtype, sub in _tokenizer_fields(str(_default_vocab_source())):
         writer.add_key_value(key, value, vtype, sub)
-    for name, shape in model_tensor_shapes(spec):
+    for name, shape in model_tensor_shapes(spec) + mtp_tensor_shapes(spec):
         np_shape = tuple(reversed(shape))  # numpy is row-major: outermost first
-        if len(shape) == 1 and name.endswith("norm.weight"):
-            data = np.ones(np_shape, dtype=np.float32)
-        else:
-            data = (0.02 * rng.standard_normal(np_shape)).astype(np.float32)
-        writer.add_tensor(name, data)
+        writer.add_tensor(name, _tensor(name, np_shape, rng, predictable))
     return finish_gguf(writer, tmp, path)

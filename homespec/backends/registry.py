@@ -31,6 +31,9 @@ class LoadArgs:
     device: str | None = None  # the torch backend's device (None: auto)
     exact: bool = False  # llama.cpp: verify with the one-token kernels
     tree_nodes: int = 1  # the largest draft tree one verification holds, the root included
+    chains: bool = False  # the drafts are chains (a recurrent target): one sequence id is enough
+    load_mtp: bool = False  # llama.cpp: load the model's MTP layers too (--method mtp)
+    rollback: int = 0  # llama.cpp: the most draft tokens one verification gives back (backends/llamacpp/rollback.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,10 +64,11 @@ def _load_llamacpp(path: str, plan: Any, a: LoadArgs) -> "Backend":
     from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, tree_leaves
 
     kw: dict[str, Any] = {"verify_mode": "exact" if a.exact else "batch",
-                          "max_leaves": max(DEFAULT_MAX_LEAVES, tree_leaves(a.tree_nodes))}
+                          "max_leaves": 1 if a.chains else max(DEFAULT_MAX_LEAVES, tree_leaves(a.tree_nodes))}
+    extra = {"load_mtp": a.load_mtp, "rollback": a.rollback}
     if plan is not None:
-        return LlamaCppBackend.from_settings(path, settings_from_plan(plan, n_threads=a.threads), **kw)
-    return LlamaCppBackend.load(path, n_ctx=a.ctx, n_threads=a.threads, **kw)
+        return LlamaCppBackend.from_settings(path, settings_from_plan(plan, n_threads=a.threads, **extra), **kw)
+    return LlamaCppBackend.load(path, n_ctx=a.ctx, n_threads=a.threads, **extra, **kw)
 
 
 def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":

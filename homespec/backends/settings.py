@@ -28,6 +28,10 @@ class BackendSettings:
     type_v: str = "f16"
     flash_attn: bool | None = None  # None = let the engine decide
     n_threads: int | None = None  # None = every CPU core
+    load_mtp: bool = False  # load the model's MTP layers too (a run that drafts with them: --method mtp)
+    # draft tokens one verification may give back: where the model keeps a recurrent state, llama.cpp
+    # keeps that many per-token snapshots of it (n_rs_seq; backends/llamacpp/rollback.py)
+    rollback: int = 0
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -48,6 +52,8 @@ def check_settings(s: BackendSettings) -> None:
         raise UsageError(f"n_gpu_layers {s.n_gpu_layers} is invalid", hint="use -1 for all layers, 0 for none")
     if s.n_threads is not None and s.n_threads < 1:
         raise UsageError(f"n_threads {s.n_threads} is not positive")
+    if not 0 <= s.rollback <= 4096:
+        raise UsageError(f"rollback {s.rollback} is outside 0..4096", hint="the most draft tokens one step verifies")
     for which, t in (("K", s.type_k), ("V", s.type_v)):
         if t not in KV_TYPES:
             raise UsageError(f"unknown {which} cache type {t!r}", hint=f"choose one of {', '.join(KV_TYPES)}")

@@ -69,7 +69,7 @@ DraftDtypeOpt = Annotated[str, typer.Option(
 # The running commands' options (generate, bench, chat).
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="GGUF file, Hugging Face directory, org/repo[:QUANT] (downloaded into the hub cache), ollama:NAME[:TAG] or lmstudio:PUB/REPO (see `homespec models`). Default: the embedded SmolLM2-135M-Instruct.")]
 DraftOpt = Annotated[Optional[str], typer.Option("--draft", help="auto (default): the EAGLE head paired with --model on this machine (else prompt lookups, and the command that fetches the catalogue's head); none; a catalogue head id; a head directory or eagle3 .gguf; a head's hub repo org/repo. --method draft: a small GGUF/HF model, or any --model spelling.")]
-MethodOpt = Annotated[str, typer.Option("--method", help="auto (each step: prompt lookup, the suffix store or the EAGLE head, whichever pays), none, ngram, suffix, draft or eagle3.")]
+MethodOpt = Annotated[str, typer.Option("--method", help="auto (each step: prompt lookup, the suffix store or the model drafter, whichever pays: the model's own MTP layers where it has them, else the EAGLE head), none, ngram, suffix, draft, eagle3 or mtp.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="llamacpp, torch or exl2.")]
 
 
@@ -120,7 +120,7 @@ class RunArgs:
 
         threads = threads_for_run(self.threads)  # its note comes before the machine is probed
         depth, topk, nodes = draft_shape(self.backend, self.device, self.draft_depth, self.draft_topk,
-                                         self.draft_tokens)
+                                         self.draft_tokens, self.method)
         return RunOptions(model=self.model, draft=self.draft, method=self.method, backend=self.backend,
                           device=self.device, ctx=self.ctx, draft_depth=depth, draft_topk=topk, draft_tokens=nodes,
                           threads=threads, exact=self.exact, window=self.window, draft_dtype=self.draft_dtype,

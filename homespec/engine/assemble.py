@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from homespec.backends.registry import BACKENDS, LoadArgs, backend_entry
 from homespec.engine.methods import METHODS, DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
-    RunOptions, auto_head, check_options, draft_for_plan, drafts_with_head, head_dir, resolve_model_path, threads_of,
-    tree_nodes,
+    RunOptions, auto_head, chains_for, check_options, draft_for_plan, drafts_trees, drafts_with_mtp, head_dir,
+    model_traits, resolve_model_path, rollback_for, threads_of, tree_nodes,
 )
 from homespec.errors import UsageError
 
@@ -70,6 +70,7 @@ def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = N
     closes it; bench shares one target between methods). `plan`: the plan already made for these
     options and `parallel` (serve's choose_parallel made it): not made again."""
     path = check_options(opt)
+    opt = chains_for(opt, path)  # a recurrent state verifies chains
     if parallel is None:
         parallel, plan = choose_parallel(opt, path)
     else:
@@ -90,7 +91,7 @@ def check_parallel(opt: RunOptions, parallel: int) -> None:
         raise UsageError(f"--parallel {parallel}: the {opt.backend} backend decodes one sequence at a time",
                          hint="use --parallel 1 (requests then wait in the queue), or a GGUF with --backend llamacpp")
     if METHODS[opt.method].speculative and METHODS[opt.method].clone is None:
-        raise UsageError(f"--parallel {parallel}: several lanes draft with auto, eagle3, ngram, suffix or none",
+        raise UsageError(f"--parallel {parallel}: several lanes draft with auto, eagle3, mtp, ngram, suffix or none",
                          hint="use --parallel 1 with --method draft")
     if opt.exact:
         raise UsageError(f"--parallel {parallel}: --exact verifies one sequence at a time",
@@ -111,7 +112,7 @@ def _one(opt: RunOptions, path: str, plan: "Plan | None", target: "Backend | Non
     if draft_backend is not None:
         owned.append(draft_backend)
     if drafter is not None and not rolls_back(backend):
-        drafter = None
+        drafter = None  # (a backend without a way to give drafts back)
     shape = drafter.shape if drafter is not None else None
     return RunParts(OneLane(backend), [drafter], make_guard(drafter, opt), path, plan, shape, opt,
                     backend=backend, owned=owned)
@@ -119,8 +120,9 @@ def _one(opt: RunOptions, path: str, plan: "Plan | None", target: "Backend | Non
 
 def rolls_back(target: Any) -> bool:
     """Whether the target can drop rejected draft tokens. A recurrent state (hybrid models) takes in
-    every verified token and cannot give them back: such a target decodes without a drafter, and says so."""
-    if not getattr(target, "recurrent", False):
+    every verified token; llama.cpp's backends give them back (backends/llamacpp/rollback.py), a backend
+    without such a way decodes without a drafter, and says so."""
+    if not getattr(target, "recurrent", False) or getattr(target, "rollback_mode", None) is not None:
         return True
     import sys
 
@@ -135,10 +137,11 @@ def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: in
 
     # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
     # trees: MultiSeqBackend); the plan budgeted exactly that KV (plan --parallel)
-    settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx)
+    settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx,
+                                  load_mtp=drafts_with_mtp(opt, path), rollback=rollback_for(opt, path))
     if ubatch is not None:
         settings = replace(settings, n_ubatch=max(1, min(settings.n_ubatch, ubatch)))
-    trees = drafts_with_head(opt, path) and opt.draft_topk > 1
+    trees = drafts_trees(opt, path)
     leaves = lane_leaves(opt, parallel, settings.n_batch, trees=trees)
     if trees:
         opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
@@ -167,7 +170,7 @@ def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel
         gpu = "none" if BACKENDS[opt.backend].torch_device and opt.device == "cpu" else "auto"
     return make_plan(model=path, gpu=gpu, draft=draft_for_plan(opt, path), ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
-                     parallel=parallel, draft_dtype=opt.draft_dtype)
+                     parallel=parallel, draft_dtype=opt.draft_dtype, rollback=rollback_for(opt, path))
 
 
 def choose_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *,
@@ -201,7 +204,8 @@ def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *
 def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
     """One sequence of the target, started from `plan` (None: from the options alone)."""
     args = LoadArgs(ctx=opt.ctx, threads=threads_of(opt), device=opt.device, exact=opt.exact,
-                    tree_nodes=tree_nodes(opt))
+                    tree_nodes=tree_nodes(opt), chains=model_traits(path).recurrent,
+                    load_mtp=drafts_with_mtp(opt, path), rollback=rollback_for(opt, path))
     return backend_entry(opt.backend).load(path, plan, args)
 
 
@@ -212,13 +216,13 @@ def make_drafter(backend: "Any", model_path: str, opt: RunOptions, *,
     method = method_entry(opt.method)
     if not method.speculative:
         return None, None
-    head = None
+    head, mtp = None, drafts_with_mtp(opt, model_path)
     if method.needs_head:
         head = head_dir(opt, model_path)
-    elif method.uses_head:
+    elif method.uses_head and not mtp:
         head = auto_head(opt, model_path)
     draft_backend = _draft_model(opt) if method.draft_model else None
-    drafter = method.make(DraftInputs(backend, opt, head=head, store=store, draft_model=draft_backend))
+    drafter = method.make(DraftInputs(backend, opt, head=head, store=store, draft_model=draft_backend, mtp=mtp))
     return drafter, draft_backend
 
 

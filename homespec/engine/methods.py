@@ -5,14 +5,15 @@ same head's weights, the same suffix store, its own state), how large a tree one
 it holds, and what it needs: an EAGLE head, a draft model, the target's features; whether it is a
 lookup (its chains come from text already written). Adding a method is one drafter module under
 homespec/speculative/drafters/ and one entry here. The drafters are imported only when one is
-made; the EAGLE head runs in torch (homespec.nets.eagle3_drafter, the one drafter outside the
-torch-free packages), imported here alone and only for eagle3, or auto with a head: every other
-method on a GGUF never loads torch (docs/architecture.md, "Where each part runs").
+made; beside a torch or EXL2 target the EAGLE head runs in torch (homespec.nets.eagle3_drafter, the one
+drafter outside the torch-free packages), imported here alone: on a GGUF the head (eagle3) and the
+model's own MTP layers (mtp) run in llama.cpp, and no method loads torch (docs/architecture.md, "Where
+each part runs").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -38,6 +39,7 @@ class DraftInputs:
     head: Path | None = None  # the EAGLE head, for a method that drafts with one
     store: "SuffixStore | None" = None  # the suffix store the lanes share (None: one of its own)
     draft_model: "Backend | None" = None  # the loaded draft model (--method draft)
+    mtp: bool = False  # the target was loaded with its MTP layers (--method mtp, or auto on such a model)
 
 
 Clone = Callable[["Drafter", Any, "SuffixStore | None"], "Drafter"]
@@ -55,6 +57,7 @@ class Method:
     features: bool = False  # reads the target's features (an EAGLE head)
     lookup: bool = False  # finds its chains in text already written
     trees: bool = False  # drafts trees sized by --draft-tokens (else chains of --draft-depth)
+    needs_mtp: bool = False  # drafts with the model's own MTP layers, which it must have
 
     @property
     def speculative(self) -> bool:
@@ -127,13 +130,42 @@ def _eagle_llamacpp(target: Any, where: Path, opt: Any) -> "Drafter":
                        source=str(where))
 
 
+def _mtp(target: Any, opt: Any) -> "Drafter":
+    """The target's own MTP layers in a llama.cpp context beside it (backends/llamacpp/mtp.py), one
+    network for every lane of the target, with the EAGLE drafter's policy; the guard's prior is the
+    planner's assumed MTP acceptance (homespec.plan.acceptance.MTP_ACCEPT)."""
+    if target.name != "llamacpp":
+        raise UsageError(f"--method mtp runs a model's MTP layers in llama.cpp, not the {target.name} backend",
+                         hint="use --backend llamacpp with a GGUF that has MTP layers")
+    from homespec.backends.llamacpp.mtp import LlamaCppMtp
+    from homespec.plan.acceptance import MTP_ACCEPT
+    from homespec.plan.memory import head_cells
+    from homespec.speculative.drafters.mtp import MtpDrafter
+
+    lanes = getattr(target, "lanes", 1)
+    lane_ctx = getattr(target, "lane_ctx", None) or target.max_context
+    cells = head_cells(lane_ctx, None, 0, max(opt.draft_depth, MAX_DEPTH), opt.draft_topk)
+    net = LlamaCppMtp(target, lanes=lanes, cells_per_lane=cells, topk=opt.draft_topk, n_threads=opt.threads)
+    target.capture_nextn()  # before the target's first prefill: its rows' last hidden state
+    drafter = MtpDrafter(net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
+                         width=target.hidden_size, window=0, source="mtp")
+    drafter.expected_acceptance = tuple(MTP_ACCEPT ** d for d in range(1, opt.draft_depth + 1))
+    return drafter
+
+
 def _auto(i: DraftInputs) -> "Drafter":
-    """The lookups and, when there is one, the EAGLE head behind one lane (homespec.engine.choice)."""
+    """The lookups and, behind one lane, the model drafter (homespec.engine.choice): the model's own MTP
+    layers where it has them (they beat a separate head: docs/speculative.md), else the EAGLE head
+    when there is one."""
     from homespec.speculative.drafters.auto import AutoDrafter
 
-    head = _eagle(i.target, i.head, i.opt) if i.head is not None else None
+    if i.mtp:  # a chain, as llama-server drafts them: a tree's levels would each take the host a top-k over
+        # the whole vocabulary (MTP layers have no draft vocabulary, and the device top-k is the eagle3 graph's)
+        model = _mtp(i.target, replace(i.opt, draft_topk=1, draft_tokens=i.opt.draft_depth + 1))
+    else:
+        model = _eagle(i.target, i.head, i.opt) if i.head is not None else None
     depth = lookup_depth(i.opt)
-    return AutoDrafter([_ngram(depth), _suffix(depth, i.store)], head)
+    return AutoDrafter([_ngram(depth), _suffix(depth, i.store)], model)
 
 
 def _draft_model(i: DraftInputs) -> "Drafter":
@@ -165,10 +197,8 @@ def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafte
 
 
 def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
-    if getattr(first, "net", None) is not None:  # the llama.cpp head: one more lane of the same network
-        from homespec.speculative.drafters.eagle3 import HeadDrafter
-
-        d = HeadDrafter(first.net, depth=first.depth, topk=first.topk, total=first.total, width=first.width,
+    if getattr(first, "net", None) is not None:  # a network in llama.cpp: one more lane of the same one
+        d = type(first)(first.net, depth=first.depth, topk=first.topk, total=first.total, width=first.width,
                         window=first.window or 0, source=first.source)
         d.expected_acceptance = first.expected_acceptance
         return d
@@ -195,6 +225,8 @@ METHODS: dict[str, Method] = {
     "draft": Method(name="draft", make=_draft_model, clone=None, draft_model=True, nodes=_chain),
     "eagle3": Method(name="eagle3", make=lambda i: _eagle(i.target, i.head, i.opt), clone=_clone_eagle,
                      needs_head=True, uses_head=True, features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
+    "mtp": Method(name="mtp", make=lambda i: _mtp(i.target, i.opt), clone=_clone_eagle, needs_mtp=True,
+                  features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
 }
 
 

@@ -15,6 +15,7 @@ from homespec.backends.registry import BACKENDS, backend_entry
 from homespec.embedded import shipped_head
 from homespec.engine.methods import METHODS, lookup_depth, method_entry
 from homespec.errors import UsageError
+from homespec.plan.api import MTP_DEPTH
 from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunOptions", "check_options", "draft_shape", "head_dir", "auto_head", "drafts_with_head", "tree_nodes",
            "lookup_depth", "lookup_without_head", "resolve_model_path", "threads_of",
-           "default_head", "draft_for_plan", "paired_head"]
+           "default_head", "draft_for_plan", "paired_head", "ModelTraits", "model_traits", "drafts_with_mtp",
+           "chains_for", "rollback_for", "drafts_trees"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +54,14 @@ class RunOptions:
 
 
 def draft_shape(backend: str, device: str | None, depth: int | None, topk: int | None,
-                nodes: int | None) -> tuple[int, int, int]:
+                nodes: int | None, method: str = "auto") -> tuple[int, int, int]:
     """Fill the draft shape the user left open from what the target runs on (the planner's rule,
-    homespec.plan.settings.draft_shape). The torch backend left on auto runs on a GPU when there is one."""
+    homespec.plan.settings.draft_shape). The torch backend left on auto runs on a GPU when there is one.
+    A model's MTP layers draft a chain of MTP_DEPTH tokens wherever they run, as the planner and
+    llama-server's draft-mtp do (homespec.plan.api)."""
+    if method == "mtp":
+        depth = MTP_DEPTH if depth is None else depth
+        topk = 1 if topk is None else topk
     on_gpu = False
     if None in (depth, topk, nodes):  # probe the machine only for what the user left open
         entry = BACKENDS.get(backend)
@@ -168,9 +175,64 @@ def auto_head(opt: RunOptions, model_path: str) -> Path | None:
 
 
 def drafts_with_head(opt: RunOptions, model_path: str) -> bool:
-    """Whether this run loads an EAGLE head (eagle3, or auto with a head)."""
+    """Whether this run loads an EAGLE head (eagle3, or auto with a head and no MTP layers)."""
     method = METHODS[opt.method]
-    return method.needs_head or (method.uses_head and auto_head(opt, model_path) is not None)
+    return method.needs_head or (method.uses_head and not drafts_with_mtp(opt, model_path)
+                                 and auto_head(opt, model_path) is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTraits:
+    """What a run reads off the model's header before loading it."""
+
+    mtp: int = 0  # MTP blocks after the trunk (nextn_predict_layers)
+    recurrent: bool = False  # keeps a recurrent state (a hybrid or an SSM): drafts are chains there
+
+
+@functools.lru_cache(maxsize=16)
+def model_traits(model_path: str) -> ModelTraits:
+    """The GGUF's MTP blocks and recurrent state (nothing for a directory: the torch and EXL2 backends)."""
+    if Path(model_path).is_dir():
+        return ModelTraits()
+    from homespec.formats.gguf import read_model_header
+    from homespec.formats.gguf_model import model_spec_from_gguf
+
+    spec = model_spec_from_gguf(read_model_header(model_path))
+    return ModelTraits(mtp=spec.n_nextn_layer, recurrent=bool(spec.recurrent_layers))
+
+
+def drafts_with_mtp(opt: RunOptions, model_path: str) -> bool:
+    """Whether this run drafts with the model's own MTP layers: --method mtp, or auto on a GGUF that has
+    them when --draft names no head (auto prefers them: docs/speculative.md)."""
+    if METHODS[opt.method].needs_mtp:
+        return True
+    unnamed = opt.draft is None or opt.draft.strip().lower() in ("auto", "mtp")
+    return (opt.method == "auto" and opt.backend == "llamacpp" and unnamed
+            and model_traits(model_path).mtp > 0)
+
+
+def drafts_trees(opt: RunOptions, model_path: str) -> bool:
+    """Whether this run's model drafter drafts trees of several leaves: an EAGLE head, or --method mtp
+    asked for a top-k above 1 (auto's MTP layers draft chains: homespec.engine.methods)."""
+    return opt.draft_topk > 1 and (drafts_with_head(opt, model_path) or METHODS[opt.method].needs_mtp)
+
+
+def chains_for(opt: RunOptions, model_path: str) -> RunOptions:
+    """A model with a recurrent state verifies chains (backends/llamacpp/rollback.py): a tree shape
+    becomes the chain of its depth, saying so once."""
+    if opt.draft_topk == 1 or not METHODS[opt.method].speculative or not model_traits(model_path).recurrent:
+        return opt
+    _say(f"note: this model keeps a recurrent state, which verifies chains: drafting chains of "
+         f"{opt.draft_depth} (--draft-topk 1)")
+    return replace(opt, draft_topk=1, draft_tokens=opt.draft_depth + 1)
+
+
+def rollback_for(opt: RunOptions, model_path: str) -> int:
+    """Draft tokens one verification may give back where the model keeps a recurrent state (the whole
+    verified chain: a tree never committed gives back its root too); 0 elsewhere or without drafting."""
+    if not METHODS[opt.method].speculative or not model_traits(model_path).recurrent:
+        return 0
+    return tree_nodes(opt)
 
 
 def check_options(opt: RunOptions) -> str:
@@ -198,11 +260,24 @@ def check_options(opt: RunOptions) -> str:
 
         for m in models:  # a truncated or damaged file is named as `plan` names it, before llama.cpp reads it
             read_model_header(m)
-    if method.needs_head:
+    if method.needs_mtp:
+        _check_mtp(opt, path)
+    elif method.needs_head:
         head_dir(opt, path)
-    elif method.uses_head:
+    elif method.uses_head and not drafts_with_mtp(opt, path):
         auto_head(opt, path)  # --draft must name a head
     return path
+
+
+def _check_mtp(opt: RunOptions, path: str) -> None:
+    """--method mtp: llama.cpp runs the MTP layers, which the GGUF must carry."""
+    if opt.backend != "llamacpp":
+        raise UsageError(f"--method mtp runs a model's MTP layers in llama.cpp, not the {opt.backend} backend",
+                         hint="use --backend llamacpp with a GGUF")
+    if model_traits(path).mtp == 0:
+        raise UsageError(f"{Path(path).name} has no MTP layers (its header sets no nextn_predict_layers)",
+                         hint="use --method auto, eagle3 or ngram; MTP ships with Qwen3.5/3.6, Qwen3-Next, GLM-4.5+, "
+                              "DeepSeek-V3 GGUFs converted with their MTP layers")
 
 
 def _check_tree(opt: RunOptions) -> None:
@@ -249,6 +324,8 @@ def draft_for_plan(opt: RunOptions, model_path: str) -> str:
     method = METHODS[opt.method]
     if method.draft_model:
         return opt.draft or "none"
+    if drafts_with_mtp(opt, model_path):
+        return "mtp"
     if method.needs_head:
         return str(head_dir(opt, model_path))
     if method.uses_head:

@@ -18,6 +18,10 @@ RECURRENT_ARCHS = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", 
 HYBRID_ARCHS = frozenset({"jamba", "falcon-h1", "plamo2", "granite-hybrid", "lfm2", "lfm2moe", "nemotron_h",
                           "nemotron_h_moe", "qwen3next", "kimi-linear", "bailingmoe3", "kimi-k3", "glm5-next",
                           "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "minimax-01"})
+# llm_arch_supports_rs_rollback (llama-arch.cpp): llama.cpp keeps per-token snapshots of their recurrent
+# state (n_rs_seq), so rejected draft tokens are given back without decoding again (backends/llamacpp/rollback.py).
+RS_ROLLBACK_ARCHS = frozenset({"kimi-k3", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next", "nemotron_h",
+                               "nemotron_h_moe", "lfm2", "lfm2moe", "bailingmoe3"})
 # Gated DeltaNet hybrids: attention every full_attention_interval-th layer (src/models/qwen3next.cpp:
 # is_recr = (i + 1) % interval != 0, default 4), unless attention.recurrent_layers lists them.
 _DELTANET = frozenset({"qwen3next", "qwen35", "qwen35moe"})

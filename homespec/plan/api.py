@@ -94,13 +94,16 @@ def make_plan(
     cache_ram: int = 0,
     workload: str | None = None,
     draft_dtype: str = "q8_0",
+    rollback: int | None = None,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
     the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `remote`:
     other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`. `cache_ram`:
     MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload`
-    (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups)."""
+    (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups). `rollback`: the
+    most draft tokens a verification gives back, for which a model with a recurrent state keeps copies of
+    it (None: the tree planned, where a draft is; a run passes its own, lookups included)."""
     from homespec.plan.machine import machine_from_args
     from homespec.sources.resolve import resolve
 
@@ -121,11 +124,16 @@ def make_plan(
         # MTP layers draft a chain (llama.cpp draft-mtp): top-k 1, MTP_DEPTH tokens unless asked
         draft_topk, draft_depth = 1, MTP_DEPTH if draft_depth is None else draft_depth
     depth, topk, nodes = draft_shape(bool(machine.gpus), draft_depth, draft_topk, draft_tokens)
+    if target.recurrent_layers and topk > 1:  # a recurrent state verifies chains (backends/llamacpp/rollback.py)
+        topk, nodes = 1, depth + 1
+    if rollback is None:
+        rollback = nodes if head is not None and target.recurrent_layers else 0
     settings = Settings(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
         n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
         cache_ram_bytes=cache_ram << 20 if be == "llamacpp" else 0, draft_dtype=draft_dtype,
+        rollback=rollback if target.recurrent_layers else 0,
     )
     if max_parallel and parallel != 1:
         raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")

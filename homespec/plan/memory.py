@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from homespec.errors import UsageError
+from homespec.formats.families import RS_ROLLBACK_ARCHS
 from homespec.plan.settings import Settings
 from homespec.quant.weights import group_weights
 from homespec.types import DraftSpec, ModelSpec
@@ -113,10 +114,20 @@ def kv_row_dims(model: ModelSpec) -> tuple[int, int]:
 def recurrent_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
     """A recurrent layer's R (conv / token-shift) and S (SSM / delta-rule) state: f32, one row per
     sequence (llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max) rows of n_embd_r() and
-    n_embd_s() each)."""
+    n_embd_s() each), times the copies speculation keeps to give rejected drafts back
+    (rollback_copies)."""
     if layer not in model.recurrent_layers:
         return 0
-    return max(1, s.n_seq) * (model.rs_r + model.rs_s) * 4
+    return max(1, s.n_seq) * (model.rs_r + model.rs_s) * 4 * rollback_copies(model, s)
+
+
+def rollback_copies(model: ModelSpec, s: Settings) -> int:
+    """Copies of each sequence's recurrent state a drafting run keeps (backends/llamacpp/rollback.py):
+    1 + n_rs_seq where llama.cpp keeps per-token snapshots (the tensors are widened to 1 + n_rs_seq row
+    groups, llama-memory-recurrent.cpp), else 2: the state saved before each verification."""
+    if s.rollback <= 0 or s.backend != "llamacpp":
+        return 1
+    return 1 + s.rollback if model.arch in RS_ROLLBACK_ARCHS else 2
 
 
 def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
@@ -205,6 +216,21 @@ def head_output_bytes(draft: DraftSpec, lanes: int, topk: int, n_vocab: int) -> 
     n_embd rows (the embeddings the device's top-k returns through, and the next-step rows) for each
     sequence id (llama.cpp reserves one output row per sequence)."""
     return head_seq_ids(lanes, topk) * (n_vocab + 2 * draft.n_embd) * 4
+
+
+def mtp_kv_bytes(draft: DraftSpec, s: Settings, lanes: int, cells: int) -> int:
+    """The MTP layers' own context (backends/llamacpp/mtp.py): a KV cache of just those layers (full
+    attention, MLA's latent where the model has it) in the target's KV types, over `lanes` lanes of
+    `cells` cells in one buffer llama.cpp pads to 256 cells."""
+    k_dim, v_dim = kv_row_dims(draft.model)
+    per_cell = kv_row_bytes(s.type_k, k_dim) + (kv_row_bytes(s.type_v, v_dim) if v_dim else 0)
+    return _pad(lanes * cells, 256) * draft.n_layer * per_cell
+
+
+def mtp_output_bytes(draft: DraftSpec, lanes: int, topk: int) -> int:
+    """The MTP context's output buffer, host memory: per sequence id a logits row over the target's
+    vocabulary and the row the next draft step reads (t_h_nextn); its embeddings are off."""
+    return head_seq_ids(lanes, topk) * (draft.target_vocab + draft.n_embd) * 4
 
 
 def _pad(n: int, to: int) -> int:

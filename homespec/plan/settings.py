@@ -83,6 +83,9 @@ class Settings:
     swa_full: bool = False
     # homespec serve --cache-ram: host RAM kept for idle conversations' states (bytes; 0 = none)
     cache_ram_bytes: int = 0
+    # Draft tokens one verification may give back on a model with a recurrent state: llama.cpp keeps that
+    # many snapshots of it (n_rs_seq; homespec.plan.memory.rollback_copies). 0: no drafting on one.
+    rollback: int = 0
     # MoE: the first n_cpu_moe layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N);
     # None = the solver chooses, and the solved settings carry its choice.
     n_cpu_moe: int | None = None

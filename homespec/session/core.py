@@ -98,6 +98,10 @@ class Session:
             d = net.memory_report()
             out["measured"]["draft"] = {"weights_bytes": d.weights_bytes, "kv_bytes": d.kv_bytes,
                                         "compute_bytes": d.compute_bytes, "total_bytes": d.total_bytes}
+            if getattr(net, "in_target_model", False):  # MTP layers: loaded into the target's model buffers
+                m = out["measured"]
+                m["weights_bytes"] -= d.weights_bytes
+                m["total_bytes"] -= d.weights_bytes
         if self.plan is not None:
             items = self.plan.items
 

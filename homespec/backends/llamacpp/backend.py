@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp import state
+from homespec.backends.llamacpp import rollback, state
 from homespec.backends.llamacpp.core import LlamaCppCore
 from homespec.contracts.backend import Forward, check_rollback, nothing_verified
 from homespec.backends.llamacpp.tree import (
@@ -59,12 +59,17 @@ class LlamaCppBackend(LlamaCppCore):
         max_leaves: int = DEFAULT_MAX_LEAVES,
         verify_mode: str = "batch",
         feature_capture: str = "auto",
+        load_mtp: bool = False,
+        rollback: int = 0,
     ) -> "LlamaCppBackend":
         """Load a GGUF file. `verify_mode="exact"` evaluates tree nodes one token per decode (the
-        same kernels as plain decoding); `feature_capture` is "auto", "layer_inp" or "eval_callback"."""
+        same kernels as plain decoding); `feature_capture` is "auto", "layer_inp" or "eval_callback";
+        `load_mtp`: the model's MTP layers too; `rollback`: the most draft tokens a verification gives
+        back (a recurrent state's snapshots, backends/llamacpp/rollback.py)."""
         settings = BackendSettings(
             n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_batch=n_batch, n_ubatch=n_ubatch,
-            type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_threads=n_threads,
+            type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_threads=n_threads, load_mtp=load_mtp,
+            rollback=rollback,
         )
         return cls(model_path, settings, seed=seed, max_leaves=max_leaves,
                    verify_mode=verify_mode, feature_capture=feature_capture)
@@ -116,6 +121,7 @@ class LlamaCppBackend(LlamaCppCore):
         # position order for results to match plain decoding (llamacpp/tree.py's docstring).
         self._keep_cell_order = self.flash_attn_active or verify_mode == "exact"
         self._n_seq_max = max_leaves
+        self.rollback_mode = rollback.rollback_mode(self, exact=verify_mode == "exact")
 
     # --- shape --------------------------------------------------------------------------------
 
@@ -162,8 +168,10 @@ class LlamaCppBackend(LlamaCppCore):
                 hint="draft a narrower tree (fewer --draft-tokens) or use a larger context: a context verifies "
                 "at most min(max_leaves, n_ctx, n_batch) leaves",
             )
+        rollback.check_chain(self, layout.n_seq)
         self._discard_pending()
         self._check_room(len(tokens), "the draft tree")
+        rollback.before_verify(self, 0, len(tokens))
         # Every path sees the committed context: add each extra sequence id to the context's cells.
         for seq in range(1, layout.n_seq):
             self._ll.llama_memory_seq_cp(self._mem, 0, seq, -1, -1)
@@ -187,6 +195,11 @@ class LlamaCppBackend(LlamaCppCore):
             raise nothing_verified()
         layout, tokens, parents = self._pending
         path = check_path(path, parents)
+        if self.recurrent:  # a chain: its first len(path) tokens stay, the state gives the rest back
+            rollback.keep(self, 0, self._n_past, [tokens[i] for i in path], len(tokens))
+            self._pending = None
+            self._n_past += len(path)
+            return
         # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         ll, mem = self._ll, self._mem
@@ -219,7 +232,9 @@ class LlamaCppBackend(LlamaCppCore):
     def rollback(self, n: int) -> None:
         n = check_rollback(n, self._n_past)
         self._discard_pending()
-        self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past - n, -1)
+        if not self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past - n, -1):
+            raise HomespecError(f"llama.cpp cannot take {n} tokens back out of this model's recurrent state",
+                                hint="reset() and prefill again")
         self._n_past -= n
 
     def trim(self, keep: int) -> bool:
@@ -267,11 +282,15 @@ class LlamaCppBackend(LlamaCppCore):
 
     def reset(self) -> None:
         self._ll.llama_memory_clear(self._mem, True)
+        self._snapshots.drop(0)
         self._pending = None
         self._n_past = 0
 
     def _discard_pending(self) -> None:
-        if self._pending is not None:
+        if self._pending is not None and self.recurrent:
+            rollback.discard(self, 0, self._n_past)
+            self._pending = None
+        elif self._pending is not None:
             self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past, -1)
             self._ll.llama_memory_seq_keep(self._mem, 0)
             self._pending = None

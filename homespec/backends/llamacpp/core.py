@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from homespec.backends.llamacpp.batch import Batch, Row, run_decode
-from homespec.backends.llamacpp.features import LayerInputCapture
+from homespec.backends.llamacpp.features import LayerInputCapture, NextnCapture
 from homespec.backends.llamacpp.lib import (
     HostRows,
     LogCollector,
@@ -26,6 +26,7 @@ from homespec.backends.llamacpp.lib import (
     memory_report,
 )
 from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
+from homespec.backends.llamacpp.rollback import Snapshots, rollback_mode
 from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 from homespec.backends.settings import BackendSettings
 from homespec.contracts.backend import MemoryReport, Tokenizer
@@ -79,6 +80,10 @@ class LlamaCppCore:
         self._batch_arrays = Batch(ll, self._batch_cap, seq_per_row)
         self._logit_rows = HostRows(self.n_vocab)
         self._mem = ll.llama_get_memory(self._ctx)
+        # how rejected draft tokens leave a recurrent state (backends/llamacpp/rollback.py)
+        self.rollback_mode = rollback_mode(self)
+        self._snapshots = Snapshots()
+        self._dependents: list = []  # contexts on this model (its MTP layers'): closed before it
 
     # --- shape (what drafters read) ------------------------------------------------------------
 
@@ -111,6 +116,20 @@ class LlamaCppCore:
 
     def set_feature_layers(self, layers: Sequence[int]) -> None:
         self._capture.set_layers(layers)
+
+    def capture_nextn(self) -> None:
+        """Hand out each row's last hidden state as its features (what MTP layers read): before the
+        first prefill, instead of chosen layers' inputs."""
+        from llama_cpp import llama_cpp_ext
+
+        if not self.settings.load_mtp:
+            raise HomespecError("the target was loaded without its MTP layers",
+                                hint="load it with load_mtp (--method mtp does)")
+        self._capture = NextnCapture(llama_cpp_ext, self._ctx, self._n_embd)
+
+    def attach(self, dependent: object) -> None:
+        """A context made on this model (its MTP layers' own): closed before the model is freed."""
+        self._dependents.append(dependent)
 
     def token_embeddings(self) -> np.ndarray:
         """The token embedding table [V, H] float16 on the host, dequantised once: llama.cpp's
@@ -176,6 +195,8 @@ class LlamaCppCore:
         return memory_report(self._log)
 
     def close(self) -> None:
+        for d in reversed(getattr(self, "_dependents", ())):
+            d.close()
         free_handles(self)
 
     def __del__(self) -> None:

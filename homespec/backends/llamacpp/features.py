@@ -129,3 +129,29 @@ class EvalCallbackCapture:
                 )
             parts.append(rows if order is None else rows[np.asarray(order, dtype=np.intp)])
         return np.concatenate(parts, axis=1)  # [n, k*H]
+
+
+class NextnCapture:
+    """The target's own hidden state of every row (llama.cpp's `t_h_nextn`: the output-normed last
+    layer, what a model's MTP layers read beside the next token), for --method mtp. llama.cpp copies
+    every row of a decode (`llama_set_embeddings_nextn(ctx, true, masked=false)`, as
+    common/speculative.cpp sets the target of its MTP drafter) into a host buffer, in batch order."""
+
+    kind = "nextn"
+    layers: tuple[int, ...] = ()
+
+    def __init__(self, ext: Any, ctx: Any, n_embd: int) -> None:
+        self._ext, self.ctx = ext, ctx
+        self._rows = HostRows(n_embd)
+        ext.llama_set_embeddings_nextn(ctx, True, False)
+
+    def set_layers(self, layers: Sequence[int]) -> None:
+        raise ValueError("the target hands its MTP layers its last hidden state, not chosen layers' inputs")
+
+    def begin(self) -> None:
+        """Nothing to reset: llama.cpp rewrites its buffer on every decode."""
+
+    def collect(self, n_tokens: int, order: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """Rows of the last llama_decode call, in batch order or `order`'s. -> [n, H] float32 (a copy)."""
+        rows = self._rows.rows(self._ext.llama_get_embeddings_nextn(self.ctx), n_tokens)
+        return rows.copy() if order is None else rows[np.asarray(order, dtype=np.intp)]

@@ -24,6 +24,7 @@ def load_model(ll: Any, path: str, s: BackendSettings, log: LogCollector) -> Any
     """The llama_model, or a FormatError naming the file and llama.cpp's first error line."""
     mp = model_params(ll)
     mp.n_gpu_layers = s.n_gpu_layers if s.n_gpu_layers >= 0 else 2**31 - 1
+    mp.load_mtp = s.load_mtp  # else llama.cpp skips the MTP tensors (TENSOR_SKIP): plain decoding never reads them
     model = ll.llama_model_load_from_file(path.encode(), mp)
     if not model:
         raise FormatError(
@@ -69,6 +70,9 @@ def new_context(
     # a sliding-window cache of the window alone (llama-server's default; what the plan budgets):
     # prompt reuse past the window resumes from checkpoints (backends/llamacpp/state.py)
     cp.swa_full = False
+    # a recurrent state's per-token snapshots, for giving back rejected draft tokens (llama.cpp clamps
+    # it to 0 for an architecture without them: backends/llamacpp/rollback.py replays instead)
+    cp.n_rs_seq = s.rollback
     cp.no_perf = True
     if isinstance(capture, EvalCallbackCapture):
         cp.cb_eval = capture.callback

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from homespec.backends.llamacpp import state
+from homespec.backends.llamacpp import rollback, state
 from homespec.backends.llamacpp.core import LlamaCppCore, Row, logit_index
 from homespec.backends.llamacpp.tree import MAX_SEQ, TreeLayout, contiguous_prefix, path_seq, tree_layout
 from homespec.backends.settings import BackendSettings, check_settings
@@ -115,9 +115,11 @@ class MultiSeqBackend(LlamaCppCore):
         if layout.n_seq > self.leaves_per_lane:
             raise UsageError(f"the draft tree has {layout.n_seq} leaves; a sequence here verifies at most "
                              f"{self.leaves_per_lane}", hint="draft a narrower tree (fewer --draft-tokens)")
+        rollback.check_chain(self, layout.n_seq)
         self._discard(item.lane)
         self._check_room(item.lane, len(tokens), "the draft tree")
         lane, base = self._lane[item.lane], self._base(item.lane)
+        rollback.before_verify(self, base, len(tokens))
         for j in range(1, layout.n_seq):  # every path of the tree sees the lane's committed context
             self._ll.llama_memory_seq_cp(self._mem, base, base + j, -1, -1)
         lane.pending = (layout, tokens, parents)
@@ -132,6 +134,11 @@ class MultiSeqBackend(LlamaCppCore):
             raise nothing_verified()
         layout, tokens, parents = lane.pending
         path = check_path(path, parents)
+        if self.recurrent:  # a chain: its first len(path) tokens stay, the state gives the rest back
+            rollback.keep(self, self._base(lane_id), lane.n_past, [tokens[i] for i in path], len(tokens))
+            lane.pending = None
+            lane.n_past += len(path)
+            return
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         ll, mem, base = self._ll, self._mem, self._base(lane_id)
         seq = base + path_seq(path[:k], layout)
@@ -202,6 +209,7 @@ class MultiSeqBackend(LlamaCppCore):
         base = self._base(lane_id)
         for j in range(self.leaves_per_lane):
             self._ll.llama_memory_seq_rm(self._mem, base + j, -1, -1)
+        self._snapshots.drop(base)
         self._lane[lane_id] = _Lane()
 
     def live_sequences(self) -> int:
@@ -219,7 +227,10 @@ class MultiSeqBackend(LlamaCppCore):
     def _discard(self, lane_id: int) -> None:
         """A verified tree never committed: drop its cells."""
         lane = self._lane[lane_id]
-        if lane.pending is not None:
+        if lane.pending is not None and self.recurrent:
+            rollback.discard(self, self._base(lane_id), lane.n_past)
+            lane.pending = None
+        elif lane.pending is not None:
             base = self._base(lane_id)
             self._ll.llama_memory_seq_rm(self._mem, base, lane.n_past, -1)
             for j in range(1, self.leaves_per_lane):

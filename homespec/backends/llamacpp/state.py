@@ -42,22 +42,24 @@ def cut(owner: Any, seq: int, keep: int) -> bool:
     return True
 
 
-def read(owner: Any, seq: int, *, partial: bool = False) -> bytes:
-    """The sequence's state (partial: its recurrent / SWA part only)."""
-    ll, flags = owner._ll, _flags(owner, partial)
+def read(owner: Any, seq: int, *, partial: bool = False, on_device: bool = False) -> bytes:
+    """The sequence's state (partial: its recurrent / SWA part only; on_device: the tensors' data stays
+    in a device buffer llama.cpp keeps for `seq`, the bytes returned only describe it)."""
+    ll, flags = owner._ll, _flags(owner, partial, on_device)
     n = int(ll.llama_state_seq_get_size_ext(owner._ctx, seq, flags))
     buf = (ctypes.c_uint8 * max(1, n))()
     got = int(ll.llama_state_seq_get_data_ext(owner._ctx, buf, n, seq, flags))
     return bytes(buf[:got])
 
 
-def write(owner: Any, seq: int, data: bytes, *, partial: bool = False) -> bool:
+def write(owner: Any, seq: int, data: bytes, *, partial: bool = False, on_device: bool = False) -> bool:
     """Load `data` into sequence `seq` -> whether llama.cpp took it (it reads 0 bytes on a mismatch)."""
     if not data:
         return False
     ll = owner._ll
     buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-    return int(ll.llama_state_seq_set_data_ext(owner._ctx, buf, len(data), seq, _flags(owner, partial))) > 0
+    flags = _flags(owner, partial, on_device)
+    return int(ll.llama_state_seq_set_data_ext(owner._ctx, buf, len(data), seq, flags)) > 0
 
 
 def resume(owner: Any, seq: int, pos: int, data: bytes) -> bool:
@@ -70,5 +72,7 @@ def resume(owner: Any, seq: int, pos: int, data: bytes) -> bool:
     return False
 
 
-def _flags(owner: Any, partial: bool) -> int:
-    return int(owner._ll.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) if partial else int(owner._ll.LLAMA_STATE_SEQ_FLAGS_NONE)
+def _flags(owner: Any, partial: bool, on_device: bool = False) -> int:
+    ll = owner._ll
+    flags = int(ll.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) if partial else int(ll.LLAMA_STATE_SEQ_FLAGS_NONE)
+    return flags | (int(ll.LLAMA_STATE_SEQ_FLAGS_ON_DEVICE) if on_device else 0)

@@ -196,9 +196,11 @@ def add_layers(led: Ledger, model: ModelSpec, s: Settings, placement: list[str])
             led.add("target KV", d, per_dev_kv[d], f"{s.n_ctx} tokens{seqs}, K {s.type_k} / V {s.type_v}" + _kv_note(model, s))
             led.read[d] += per_dev_kv[d] / 2 / max(1, s.n_seq)  # the average position reads half of one sequence's cache
         if per_dev_rs.get(d):
+            copies = mem.rollback_copies(model, s)
             led.add("recurrent state", d, per_dev_rs[d],
-                    f"{len(model.recurrent_layers)} recurrent layers x {s.n_seq} sequence(s), f32")
-            led.read[d] += per_dev_rs[d] / max(1, s.n_seq)
+                    f"{len(model.recurrent_layers)} recurrent layers x {s.n_seq} sequence(s), f32"
+                    + (f", x {copies} to give drafts back" if copies > 1 else ""))
+            led.read[d] += per_dev_rs[d] / max(1, s.n_seq) / copies
     return out_dev
 
 
@@ -268,6 +270,23 @@ def add_llamacpp_head(led: Ledger, model: ModelSpec, draft: DraftSpec, s: Settin
             f"{mem.head_seq_ids(lanes, s.draft_topk)} sequence ids")
     led.add("tree scratch", "host", mem.tree_scratch_bytes(model, draft, s), f"{s.tree_tokens}-node tree: logits + features")
     return draft.read_bytes if draft.read_bytes is not None else weights
+
+
+def add_llamacpp_mtp(led: Ledger, model: ModelSpec, draft: DraftSpec, s: Settings, draft_dev: Device) -> int:
+    """The target's own MTP layers run by llama.cpp beside it (backends/llamacpp/mtp.py): their tensors
+    (loaded with the model), a context of their own sized like an EAGLE head's for s.n_seq lanes (KV of
+    the MTP layers in the target's KV types, a compute buffer whose peak is the logits of a ubatch over
+    the whole vocabulary, an output buffer on the host). -> the bytes one drafting step reads."""
+    lanes = max(1, s.n_seq)
+    cells = mem.head_cells(s.n_ctx, None, 0, max(s.draft_depth, MAX_DEPTH), s.draft_topk)
+    led.add("draft weights", draft_dev.id, mem.draft_weight_bytes(draft, draft_dev.is_gpu), _draft_detail(draft))
+    led.add("draft KV", draft_dev.id, mem.mtp_kv_bytes(draft, s, lanes, cells), f"{lanes} lane(s) x {cells} cells")
+    led.add("draft compute", draft_dev.id, mem.head_compute_bytes(draft, lanes, cells, s.draft_topk),
+            f"ubatch {mem.head_ubatch(lanes, s.draft_topk)}")
+    led.add("draft output", "host", mem.mtp_output_bytes(draft, lanes, s.draft_topk),
+            f"{mem.head_seq_ids(lanes, s.draft_topk)} sequence ids")
+    led.add("tree scratch", "host", (s.tree_tokens + 1) * model.n_vocab * 4 * lanes, "logits of the verified draft")
+    return draft.read_bytes if draft.read_bytes is not None else draft.weight_bytes
 
 
 def _draft_detail(d: DraftSpec) -> str:

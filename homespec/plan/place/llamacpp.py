@@ -10,7 +10,7 @@ from homespec.plan import cpu_buffers as cpu, memory as mem
 from homespec.plan.devices import Device, devices_for
 from homespec.plan.network import DEFAULT_LINK, Network, hops, link_from_arg
 from homespec.plan.place.ledger import (Layout, Ledger, Placement, add_draft, add_layers, add_llamacpp_head,
-                                        assign_layers, cpu_moe_layers, used_gpus)
+                                        add_llamacpp_mtp, assign_layers, cpu_moe_layers, used_gpus)
 from homespec.plan.settings import Settings
 from homespec.quant.weights import group_weights, is_expert_tensor
 from homespec.types import DraftSpec, Machine, ModelSpec, TensorInfo
@@ -43,6 +43,8 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     draft_dev = _draft_device(led, on_gpus, out_dev)
     if draft is not None and draft.kind in ("eagle3", "eagle3.1"):
         draft_bytes = add_llamacpp_head(led, model, draft, s, draft_dev)
+    elif draft is not None and draft.kind == "mtp":
+        draft_bytes = add_llamacpp_mtp(led, model, draft, s, draft_dev)
     else:
         draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device="host", embeddings_copy=False)
     if s.cache_ram_bytes:  # serve --cache-ram: a budget the server fills with idle conversations' states
