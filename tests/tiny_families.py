@@ -11,11 +11,15 @@ Qwen3.5 / GLM-4.5 / DeepSeek-V3 checkpoint's MTP layers: `{arch}.nextn_predict_l
 counting them, each block a full-attention layer of the family plus `nextn.eh_proj` [2H -> H],
 `nextn.enorm` and `nextn.hnorm` (src/models/qwen35moe.cpp, glm4-moe.cpp: load_block_mtp).
 
-`predictable=True` makes the model a near-function of its last token: unit-variance token embeddings
-dominate the residual stream (the layers' matrices are a tenth of the usual small Gaussians), so the next token is f(current token) up to the
-layers' nudges, and the MTP block's eh_proj passes the token's embedding through, so it predicts f of the
-token it is given: what the trunk predicts one step later. Drafts are then mostly accepted, and greedy
-text falls into f's cycles, which lookups find: a tiny stand-in for a trained model whose drafts pay.
+`predictable=True` makes the model a near-function of its last token, next = succ(token): unit-variance
+token embeddings dominate every residual stream (the layers' matrices are a tenth of the usual small
+Gaussians and only nudge it), and the output head's row for succ(t) is t's embedding (scaled so that the
+greedy token takes ~70 % of the probability at temperature 0.9: sampled answers vary with the seed and
+still mostly take it). succ walks blocks of CYCLE consecutive ids round (t -> t + 1, the block's last back
+to its first), so greedy text cycles every CYCLE tokens, which lookups find. The MTP block's eh_proj
+passes the token's embedding through, so it predicts succ of the token it is given: what the trunk
+predicts one step later. Drafts are then mostly accepted: a tiny stand-in for a trained model whose
+drafts pay (its acceptance says nothing about a real model's).
 """
 
 from __future__ import annotations
@@ -114,14 +118,28 @@ def mtp_tensor_shapes(m: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
     return out
 
 
-def _tensor(name: str, np_shape: tuple[int, ...], rng: np.random.Generator, predictable: bool) -> np.ndarray:
+CYCLE = 16  # the predictable model's cycle length (module docstring)
+OUT_SCALE = 0.22  # its output head: the greedy logit ~0.22 * n_embd, the rest ~N(0, 0.22^2 * n_embd): p ~0.7 at T 0.9
+
+
+def successor(token: int) -> int:
+    """The predictable model's next token after `token`."""
+    return token - token % CYCLE + (token % CYCLE + 1) % CYCLE
+
+
+def _tensor(name: str, np_shape: tuple[int, ...], rng: np.random.Generator, predictable: bool,
+            embd: np.ndarray | None) -> np.ndarray:
     if len(np_shape) == 1 and name.endswith("norm.weight"):
         return np.ones(np_shape, dtype=np.float32)
     data = (0.02 * rng.standard_normal(np_shape)).astype(np.float32)
-    if not predictable or name == "output.weight":
+    if not predictable:
         return data
     if name == "token_embd.weight":
         return data * 50.0  # unit variance: the token's embedding dominates every residual stream
+    if name == "output.weight" and embd is not None:  # [V, H]: row succ(t) is t's embedding
+        out = np.empty_like(embd)
+        out[[successor(t) for t in range(len(embd))]] = embd
+        return out * OUT_SCALE
     data *= 0.1  # the layers nudge the stream by ~0.2 %
     if name.endswith("nextn.eh_proj.weight"):  # [H, 2H]: the token's half passed through
         data[:, :np_shape[0]] += np.eye(np_shape[0], dtype=np.float32)
@@ -153,7 +171,12 @@ def make_family_gguf(path: str | os.PathLike, family: str, *, seed: int = 0, mtp
         writer.add_array(f"{spec.arch}.rope.dimension_sections", [4, 2, 2, 0])
     for key, value, vtype, sub in _tokenizer_fields(str(_default_vocab_source())):
         writer.add_key_value(key, value, vtype, sub)
-    for name, shape in model_tensor_shapes(spec) + mtp_tensor_shapes(spec):
+    embd, shapes = None, model_tensor_shapes(spec) + mtp_tensor_shapes(spec)
+    if predictable:  # the output head is made from the embeddings: those first
+        shapes.sort(key=lambda t: t[0] != "token_embd.weight")
+    for name, shape in shapes:
         np_shape = tuple(reversed(shape))  # numpy is row-major: outermost first
-        writer.add_tensor(name, _tensor(name, np_shape, rng, predictable))
+        data = _tensor(name, np_shape, rng, predictable, embd)
+        embd = data if name == "token_embd.weight" else embd
+        writer.add_tensor(name, data)
     return finish_gguf(writer, tmp, path)

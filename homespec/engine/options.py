@@ -228,11 +228,12 @@ def chains_for(opt: RunOptions, model_path: str) -> RunOptions:
 
 
 def rollback_for(opt: RunOptions, model_path: str) -> int:
-    """Draft tokens one verification may give back where the model keeps a recurrent state (the whole
-    verified chain: a tree never committed gives back its root too); 0 elsewhere or without drafting."""
+    """Draft tokens one verification gives back at most through llama.cpp's own snapshots of a recurrent
+    state (n_rs_seq; backends/llamacpp/rollback.py): the drafter's chain (auto: its model drafter's depth,
+    a longer lookup chain being verified under replay); 0 where there is no recurrent state or no drafting."""
     if not METHODS[opt.method].speculative or not model_traits(model_path).recurrent:
         return 0
-    return tree_nodes(opt)
+    return opt.draft_depth if opt.method == "auto" else tree_nodes(opt) - 1
 
 
 def check_options(opt: RunOptions) -> str:

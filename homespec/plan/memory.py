@@ -122,12 +122,13 @@ def recurrent_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:
 
 
 def rollback_copies(model: ModelSpec, s: Settings) -> int:
-    """Copies of each sequence's recurrent state a drafting run keeps (backends/llamacpp/rollback.py):
-    1 + n_rs_seq where llama.cpp keeps per-token snapshots (the tensors are widened to 1 + n_rs_seq row
-    groups, llama-memory-recurrent.cpp), else 2: the state saved before each verification."""
+    """Copies of each sequence's recurrent state a drafting run keeps (backends/llamacpp/rollback.py): the
+    state, llama.cpp's n_rs_seq per-token snapshots where the architecture has them (the tensors are
+    widened to 1 + n_rs_seq row groups, llama-memory-recurrent.cpp), and the one saved on the device
+    before a chain they do not cover (every chain, where there are none)."""
     if s.rollback <= 0 or s.backend != "llamacpp":
         return 1
-    return 1 + s.rollback if model.arch in RS_ROLLBACK_ARCHS else 2
+    return 2 + (s.rollback if model.arch in RS_ROLLBACK_ARCHS else 0)
 
 
 def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:

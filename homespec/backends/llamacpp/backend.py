@@ -162,13 +162,13 @@ class LlamaCppBackend(LlamaCppCore):
         tokens = [int(t) for t in tokens]
         parents = check_tree(tokens, parents)
         layout = tree_layout(parents)
+        rollback.check_chain(self, layout.n_seq)
         if layout.n_seq > self._n_seq_max:
             raise UsageError(
                 f"the draft tree has {layout.n_seq} leaves; this backend was loaded for at most {self._n_seq_max}",
                 hint="draft a narrower tree (fewer --draft-tokens) or use a larger context: a context verifies "
                 "at most min(max_leaves, n_ctx, n_batch) leaves",
             )
-        rollback.check_chain(self, layout.n_seq)
         self._discard_pending()
         self._check_room(len(tokens), "the draft tree")
         rollback.before_verify(self, 0, len(tokens))
@@ -288,8 +288,10 @@ class LlamaCppBackend(LlamaCppCore):
 
     def _discard_pending(self) -> None:
         if self._pending is not None and self.recurrent:
-            rollback.discard(self, 0, self._n_past)
             self._pending = None
+            if not rollback.discard(self, 0, self._n_past):
+                self._n_past = 0
+                raise _emptied()
         elif self._pending is not None:
             self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past, -1)
             self._ll.llama_memory_seq_keep(self._mem, 0)
@@ -311,3 +313,7 @@ class LlamaCppBackend(LlamaCppCore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def _emptied() -> HomespecError:
+    return HomespecError("a draft chain was verified and never committed, and this model's recurrent state cannot "
+                         "give all of it back: the sequence was emptied", hint="commit() after each verify()")

@@ -112,10 +112,10 @@ class MultiSeqBackend(LlamaCppCore):
         tokens = [int(t) for t in item.tokens]
         parents = check_tree(tokens, list(item.parents))
         layout = tree_layout(parents)
+        rollback.check_chain(self, layout.n_seq)
         if layout.n_seq > self.leaves_per_lane:
             raise UsageError(f"the draft tree has {layout.n_seq} leaves; a sequence here verifies at most "
                              f"{self.leaves_per_lane}", hint="draft a narrower tree (fewer --draft-tokens)")
-        rollback.check_chain(self, layout.n_seq)
         self._discard(item.lane)
         self._check_room(item.lane, len(tokens), "the draft tree")
         lane, base = self._lane[item.lane], self._base(item.lane)
@@ -228,8 +228,12 @@ class MultiSeqBackend(LlamaCppCore):
         """A verified tree never committed: drop its cells."""
         lane = self._lane[lane_id]
         if lane.pending is not None and self.recurrent:
-            rollback.discard(self, self._base(lane_id), lane.n_past)
             lane.pending = None
+            if not rollback.discard(self, self._base(lane_id), lane.n_past):
+                lane.n_past = 0
+                raise HomespecError(f"lane {lane_id}: a draft chain was verified and never committed, and the "
+                                    "model's recurrent state cannot give all of it back: the lane was emptied",
+                                    hint="commit() each verified tree")
         elif lane.pending is not None:
             base = self._base(lane_id)
             self._ll.llama_memory_seq_rm(self._mem, base, lane.n_past, -1)

@@ -10,11 +10,15 @@ step: `use_ckpt_tgt`, `COMMON_CONTEXT_SEQ_RM_TYPE_RS` / `_FULL` from common/comm
 
 * **native** — where llama.cpp keeps per-token snapshots of the state (`llm_arch_supports_rs_rollback`,
   src/llama-arch.cpp: Qwen3.5 and 3.5-MoE, Nemotron-H, LFM2, DeepSeek-V4, ...): the context is created
-  with `n_rs_seq` = the most draft tokens a step verifies (common/common.h `need_n_rs_seq`), the
-  verifying pass writes a snapshot after each of its last n_rs_seq tokens (the recurrent tensors are
-  1 + n_rs_seq rows per sequence), and `llama_memory_seq_rm(seq, n_past + k, -1)` selects the snapshot
-  k tokens in (src/llama-memory-recurrent.cpp `seq_rm`, "partial rollback via per-token snapshot
-  index"): nothing is copied or decoded again;
+  with `n_rs_seq` = the most draft tokens a step verifies (common/common.h `need_n_rs_seq`: the draft
+  length), the verifying pass writes the state after each of its last n_rs_seq + 1 tokens (the
+  recurrent tensors hold 1 + n_rs_seq row groups per sequence; src/models/delta-net-base.cpp
+  `build_recurrent_attn`, "op writes the last min(n_seq_tokens, K) snapshots"), and
+  `llama_memory_seq_rm(seq, n_past + k, -1)` selects the one k tokens in (src/llama-memory-recurrent.cpp
+  `seq_rm`, "partial rollback via per-token snapshot index"): nothing is copied or decoded again. The
+  state from before the chain's first token is not among them: the root is always kept (llama-server
+  never gives back more than the draft, `n_rollback`), and a chain longer than n_rs_seq + 1 (a lookup's,
+  beside a shorter model drafter) is verified under replay;
 * **replay** — elsewhere (Qwen3-Next, Jamba, Mamba, Falcon-H1 ...): before a chain is verified the
   sequence's recurrent state is saved (`llama_state_seq_get_data_ext`, PARTIAL_ONLY: the recurrent part
   alone; ON_DEVICE: the data stays in a device buffer, never crossing to the host), and after a partial
@@ -77,10 +81,16 @@ class Snapshots:
     def drop(self, seq: int) -> None:
         self._saved.pop(seq, None)
 
+    def has(self, seq: int) -> bool:
+        return seq in self._saved
+
 
 def before_verify(owner: Any, seq: int, n_tokens: int) -> None:
-    """A chain of n_tokens goes into `seq`: under REPLAY save what it may have to give back."""
-    if owner.rollback_mode == REPLAY and n_tokens > 1:
+    """A chain of n_tokens goes into `seq`: save what it may have to give back where llama.cpp's own
+    snapshots would not cover it (REPLAY, or a chain longer than NATIVE's n_rs_seq + 1)."""
+    if n_tokens < 2 or owner.rollback_mode is None:
+        return
+    if owner.rollback_mode == REPLAY or n_tokens - 1 > owner._ll.llama_n_rs_seq(owner._ctx):
         owner._snapshots.take(owner, seq)
 
 
@@ -91,7 +101,7 @@ def keep(owner: Any, seq: int, n_past: int, kept: Sequence[int], n_verified: int
     if k == n_verified:  # all of it accepted: nothing to give back
         owner._snapshots.drop(seq)
         return
-    if owner.rollback_mode == NATIVE:
+    if not owner._snapshots.has(seq):  # NATIVE: llama.cpp's snapshot k tokens in
         if not owner._ll.llama_memory_seq_rm(owner._mem, seq, n_past + k, -1):
             raise HomespecError(f"llama.cpp could not give back {n_verified - k} draft tokens of a recurrent "
                                 "state", hint="the context keeps fewer snapshots than the draft was long")
@@ -101,12 +111,15 @@ def keep(owner: Any, seq: int, n_past: int, kept: Sequence[int], n_verified: int
         owner._decode_rows([(int(t), n_past + j, (seq,), False) for j, t in enumerate(kept)])
 
 
-def discard(owner: Any, seq: int, n_past: int) -> None:
-    """A verified chain never committed: give all of it back (the sequence ends at n_past again)."""
-    if owner.rollback_mode == REPLAY:
+def discard(owner: Any, seq: int, n_past: int) -> bool:
+    """A verified chain never committed: give all of it back -> whether the sequence ends at n_past
+    again. Without a saved state (NATIVE: its snapshots do not reach back past the chain's first token)
+    the sequence is emptied instead, and the caller says so."""
+    if owner._snapshots.has(seq):
         _restore(owner, seq, n_past)
-    else:
-        owner._ll.llama_memory_seq_rm(owner._mem, seq, n_past, -1)
+        return True
+    owner._ll.llama_memory_seq_rm(owner._mem, seq, -1, -1)
+    return False
 
 
 def _restore(owner: Any, seq: int, n_past: int) -> None:
