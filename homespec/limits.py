@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from homespec.errors import UsageError
 
 MAX_CTX = 1 << 24  # 16M tokens (also --ctx's bound in homespec.plan.settings): beyond any trained context
+# A token spells at most this many characters in any vocabulary homespec reads (the longest real ones
+# are runs of spaces or '=' of a few dozen): a text of more than n * MAX_TOKEN_CHARS characters is
+# more than n tokens, known without tokenizing it (a tokenizer given 60 MB of text allocates GBs).
+MAX_TOKEN_CHARS = 1024
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -96,6 +100,11 @@ CACHE_RAM_MIB = Range("--cache-ram", 0, 1 << 20, "4096 (0 = off)", integer=True)
 HIDDEN_WEIGHT = Range("--hidden-weight", 0.0, 1000.0, "1.0 (0 = off)")
 # --- plan --------------------------------------------------------------------------------------
 RAM_GIB = Range("--ram", 0.5, 65536.0, "64")
+
+
+def surely_longer(text: str, n_tokens: int) -> bool:
+    """Whether `text` is more than `n_tokens` tokens in any vocabulary (see MAX_TOKEN_CHARS)."""
+    return len(text) > n_tokens * MAX_TOKEN_CHARS
 
 
 def cpu_count() -> int:

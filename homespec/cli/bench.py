@@ -48,21 +48,12 @@ def _legacy_json_file(args: list[str]) -> list[str]:
 
 
 def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
-    """A results file that cannot be written is refused before the bench runs, not after."""
-    if path is None:
-        return
-    import os
-    from pathlib import Path
+    """A results file that cannot be written (a directory, a FIFO, a folder this process may not
+    write in) is refused before the bench runs, not after (homespec.userfiles)."""
+    if path is not None:
+        from homespec.userfiles import writable
 
-    from homespec.atomic import nearest_existing
-
-    p = Path(path)
-    if p.is_dir() or path.endswith((os.sep, "/")):  # "x/" names a directory even before it exists
-        raise UsageError(f"{flag} {path} is a directory", hint=f"name a file, e.g. {flag} {p / example}")
-    parent = nearest_existing(p)
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: {parent} is a file, not a directory",
-                         hint=f"name a file in a directory, e.g. {flag} {example}")
+        writable(path, flag, example)
 
 
 @app.command(cls=_BenchCommand)
@@ -175,6 +166,7 @@ def _write_results(result, record: dict, side: str, json_stdout: bool, json_file
     """The table (or JSON) on stdout, and the files asked for; `side`: the table beside llama-server."""
     from homespec.atomic import write_bytes
     from homespec.bench.report import markdown, plot, render
+    from homespec.userfiles import write_error
 
     if json_stdout:
         print(json.dumps(record, indent=2))
@@ -182,12 +174,16 @@ def _write_results(result, record: dict, side: str, json_stdout: bool, json_file
         render(result, _stdout())
         if side:
             print("\nbeside llama-server (same prompts, greedy):\n" + side)
-    if json_file:
-        write_bytes(json_file, (json.dumps(record, indent=2) + "\n").encode())
-    if markdown_file:
-        write_bytes(markdown_file, (markdown(result) + ("\n" + side if side else "")).encode())
-    if plot_file:
-        plot(result, plot_file)
+    table = markdown(result) + ("\n" + side if side else "") if markdown_file else ""
+    for flag, path, write in (
+            ("--json-out", json_file, lambda p: write_bytes(p, (json.dumps(record, indent=2) + "\n").encode())),
+            ("--markdown", markdown_file, lambda p: write_bytes(p, table.encode())),
+            ("--plot", plot_file, lambda p: plot(result, p))):
+        if path:
+            try:
+                write(path)
+            except OSError as e:  # a disk that filled during the run
+                raise write_error(e, path, flag) from None
 
 
 def _check_against(against: Optional[str], server: Optional[str], server_draft: Optional[str], temperature: float,

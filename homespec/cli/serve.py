@@ -34,7 +34,7 @@ def serve(
     cache_ram: Annotated[int, number(limits.CACHE_RAM_MIB, help="MiB of host RAM for idle conversations' states: saved when another request takes their slot, loaded when they come back (llama.cpp targets; 0 = off).")] = 0,
     max_body_mib: Annotated[int, number(limits.MAX_BODY_MIB, help="Largest request body in MiB, up to 1024 (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
-    chat_template_file: Annotated[Optional[Path], typer.Option("--chat-template-file", exists=True, dir_okay=False, help="A Jinja chat template to use instead of the model's (llama-server's flag): e.g. one that renders tools for a model whose own does not.")] = None,
+    chat_template_file: Annotated[Optional[str], typer.Option("--chat-template-file", help="A Jinja chat template to use instead of the model's (llama-server's flag): e.g. one that renders tools for a model whose own does not.")] = None,
     reasoning_format: Annotated[str, typer.Option("--reasoning-format", help="How thinking (<think>...</think>, gpt-oss's analysis) is returned: deepseek (in message.reasoning_content), deepseek-legacy (there and in content), none (left in content), auto (= deepseek). A request's reasoning_format overrides it.")] = "auto",
     ctx: CtxOpt = DEFAULT_CTX,
     draft_depth: DepthOpt = None,
@@ -66,7 +66,8 @@ def serve(
                    window=window, guard=guard, adapt=adapt).options()
     launch(opts, Serving(host=host, port=port, api_key=api_key, alias=alias, parallel=parallel, queue=queue,
                          cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
-                         cors=origins, template_file=chat_template_file, reasoning_format=reasoning_format))
+                         cors=origins, reasoning_format=reasoning_format,
+                         template_file=Path(chat_template_file) if chat_template_file is not None else None))
 
 
 def cors_origins(value: str | None) -> tuple[str, ...]:

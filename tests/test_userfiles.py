@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from homespec.errors import UsageError
-from homespec.formats.local import existing
+from homespec.userfiles import existing
 
 ROOT = Path(__file__).resolve().parent.parent
 
