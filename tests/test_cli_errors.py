@@ -39,7 +39,7 @@ def test_export_under_a_file_is_refused_before_loading(capsys, tmp_path, fmt, na
 
 
 def test_train_refuses_a_draft_vocabulary_above_the_targets(capsys, tmp_path):
-    code, _, err = run(capsys, "draft", "train", "--draft-vocab", "100000000", "--out", str(tmp_path / "run"))
+    code, _, err = run(capsys, "draft", "train", "--draft-vocab", "100000", "--out", str(tmp_path / "run"))
     _usage(code, err, "more than the target's 49152 tokens")
     assert not (tmp_path / "run").exists()
 

@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec import limits
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt,
-    TopkOpt, WindowOpt, RunArgs, max_tokens_opt,
+    TopkOpt, WindowOpt, RunArgs, max_tokens_opt, number,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -64,7 +65,7 @@ def bench(
     backend: BackendOpt = "llamacpp",
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="A packaged set (test, dev, edit: code and prose edits, edit-dev) or a JSONL file ('prompt' or 'turns'); default: homespec's held-out test prompts.")] = None,
     category: Annotated[Optional[str], typer.Option("--category", help="Only prompts of these categories (comma list), e.g. chat; results are reported per category.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Prompts to run.")] = 20,
+    limit: Annotated[int, number(limits.LIMIT, help="Prompts to run.")] = 20,
     max_tokens: Annotated[int, max_tokens_opt("Tokens per prompt.")] = 128,
     temperature: TemperatureOpt = 0.0,
     seed: SeedOpt = 0,
@@ -77,7 +78,7 @@ def bench(
     adapt: AdaptOpt = False,
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
     window: WindowOpt = None,
-    repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
+    repeat: Annotated[int, number(limits.REPEAT, help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
     lockstep: Annotated[bool, typer.Option("--lockstep", help="Run the methods on each prompt together, one step of each in turn: per-prompt ratios immune to machine speed drift.")] = False,
     json_stdout: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout, instead of the table (as on every command; `--json FILE` still writes FILE, as --json-out does).")] = False,
     json_file: Annotated[Optional[str], typer.Option("--json-out", help="Write the results as JSON to FILE (`-`: stdout, as --json).")] = None,
@@ -86,7 +87,7 @@ def bench(
     against_: Annotated[Optional[str], typer.Option("--against", help="Also run llama.cpp's own `llama-server` on the same prompts (greedy): plain, and with --server-draft its eagle3 drafter.")] = None,
     server: Annotated[Optional[str], typer.Option("--server", help="The llama-server binary. Default: scripts/build_llamacpp_tools.sh's build.")] = None,
     server_draft: Annotated[Optional[str], typer.Option("--server-draft", help="An eagle3 GGUF (homespec draft export) for llama-server's drafter.")] = None,
-    server_draft_n: Annotated[int, typer.Option("--server-draft-n", help="llama-server's --spec-draft-n-max.")] = 4,
+    server_draft_n: Annotated[int, number(limits.SERVER_DRAFT_N, help="llama-server's --spec-draft-n-max.")] = 4,
 ) -> None:
     """Run methods side by side on a prompt set: tokens/s, speedup, acceptance, latency, exactness."""
     from rich.progress import Progress
@@ -95,8 +96,6 @@ def bench(
     from homespec.session.encode import prompt_tokens
 
     names = _method_names(methods)
-    if limit < 1:
-        raise UsageError("--limit must be positive", hint="e.g. --limit 20")
     if json_file == "-":
         json_stdout, json_file = True, None
     for flag, path, example in (("--json-out", json_file, "bench.json"), ("--markdown", markdown_file, "bench.md"),
