@@ -97,6 +97,9 @@ def checked_template(path: Path | str, like: "ChatTemplate | None" = None) -> "C
 def prepare(tok: "Tokenizer", settings: ChatSettings, body: "ChatRequest") -> Turn:
     choice = body.tool_choice
     tools = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    if choice is not None and choice != "none" and not tools:  # as OpenAI answers it: nothing to choose from
+        raise ApiError(400, "tool_choice is only allowed when tools are given: send the tools, or leave "
+                       "tool_choice out", param="tool_choice")
     if choice == "none":
         tools = []
     forced = bool(tools) and (choice == "required" or not isinstance(choice, (str, type(None))))
