@@ -171,6 +171,9 @@ def lines(name: str, flag: str | None, purpose: Purpose, line_limit: int) -> Ite
     except OSError as e:
         raise UsageError(f"cannot read {_label(name, flag)}: {e.strerror or e}", hint=purpose.hint) from None
     with f:
+        size = os.fstat(f.fileno()).st_size
+        if size > purpose.limit:  # refused unread
+            raise _too_large(name, flag, purpose, size)
         total, lineno = 0, 0
         while True:
             try:
