@@ -66,11 +66,16 @@ def one_torch_thread(opt: RunOptions, plan: "Plan | None") -> None:
     """Before torch loads: a llama.cpp target computing on the CPU and a torch head take turns on
     the same cores, and each OpenMP runtime's pool (llama.cpp's, torch's own) spins while the other
     computes, which slows llama.cpp's passes (docs/backends.md, "A torch head beside llama.cpp").
-    torch then runs on one thread, unless OMP_NUM_THREADS or MKL_NUM_THREADS says otherwise."""
+    torch then runs on one thread, unless OMP_NUM_THREADS or MKL_NUM_THREADS says otherwise. (torch
+    may be loaded already: serve --chat-template-file reads its grammar module, which imports it.)"""
     import os
     import sys
 
-    if not BACKENDS[opt.backend].own_cpu_pool or plan is None or plan.machine.gpus or "torch" in sys.modules:
+    if not BACKENDS[opt.backend].own_cpu_pool or plan is None or plan.machine.gpus:
+        return
+    if "torch" in sys.modules:
+        if not (os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS")):
+            sys.modules["torch"].set_num_threads(1)
         return
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
