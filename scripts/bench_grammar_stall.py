@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     a = ap.parse_args(argv)
+    load0 = os.getloadavg()[0]
+    print(f"load average at the start: {load0:.2f} on {os.cpu_count()} CPUs", flush=True)
     proc, base = start_server(a.threads)
     rows = {}
     try:
@@ -112,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     for kind, r in rows.items():
         print(f"{kind:<10} {r['alone_s']:>13.3f} s {r['beside_s']:>14.3f} s {r['ratio']:>6.2f}x  "
               f"{'/'.join(map(str, r['big_status']))} in {r['big_s']:.2f} s")
+    load1 = os.getloadavg()[0]
+    print(f"load average at the end: {load1:.2f}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"properties": a.properties, "rows": rows}, indent=2) + "\n")
+        Path(a.json).write_text(json.dumps({"properties": a.properties, "cpus": os.cpu_count(),
+                                            "load_average": [round(load0, 2), round(load1, 2)], "rows": rows},
+                                           indent=2) + "\n")
     return 0
 
 

@@ -74,8 +74,8 @@ def inputs(d: Path) -> list[tuple[int, str, list[str], int, str | None]]:
         (9, "models --ctx 0", ["models", "--ctx", "0"], 2, None),
         (9, "generate --prompts missing.jsonl", ["generate", "--prompts", str(d / "missing.jsonl")], 2, None),
         (9, "generate --device cuda (llama.cpp)", ["generate", "--device", "cuda", "-p", "hi"], 2, None),
-        (9, "generate --backend torch --device cuda", ["generate", "--backend", "torch", "--device", "cuda", "-p", "hi"],
-         2, None),
+        (9, "generate --backend torch --device cuda",
+         ["generate", "--backend", "torch", "--device", "cuda", "-p", "hi"], 2, None),
         (9, "serve --chat-template-file (no user message)", ["serve", "--chat-template-file", str(no_msg)], 2, None),
         (10, "plan --gpu m3-ultra", ["plan", "--gpu", "m3-ultra"], 0, None),
         (10, "plan --gpu 'm4 max' --json", ["plan", "--gpu", "m4 max", "--json"], 0, None),
@@ -157,10 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         by_class.setdefault(r["class"], []).append(r)
     print()
     for cls, rs in sorted(by_class.items()):
-        print(f"class {cls:>2}: {sum(r['passed'] for r in rs)}/{len(rs)} passed, slowest {max(r['seconds'] for r in rs):.2f} s")
+        slowest = max(r["seconds"] for r in rs)
+        print(f"class {cls:>2}: {sum(r['passed'] for r in rs)}/{len(rs)} passed, slowest {slowest:.2f} s")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"cap_gib": a.cap_gib, "limit_s": a.limit_s, "rows": rows}, indent=2) + "\n")
+        Path(a.json).write_text(json.dumps({"cap_gib": a.cap_gib, "limit_s": a.limit_s, "cpus": os.cpu_count(),
+                                            "load_average": round(os.getloadavg()[0], 2), "rows": rows}, indent=2) + "\n")
     return 0 if all(r["passed"] for r in rows) else 1
 
 

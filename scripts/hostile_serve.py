@@ -5,7 +5,10 @@
 1. Requests: a server (the embedded SmolLM2, plain decoding, 2 slots, the ChatML template with
    tools) gets each request of the list below; a request passes when its status is the one it
    should be and a refusal is OpenAI's error body ({"error": {message, type, param, code}}).
-2. Drain: a fresh server gets --streams streaming requests (chat, text and Responses in turn, 2000
+2. Queue (class 7): a server of 1 slot and 8 waiting places gets 40 streamed requests whose clients
+   close their connections at once, then an innocent request (it must get 200, not "busy"); then a
+   body short of its Content-Length (it must get 408).
+3. Drain: a fresh server gets --streams streaming requests (chat, text and Responses in turn, 2000
    tokens each: more than it decodes before the drain ends), then SIGTERM once; then the same with
    SIGINT twice, 0.3 s apart. Reported: for each client whether its stream ended in its route's
    shape (chat and text: an error event, then `data: [DONE]`; Responses: `error`, then
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import re
 import signal
 import subprocess
@@ -127,6 +131,58 @@ def run_requests(threads: int) -> list[dict]:
     return rows
 
 
+def _leave_at_once(port: int, n: int) -> None:
+    """`n` clients that each send a streamed chat request and close their connection at once."""
+    import socket
+
+    body = json.dumps({"model": "x", "messages": ASK, "max_tokens": 64, "stream": True}).encode()
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        socks.append(s)
+    time.sleep(0.2)  # each request is read and queued (or refused: the queue holds 8)
+    for s in socks:
+        s.close()
+
+
+def _short_body(port: int) -> tuple[int, float]:
+    """A body short of its Content-Length: (status, seconds to the answer)."""
+    import socket
+
+    s = socket.create_connection(("127.0.0.1", port))
+    t0 = time.monotonic()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"messages\": [")
+    s.settimeout(60)
+    got = s.recv(200)
+    s.close()
+    return int(got.split(b" ")[1]) if got.startswith(b"HTTP/1.1") else 0, time.monotonic() - t0
+
+
+def run_queue(threads: int) -> list[dict]:
+    """Class 7 on a server of 1 slot and 8 waiting places."""
+    p, port, _ = start(threads, "--parallel", "1", "--queue", "8", "--ctx", "1024")
+    rows = []
+    try:
+        _leave_at_once(port, 40)
+        t0 = time.monotonic()
+        status, out = post(port, *_chat(max_tokens=4))
+        rows.append({"class": 7, "request": "innocent, after 40 clients opened a stream and left", "status": status,
+                     "expected": 200, "seconds": round(time.monotonic() - t0, 2), "passed": status == 200,
+                     "says": (out or {}).get("error", {}).get("message") if status != 200 else None})
+        status, seconds = _short_body(port)
+        rows.append({"class": 7, "request": "a body short of its Content-Length", "status": status, "expected": 408,
+                     "seconds": round(seconds, 2), "passed": status == 408, "says": None})
+        for r in rows:
+            print(f"{'ok  ' if r['passed'] else 'FAIL'} class 7  {r['request']:<46} {r['status']} in "
+                  f"{r['seconds']:5.2f} s  {r['says'] or ''}", flush=True)
+    finally:
+        p.terminate()
+        p.wait(60)
+    return rows
+
+
 ROUTES = [("/v1/chat/completions", {"model": "x", "max_tokens": 2000, "temperature": 0,
                                     "messages": [{"role": "user", "content": "Tell a very long story."}]}),
           ("/v1/completions", {"model": "x", "max_tokens": 2000, "temperature": 0,
@@ -199,11 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=10)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    rows = run_requests(a.threads)
+    rows = run_requests(a.threads) + run_queue(a.threads)
     drains = [run_drain(a.threads, a.streams, sig) for sig in (("SIGTERM",), ("SIGINT", "SIGINT"))]
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"requests": rows, "drain": drains}, indent=2) + "\n")
+        Path(a.json).write_text(json.dumps({"cpus": os.cpu_count(),
+                                            "load_average": round(os.getloadavg()[0], 2),
+                                            "requests": rows, "drain": drains}, indent=2) + "\n")
     ok = all(r["passed"] for r in rows) and all(d["clean_ends"] == d["streams"] and d["exit_code"] == 0 and
                                                 not d["traceback_in_log"] for d in drains)
     return 0 if ok else 1

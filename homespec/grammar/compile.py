@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import queue
 import threading
 from concurrent.futures import Future
@@ -39,6 +40,7 @@ MAX_GRAMMAR_BYTES = 1 << 20
 # with more in one object is refused before compiling, not after seconds of it.
 MAX_OPTIONAL_PROPERTIES = 4096
 COMPILE_S = 10.0
+COMPILE_NICE = 10  # the compiler thread's niceness, above the engine's 0
 _BOUNDS: list[Any] = []  # llguidance.LLParserLimits, made on first use (llguidance is imported lazily)
 _BOUNDS_LOCK = threading.Lock()
 
@@ -49,7 +51,9 @@ class GrammarError(HomespecError):
 
 class _Compiler:
     """One daemon thread compiling grammars in turn (a pool's threads would hold the process at its
-    exit until a long compile ends; a compile nobody waits for is never worth that)."""
+    exit until a long compile ends; a compile nobody waits for is never worth that), at a lower CPU
+    priority than the engine's threads (Linux's per-thread nice): where cores are few, the answers
+    being decoded go first and the compile takes what they leave."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -66,6 +70,10 @@ class _Compiler:
         return job
 
     def _run(self) -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COMPILE_NICE)  # this thread only (Linux)
+        except (AttributeError, OSError):  # not Linux, or not permitted: the default priority
+            pass
         while True:
             job, fn, args = self._jobs.get()
             if not job.set_running_or_notify_cancel():  # its request gave up before it started
