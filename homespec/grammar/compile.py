@@ -52,8 +52,11 @@ class GrammarError(HomespecError):
 class _Compiler:
     """One daemon thread compiling grammars in turn (a pool's threads would hold the process at its
     exit until a long compile ends; a compile nobody waits for is never worth that), at a lower CPU
-    priority than the engine's threads (Linux's per-thread nice): where cores are few, the answers
-    being decoded go first and the compile takes what they leave."""
+    priority than the engine's threads (Linux's per-thread nice): where cores are few, llama.cpp's
+    threads (one per core, meeting at spinning barriers) would otherwise share a core with the
+    compile and every step of every answer would wait for the slowest of them; niced, the answers
+    being decoded go first and the compile takes what they leave (docs/server.md, "Structured
+    output": 6.3x an innocent request's time at the same priority, 0.6-1.4x niced)."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
