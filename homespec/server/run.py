@@ -4,7 +4,8 @@ takes no new request; running and waiting answers get SHUTDOWN_S to finish, then
 going is ended by the engine, so each client reads an ending in its route's shape (a streamed
 error event and `[DONE]`, a 503 body) instead of a cut connection. A second signal ends them at
 once. Connections then get END_S to write their ending (a client that reads nothing is cut then,
-logged in one line); the process exits 0, within SHUTDOWN_S + END_S of the first signal."""
+logged in one line): serving stops within SHUTDOWN_S + END_S of the first signal (END_S of a
+second), then the engine frees the model and the process exits 0."""
 
 from __future__ import annotations
 
