@@ -1,6 +1,8 @@
-"""A --model that is not a regular file or a directory is refused by what it is, before anything
-opens it: a FIFO (open() would block forever), /dev/zero, a loop of links, a link to nothing, a
-file the kernel will not read. Each command runs in a child process with a timeout."""
+"""homespec.userfiles, the one opener of every file a user names. A --model that is not a regular
+file or a directory is refused by what it is, before anything opens it: a FIFO (open() would block
+forever), /dev/zero, a loop of links, a link to nothing, a file the kernel will not read (each
+command runs in a child process with a timeout). Files to read are bounded by their purpose and
+streamed where large; files to write are checked before the work; a full disk is one line."""
 
 from __future__ import annotations
 
