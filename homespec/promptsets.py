@@ -38,8 +38,8 @@ class PromptItem:
         return len(self.turns) > 1
 
 
-def _bad_line(path: Path, lineno: int, why: str) -> HomespecError:
-    return HomespecError(
+def _bad_line(path: Path, lineno: int, why: str) -> UsageError:
+    return UsageError(
         f"{path}:{lineno}: {why}",
         hint='each line must be a JSON object with "prompt" (a string) or "turns" (a list of strings)',
     )
@@ -75,22 +75,21 @@ def _parse_line(path: Path, lineno: int, line: str, default_category: str) -> Pr
     return PromptItem(id=str(item_id), category=category, turns=tuple(texts))
 
 
-def read_prompts_file(path: str | os.PathLike[str], default_category: str = "user") -> list[PromptItem]:
-    """Read a user's JSONL prompt file. Blank lines are skipped; "id" and "category" are optional."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HomespecError(f"prompt file {path} does not exist", hint="check the path") from None
-    except UnicodeDecodeError:
-        raise HomespecError(f"prompt file {path} is not UTF-8 text", hint="save it as UTF-8 JSONL") from None
+def read_prompts_file(path: str | os.PathLike[str], default_category: str = "user",
+                      flag: str | None = "--prompts") -> list[PromptItem]:
+    """Read a user's JSONL prompt file, streamed and bounded (homespec.userfiles: a FIFO, a device,
+    a directory or a missing file is refused before it is read). Blank lines are skipped; "id" and
+    "category" are optional."""
+    from homespec import userfiles
+
+    name = os.fspath(path)
     items = [
-        _parse_line(path, lineno, line, default_category)
-        for lineno, line in enumerate(text.splitlines(), start=1)
+        _parse_line(Path(name), lineno, line, default_category)
+        for lineno, line in userfiles.lines(name, flag, userfiles.PROMPTS, userfiles.PROMPT_LINE)
         if line.strip()
     ]
     if not items:
-        raise HomespecError(f"prompt file {path} holds no prompts", hint='add lines like {"prompt": "..."}')
+        raise UsageError(f"prompt file {name} holds no prompts", hint='add lines like {"prompt": "..."}')
     return items
 
 
@@ -105,4 +104,4 @@ def load_prompts(split: str) -> list[PromptItem]:
             f"the packaged prompt set {path} is missing",
             hint="regenerate it with `python scripts/build_prompts.py`",
         )
-    return read_prompts_file(path, default_category=split)
+    return read_prompts_file(path, default_category=split, flag=None)

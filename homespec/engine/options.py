@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homespec import limits
 from homespec.backends.registry import BACKENDS, backend_entry
 from homespec.embedded import shipped_head
 from homespec.engine.methods import METHODS, lookup_depth, method_entry
@@ -176,13 +177,14 @@ def drafts_with_head(opt: RunOptions, model_path: str) -> bool:
 def check_options(opt: RunOptions) -> str:
     """Every check that needs no model weights, run before anything loads. -> the model's path."""
     backend, method = backend_entry(opt.backend), method_entry(opt.method)
-    if opt.window is not None and opt.window < 0:
-        raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
+    for r, v in ((limits.CTX, opt.ctx), (limits.WINDOW, opt.window), (limits.DRAFT_DEPTH, opt.draft_depth),
+                 (limits.DRAFT_TOPK, opt.draft_topk), (limits.DRAFT_TOKENS, opt.draft_tokens)):
+        if v is not None:
+            r.check(v)  # the parser's ranges (homespec.limits), for callers that build RunOptions themselves
+    _check_device(opt, backend.torch_device)
     if opt.draft_dtype not in ("f16", "q8_0"):
         raise UsageError(f"--draft-dtype {opt.draft_dtype} is not f16 or q8_0",
                          hint="q8_0 (the default) or f16")
-    if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
-        raise UsageError(f"unknown device '{opt.device}'", hint="use --device cpu, cuda, cuda:N or mps")
     threads_of(opt)
     _check_tree(opt)
     path = resolve_model_path(opt.model)
@@ -205,14 +207,37 @@ def check_options(opt: RunOptions) -> str:
     return path
 
 
+def _check_device(opt: RunOptions, torch_device: bool) -> None:
+    """--device: a name torch knows, for a backend that runs on a torch device, and there."""
+    device = opt.device
+    if device is None:
+        return
+    if device not in ("cpu", "mps") and not device.startswith("cuda"):
+        raise UsageError(f"unknown device '{device}'", hint="use --device cpu, cuda, cuda:N or mps")
+    if not torch_device:
+        raise UsageError(f"--device {device} chooses where the torch backend runs; --backend {opt.backend} runs "
+                         "where its build runs (llama.cpp: CUDA, Metal or the CPU)",
+                         hint="drop --device, or add --backend torch")
+    if device == "cpu":
+        return
+    import torch
+
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise UsageError("--device mps but torch sees no Metal GPU here", hint="use --device cpu")
+    if device.startswith("cuda"):
+        index = device.partition(":")[2]
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UsageError(f"--device {device} but torch sees no CUDA GPU here", hint="use --device cpu")
+        if index and (not index.isdigit() or int(index) >= count):
+            raise UsageError(f"--device {device}: torch sees {count} CUDA GPU(s)", hint="use --device cuda:0")
+
+
 def _check_tree(opt: RunOptions) -> None:
     """The context must hold the prompt and a whole draft tree; llama.cpp verifies one leaf per
     sequence, and holds at most MAX_SEQ of them."""
     from homespec.backends.llamacpp.tree import MAX_SEQ
-    from homespec.plan.settings import MAX_CTX
 
-    if not 16 <= opt.ctx <= MAX_CTX:  # the planner's range, for every backend
-        raise UsageError(f"--ctx {opt.ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
     nodes, trees = tree_nodes(opt), METHODS[opt.method].trees
     flag = "--draft-tokens" if trees else "--draft-depth"
     if nodes >= opt.ctx:
