@@ -218,19 +218,8 @@ def _check_device(opt: RunOptions, torch_device: bool) -> None:
         raise UsageError(f"--device {device} chooses where the torch backend runs; --backend {opt.backend} runs "
                          "where its build runs (llama.cpp: CUDA, Metal or the CPU)",
                          hint="drop --device, or add --backend torch")
-    if device == "cpu":
-        return
-    import torch
-
-    if device == "mps" and not torch.backends.mps.is_available():
-        raise UsageError("--device mps but torch sees no Metal GPU here", hint="use --device cpu")
-    if device.startswith("cuda"):
-        index = device.partition(":")[2]
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise UsageError(f"--device {device} but torch sees no CUDA GPU here", hint="use --device cpu")
-        if index and (not index.isdigit() or int(index) >= count):
-            raise UsageError(f"--device {device}: torch sees {count} CUDA GPU(s)", hint="use --device cuda:0")
+    if device != "cpu":
+        backend_entry(opt.backend).check_device(device)
 
 
 def _check_tree(opt: RunOptions) -> None:
