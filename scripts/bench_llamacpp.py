@@ -2,6 +2,7 @@
 
     python scripts/bench_llamacpp.py --draft-gguf TWIN.gguf --draft HEAD_DIR [--limit 8] [--max-tokens 64]
            [--server BIN] [--json-out FILE] [--markdown FILE]
+    python scripts/bench_llamacpp.py --plain-only [...]      llama-server plain and homespec none alone
 
 Methods, each over homespec's held-out test prompts (chat template, the same token ids for all):
   llama-server plain                        the server binary of scripts/build_llamacpp_tools.sh
@@ -84,8 +85,9 @@ def run_rounds(groups: list[Any], rounds: int) -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draft-gguf", required=True, help="the head exported with `homespec draft export`")
-    ap.add_argument("--draft", required=True, help="the same head for homespec (an EAGLE-3 layout directory)")
+    ap.add_argument("--draft-gguf", default=None, help="the head exported with `homespec draft export`")
+    ap.add_argument("--draft", default=None, help="the same head for homespec (an EAGLE-3 layout directory)")
+    ap.add_argument("--plain-only", action="store_true", help="only llama-server plain and homespec none (no head)")
     ap.add_argument("--model", default=None, help="target GGUF (default: the embedded SmolLM2)")
     ap.add_argument("--server", default=None, help="llama-server binary (default: build_llamacpp_tools.sh's)")
     ap.add_argument("--limit", type=int, default=8)
@@ -98,6 +100,8 @@ def main() -> None:
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--markdown", default=None)
     a = ap.parse_args()
+    if not a.plain_only and not (a.draft_gguf and a.draft):
+        ap.error("--draft-gguf and --draft are needed (or --plain-only)")
 
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
@@ -122,7 +126,10 @@ def main() -> None:
         lambda: _named(run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
                                     k, 1, k + 1), {"eagle3": f"homespec eagle3 (forced, chain {k})"}),
     ]
-    if a.also_draft:
+    if a.plain_only:
+        groups = [groups[0], lambda: _named(run_homespec(model, None, prompts, a.max_tokens, a.ctx, a.threads, True,
+                                                         ["none"], None, None, None), {"none": "homespec none"})]
+    elif a.also_draft:
         groups += [
             lambda: _named(run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["eagle3"],
                                         None, None, None), {"eagle3": "homespec eagle3, --also-draft head (guard)"}),
