@@ -257,12 +257,15 @@ def head_dir(opt: RunOptions, model_path: str) -> Path:
         "`homespec draft train`, or use --method ngram")
 
 
-def draft_for_plan(opt: RunOptions, model_path: str) -> str:
+def draft_for_plan(opt: RunOptions, model_path: str) -> str | None:
     """What the run's plan is made with as --draft: the draft model, the head this run drafts with
-    (its path), or none."""
+    (its path), or none. A model that is not a local file (a catalogue name, planned for plan's
+    --gpu before anything loads) is planned with --draft as given: None is the catalogue's pairing."""
     method = METHODS[opt.method]
     if method.draft_model:
         return opt.draft or "none"
+    if (method.needs_head or method.uses_head) and not Path(model_path).is_file():
+        return opt.draft
     if method.needs_head:
         return str(head_dir(opt, model_path))
     if method.uses_head:
