@@ -89,8 +89,10 @@ class Catalog:
     """Everything in profiles/, loaded once (see load_catalog)."""
 
     def __init__(self, gpus: tuple[GPU, ...], gpu_keys: dict[str, GPU], models: tuple[ModelEntry, ...],
-                 drafts: tuple[dict, ...], gpu_ids: dict[str, str] | None = None):
+                 drafts: tuple[dict, ...], gpu_ids: dict[str, str] | None = None,
+                 base_notes: dict[str, str] | None = None):
         self._gpus = gpus
+        self._base_notes = base_notes or {}  # normalised bare chip name -> what it was taken for
         self._gpu_keys = gpu_keys
         self._gpu_ids = gpu_ids or {g.name: g.name for g in gpus}  # GPU name -> catalogue id
         self._models = models
@@ -109,6 +111,12 @@ class Catalog:
             spellings = {k: self._gpu_ids[g.name] for k, g in self._gpu_keys.items()}
             raise UsageError(f"unknown GPU '{name}'", hint=_nearest(key, spellings))
         return found
+
+    def base_note(self, name: str) -> str | None:
+        """For a chip named without its memory size (`m3-ultra`): which configuration it was taken
+        for, and the names of the others (None for every other name)."""
+        note = self._base_notes.get(_norm_gpu(name))
+        return None if note is None else f"--gpu {name.strip()}: {note}"
 
     def gpu_id(self, gpu: GPU) -> str | None:
         """The catalogue's id for a GPU it lists ("rtx-4090", "m3-ultra-512"), else None."""
@@ -315,6 +323,28 @@ def _unified_gpus(u: dict) -> list[tuple[GPU, list[str]]]:
     return out
 
 
+def _base_configurations(g: dict) -> dict[str, tuple[GPU, str]]:
+    """A chip sold with several memory sizes named without one (`m3-ultra`, `m4-max`): its base
+    configuration, the least memory any of its variants is sold with (what a buyer gets unless they
+    pay for more), and the note that says so and names the others. -> {bare id: (GPU, note)}"""
+    chips: dict[str, list[tuple[int, GPU, str]]] = {}
+    kinds = [(a, _apple_gpus) for a in g.get("apple", [])] + [(u, _unified_gpus) for u in g.get("unified", [])]
+    for entry, make in kinds:
+        bare = entry["chip"].lower().replace(" ", "-")
+        for mem, (gpu, names) in zip(entry["memory_gib"], make(entry)):
+            chips.setdefault(bare, []).append((mem, gpu, names[0]))
+    out = {}
+    for bare, options in chips.items():
+        ids = list(dict.fromkeys(i for _, _, i in sorted(options, key=lambda o: o[0])))
+        if len(ids) < 2:
+            continue  # one memory size: the bare name is that machine already (or an alias)
+        mem, gpu, gid = min(options, key=lambda o: o[0])
+        others = [i for i in ids if i != gid]
+        more = " or ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
+        out[bare] = (gpu, f"the base configuration, {gid} ({mem} GB); name {more} for more memory")
+    return out
+
+
 @cache
 def load_catalog() -> Catalog:
     """Read profiles/gpus.toml ([[gpu]], [[apple]], [[unified]]), profiles/models/*.toml and
@@ -332,6 +362,8 @@ def load_catalog() -> Catalog:
         pairs += _apple_gpus(a)
     for u in g.get("unified", []):
         pairs += _unified_gpus(u)
+    bases = _base_configurations(g)
+    pairs += [(gpu, [bare]) for bare, (gpu, _) in bases.items()]
     gpu_keys: dict[str, GPU] = {}
     gpu_ids: dict[str, str] = {}
     for gpu, names in pairs:
@@ -349,4 +381,6 @@ def load_catalog() -> Catalog:
                 models.append(ModelEntry(m["id"], _model_spec(m), _model_keys(m), files))
     with open(root / "drafts.toml", "rb") as f:
         drafts = tuple(tomllib.load(f).get("draft", []))
-    return Catalog(tuple(p[0] for p in pairs), gpu_keys, tuple(models), drafts, gpu_ids)
+    gpus = tuple(dict.fromkeys(p[0] for p in pairs))
+    return Catalog(gpus, gpu_keys, tuple(models), drafts, gpu_ids,
+                   {_norm_gpu(bare): note for bare, (_, note) in bases.items()})

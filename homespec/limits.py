@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from homespec.errors import UsageError
 
 MAX_CTX = 1 << 24  # 16M tokens (also --ctx's bound in homespec.plan.settings): beyond any trained context
+# A token spells at most this many characters in any vocabulary homespec reads (the longest real ones
+# are runs of spaces or '=' of a few dozen): a text of more than n * MAX_TOKEN_CHARS characters is
+# more than n tokens, known without tokenizing it (a tokenizer given 60 MB of text allocates GBs).
+MAX_TOKEN_CHARS = 1024
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -92,12 +96,36 @@ PARALLEL = Range("--parallel", 1, 256, "4", integer=True)  # the planner's bound
 QUEUE = Range("--queue", 1, 1 << 16, "32", integer=True)
 MAX_BODY_MIB = Range("--max-body-mib", 1, 1024, "8", integer=True)
 CACHE_RAM_MIB = Range("--cache-ram", 0, 1 << 20, "4096 (0 = off)", integer=True)  # up to 1 TiB of host RAM  # a 16M-token prompt is ~64 MiB of text
+# --- the run's and the plan's shape (generate, chat, bench, serve, plan, models) ------------------
+CTX = Range("--ctx", 16, MAX_CTX, "4096", integer=True)
+DRAFT_DEPTH = Range("--draft-depth", 1, 64, "4", integer=True)  # EAGLE's trees are 5-8 deep
+DRAFT_TOPK = Range("--draft-topk", 1, 64, "1 (a chain)", integer=True)
+DRAFT_TOKENS = Range("--draft-tokens", 2, 4096, "5 (the root and 4 drafted tokens)", integer=True)
+WINDOW = Range("--window", 0, MAX_CTX, "0 (all)", integer=True)
+# --- bench -------------------------------------------------------------------------------------
+LIMIT = Range("--limit", 1, 1 << 20, "20", integer=True)
+REPEAT = Range("--repeat", 1, 100, "3", integer=True)  # rounds per prompt; the median is taken
+SERVER_DRAFT_N = Range("--server-draft-n", 1, 64, "4", integer=True)
 STORE_RESPONSES = Range("--store-responses", 0, 1 << 20, "256 (0 = off)", integer=True)  # stored Responses API answers
 STORE_MIB = Range("--store-mib", 1, 1 << 16, "64", integer=True)  # their bytes, as JSON
 # --- draft train -------------------------------------------------------------------------------
 HIDDEN_WEIGHT = Range("--hidden-weight", 0.0, 1000.0, "1.0 (0 = off)")
+TRAIN_TOKENS = Range("--tokens", 1, 10**10, "500000", integer=True)  # 10B reply tokens: far beyond any run
+EPOCHS = Range("--epochs", 1, 1000, "2", integer=True)
+DRAFT_VOCAB = Range("--draft-vocab", 2, 1 << 20, "8192", integer=True)  # then at most the target's vocabulary
+TTT_STEPS = Range("--ttt-steps", 1, 32, "5", integer=True)  # EAGLE-3 unrolls 7; memory grows with each step
+MAX_NEW_TOKENS = Range("--max-new-tokens", 1, 1 << 16, "256", integer=True)
+SKIP_SHARDS = Range("--skip-shards", 0, 1 << 20, "96", integer=True)
 # --- plan --------------------------------------------------------------------------------------
 RAM_GIB = Range("--ram", 0.5, 65536.0, "64")
+UBATCH = Range("--ubatch", 1, 65536, "512", integer=True)
+N_CPU_MOE = Range("--n-cpu-moe", 0, 4096, "0 (every expert on the GPUs)", integer=True)
+GPU_MEMORY_UTILIZATION = Range("--gpu-memory-utilization", 0.0, 1.0, "0.9", lo_open=True)
+
+
+def surely_longer(text: str, n_tokens: int) -> bool:
+    """Whether `text` is more than `n_tokens` tokens in any vocabulary (see MAX_TOKEN_CHARS)."""
+    return len(text) > n_tokens * MAX_TOKEN_CHARS
 
 
 def cpu_count() -> int:

@@ -9,7 +9,9 @@ first on PYTHONPATH, so it imports that checkout's homespec with this interprete
 embedded SmolLM2 GGUF; the clock starts just before the process is spawned and stops at the first byte
 of the answer on its stdout: `generate` streams the text as it comes, `chat` prints its `>>> ` prompt
 and then the answer to the line piped on its stdin. Rounds alternate the checkouts' order, so a drift
-in the machine's load falls on both. Also prints how long `import torch` alone takes here, and whether
+in the machine's load falls on both. Beside the wall time it reads the process's CPU time (user +
+system, all its threads) at that moment from /proc (Linux): on a shared machine the wall time moves
+with the neighbours' load by seconds, the CPU time much less. Also prints how long `import torch` alone takes here, and whether
 each run imported torch (HOMESPEC's own code is not asked: a stand-in `sitecustomize` records it).
 """
 
@@ -32,8 +34,10 @@ atexit.register(lambda: open(os.environ["HOMESPEC_TORCH_PROBE"], "w").write(str(
 '''
 
 
-def first_token_s(checkout: Path, command: str, method: str, threads: int, probe_dir: Path) -> tuple[float, bool]:
-    """Seconds from spawn to the first answer byte on stdout, and whether the run imported torch."""
+def first_token_s(checkout: Path, command: str, method: str, threads: int,
+                  probe_dir: Path) -> tuple[float, float | None, bool]:
+    """Seconds from spawn to the first answer byte on stdout, the process's CPU seconds then, and
+    whether the run imported torch."""
     args = {"generate": ["generate", "-p", PROMPT, "-n", "8"],
             "chat": ["chat", "-n", "8"]}[command]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(probe_dir), str(checkout)]),
@@ -54,11 +58,21 @@ def first_token_s(checkout: Path, command: str, method: str, threads: int, probe
         seen += chunk
         if len(seen) > len(skip) and seen.startswith(skip):
             elapsed = time.perf_counter() - t0
+            cpu = cpu_s(proc.pid)
             break
     proc.stdout.read()
     if proc.wait() != 0:
         raise SystemExit(f"error: {command} in {checkout} exited {proc.returncode}")
-    return elapsed, (probe_dir / "torch.txt").read_text() == "True"
+    return elapsed, cpu, (probe_dir / "torch.txt").read_text() == "True"
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a running process and its threads (None off Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def torch_import_s() -> float:
@@ -86,15 +100,18 @@ def main() -> None:
         order = names if r % 2 == 0 else names[::-1]
         for command in a.commands.split(","):
             for name in order:
-                s, torch = first_token_s(Path(checkouts[name]).resolve(), command, a.method, a.threads, probe_dir)
+                s, cpu, torch = first_token_s(Path(checkouts[name]).resolve(), command, a.method, a.threads, probe_dir)
                 rows.append({"round": r + 1, "checkout": name, "command": command, "seconds": round(s, 3),
-                             "torch": torch})
-                print(f"round {r + 1} {command:8} {name:10} {s:6.2f} s  torch imported: {torch}", flush=True)
+                             "cpu_seconds": cpu, "torch": torch})
+                print(f"round {r + 1} {command:8} {name:10} {s:6.2f} s wall, {cpu:6.2f} s CPU  "
+                      f"torch imported: {torch}", flush=True)
     for command in a.commands.split(","):
-        med = {n: statistics.median(x["seconds"] for x in rows if x["checkout"] == n and x["command"] == command)
-               for n in names}
-        print(f"{command}: median " + ", ".join(f"{n} {v:.2f} s" for n, v in med.items())
-              + (f"; {names[0]} - {names[1]}: {med[names[0]] - med[names[1]]:+.2f} s" if len(names) == 2 else ""))
+        for key in ("seconds", "cpu_seconds"):
+            med = {n: statistics.median(x[key] for x in rows if x["checkout"] == n and x["command"] == command)
+                   for n in names}
+            print(f"{command} {'wall' if key == 'seconds' else 'CPU'}: median "
+                  + ", ".join(f"{n} {v:.2f} s" for n, v in med.items())
+                  + (f"; {names[0]} - {names[1]}: {med[names[0]] - med[names[1]]:+.2f} s" if len(names) == 2 else ""))
     if a.json:
         Path(a.json).write_text(json.dumps({"method": a.method, "threads": a.threads, "rounds": rows}, indent=1))
 

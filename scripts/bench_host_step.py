@@ -3,7 +3,8 @@ pass (batch filling, ctypes, reading the logits, drafting, verification, commit,
 handing the step to its consumer), one lane on a llama.cpp target.
 
     .venv/bin/python scripts/bench_host_step.py [--shapes plain,chain5] [--steps 150] [--rounds 3]
-        [--threads 2] [--accept all|none] [--drafter oracle|head] [--model GGUF] [--json FILE]
+        [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
+        [--gpu-layers N] [--json FILE]
 
 Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
 with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
@@ -24,8 +25,8 @@ less llama_decode: batch filling, sequence ids, logits and features out of llama
 the rest of the step (verification, commit, resync, detokenising, responses). Run alternating
 rounds against another checkout to compare.
 
-`--drafter head` drafts with the real EAGLE head in llama.cpp instead (the shipped head beside the embedded
-model, `backends/llamacpp/head.py`, the guard off so every step drafts the shape: `chainN` a chain of N-1,
+`--drafter head` drafts with the real EAGLE head in llama.cpp instead (`--head GGUF`, else the shipped head
+beside the embedded model; `backends/llamacpp/head.py`, the guard off so every step drafts the shape: `chainN` a chain of N-1,
 `treeN` the planner's 6-deep, 8-wide tree of N nodes); `llama_process`, the head's graph calls, is timed like
 llama_decode, and the host time leaves both out: Python, ctypes, batch filling, the tree's bookkeeping,
 verification.
@@ -159,14 +160,14 @@ def head_drafter(net, backend, shape: str):
     return HeadDrafter(net, depth=depth, topk=topk, total=n, width=3 * backend.hidden_size)
 
 
-def open_head(backend, topk: int):
-    """The shipped head as an eagle3 GGUF in llama.cpp beside `backend` (one lane)."""
+def open_head(backend, topk: int, path: str | None = None):
+    """An eagle3 GGUF in llama.cpp beside `backend` (one lane): `path`, else the shipped head converted."""
     from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
     from homespec.backends.llamacpp.head_convert import head_gguf
     from homespec.embedded import DEFAULT_HEAD
     from homespec.plan.memory import head_cells
 
-    info = read_head_file(head_gguf(DEFAULT_HEAD, backend.model_path).path, backend.n_vocab)
+    info = read_head_file(path or head_gguf(DEFAULT_HEAD, backend.model_path).path, backend.n_vocab)
     backend.set_feature_layers(info.layers)
     cells = head_cells(backend.max_context, info.window, info.sinks, TREE_DEPTH + 2, topk)
     return LlamaCppHead(info, backend, lanes=1, cells_per_lane=cells, topk=topk)
@@ -240,6 +241,8 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2)")
     ap.add_argument("--drafter", choices=("oracle", "head"), default="oracle",
                     help="oracle: fixed trees of the target's own tokens; head: the shipped EAGLE head in llama.cpp")
+    ap.add_argument("--head", default=None, help="--drafter head: this eagle3 GGUF (default: the shipped head, converted)")
+    ap.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1: all)")
     ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
     ap.add_argument("--json", default=None, help="also write the rounds as JSON to FILE")
     a = ap.parse_args()
@@ -258,9 +261,9 @@ def main() -> None:
     path = a.model or str(smollm2_path())
     n_answer = a.steps * longest + 16
     backend = LlamaCppBackend.load(path, n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
-                                   max_leaves=max(1, widest - 1))
+                                   max_leaves=max(1, widest - 1), n_gpu_layers=a.gpu_layers)
     prompt = encode_prompt(backend.tokenizer, [PROMPT], chat=True)
-    if a.stub_decode:  # nothing is verified for real: the oracle's tokens only need to exist
+    if a.stub_decode or a.drafter == "head":  # no oracle: its tokens only need to exist
         answer = [0] * n_answer
     else:
         answer = [tok for s in decode(backend, None, prompt, limits=Limits(max_tokens=n_answer, stop_at_eos=False))
@@ -285,9 +288,9 @@ def main() -> None:
         return rc
 
     llama_cpp.llama_process = timed_process  # the head's graph calls, likewise
-    head = open_head(backend, max(TREE_TOPK, 1)) if a.drafter == "head" else None
+    head = open_head(backend, max(TREE_TOPK, 1), a.head) if a.drafter == "head" else None
     print(f"{path.rsplit('/', 1)[-1]}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
-          f"{', llama_decode stubbed' if a.stub_decode else ''}; torch loaded: {'torch' in sys.modules}", flush=True)
+          f"{', llama_decode stubbed' if a.stub_decode else ''}; torch imported: {sys.modules.get('torch') is not None}", flush=True)
     results = []
     for r in range(a.rounds):
         for shape in shapes:
@@ -301,7 +304,8 @@ def main() -> None:
     backend.close()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"model": path, "threads": a.threads, "accept": a.accept, "rounds": results}, f, indent=1)
+            json.dump({"model": path, "threads": a.threads, "accept": a.accept, "drafter": a.drafter, "head": a.head,
+                       "gpu_layers": a.gpu_layers, "steps": a.steps, "rounds": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,24 @@
 """homespec beside llama.cpp's own server: the same prompts, target and head, side by side in one run.
 
     python scripts/bench_llamacpp.py --draft-gguf TWIN.gguf --draft HEAD_DIR [--limit 8] [--max-tokens 64]
-           [--server BIN] [--json-out FILE] [--markdown FILE]
+           [--server BIN] [--groups LIST] [--rounds N] [--json-out FILE] [--markdown FILE]
+    python scripts/bench_llamacpp.py --plain-only [...]      llama-server plain and homespec none alone
 
-Methods, each over homespec's held-out test prompts (chat template, the same token ids for all):
-  llama-server plain                        the server binary of scripts/build_llamacpp_tools.sh
-  llama-server eagle3                       `--spec-type draft-eagle3 --spec-draft-model TWIN.gguf`
-  homespec none / eagle3 (guard) / eagle3 (forced, --no-guard)   homespec.bench.run.run_bench
+Methods, each over homespec's held-out test prompts (chat template, the same token ids for all), run in
+groups (`--groups`, a comma list; default server-plain,server-eagle3,none-eagle3,chain):
+  server-plain    llama-server plain: the server binary of scripts/build_llamacpp_tools.sh (or --server)
+  server-eagle3   llama-server `--spec-type draft-eagle3 --spec-draft-model TWIN.gguf`, a chain of --spec-n-max
+  none            homespec none alone (no head needed; --plain-only = server-plain,none)
+  none-eagle3     homespec none and eagle3 with the guard (its default shape here)
+  none-auto       homespec none and auto (the default method, the guard on)
+  chain           homespec eagle3 forced (--no-guard), a chain of --spec-n-max
+  tree            homespec eagle3 forced (--no-guard), the 6-deep, 8-wide tree of 48 nodes
 Per method: tokens/s (decode only: llama-server's timings `predicted_per_second`, homespec's decode
 seconds), tokens per target pass (llama-server: predicted_n / (predicted_n - draft_n_accepted), one
-target pass per verification step; homespec: tokens / target passes), and the fraction of greedy
-answers identical to llama-server plain's. Ratios are to llama-server plain. Every server request
-is greedy (temperature 0), without prompt caching, one slot, CPU.
+target pass per verification step; homespec: tokens / target passes), and the fractions of greedy
+answers identical to llama-server plain's and to homespec none's. Ratios are to llama-server plain.
+Every server request is greedy (temperature 0), without prompt caching, one slot; the server places
+layers as its defaults do (all on a GPU that holds them), homespec as its planner does.
 """
 
 from __future__ import annotations
@@ -82,10 +89,58 @@ def run_rounds(groups: list[Any], rounds: int) -> dict[str, dict[str, Any]]:
     return out
 
 
+GROUPS = ("server-plain", "server-eagle3", "none", "none-eagle3", "none-auto", "chain", "tree")
+NO_HEAD = ("server-plain", "none")
+TREE = (6, 8, 48)  # the planner's default tree on a GPU: depth, top-k, nodes
+
+
+def _group_names(text: str) -> list[str]:
+    names = [g.strip() for g in text.split(",") if g.strip()]
+    bad = [g for g in names if g not in GROUPS]
+    if bad or not names:
+        sys.exit(f"error: unknown group(s) {', '.join(bad) or '(none)'}\nhint: --groups takes a comma list of: {', '.join(GROUPS)}")
+    return names
+
+
+def _guarded(name: str, group: Any) -> Any:
+    """`group`, with a failure recorded as a row of its own (no tokens, the error) instead of raised."""
+    def run() -> dict[str, dict[str, Any]]:
+        try:
+            return group()
+        except Exception as e:  # noqa: BLE001 - the error is the row's content
+            print(f"warning: group {name} failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return {f"{name} (failed)": {"error": f"{type(e).__name__}: {e}", "tokens": 0, "decode_s": 0.0, "passes": 0,
+                                         "tokens_per_s": 0.0, "tokens_per_pass": None, "outputs": []}}
+    return run
+
+
+def make_group(name: str, a: Any, binary: Path | None, model: str, prompts: list[list[int]], spec: list[str],
+               logs: Path) -> Any:
+    """The callable that runs group `name` once and returns its rows."""
+    k = a.spec_n_max
+    home = lambda guard, methods, depth, topk, nodes: run_homespec(  # noqa: E731
+        model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, guard, methods, depth, topk, nodes)
+    return {
+        "server-plain": lambda: {"llama-server plain": run_server(binary, model, prompts, a.max_tokens, [], a.ctx,
+                                                                  a.threads, Path(f"{logs}.server-plain.log"))},
+        "server-eagle3": lambda: {"llama-server eagle3": run_server(binary, model, prompts, a.max_tokens, spec, a.ctx,
+                                                                    a.threads, Path(f"{logs}.server-eagle3.log"))},
+        "none": lambda: _named(run_homespec(model, None, prompts, a.max_tokens, a.ctx, a.threads, True, ["none"],
+                                            None, None, None), {"none": "homespec none"}),
+        "none-eagle3": lambda: _named(home(True, ["none", "eagle3"], None, None, None),
+                                      {"none": "homespec none", "eagle3": "homespec eagle3 (guard)"}),
+        "none-auto": lambda: _named(home(True, ["none", "auto"], None, None, None),
+                                    {"none": "homespec none", "auto": "homespec auto"}),
+        "chain": lambda: _named(home(False, ["eagle3"], k, 1, k + 1), {"eagle3": f"homespec eagle3 (forced, chain {k})"}),
+        "tree": lambda: _named(home(False, ["eagle3"], *TREE), {"eagle3": "homespec eagle3 (forced, tree {}/{}/{})".format(*TREE)}),
+    }[name]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draft-gguf", required=True, help="the head exported with `homespec draft export`")
-    ap.add_argument("--draft", required=True, help="the same head for homespec (an EAGLE-3 layout directory)")
+    ap.add_argument("--draft-gguf", default=None, help="the head exported with `homespec draft export`")
+    ap.add_argument("--draft", default=None, help="the same head for homespec (an EAGLE-3 layout directory)")
+    ap.add_argument("--plain-only", action="store_true", help="only llama-server plain and homespec none (no head)")
     ap.add_argument("--model", default=None, help="target GGUF (default: the embedded SmolLM2)")
     ap.add_argument("--server", default=None, help="llama-server binary (default: build_llamacpp_tools.sh's)")
     ap.add_argument("--limit", type=int, default=8)
@@ -95,9 +150,17 @@ def main() -> None:
     ap.add_argument("--spec-n-max", type=int, default=4, help="llama-server --spec-draft-n-max (chain length)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all methods, order reversed every other round")
     ap.add_argument("--also-draft", default=None, help="another head for homespec alone (e.g. the EAGLE-3.1 head the twin came from)")
+    ap.add_argument("--groups", default="server-plain,server-eagle3,none-eagle3,chain",
+                    help=f"comma list of: {', '.join(GROUPS)}")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="a group that fails is recorded with its error and the others run on")
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--markdown", default=None)
     a = ap.parse_args()
+    if a.plain_only:
+        a.groups = "server-plain,none"
+    if any(g not in NO_HEAD for g in _group_names(a.groups)) and not (a.draft_gguf and a.draft):
+        ap.error("--draft-gguf and --draft are needed (or --plain-only)")
 
     from homespec.backends.tokenizer import load_tokenizer
     from homespec.embedded import smollm2_path
@@ -105,24 +168,18 @@ def main() -> None:
     from homespec.session.encode import encode_prompt
 
     model = a.model or str(smollm2_path())
-    binary = Path(a.server) if a.server else default_server()
+    wanted = _group_names(a.groups)
+    binary = (Path(a.server) if a.server else default_server()) if any(g.startswith("server-") for g in wanted) else None
     tok = load_tokenizer(model)
     prompts = [encode_prompt(tok, list(i.turns[:1]), chat=True) for i in load_prompts("test")[: a.limit]]
     logs = Path(a.json_out or "bench").with_suffix("")
     spec = ["--spec-type", "draft-eagle3", "--spec-draft-model", a.draft_gguf, "--spec-draft-n-max", str(a.spec_n_max),
             "--spec-draft-p-min", "0"]
-    k = a.spec_n_max
-    groups = [
-        lambda: {"llama-server plain": run_server(binary, model, prompts, a.max_tokens, [], a.ctx, a.threads,
-                                                  Path(f"{logs}.server-plain.log"))},
-        lambda: {"llama-server eagle3": run_server(binary, model, prompts, a.max_tokens, spec, a.ctx, a.threads,
-                                                   Path(f"{logs}.server-eagle3.log"))},
-        lambda: _named(run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["none", "eagle3"],
-                                    None, None, None), {"none": "homespec none", "eagle3": "homespec eagle3 (guard)"}),
-        lambda: _named(run_homespec(model, a.draft, prompts, a.max_tokens, a.ctx, a.threads, False, ["eagle3"],
-                                    k, 1, k + 1), {"eagle3": f"homespec eagle3 (forced, chain {k})"}),
-    ]
+    groups = [make_group(g, a, binary, model, prompts, spec, logs) for g in wanted]
+    if a.keep_going:
+        groups = [_guarded(name, g) for name, g in zip(wanted, groups)]
     if a.also_draft:
+        k = a.spec_n_max
         groups += [
             lambda: _named(run_homespec(model, a.also_draft, prompts, a.max_tokens, a.ctx, a.threads, True, ["eagle3"],
                                         None, None, None), {"eagle3": "homespec eagle3, --also-draft head (guard)"}),
@@ -130,17 +187,18 @@ def main() -> None:
                                         k, 1, k + 1), {"eagle3": f"homespec eagle3, --also-draft head (forced, chain {k})"}),
         ]
     rows = run_rounds(groups, a.rounds)
-    ref = rows["llama-server plain"]["outputs"]
-    for r in rows.values():
-        r["identical_to_llama_server_plain"] = identical(r["outputs"], ref)
+    for key, name in (("identical_to_llama_server_plain", "llama-server plain"), ("identical_to_homespec_none", "homespec none")):
+        if name in rows:
+            for r in rows.values():
+                r[key] = identical(r["outputs"], rows[name]["outputs"])
     result = {"model": model, "draft": a.draft, "draft_gguf": a.draft_gguf, "prompts": len(prompts),
               "max_tokens": a.max_tokens, "threads": a.threads, "ctx": a.ctx, "spec_n_max": a.spec_n_max,
-              "rounds": a.rounds,
-              "server": str(binary), "methods": rows}
-    md = table(rows)
-    print(md)
+              "rounds": a.rounds, "groups": _group_names(a.groups),
+              "server": str(binary) if binary else None, "methods": rows}
+    md = table(rows) if "llama-server plain" in rows else ""
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(result, indent=1) + "\n")
+    print(md or "\n".join(f"{n}: {r['tokens_per_s']:.1f} tokens/s" for n, r in rows.items()))
     if a.markdown:
         Path(a.markdown).write_text(md)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate homespec/data/prompts/: {train,dev,test,long,edit,edit-dev}.jsonl and long_material.json.
+"""Regenerate homespec/data/prompts/: train.jsonl.xz, {dev,test,long,edit,edit-dev}.jsonl and long_material.json.
 
     python scripts/build_prompts.py                 # the committed files (default seed)
     python scripts/build_prompts.py --seed 7 --out /tmp/p

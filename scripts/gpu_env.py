@@ -9,6 +9,9 @@ names it, and torch / triton never are. Then it checks again and names precisely
 missing. Exit 0 when everything required is there, 1 otherwise.
 
     python scripts/gpu_env.py --wheels .gpu-carry/call1/wheels --target /tmp/homespec-gpu/site --json env.json
+
+Beside the packages it records what the report names the run by: nvidia-smi's view of the GPU and
+`homespec probe --json` (this CPU's instruction sets).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import importlib
 import importlib.metadata as md
 import json
+import os
 import platform
 import re
 import shutil
@@ -30,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # distribution -> module it provides, where the two names differ
 MODULES = {"nvidia-ml-py": "pynvml", "pytest-timeout": "pytest_timeout", "llama-cpp-python": "llama_cpp"}
 # what the GPU steps use besides the runtime dependencies: (distribution, minimum, required?)
+# (llama-cpp-python is not among them: the check builds it there, from the source it carries)
 EXTRA = (("torch", "2.4", True), ("triton", "3.0", False), ("pytest", "8", True), ("pytest-timeout", "2", True),
-         ("hypothesis", "6", False), ("llama-cpp-python", "0.3", False),
-         ("diskcache", "5", False))  # diskcache: what a llama-cpp-python wheel imports
+         ("hypothesis", "6", False), ("diskcache", "5", True))  # diskcache: what llama-cpp-python imports
 NEVER_INSTALL = frozenset({"torch", "triton"})  # the machine's own builds (CUDA) must stay
 # runtime dependencies of `homespec serve` alone: no GPU step imports them (they need pydantic's
 # compiled core, which a pure-Python wheelhouse cannot carry), so their absence is only reported
@@ -105,6 +109,28 @@ def probe_tools() -> dict:
                 line = f"failed: {e}"
         out[name] = {"path": path, "version": line}
     return out
+
+
+def probe_gpu() -> dict:
+    """nvidia-smi's name, driver, memory, clocks and power limit of each GPU (read only)."""
+    fields = "name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}
+    rows = [dict(zip(fields.split(","), (x.strip() for x in line.split(",")))) for line in out.stdout.splitlines() if line]
+    return {"gpus": rows} if out.returncode == 0 else {"error": out.stderr.strip()[-300:]}
+
+
+def probe_host() -> dict:
+    """`homespec probe --json`: this machine's CPU and its instruction sets (an AMX Xeon: docs/backends.md)."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "homespec", "probe", "--json"], capture_output=True, text=True,
+                             timeout=120, cwd=ROOT)
+        return json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr.strip()[-300:]}
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+        return {"error": str(e)}
 
 
 def probe_cli() -> dict:
@@ -186,8 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings = [] if cli["ok"] else [f"`python -m homespec --help` fails ({cli['stderr_tail']}): the bench steps will too"]
     warnings += [f"{d['name']} {d['version']} is older than homespec's >={d['minimum']}" for d in dists if d["status"] == "older"]
     result = {"python": platform.python_version(), "executable": sys.executable, "platform": platform.platform(),
-              "dists": dists, "installed": installed, "torch": torch_info, "tools": probe_tools(), "cli": cli,
-              "problems": problems, "warnings": warnings}
+              "cpus": os.cpu_count(), "dists": dists, "installed": installed, "torch": torch_info, "tools": probe_tools(),
+              "nvidia_smi": probe_gpu(), "host": probe_host(), "cli": cli, "problems": problems, "warnings": warnings}
     if args.json_file:
         args.json_file.write_text(json.dumps(result, indent=2) + "\n")
     for d in dists:
@@ -195,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i in installed:
         print(f"  installed {i['name']} from {i.get('wheel')}" if i["installed"] else f"  could not install {i['name']}: {i['why']}")
     print(f"  torch {torch_info.get('version')} cuda {torch_info.get('cuda_build')} device {torch_info.get('device', '-')}")
+    for g in result["nvidia_smi"].get("gpus", []):
+        print("  nvidia-smi: " + ", ".join(f"{k} {v}" for k, v in g.items()))
     for name, t in result["tools"].items():
         print(f"  {name:<6} {t['version'] or 'not found'}")
     for w in warnings:

@@ -1,39 +1,43 @@
-"""Render the GPU check's results (scripts/gpu_check.sh) as the Markdown tables of docs/gpu.md.
+"""Render the GPU check's results (scripts/gpu_check.sh) as the Markdown of docs/gpu.md's results section.
 
-Reads every results folder given (the files each device call returned, or the docs/results/
-folder `gpu_check.sh collect` copied them to) and writes the tables between the markers
-`<!-- gpu-results:begin -->` and `<!-- gpu-results:end -->` of `--doc FILE` (or prints them),
-each GPU figure beside this project's CPU figure for the same thing:
+Reads the folders given (the files each device call returned, or the docs/results/ folder
+`gpu_check.sh collect` copied them to) and writes between `<!-- gpu-results:begin -->` and
+`<!-- gpu-results:end -->` of `--doc FILE` (or prints):
 
-* the torch-backend bench (tokens/s, speed-up, tokens per target pass, identical fraction);
-* verification-cost ratios T=8/T=1 and T=32/T=1 (T-node tree pass over a one-token pass);
-* the speed-up predicted from the 8B-shaped costs and the shipped head's acceptance, beside
-  `homespec plan`'s estimate;
-* the GGUF-backend bench, when the CUDA build of llama-cpp-python made it;
-* which steps of which call failed or were skipped.
+* the machine (nvidia-smi's GPU name, driver, torch/CUDA, CPU) and whether this was a CPU dry run;
+* **measured**: the 8B-shaped target's pass by tree size, the head's draft by depth, the host's step, the
+  shipped head on SmolLM2 beside plain decoding and llama-server, each call's steps against the plan;
+* **derived**: the speed-up an 8B user should expect on that GPU, tau x t(plain step) / t(speculative step),
+  with the step times measured on the 8B-shaped files and tau the shipped head's recorded acceptance or a
+  published head's reported one (PUBLISHED).
 
-    python scripts/gpu_report.py docs/results/2026-12-02-h200 --doc docs/gpu.md
+    python scripts/gpu_report.py docs/results/2026-12-10-h100 --doc docs/gpu.md
+    python scripts/gpu_report.py --gpu-name DIR...      the short GPU name collect files the results under
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import statistics
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- gpu-results:begin -->", "<!-- gpu-results:end -->"
-# This project's CPU figures (2-core x86, no GPU; docs/results/README.md says how each was made)
-CPU_TORCH_BENCH = ROOT / "docs/results/2026-12-01/head8-100-torch-tree.json"
-CPU_GGUF_BENCH = ROOT / "docs/results/2026-12-01/head8-100-gguf-tree.json"
-CPU_TORCH_CURVE = ROOT / "docs/results/2026-12-01/cost-curve-cpu-smollm2.json"
-# llama.cpp on this CPU, 2 threads, quiet: a batch of 1/2/4/8/16 tokens (docs/backends.md, "Measurements")
-CPU_LLAMACPP_BATCH_MS = {1: 6.7, 2: 13.0, 4: 18.8, 8: 32.9, 16: 56.5}
+SHIPPED = ROOT / "homespec/data/heads/smollm2-135m-instruct/acceptance.json"
+# Published tokens per target pass (tau) of Llama-3.1-8B heads, greedy (docs/gpu.md, "The 8B figures")
+PUBLISHED = (
+    ("EAGLE-3, Llama-3.1-8B (paper, Table 1, MT-bench, T=0)", 6.13),
+    ("EAGLE-2, Llama-3.1-8B (EAGLE-3 paper, Table 1, MT-bench, T=0)", 4.05),
+)
+SHAPES = {"chain5": (4, 1, 5), "tree48": (6, 8, 48)}  # bench_host_step's shapes: depth, top-k, nodes
 
 
-def _load(folders: Sequence[Path], name: str) -> dict | None:
+def load(folders: Sequence[Path], name: str) -> Any:
     for f in folders:
         p = f / name
         if p.is_file():
@@ -45,142 +49,209 @@ def _f(x: float | None, fmt: str = "{:.2f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def bench_table(guard: dict | None, noguard: dict | None, cpu_path: Path, title: str) -> list[str]:
-    """One row per method and guard setting, with this CPU's figures for the same method."""
-    if guard is None and noguard is None:
-        return [f"**{title}**: not measured (see the step status below)."]
-    first = guard or noguard
-    lines = [f"**{title}** ({first['n_prompts']} test prompts x {first['max_tokens']} tokens, greedy; "
-             f"{first['machine'].get('torch', '')} / llama_cpp {first['machine'].get('llama_cpp', '—')}):", "",
-             "| method | guard | tok/s | speed-up | tokens per target pass | spec tau | identical | CPU tok/s | CPU speed-up |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    cpu = json.loads(cpu_path.read_text()) if cpu_path.is_file() else None
-    cpu_m = (cpu or {}).get("methods", {})
-    for label, run in (("on", guard), ("off", noguard)):
-        if run is None:
-            continue
-        for name, m in run["methods"].items():
-            c = cpu_m.get(name, {})
-            lines.append(f"| {name} | {label} | {_f(m['tokens_per_s'], '{:.1f}')} | {_f(m['speedup'], 'x{:.2f}')} | "
-                         f"{_f(m['mean_accepted'])} | {_f(m.get('spec_tau'))} | {_f(m.get('identical_fraction'))} | "
-                         f"{_f(c.get('tokens_per_s'), '{:.1f}')} | {_f(c.get('speedup'), 'x{:.2f}')} |")
-    if cpu:
-        lines += ["", f"CPU columns: `{cpu_path.relative_to(ROOT)}` ({cpu['n_prompts']} prompts x {cpu['max_tokens']} "
-                  "tokens, this 2-core CPU, guard off, tree 6/8/48)."]
+def gpu_name(env: dict | None) -> str:
+    if not env:
+        return "unknown GPU"
+    gpus = (env.get("nvidia_smi") or {}).get("gpus") or []
+    return gpus[0]["name"] if gpus else (env.get("torch") or {}).get("device") or "no GPU"
+
+
+def short_gpu(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100'; the results folder's suffix."""
+    m = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Za-z]?)\b", name)
+    return (m.group(1) if m else re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu").lower()
+
+
+def machine_lines(env: dict | None, summaries: list[dict]) -> list[str]:
+    dry = any(s.get("dry_run") for s in summaries)
+    if env is None:
+        return ["Run: no env.json (call 1 did not return)."]
+    gpus = (env.get("nvidia_smi") or {}).get("gpus") or [{}]
+    g, t, host = gpus[0], env.get("torch") or {}, env.get("host") or {}
+    line = (f"Run: **{gpu_name(env)}** (driver {g.get('driver_version', '—')}, {g.get('memory.total', '—')}); "
+            f"torch {t.get('version', '—')}, CUDA {t.get('cuda_build', '—')}, Python {env.get('python')}; "
+            f"host CPU {host.get('cpu_name', '—')}, {env.get('cpus', '—')} cores.")
+    if dry:
+        line = "**A dry run on the CPU: tiny shapes, no GPU; not results.** " + line
+    return [line]
+
+
+def curve_table(cost: dict | None) -> list[str]:
+    if not cost:
+        return ["**8B-shaped target, pass by tree size**: not measured (see the steps below)."]
+    rows = {r["nodes"]: r for r in cost["curve"]}
+    t1 = rows[min(rows)]["pass_ms"]["median"]
+    lines = [f"**8B-shaped target (Llama-3.1-8B Q4_K_M, random weights), one verification pass by tree size** "
+             f"(measured: `scripts/gpu_llama_cost.py`, {cost['context']}-token context, median of {cost['repeats']}; "
+             f"flash attention {'on' if cost['device'].get('flash_attn') else 'off'}):", "",
+             "| tree nodes T | depth | pass ms | inside llama_decode ms | T / T=1 |", "|---:|---:|---:|---:|---:|"]
+    for n, r in sorted(rows.items()):
+        lines.append(f"| {n} | {r['depth']} | {r['pass_ms']['median']:.3f} | {r['llama_decode_ms']['median']:.3f} | "
+                     f"{r['pass_ms']['median'] / t1:.2f} |")
     return lines
 
 
-def _ratio(curve: dict | None, t: int) -> float | None:
-    if not curve:
-        return None
-    rows = {r["nodes"]: r["verify_ms"]["median"] for r in curve["curve"]}
-    return rows[t] / rows[1] if t in rows and 1 in rows else None
-
-
-def _t1(curve: dict | None) -> float | None:
-    if not curve:
-        return None
-    return next((r["verify_ms"]["median"] for r in curve["curve"] if r["nodes"] == 1), None)
-
-
-def cost_table(c8b: dict | None, csmol: dict | None, ccpu: dict | None) -> list[str]:
-    lines = ["**Verification cost** (a T-node tree pass over a one-token pass, after the committed context; "
-             "`scripts/gpu_cost_curve.py`):", "",
-             "| model | where | T=1 ms | T=8/T=1 | T=32/T=1 | T=64/T=1 |", "|---|---|---|---|---|---|"]
-    for c in (c8b, csmol, ccpu):
-        if c is None:
-            continue
-        where = f"{c['device']}, {c['dtype']}, context {c['context']}" + (" (tiny shape: a code-path check)" if c["tiny"] else "")
-        lines.append(f"| {c['shape']['name']} | {where} | {_f(_t1(c), '{:.3f}')} | {_f(_ratio(c, 8))} | "
-                     f"{_f(_ratio(c, 32))} | {_f(_ratio(c, 64))} |")
-    b = CPU_LLAMACPP_BATCH_MS
-    lines.append(f"| SmolLM2-135M Q4_1, llama.cpp | this CPU, 2 threads (docs/backends.md) | {b[1]} | {b[8] / b[1]:.2f} | "
-                 f"— (T=16: {b[16] / b[1]:.2f}) | — |")
-    if c8b is None:
-        lines += ["", "The 8B-shaped curve was not measured (see the step status below)."]
-    return lines
-
-
-def prediction_table(c8b: dict | None) -> list[str]:
-    if c8b is None:
+def draft_table(cost: dict | None) -> list[str]:
+    if not cost:
         return []
-    plan = c8b["planner"]
-    d = plan["default"]
-    by_shape = {(p["depth"], p["topk"], p["total"]): p for p in plan["at_recorded_shapes"]}
-    lines = [f"**Predicted speed-up of an 8B target with a head that accepts like the shipped one** "
-             f"({c8b['shape']['name']}, {c8b['device']}; measured costs in the planner's speed model, "
-             "tau / (verify + draft) over 1 / plain):", "",
-             "| draft shape | tau (recorded) | verify / plain | draft ms | predicted speed-up | planner, same shape and tau |",
-             "|---|---|---|---|---|---|"]
-    for p in c8b["predicted"]:
-        est = by_shape.get((p["depth"], p["topk"], p["total"]), {})
-        lines.append(f"| depth {p['depth']}, top-{p['topk']}, {p['total']} nodes | {p['tau']:.2f} | {p['verify_ratio']:.2f} | "
-                     f"{p['draft_ms']:.2f} | x{p['speedup']:.2f} | {_f(est.get('speedup'), 'x{:.2f}')} |")
-    lines += ["", f"`{plan['command']}` (its default draft, {d['tree_tokens']} nodes, tau {d['expected_tau']}): "
-              f"x{_f(d['speedup'])}, plain {_f(d['plain_ms'], '{:.2f}')} ms, verify {_f(d['verify_ms'], '{:.2f}')} ms, "
-              f"draft {_f(d['draft_ms'], '{:.2f}')} ms; measured plain {c8b['predicted'][0]['plain_ms']:.2f} ms."]
+    lines = ["", f"**8B-shaped head (EAGLE-3 for Llama-3.1-8B, q8_0) in llama.cpp, one draft by depth** (measured: "
+             f"`HeadDrafter.propose` after a step that committed {cost['accepted']} tokens):", "",
+             "| depth | top-k | nodes | draft ms | inside llama_process ms | head calls |", "|---:|---:|---:|---:|---:|---:|"]
+    for d in cost["drafts"]:
+        lines.append(f"| {d['depth']} | {d['topk']} | {d['total']} | {d['draft_ms']['median']:.3f} | "
+                     f"{d['llama_process_ms']['median']:.3f} | {d['head_calls']:.0f} |")
     return lines
 
 
-def status_lines(folders: Sequence[Path]) -> list[str]:
-    rows = []
-    for f in folders:
-        for p in sorted(f.glob("summary-part*.json")):
-            s = json.loads(p.read_text())
-            for st in s["steps"]:
-                if st["status"] != "ok":
-                    rows.append(f"| {s['part']} | {st['step']} | {st['status']} | {st.get('note') or ''} |")
+def host_rows(host: dict | None) -> dict[str, dict[str, float]]:
+    """Per shape: the median over rounds of each figure bench_host_step printed."""
+    out: dict[str, dict[str, float]] = {}
+    for r in (host or {}).get("rounds", []):
+        out.setdefault(r["shape"], {k: [] for k in ("step_ms", "decode_ms", "host_ms", "head_process_ms", "draft_ms")})
+        for k in out[r["shape"]]:
+            out[r["shape"]][k].append(r[k])
+    return {s: {k: statistics.median(v) for k, v in d.items()} for s, d in out.items()}
+
+
+def host_table(host: dict | None) -> list[str]:
+    rows = host_rows(host)
     if not rows:
-        return ["Every step of every call passed."]
-    return ["| call | step | status | note |", "|---|---|---|---|", *rows]
+        return ["", "**8B-shaped host step**: not measured (see the steps below)."]
+    lines = ["", f"**8B-shaped engine step** (measured: `scripts/bench_host_step.py --drafter head`, {host['steps']} steps x "
+             f"{len(host['rounds']) // max(1, len(rows))} rounds, medians; host = the step less llama_decode and the "
+             "head's llama_process):", "",
+             "| shape | step ms | llama_decode ms | head llama_process ms | host ms | of which drafting |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for shape, r in rows.items():
+        lines.append(f"| {shape} | {r['step_ms']:.3f} | {r['decode_ms']:.3f} | {r['head_process_ms']:.3f} | "
+                     f"{r['host_ms']:.3f} | {r['draft_ms']:.3f} |")
+    return lines
+
+
+def shipped_taus() -> dict[tuple[int, int, int], float]:
+    doc = json.loads(SHIPPED.read_text())
+    return {(s["depth"], s["topk"], s["total"]): s["tau"] for s in doc["shapes"]}
+
+
+def predicted(host: dict | None) -> list[dict[str, Any]]:
+    """Derived: tau x t(plain) / t(shape) for the shipped head's recorded taus and the published ones."""
+    rows = host_rows(host)
+    if "plain" not in rows:
+        return []
+    plain = rows["plain"]["step_ms"]
+    taus = shipped_taus()
+    cases = [(f"shipped head (SmolLM2), recorded at {'/'.join(map(str, SHAPES[s]))}", taus.get(SHAPES[s]), s)
+             for s in ("chain5", "tree48")]
+    cases += [(name, tau, "tree48") for name, tau in PUBLISHED]
+    out = []
+    for name, tau, shape in cases:
+        if tau is None or shape not in rows:
+            continue
+        step = rows[shape]["step_ms"]
+        out.append({"tau_source": name, "tau": tau, "shape": shape, "plain_ms": plain, "step_ms": step,
+                    "plain_tokens_per_s": 1000 / plain, "tokens_per_s": 1000 * tau / step, "speedup": tau * plain / step})
+    return out
+
+
+def prediction_table(host: dict | None, gpu: str) -> list[str]:
+    rows = predicted(host)
+    if not rows:
+        return []
+    lines = ["", f"**What an 8B user should expect on this machine ({gpu})** (derived: tau x t(plain step) / t(speculative step), "
+             "the step times measured above on the 8B-shaped files, tau from the source named; the published taus "
+             "are the papers' trees, applied here to homespec's 48-node tree):", "",
+             "| tau from | tau | shape | plain tok/s | speculative tok/s | speed-up |", "|---|---:|---|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['tau_source']} | {r['tau']:.2f} | {r['shape']} | {r['plain_tokens_per_s']:.1f} | "
+                     f"{r['tokens_per_s']:.1f} | x{r['speedup']:.2f} |")
+    return lines
+
+
+def bench_table(bench: dict | None) -> list[str]:
+    if not bench:
+        return ["", "**SmolLM2-135M + the shipped head**: not measured (see the steps below)."]
+    methods = bench["methods"]
+    none = (methods.get("homespec none") or {}).get("tokens_per_s")
+    lines = ["", f"**SmolLM2-135M-Instruct Q4_1 + the shipped EAGLE-3.1 head** (measured: `scripts/bench_llamacpp.py`, "
+             f"{bench['prompts']} test prompts x {bench['max_tokens']} tokens, greedy, decode time):", "",
+             "| method | tok/s | vs homespec none | tokens per target pass | = none's answers | = llama-server plain's |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, r in methods.items():
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error'][:120]} | | | | |")
+            continue
+        ratio = r["tokens_per_s"] / none if none else None
+        lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {_f(ratio, 'x{:.2f}')} | {_f(r.get('tokens_per_pass'))} | "
+                     f"{_f(r.get('identical_to_homespec_none'), '{:.0%}')} | {_f(r.get('identical_to_llama_server_plain'), '{:.0%}')} |")
+    return lines
+
+
+def junit_line(folders: Sequence[Path], name: str, title: str) -> list[str]:
+    for f in folders:
+        p = f / name
+        if p.is_file():
+            s = ET.parse(p).getroot()
+            s = s if s.tag == "testsuite" else s.find("testsuite")
+            a = s.attrib
+            return [f"{title}: {a.get('tests')} tests, {a.get('failures')} failed, {a.get('errors')} errors, "
+                    f"{a.get('skipped')} skipped (measured: `{name}`)."]
+    return []
+
+
+def steps_table(summaries: list[dict], plan: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["", "**Steps** (seconds measured on the machine; the plan's estimate beside, scripts/gpu_plan.py):", "",
+             "| call | step | status | seconds | planned | note |", "|---:|---|---|---:|---:|---|"]
+    for s in sorted(summaries, key=lambda d: d["part"]):
+        for r in s["steps"]:
+            est = plan.get(s.get("kind", ""), {}).get(r["step"])
+            lines.append(f"| {s['part']} | {r['step']} | {r['status']} | {r['seconds']} | {_f(est, '{:.0f}')} | {r['note']} |")
+    total = sum(s.get("seconds", 0) for s in summaries)
+    lines += ["", f"The calls' own time: {total} s (the machine's start and the transfers come on top)."]
+    return lines
 
 
 def render(folders: Sequence[Path]) -> str:
-    env = _load(folders, "env.json") or {}
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gpu_plan import STEPS
+
+    env = load(folders, "env.json")
     summaries = [json.loads(p.read_text()) for f in folders for p in sorted(f.glob("summary-part*.json"))]
-    dry = any(s.get("dry_run") for s in summaries)
-    torch_info = env.get("torch", {})
-    head = [f"Run: {'a dry run on the CPU (tiny shapes, 1 prompt x 8 tokens): code paths only, not results' if dry else torch_info.get('device', 'GPU')}"
-            f"; torch {torch_info.get('version', '?')}, CUDA {torch_info.get('cuda_build') or '—'}, Python {env.get('python', '?')}."]
-    parts = [head,
-             bench_table(_load(folders, "bench-torch-guard.json"), _load(folders, "bench-torch-noguard.json"),
-                         CPU_TORCH_BENCH, "Torch backend, SmolLM2-135M-Instruct + the shipped head"),
-             cost_table(_load(folders, "cost-curve-8b.json"), _load(folders, "cost-curve-smollm2.json"),
-                        _load([CPU_TORCH_CURVE.parent], CPU_TORCH_CURVE.name)),
-             prediction_table(_load(folders, "cost-curve-8b.json")),
-             bench_table(None, _load(folders, "bench-gguf.json"), CPU_GGUF_BENCH,
-                         "GGUF backend (llama-cpp-python built for CUDA), guard off"),
-             ["**Steps that did not pass**:", "", *status_lines(folders)]]
-    return "\n".join(line for block in parts if block for line in (*block, ""))
+    cost, host, bench = load(folders, "cost-8b.json"), load(folders, "host-8b.json"), load(folders, "bench-smollm2.json")
+    plan = {kind: {s.name: s.seconds for s in steps} for kind, steps in STEPS.items()}
+    gpu = gpu_name(env)
+    lines = machine_lines(env, summaries) + [""] + curve_table(cost) + draft_table(cost) + host_table(host)
+    lines += prediction_table(host, gpu) + bench_table(bench) + [""]
+    lines += junit_line(folders, "pytest-gpu.xml", "torch GPU tests (`pytest tests/gpu`, a process of their own)")
+    lines += junit_line(folders, "pytest-smollm2.xml", "torch SmolLM2 GPU test")
+    lines += steps_table(summaries, plan)
+    return "\n".join(lines) + "\n"
 
 
-def write_doc(doc: Path, text: str) -> None:
-    page = doc.read_text()
-    if BEGIN not in page or END not in page:
-        raise SystemExit(f"error: {doc} has no {BEGIN} ... {END} block\nhint: add the two markers where the tables go")
-    before, rest = page.split(BEGIN, 1)
-    _, after = rest.split(END, 1)
-    doc.write_text(f"{before}{BEGIN}\n{text.rstrip()}\n{END}{after}")
+def write_doc(doc: Path, body: str) -> None:
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"error: {doc} has no {BEGIN} ... {END} block\nhint: add the two markers where the results go")
+    head, rest = text.split(BEGIN, 1)
+    doc.write_text(head + BEGIN + "\n" + body + END + rest.split(END, 1)[1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folders", nargs="+", type=Path, help="results folders (files returned by the device calls)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--doc", type=Path, default=None, help="write the tables into this page's results block")
-    args = ap.parse_args(argv)
-    missing = [str(f) for f in args.folders if not f.is_dir()]
-    if missing:
-        print(f"error: no folder {', '.join(missing)}\nhint: pass the folders the device calls returned", file=sys.stderr)
-        return 2
-    if not any(f.glob("summary-part*.json") for f in args.folders):
-        print("error: no summary-part*.json in the folders given\nhint: pass the files of `gpu_check.sh part N` calls",
-              file=sys.stderr)
-        return 1
-    text = render(args.folders)
-    if args.doc:
-        write_doc(args.doc, text)
+    ap.add_argument("--gpu-name", action="store_true", help="print the short GPU name (h100, h200) and stop")
+    a = ap.parse_args(argv)
+    if a.gpu_name:
+        env = load(a.folders, "env.json")
+        if env is None:
+            return 1
+        print(short_gpu(gpu_name(env)))
+        return 0
+    body = render(a.folders)
+    if a.doc:
+        write_doc(a.doc, body)
     else:
-        print(text)
+        sys.stdout.write(body)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +52,22 @@ def test_a_saved_head_is_readable_by_others(tmp_path):
         os.umask(old)
     for name in ("config.json", "model.safetensors"):
         assert stat.S_IMODE((tmp_path / "head" / name).stat().st_mode) == 0o644
+
+
+def test_a_writers_system_failure_is_an_oserror_whatever_it_raised(tmp_path):
+    """safetensors (Rust) reports a full disk as SafetensorError("... (os error 28)"): an OSError
+    with that errno comes out, and no temporary file stays behind."""
+    import errno
+
+    class SafetensorLike(Exception):
+        pass
+
+    def full(tmp: str) -> None:
+        Path(tmp).write_bytes(b"partial")
+        raise SafetensorLike("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    with pytest.raises(OSError) as e:
+        write_with(tmp_path / "head.safetensors", full)
+    assert e.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError):  # anything else is what it was
+        write_with(tmp_path / "x", lambda tmp: (_ for _ in ()).throw(ValueError("bad")))

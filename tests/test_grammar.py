@@ -59,6 +59,26 @@ def test_a_tree_is_pruned_to_the_grammar_with_each_nodes_mask(tok, vocab):
     assert np.array_equal(masks[2], guide.mask())
 
 
+def test_a_draft_past_the_grammars_end_keeps_the_end_and_the_committed_state(tok, vocab):
+    """A lookup copying an earlier answer's end drafts `}` and then end-of-generation tokens: the
+    grammar ends at `}` (the matcher stops), so the tree keeps `}` and nothing after it, the row
+    after `}` allows only the end of generation, and the matcher is back at the committed state. A
+    stopped matcher takes no token and rolls back none it did not take: counting the ones after the
+    end in the rollback ate into the committed tokens, and a later step broke the grammar."""
+    guide = json_object(vocab).start()
+    committed = tok.encode('{"a": 1', add_bos=False)  # the pending root included
+    guide.advance(committed)
+    before = guide.mask()
+    close, eos = _one(tok, "}"), min(tok.eos_ids)
+    tree = DraftTree.of([committed[-1], close, eos, eos, eos], [-1, 0, 1, 2, 3])
+    kept, masks = guide.prune(tree)
+    assert kept.tokens.tolist() == [committed[-1], close] and len(masks) == 2
+    assert set(np.flatnonzero(masks[1])) == set(tok.eos_ids)
+    assert np.array_equal(guide.mask(), before)  # back at the committed state
+    guide.advance([close, eos])
+    assert guide.done and not guide.matcher.is_error()
+
+
 @pytest.mark.slow
 def test_masked_rejection_sampling_draws_from_the_constrained_distribution(tok, vocab):
     """Contract 2 with the grammar's distribution as the target's: the first emitted token's

@@ -28,7 +28,10 @@ def test_each_sequence_brings_the_drafts_kv_too():
     assert without.settings.n_seq >= with_draft.settings.n_seq
     draft_kv = sum(i.bytes for i in with_draft.items if i.name == "draft KV")
     one = make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, ctx=32768)
-    assert draft_kv == with_draft.settings.n_seq * sum(i.bytes for i in one.items if i.name == "draft KV")
+    # each lane brings its own cells; llama.cpp pads the whole cache (not each lane) to 256 cells
+    per_lane = sum(i.bytes for i in one.items if i.name == "draft KV")
+    assert draft_kv == pytest.approx(with_draft.settings.n_seq * per_lane, rel=0.01)
+    assert draft_kv <= with_draft.settings.n_seq * per_lane
 
 
 def test_parallel_and_max_parallel_together_is_a_usage_error():

@@ -21,7 +21,7 @@ def _seventy_b_on_a_4090(ram_gib: float):
 
 
 def test_a_plan_over_only_by_its_draft_says_draft_none_with_headroom_and_speed():
-    plan = _seventy_b_on_a_4090(24)
+    plan = _seventy_b_on_a_4090(21)
     assert plan.verdict == NO_FIT and plan.estimate.pays is False
     bare = advise(solve(plan.model, None, plan.machine, plan.settings))
     assert bare.fits and bare.settings.n_gpu_layers > plan.settings.n_gpu_layers  # the head's GPU room takes layers
@@ -52,23 +52,23 @@ def test_a_draft_that_pays_gets_no_draft_none_advice():
 
 
 def test_plan_json_carries_the_draft_none_suggestion(capsys):
-    code = main(["plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "24", "--json"])
+    code = main(["plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "21", "--json"])
     p = json.loads(capsys.readouterr().out)
     assert code == 3 and p["verdict"] == "does_not_fit"
     assert any(s.startswith("--draft none fits with ") and s.endswith(" tok/s without speculation")
                for s in p["suggestions"])
-    code = main(["plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "24", "--draft", "none", "--json"])
+    code = main(["plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--ram", "21", "--draft", "none", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["fits"]
 
 
 def test_a_calibrated_plan_gives_calibrated_speeds_in_its_draft_advice(tmp_path):
-    base = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=24)
+    base = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=21)
     plain = base.estimate.plain_tokens_per_s
     bench = tmp_path / "bench.json"  # a bench that measured half the estimated plain speed
     bench.write_text(json.dumps({"methods": {"none": {"tokens_per_s": plain / 2, "mean_accepted": 1.0}},
                                  "plan_estimate": {"plain_tokens_per_s": plain}}))
-    cal = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=24, calibrate=str(bench))
-    bare = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=24, draft="none", calibrate=str(bench))
+    cal = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=21, calibrate=str(bench))
+    bare = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=21, draft="none", calibrate=str(bench))
     assert bare.estimate.plain_tokens_per_s < plain * 0.6
     assert any(s.startswith("--draft none fits") and s.endswith(f", {bare.estimate.plain_tokens_per_s:,.1f} tok/s "
                                                                  "without speculation") for s in cal.suggestions)

@@ -14,7 +14,7 @@ import pytest
 from homespec.errors import HomespecError, UsageError
 from homespec.longprompts import approx_tokens, long_prompts
 from homespec.longprompts.material import MATERIAL_PATH, load_source
-from homespec.promptsets import DATA_DIR, PromptItem, load_prompts, read_prompts_file
+from homespec.promptsets import DATA_DIR, PromptItem, load_prompts, read_prompts_file, read_text, split_path
 from tools.promptgen import edits
 from tools.promptgen.build import (
     CATEGORY_POOLS,
@@ -137,7 +137,7 @@ def test_packaged_files_equal_a_fresh_build(built, packaged):
     """Same seed -> byte-identical files: the committed JSONL is exactly what the generator makes now."""
     for split in ("train", "dev", "test"):
         fresh = "".join(item_to_json(i) + "\n" for i in built[split].items)
-        assert fresh == (DATA_DIR / f"{split}.jsonl").read_text(encoding="utf-8"), split
+        assert fresh == read_text(split_path(split)), split
     fresh_long = "".join(item_to_json(i) + "\n" for i in build_long_sample(DEFAULT_SEED))
     assert fresh_long == (DATA_DIR / "long.jsonl").read_text(encoding="utf-8")
     assert source_json() == MATERIAL_PATH.read_bytes()
@@ -279,3 +279,22 @@ def test_read_prompts_file_missing_or_empty(tmp_path):
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(HomespecError, match="no prompts"):
         read_prompts_file(empty)
+
+
+def test_read_prompts_file_reads_xz_and_names_a_damaged_one(tmp_path):
+    """A `.jsonl.xz` reads as its JSONL (the packaged train set is stored so); damaged xz is one error."""
+    import lzma
+
+    packed = tmp_path / "mine.jsonl.xz"
+    packed.write_bytes(lzma.compress(json.dumps({"prompt": "Hello there"}).encode() + b"\n"))
+    assert read_prompts_file(packed) == [PromptItem("mine-1", "user", ("Hello there",))]
+    damaged = tmp_path / "bad.jsonl.xz"
+    damaged.write_bytes(b"not xz at all")
+    with pytest.raises(HomespecError, match="not valid xz data") as info:
+        read_prompts_file(damaged)
+    assert "xz" in info.value.hint
+
+
+def test_the_train_set_is_stored_compressed():
+    assert split_path("train").name == "train.jsonl.xz" and split_path("train").is_file()
+    assert not (DATA_DIR / "train.jsonl").exists() and split_path("dev").name == "dev.jsonl"

@@ -584,13 +584,14 @@ def test_draft_train_options_default_to_the_train_config():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"epochs": 0}, "--epochs must be at least 1, got 0"),
-    ({"tokens": 0}, "--tokens must be at least 1"),
-    ({"draft_vocab": 1}, "--draft-vocab must be at least 2"),
+    ({"epochs": 0}, "--epochs 0: 0 is outside [1, 1000]"),
+    ({"tokens": 0}, "--tokens 0: 0 is outside [1, 10000000000]"),
+    ({"draft_vocab": 1}, "--draft-vocab 1: 1 is outside [2, 1048576]"),
+    ({"ttt_steps": 1_000_000}, "--ttt-steps 1000000: 1000000 is outside [1, 32]"),
     ({"hidden_weight": -1.0}, "--hidden-weight -1.0: -1 is outside [0, 1000]"),
     ({"hidden_weight": float("nan")}, "--hidden-weight nan: nan is not a finite number"),
     ({"lr": float("nan")}, "lr nan is not a finite number"),
-    ({"skip_shards": -1}, "--skip-shards must be at least 0"),
+    ({"skip_shards": -1}, "--skip-shards -1: -1 is outside [0, 1048576]"),
     ({"batch_tokens": 0}, "batch_tokens must be at least 1"),
     ({"lr": 0.0}, "lr must be positive"),
     ({"backend": "exl2"}, "--backend exl2 cannot generate training data"),
@@ -645,7 +646,7 @@ def test_draft_train_refuses_bad_settings_before_reading_anything(capsys, tmp_pa
     code = main(["draft", "train", "--target", str(tmp_path / "missing.gguf"), "--out", str(tmp_path / "run"),
                  "--epochs", "0"])
     lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and lines == ["error: --epochs must be at least 1, got 0", "hint: e.g. --epochs 2"]
+    assert code == 2 and lines == ["error: --epochs 0 is outside [1, 1000]", "hint: use --epochs 2"]
     assert not (tmp_path / "run").exists()
 
 

@@ -46,6 +46,7 @@ class BackendEntry:
     gguf_only: bool = False  # reads GGUF files only: a directory is refused before anything loads
     torch_device: bool = False  # runs on a torch device: --device applies, a head drafts beside it
     seq_per_leaf: bool = False  # verifies each leaf of a draft tree as a sequence of its own (at most MAX_SEQ)
+    check_device: Callable[[str], None] = lambda device: None  # a torch device is one torch sees (torch_device)
 
 
 def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
@@ -55,6 +56,12 @@ def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
     if plan is not None:
         return TorchBackend.from_settings(path, torch_settings(plan, device=a.device))
     return TorchBackend.load(path, device=a.device, max_context=a.ctx)
+
+
+def _torch_device(device: str) -> None:
+    from homespec.backends.torch.devices import check_device
+
+    check_device(device)
 
 
 def _load_llamacpp(path: str, plan: Any, a: LoadArgs) -> "Backend":
@@ -81,7 +88,7 @@ def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":
 
 BACKENDS: dict[str, BackendEntry] = {
     "torch": BackendEntry(name="torch", load=_load_torch, settings=torch_settings, placer=PLACERS["torch"],
-                          torch_device=True),
+                          torch_device=True, check_device=_torch_device),
     "llamacpp": BackendEntry(name="llamacpp", load=_load_llamacpp, settings=settings_from_plan,
                              placer=PLACERS["llamacpp"], lanes=True, gguf_only=True,
                              seq_per_leaf=True),

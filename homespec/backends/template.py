@@ -11,7 +11,7 @@ import datetime
 import json
 from typing import Any, Sequence
 
-from homespec.errors import FormatError, HomespecError
+from homespec.errors import FormatError, HomespecError, UsageError
 
 
 def _template_env() -> Any:
@@ -48,9 +48,10 @@ class ChatTemplate:
     def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool, **extra: Any) -> str:
         """The prompt; `extra`: more variables (tools, enable_thinking, reasoning_effort, ...)."""
         if not self.source:
-            raise HomespecError(
+            raise UsageError(
                 f"{self.origin} has no chat template",
-                hint="use `homespec generate` with a plain prompt, or a model with a chat template",
+                hint="pass --no-chat to read the prompt as plain text (`homespec generate --no-chat`), "
+                     "or use a model with a chat template",
             )
         if self._compiled is None:
             from jinja2 import TemplateError

@@ -15,7 +15,8 @@ from typing import Callable, TextIO
 
 from homespec.chat.readout import Answer, Totals, figures
 from homespec.chat.store import ChatFile, SavedChat, is_chat_file
-from homespec.errors import HomespecError
+from homespec import userfiles
+from homespec.errors import HomespecError, UsageError
 from homespec.session import Session, StepFigures, TextDelta
 from homespec.speculative.steps import Limits
 from homespec.termline import DIM, RESET, StatusLine, is_terminal, quiet_input
@@ -200,13 +201,18 @@ class Chat:
             self._note("usage: /save FILE")
             return
         target = Path(path).expanduser()
+        try:  # a directory, a FIFO, a device or a folder it may not write in: said before anything opens it
+            userfiles.writable(path, "/save", "chat.json")
+        except UsageError as e:
+            self._note(f"error: {e.message}\nhint: {e.hint}")
+            return
         if target.exists() and not is_chat_file(target):  # never replace a file that is not a saved chat
             self._note(f"error: {path} exists and is not a saved homespec chat\nhint: /save a new file name")
             return
         try:
             ChatFile(target).write(self.messages(), model=self.session.model_path, method=self.session.options.method)
         except OSError as e:
-            self._note(f"could not save to {path}: {e.strerror or e}")
+            self._note(f"could not save to {path}: {userfiles.write_error(e, path).message}")
             return
         self._note(f"saved {len(self.history)} messages to {path}")
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from homespec import userfiles
 from homespec.errors import HomespecError, UsageError
 
 ENV_DIR = "HOMESPEC_CHATS_DIR"
@@ -95,29 +96,29 @@ def find(ref: str | None) -> Path:
             raise UsageError(f"no saved chats in {folder}", hint="start one with `homespec chat`; it is saved as you go")
         return saved[-1]
     for path in (Path(ref).expanduser(), folder / ref, folder / f"{ref}.json"):
-        if path.is_file():
-            return path
+        if userfiles.existing(str(path), "saved chat", userfiles.CHAT) is not None and not path.is_dir():
+            return path  # a FIFO or a device is refused here, by what it is, before anything opens it
     raise UsageError(f"no saved chat '{ref}' (neither a file nor an id in {folder})",
                      hint="`homespec chat --resume` continues the latest; ids are the file names in that folder")
 
 
 def is_chat_file(path: Path) -> bool:
-    """Whether `path` holds a chat homespec wrote (its JSON says `"format": "homespec-chat"`)."""
+    """Whether `path` holds a chat homespec wrote (its JSON says `"format": "homespec-chat"`); what is
+    no regular file, or too large for a chat, is not one (and is never opened)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(userfiles.read_text(str(path), None, userfiles.CHAT))
+    except (HomespecError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and data.get("format") == FORMAT
 
 
 def load(path: Path) -> SavedChat:
     """Read a chat written by homespec (autosaved or /save); a damaged one is a one-line error."""
+    raw = userfiles.read_bytes(str(path), "--resume", userfiles.CHAT)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise HomespecError(f"cannot read saved chat {path}: {e.strerror}", hint="check the file's permissions") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _corrupt(path, f"not JSON ({e})") from None
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise _corrupt(path, f"not JSON ({' '.join(str(e).split())})") from None
     messages = data.get("messages") if isinstance(data, dict) else None
     if not isinstance(messages, list) or not all(_is_message(m) for m in messages):
         raise _corrupt(path, "no list of {role, content} messages")

@@ -75,12 +75,50 @@ def first_json(text: str) -> tuple[Any, int] | None:
     return value, end
 
 
-def call_schema(tools: Sequence[dict[str, Any]], name_key: str = "name", args_key: str = "arguments") -> dict:
-    """The JSON schema of one call object {name, arguments} of any of `tools`."""
-    options = [{"type": "object", "properties": {name_key: {"const": t["function"]["name"]},
-                                                 args_key: parameters(t)},
-                "required": [name_key, args_key], "additionalProperties": False} for t in tools]
-    return options[0] if len(options) == 1 else {"anyOf": options}
+def call_schema(tools: Sequence[dict[str, Any]], name_key: str = "name", args_key: str = "arguments",
+                at: str = "") -> dict:
+    """The JSON schema of one call object {name, arguments} of any of `tools`. `at`: where this
+    schema sits in the document it is written into (a JSON pointer; "" for its root): each tool's
+    own references (`#/$defs/Loc`, what pydantic writes for nested models) are rebased onto the
+    place its parameters take there, so they resolve as they did in the tool's own schema."""
+    one = len(tools) == 1
+    options = [{"type": "object",
+                "properties": {name_key: {"const": t["function"]["name"]},
+                               args_key: rebased(parameters(t), f"{at}{'' if one else f'/anyOf/{i}'}"
+                                                                f"/properties/{_escape(args_key)}")},
+                "required": [name_key, args_key], "additionalProperties": False} for i, t in enumerate(tools)]
+    return options[0] if one else {"anyOf": options}
+
+
+# keywords whose values are data, not schemas: a "$ref" inside them is left alone
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples", "example"})
+
+
+def rebased(schema: Any, at: str) -> Any:
+    """`schema` with every document-local reference (`#`, `#/...`) moved under the JSON pointer
+    `at`: the schema as it reads once embedded there. Other references (URLs, `other.json#/x`) stay."""
+    if not at:
+        return schema
+    if isinstance(schema, list):
+        return [rebased(v, at) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str) and value.startswith("#"):
+            out[key] = "#" + at + value[1:] if value[1:2] in ("", "/") else value  # "#anchor" names no path
+        elif key in _DATA_KEYWORDS:
+            out[key] = value
+        elif key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
+            out[key] = {k: rebased(v, at) for k, v in value.items()} if isinstance(value, dict) else value
+        else:
+            out[key] = rebased(value, at)
+    return out
+
+
+def _escape(key: str) -> str:
+    """A key as one JSON pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def parameters(tool: dict[str, Any]) -> dict:

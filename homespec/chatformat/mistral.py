@@ -36,7 +36,7 @@ class Mistral:
         return Parsed(content.strip(), tuple(calls))
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
-        items = {"type": "array", "items": call_schema(tools), "minItems": 1}
+        items = {"type": "array", "items": call_schema(tools, at="/items"), "minItems": 1}
         if not parallel:
             items["maxItems"] = 1
         return f"start: {term(MARK)} calls\ncalls: {lark_json(items)}\n"

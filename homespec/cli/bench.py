@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec import limits
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt,
-    TopkOpt, WindowOpt, DraftDtypeOpt, RunArgs, max_tokens_opt,
+    TopkOpt, WindowOpt, DraftDtypeOpt, RunArgs, max_tokens_opt, number,
 )
 from homespec.errors import UsageError
 from homespec.plan.settings import DEFAULT_CTX
@@ -48,21 +49,12 @@ def _legacy_json_file(args: list[str]) -> list[str]:
 
 
 def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
-    """A results file that cannot be written is refused before the bench runs, not after."""
-    if path is None:
-        return
-    import os
-    from pathlib import Path
+    """A results file that cannot be written (a directory, a FIFO, a folder this process may not
+    write in) is refused before the bench runs, not after (homespec.userfiles)."""
+    if path is not None:
+        from homespec.userfiles import writable
 
-    from homespec.atomic import nearest_existing
-
-    p = Path(path)
-    if p.is_dir() or path.endswith((os.sep, "/")):  # "x/" names a directory even before it exists
-        raise UsageError(f"{flag} {path} is a directory", hint=f"name a file, e.g. {flag} {p / example}")
-    parent = nearest_existing(p)
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: {parent} is a file, not a directory",
-                         hint=f"name a file in a directory, e.g. {flag} {example}")
+        writable(path, flag, example)
 
 
 @app.command(cls=_BenchCommand)
@@ -73,7 +65,7 @@ def bench(
     backend: BackendOpt = "llamacpp",
     prompts: Annotated[Optional[str], typer.Option("--prompts", help="A packaged set (test, dev, edit: code and prose edits, edit-dev) or a JSONL file ('prompt' or 'turns'); default: homespec's held-out test prompts.")] = None,
     category: Annotated[Optional[str], typer.Option("--category", help="Only prompts of these categories (comma list), e.g. chat; results are reported per category.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Prompts to run.")] = 20,
+    limit: Annotated[int, number(limits.LIMIT, help="Prompts to run.")] = 20,
     max_tokens: Annotated[int, max_tokens_opt("Tokens per prompt.")] = 128,
     temperature: TemperatureOpt = 0.0,
     seed: SeedOpt = 0,
@@ -87,7 +79,7 @@ def bench(
     long: Annotated[bool, typer.Option("--long", help="Long-context prompts (512, 1K, 2K, 4K, 8K tokens... up to --ctx); results by context position and prompt length.")] = False,
     window: WindowOpt = None,
     draft_dtype: DraftDtypeOpt = "q8_0",
-    repeat: Annotated[int, typer.Option("--repeat", help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
+    repeat: Annotated[int, number(limits.REPEAT, help="Rounds per prompt (methods' order alternating); per-prompt figures are the median round.")] = 1,
     lockstep: Annotated[bool, typer.Option("--lockstep", help="Run the methods on each prompt together, one step of each in turn: per-prompt ratios immune to machine speed drift.")] = False,
     json_stdout: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout, instead of the table (as on every command; `--json FILE` still writes FILE, as --json-out does).")] = False,
     json_file: Annotated[Optional[str], typer.Option("--json-out", help="Write the results as JSON to FILE (`-`: stdout, as --json).")] = None,
@@ -96,7 +88,7 @@ def bench(
     against_: Annotated[Optional[str], typer.Option("--against", help="Also run llama.cpp's own `llama-server` on the same prompts (greedy): plain, and with --server-draft its eagle3 drafter.")] = None,
     server: Annotated[Optional[str], typer.Option("--server", help="The llama-server binary. Default: scripts/build_llamacpp_tools.sh's build.")] = None,
     server_draft: Annotated[Optional[str], typer.Option("--server-draft", help="An eagle3 GGUF (homespec draft export) for llama-server's drafter.")] = None,
-    server_draft_n: Annotated[int, typer.Option("--server-draft-n", help="llama-server's --spec-draft-n-max.")] = 4,
+    server_draft_n: Annotated[int, number(limits.SERVER_DRAFT_N, help="llama-server's --spec-draft-n-max.")] = 4,
 ) -> None:
     """Run methods side by side on a prompt set: tokens/s, speedup, acceptance, latency, exactness."""
     from rich.progress import Progress
@@ -105,8 +97,6 @@ def bench(
     from homespec.session.encode import prompt_tokens
 
     names = _method_names(methods)
-    if limit < 1:
-        raise UsageError("--limit must be positive", hint="e.g. --limit 20")
     if json_file == "-":
         json_stdout, json_file = True, None
     for flag, path, example in (("--json-out", json_file, "bench.json"), ("--markdown", markdown_file, "bench.md"),
@@ -176,6 +166,7 @@ def _write_results(result, record: dict, side: str, json_stdout: bool, json_file
     """The table (or JSON) on stdout, and the files asked for; `side`: the table beside llama-server."""
     from homespec.atomic import write_bytes
     from homespec.bench.report import markdown, plot, render
+    from homespec.userfiles import write_error
 
     if json_stdout:
         print(json.dumps(record, indent=2))
@@ -183,12 +174,16 @@ def _write_results(result, record: dict, side: str, json_stdout: bool, json_file
         render(result, _stdout())
         if side:
             print("\nbeside llama-server (same prompts, greedy):\n" + side)
-    if json_file:
-        write_bytes(json_file, (json.dumps(record, indent=2) + "\n").encode())
-    if markdown_file:
-        write_bytes(markdown_file, (markdown(result) + ("\n" + side if side else "")).encode())
-    if plot_file:
-        plot(result, plot_file)
+    table = markdown(result) + ("\n" + side if side else "") if markdown_file else ""
+    for flag, path, write in (
+            ("--json-out", json_file, lambda p: write_bytes(p, (json.dumps(record, indent=2) + "\n").encode())),
+            ("--markdown", markdown_file, lambda p: write_bytes(p, table.encode())),
+            ("--plot", plot_file, lambda p: plot(result, p))):
+        if path:
+            try:
+                write(path)
+            except OSError as e:  # a disk that filled during the run
+                raise write_error(e, path, flag) from None
 
 
 def _check_against(against: Optional[str], server: Optional[str], server_draft: Optional[str], temperature: float,

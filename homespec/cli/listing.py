@@ -52,7 +52,13 @@ def _verdict(model: LocalModel, gpu: str, ctx: int | None) -> LocalModel:
 
 
 def list_models(gpu: str | None = None, ctx: int | None = None) -> list[LocalModel]:
-    """What Ollama, LM Studio and the hub cache hold; with `gpu`, each one's plan verdict there."""
+    """What Ollama, LM Studio and the hub cache hold; with `gpu`, each one's plan verdict there
+    (`gpu` checked first, as `plan --gpu` checks it: a name the catalogue lacks is a usage error
+    even when no model is found)."""
+    if gpu is not None:
+        from homespec.plan.machine import machine_from_args
+
+        machine_from_args(gpu)
     models = [_describe(f) for f in find_all()]
     if gpu is not None:
         models = [_verdict(m, gpu, ctx) for m in models]

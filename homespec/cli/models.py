@@ -9,13 +9,14 @@ from typing import Annotated, Optional
 import typer
 
 from homespec.cli.app import _stdout, app
-from homespec.cli.options import JsonOpt
+from homespec import limits
+from homespec.cli.options import JsonOpt, number
 
 
 @app.command()
 def models(
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Also plan each model for this machine: auto (probe), none, or catalogue names (4090, 4090,3090).")] = None,
-    ctx: Annotated[Optional[int], typer.Option("--ctx", help="Context length the plans assume (with --gpu). Default: the plan's.")] = None,
+    ctx: Annotated[Optional[int], number(limits.CTX, help="Context length the plans assume (with --gpu). Default: the plan's.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the GGUF models Ollama, LM Studio and the Hugging Face cache hold, with the name to pass to

@@ -49,17 +49,17 @@ ExactOpt = Annotated[bool, typer.Option("--exact", help="llama.cpp: verify with 
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Fall back to plain decoding while speculation loses.")]
 AdaptOpt = Annotated[bool, typer.Option("--adapt/--no-adapt", help="Accepted for compatibility: the guard sizes the draft depth every step.")]
 # The run's and the plan's shared options: one default each (homespec.plan.settings).
-CtxOpt = Annotated[int, typer.Option("--ctx", help="Context length in tokens.")]
-DepthOpt = Annotated[Optional[int], typer.Option(
-    "--draft-depth", help=f"Longest draft path. Default: {CPU_DRAFT[0]} on a CPU, {GPU_DRAFT[0]} on a GPU.")]
-TopkOpt = Annotated[Optional[int], typer.Option(
-    "--draft-topk", help=f"Children per expanded tree node (1 = a chain). Default: {CPU_DRAFT[1]} on a CPU, "
+CtxOpt = Annotated[int, number(limits.CTX, help="Context length in tokens.")]
+DepthOpt = Annotated[Optional[int], number(
+    limits.DRAFT_DEPTH, help=f"Longest draft path. Default: {CPU_DRAFT[0]} on a CPU, {GPU_DRAFT[0]} on a GPU.")]
+TopkOpt = Annotated[Optional[int], number(
+    limits.DRAFT_TOPK, help=f"Children per expanded tree node (1 = a chain). Default: {CPU_DRAFT[1]} on a CPU, "
     f"{GPU_DRAFT[1]} on a GPU.")]
-NodesOpt = Annotated[Optional[int], typer.Option(
-    "--draft-tokens", help=f"Draft tree nodes, the root included. Default: {CPU_DRAFT[2]} on a CPU, "
+NodesOpt = Annotated[Optional[int], number(
+    limits.DRAFT_TOKENS, help=f"Draft tree nodes, the root included. Default: {CPU_DRAFT[2]} on a CPU, "
     f"{GPU_DRAFT[2]} on a GPU.")]
-WindowOpt = Annotated[Optional[int], typer.Option(
-    "--window", help="EAGLE head attends to the newest N entries (plus the first 4); default: the length the head "
+WindowOpt = Annotated[Optional[int], number(
+    limits.WINDOW, help="EAGLE head attends to the newest N entries (plus the first 4); default: the length the head "
     "was trained on when its config records it; 0: all.")]
 DraftDtypeOpt = Annotated[str, typer.Option(
     "--draft-dtype", help="The EAGLE head's matrices in llama.cpp: q8_0 (about half of f16's memory; its "

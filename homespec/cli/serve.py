@@ -34,7 +34,7 @@ def serve(
     cache_ram: Annotated[int, number(limits.CACHE_RAM_MIB, help="MiB of host RAM for idle conversations' states: saved when another request takes their slot, loaded when they come back (llama.cpp targets; 0 = off).")] = 0,
     max_body_mib: Annotated[int, number(limits.MAX_BODY_MIB, help="Largest request body in MiB, up to 1024 (413 beyond).")] = 8,
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
-    chat_template_file: Annotated[Optional[Path], typer.Option("--chat-template-file", exists=True, dir_okay=False, help="A Jinja chat template to use instead of the model's (llama-server's flag): e.g. one that renders tools for a model whose own does not.")] = None,
+    chat_template_file: Annotated[Optional[str], typer.Option("--chat-template-file", help="A Jinja chat template to use instead of the model's (llama-server's flag): e.g. one that renders tools for a model whose own does not.")] = None,
     max_tokens: Annotated[Optional[int], number(limits.MAX_TOKENS, "--max-tokens", "-n", help="The most tokens an answer may have when its request sets no limit (llama-server's -n), on every route; a request's own max_tokens (max_output_tokens) wins. Default: none, an answer may run to the end of the context.")] = None,
     store_responses: Annotated[int, number(limits.STORE_RESPONSES, help="Responses API answers kept for previous_response_id and GET /v1/responses/{id}, per API key, least recently used dropped first (0: store none).")] = 256,
     store_mib: Annotated[int, number(limits.STORE_MIB, help="MiB the stored responses may take (counted as their JSON).")] = 64,
@@ -71,7 +71,8 @@ def serve(
                    window=window, draft_dtype=draft_dtype, guard=guard, adapt=adapt).options()
     launch(opts, Serving(host=host, port=port, api_key=api_key, alias=alias, parallel=parallel, queue=queue,
                          cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
-                         cors=origins, template_file=chat_template_file, reasoning_format=reasoning_format,
+                         cors=origins, reasoning_format=reasoning_format,
+                         template_file=Path(chat_template_file) if chat_template_file is not None else None,
                          max_tokens=max_tokens, store_responses=store_responses, store_bytes=store_mib << 20))
 
 

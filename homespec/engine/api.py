@@ -107,6 +107,7 @@ class Handle:
         self._cancelled = threading.Event()
         self._waker: Callable[[], None] | None = None
         self._unwoken = False  # responses put without a wake-up yet
+        self.on_cancel: Callable[["Handle"], None] | None = None  # the engine's: a waiting request leaves at once
         self.error: HomespecError | None = None  # set before the end when the engine failed this request
 
     # engine side
@@ -149,8 +150,13 @@ class Handle:
 
     # consumer side
     def cancel(self) -> None:
-        """Ask the engine to drop this request at its next step (safe from any thread)."""
+        """Drop this request (safe from any thread, and more than once): one still waiting for a slot
+        leaves the queue now; a running one leaves its slot at the engine's next step."""
+        if self._cancelled.is_set():
+            return
         self._cancelled.set()
+        if self.on_cancel is not None:
+            self.on_cancel(self)
 
     def get(self, timeout: float | None = None) -> "Response | None":
         """The next response, or None once the stream has ended. queue.Empty after `timeout`."""

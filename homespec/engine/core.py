@@ -125,6 +125,7 @@ class Engine:
             if len(self._waiting) - free >= self.queue_size:  # beyond the free lanes, requests wait
                 raise QueueFull(self._retry_after())
             handle = Handle(request, self._next_id)
+            handle.on_cancel = self._withdraw
             self._next_id += 1
             self._waiting.append(handle)
             self._stats.requests_total += 1
@@ -174,6 +175,23 @@ class Engine:
         self._super.start()
         return self
 
+    def stop_taking(self) -> None:
+        """Take no new request (a server that is shutting down): the running and waiting ones go on."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+
+    def cancel_all(self) -> None:
+        """End every answer now: waiting ones leave at once, running ones at the next step, each with
+        the reason "cancelled" (a server's clients are told it is shutting down). Takes no new one."""
+        with self._cond:
+            self._closing = True
+            self._cancel_all = True
+            self._cond.notify_all()
+            waiting = list(self._waiting)
+        for h in waiting:
+            h.cancel()
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop taking requests; let running and waiting ones finish within timeout_s, then cancel
         the rest; free the target."""
@@ -214,7 +232,7 @@ class Engine:
 
         with self._cond:
             if self._cancel_all:
-                for h in self._waiting:
+                for h in list(self._waiting):  # each leaves the queue as it is cancelled
                     h.cancel()
                 for lane in self._lanes:
                     if lane.running is not None:
@@ -326,6 +344,16 @@ class Engine:
                 cp = fn(r.lane) if fn is not None and not r.done else None
                 if cp is not None:
                     self._lanes[r.lane].add_checkpoint(*cp)
+
+    def _withdraw(self, h: Handle) -> None:
+        """A request cancelled while it waits (its client left): out of the queue now, its place free
+        for the next (a queue that kept it until a slot came would answer 503 with no one waiting)."""
+        with self._cond:
+            try:
+                self._waiting.remove(h)
+            except ValueError:
+                return  # already admitted (the step reaps it) or already ended
+        self._end_unstarted(h)
 
     def _end_unstarted(self, h: Handle) -> None:
         """A request cancelled before it took a lane: an empty answer, reason "cancelled"."""

@@ -127,7 +127,7 @@ def _eagle_llamacpp(target: Any, where: Path, opt: Any) -> "Drafter":
     target.set_feature_layers(info.layers)  # before the target's first prefill
     return HeadDrafter(net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
                        width=len(info.layers) * target.hidden_size, window=0 if window is None else window,
-                       source=str(where))
+                       source=str(where), feature_layers=info.layers)
 
 
 def _mtp(target: Any, opt: Any) -> "Drafter":
@@ -199,7 +199,7 @@ def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafte
 def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
     if getattr(first, "net", None) is not None:  # a network in llama.cpp: one more lane of the same one
         d = type(first)(first.net, depth=first.depth, topk=first.topk, total=first.total, width=first.width,
-                        window=first.window or 0, source=first.source)
+                        window=first.window or 0, source=first.source, feature_layers=first.feature_layers)
         d.expected_acceptance = first.expected_acceptance
         return d
     from homespec.nets.eagle3_drafter import Eagle3Drafter

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homespec import limits
 from homespec.backends.registry import BACKENDS, backend_entry
 from homespec.embedded import shipped_head
 from homespec.engine.methods import METHODS, lookup_depth, method_entry
@@ -239,13 +240,14 @@ def rollback_for(opt: RunOptions, model_path: str) -> int:
 def check_options(opt: RunOptions) -> str:
     """Every check that needs no model weights, run before anything loads. -> the model's path."""
     backend, method = backend_entry(opt.backend), method_entry(opt.method)
-    if opt.window is not None and opt.window < 0:
-        raise UsageError(f"--window {opt.window} is negative", hint="--window N attends to the newest N entries; 0 to all")
+    for r, v in ((limits.CTX, opt.ctx), (limits.WINDOW, opt.window), (limits.DRAFT_DEPTH, opt.draft_depth),
+                 (limits.DRAFT_TOPK, opt.draft_topk), (limits.DRAFT_TOKENS, opt.draft_tokens)):
+        if v is not None:
+            r.check(v)  # the parser's ranges (homespec.limits), for callers that build RunOptions themselves
+    _check_device(opt, backend.torch_device)
     if opt.draft_dtype not in ("f16", "q8_0"):
         raise UsageError(f"--draft-dtype {opt.draft_dtype} is not f16 or q8_0",
                          hint="q8_0 (the default) or f16")
-    if opt.device is not None and opt.device not in ("cpu", "mps") and not opt.device.startswith("cuda"):
-        raise UsageError(f"unknown device '{opt.device}'", hint="use --device cpu, cuda, cuda:N or mps")
     threads_of(opt)
     _check_tree(opt)
     path = resolve_model_path(opt.model)
@@ -281,14 +283,26 @@ def _check_mtp(opt: RunOptions, path: str) -> None:
                               "DeepSeek-V3 GGUFs converted with their MTP layers")
 
 
+def _check_device(opt: RunOptions, torch_device: bool) -> None:
+    """--device: a name torch knows, for a backend that runs on a torch device, and there."""
+    device = opt.device
+    if device is None:
+        return
+    if device not in ("cpu", "mps") and not device.startswith("cuda"):
+        raise UsageError(f"unknown device '{device}'", hint="use --device cpu, cuda, cuda:N or mps")
+    if not torch_device:
+        raise UsageError(f"--device {device} chooses where the torch backend runs; --backend {opt.backend} runs "
+                         "where its build runs (llama.cpp: CUDA, Metal or the CPU)",
+                         hint="drop --device, or add --backend torch")
+    if device != "cpu":
+        backend_entry(opt.backend).check_device(device)
+
+
 def _check_tree(opt: RunOptions) -> None:
     """The context must hold the prompt and a whole draft tree; llama.cpp verifies one leaf per
     sequence, and holds at most MAX_SEQ of them."""
     from homespec.backends.llamacpp.tree import MAX_SEQ
-    from homespec.plan.settings import MAX_CTX
 
-    if not 16 <= opt.ctx <= MAX_CTX:  # the planner's range, for every backend
-        raise UsageError(f"--ctx {opt.ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
     nodes, trees = tree_nodes(opt), METHODS[opt.method].trees
     flag = "--draft-tokens" if trees else "--draft-depth"
     if nodes >= opt.ctx:
@@ -319,14 +333,17 @@ def head_dir(opt: RunOptions, model_path: str) -> Path:
         "`homespec draft train`, or use --method ngram")
 
 
-def draft_for_plan(opt: RunOptions, model_path: str) -> str:
+def draft_for_plan(opt: RunOptions, model_path: str) -> str | None:
     """What the run's plan is made with as --draft: the draft model, the head this run drafts with
-    (its path), or none."""
+    (its path), or none. A model that is not a local file (a catalogue name, planned for plan's
+    --gpu before anything loads) is planned with --draft as given: None is the catalogue's pairing."""
     method = METHODS[opt.method]
     if method.draft_model:
         return opt.draft or "none"
     if drafts_with_mtp(opt, model_path):
         return "mtp"
+    if (method.needs_head or method.uses_head) and not Path(model_path).is_file():
+        return opt.draft
     if method.needs_head:
         return str(head_dir(opt, model_path))
     if method.uses_head:

@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from homespec import userfiles
 from homespec.errors import FormatError, UsageError
 from homespec.types import ModelSpec, TensorInfo
 
@@ -60,11 +61,15 @@ def config_path(path: str | os.PathLike) -> Path:
 
 
 def load_config(path: str | os.PathLike) -> dict:
+    """A config.json (or a directory's), read through homespec.userfiles: bounded, and refused
+    unread when it is a FIFO, a device or a directory."""
     p = config_path(path)
+    text = userfiles.read_text(str(p), None, userfiles.CONFIG)
     try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FormatError(f"{p}: not valid JSON ({e})", hint="the file is damaged; download it again") from None
+        cfg = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise FormatError(f"{p}: not valid JSON ({' '.join(str(e).split())})",
+                          hint="the file is damaged; download it again") from None
     if not isinstance(cfg, dict):
         raise FormatError(f"{p}: expected a JSON object", hint="pass a model's config.json")
     return cfg

@@ -45,6 +45,24 @@ def check_network_allowed(url: str) -> None:
         )
 
 
+def check_online(url: str) -> None:
+    """The hub's offline mode (HF_HUB_OFFLINE) stops its HTTP session, which reads every URL: said as
+    for a repo that is not in the cache, before any request."""
+    if _offline():
+        raise FormatError(f"cannot read {url}: HF_HUB_OFFLINE is set",
+                          hint="unset HF_HUB_OFFLINE to read it, or download the file and pass its local path")
+
+
+def _offline() -> bool:
+    """The hub's own reading of HF_HUB_OFFLINE (its constants, read when it was imported)."""
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except ImportError:
+        return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+
+
 def normalize_url(url: str) -> str:
     """A Hugging Face page link (`/blob/`) names the HTML viewer; `/resolve/` names the file."""
     parts = urllib.parse.urlsplit(url)
@@ -106,6 +124,7 @@ class URLSource:
     def __init__(self, url: str, timeout_s: float = 30.0):
         self.url = normalize_url(url)
         check_network_allowed(self.url)
+        check_online(self.url)
         self.file_size: int | None = None
         self._deadline = time.monotonic() + timeout_s
         self._pos = 0

@@ -8,8 +8,8 @@ that node's path (docs/speculative.md, "Constrained decoding").
     guide = grammar.start()                                                  # one per answer
 """
 
-from homespec.grammar.compile import Grammar, GrammarError, json_object, json_schema, lark
+from homespec.grammar.compile import Grammar, GrammarError, check_size, json_object, json_schema, lark
 from homespec.grammar.guide import Guide
 from homespec.grammar.vocab import vocabulary
 
-__all__ = ["Grammar", "GrammarError", "Guide", "json_object", "json_schema", "lark", "vocabulary"]
+__all__ = ["Grammar", "GrammarError", "Guide", "check_size", "json_object", "json_schema", "lark", "vocabulary"]

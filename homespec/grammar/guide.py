@@ -69,10 +69,15 @@ class Guide:
         row = {0: 0}  # tree node -> row in the kept tree
         keep, masks = [0], [self.mask()]
         down: list[int] = []  # the tree nodes the matcher has consumed beyond the committed state
+        # Nodes whose path ends the grammar (its end-of-generation token): nothing follows them. A
+        # stopped matcher takes no more tokens, and rolls back none it did not take, so consuming
+        # a child of one would leave `down` counting a token the matcher never held, and the
+        # rollback below would eat into the committed tokens.
+        ended = {0} if self.matcher.is_stopped() else set()
         for i in range(1, len(tokens)):
             p = parents[i]
-            if p not in row or not bool(masks[row[p]][tokens[i]]):
-                continue  # its parent was dropped, or the grammar forbids it there
+            if p not in row or p in ended or not bool(masks[row[p]][tokens[i]]):
+                continue  # its parent was dropped or ended the grammar, or the grammar forbids it there
             path = _path(parents, i)
             common = _common(down, path)
             if len(down) > common:
@@ -83,6 +88,8 @@ class Guide:
             row[i] = len(keep)
             keep.append(i)
             masks.append(self.mask())
+            if self.matcher.is_stopped():
+                ended.add(i)
         if down:
             self.matcher.rollback(len(down))
         return _subtree(tree, keep, row), np.stack(masks)

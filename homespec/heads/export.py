@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from homespec import userfiles
 from homespec.errors import UsageError
 
 FORMATS = ("gguf", "speculators", "hf")
@@ -47,12 +48,9 @@ def check_args(fmt: str, out: str, dtype: str | None) -> None:
         raise UsageError(f"--out {out} is a directory; a GGUF is one file", hint=f"e.g. --out {p / 'head.gguf'}")
     if fmt != "gguf" and p.is_file():
         raise UsageError(f"--out {out} is a file; the {fmt} layout is a directory", hint="name a new or empty directory")
-    from homespec.atomic import nearest_existing
-
-    parent = nearest_existing(p)  # where the file or directory would be made: checked before any work
-    if not parent.is_dir():
-        raise UsageError(f"--out {out}: {parent} is a file, not a directory",
-                         hint=f"name a path in a directory, e.g. --out {'head.gguf' if fmt == 'gguf' else 'head'}")
+    # where the file or directory would be made, checked before any work: a folder this process may
+    # write in (not under a file, not read-only), and no FIFO or device in the way
+    userfiles.writable(out, "--out", "head.gguf" if fmt == "gguf" else "head", directory=fmt != "gguf")
 
 
 def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None, twin: bool = False,
@@ -91,6 +89,18 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
             scales = tuple(float(s) for s in fc_norm_scales(feats, head.config.rms_norm_eps))
         head, kind = eagle3_twin(head, scales), "eagle3-twin"
     name = f"{Path(head_dir).resolve().name}{'-eagle3-twin' if twin else ''}"
+    try:
+        size, pairs = _write(head, header, fmt, out_p, dtype, name, check, target_path, verifier, say)
+    except OSError as e:  # a disk that fills on the way: one line, the half-written file gone
+        raise userfiles.write_error(e, out, "--out") from None
+    return ExportResult(out_p, fmt, kind, size, scales, pairs)
+
+
+def _write(head: Any, header: Any, fmt: str, out_p: Path, dtype: str, name: str, check: bool, target_path: str,
+           verifier: str | None, say: Callable[[str], None]) -> tuple[int, list[Any]]:
+    """Write the head as `fmt` to `out_p` (a GGUF checked against llama.cpp first) -> (bytes, check pairs)."""
+    from homespec.heads import gguf, speculators
+
     pairs: list[Any] = []
     if fmt == "gguf":
         # written and checked beside --out, then renamed: a file that fails the check replaces nothing
@@ -106,7 +116,7 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
         size = speculators.write(head, out_p, fmt=fmt, dtype=dtype, target=target_path,
                                  layers=head.config.feature_layers(header.n_layer), name=name,
                                  verifier=verifier, arch=header.arch)
-    return ExportResult(out_p, fmt, kind, size, scales, pairs)
+    return size, pairs
 
 
 def _need_patched_build(head_dir: str) -> None:

@@ -5,7 +5,6 @@ Imports neither torch nor llama_cpp: the planner may read a config without start
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,11 +223,8 @@ def config_from_hf(cfg: Mapping[str, Any], path: str = "") -> LlamaConfig:
 
 
 def read_hf_config(directory: str | Path) -> LlamaConfig:
-    path = Path(directory) / "config.json"
-    try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise FormatError(f"{directory}: no config.json", hint="pass a Hugging Face model directory or a .gguf file") from exc
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: invalid JSON ({exc})", hint="the file is damaged; download it again") from exc
-    return config_from_hf(cfg, str(directory))
+    from homespec.formats.hf import load_config
+
+    if not (Path(directory) / "config.json").exists():
+        raise FormatError(f"{directory}: no config.json", hint="pass a Hugging Face model directory or a .gguf file")
+    return config_from_hf(load_config(directory), str(directory))

@@ -225,6 +225,21 @@ def _read_weights(directory: Path) -> dict[str, torch.Tensor]:
     return {canonical_key(k): v for k, v in raw.items()}
 
 
+def read_config(directory: Path) -> Eagle3Config:
+    """A head directory's config.json (read as homespec.formats.hf reads every config.json); a
+    malformed one is a FormatError naming it, never a TypeError from deep inside."""
+    from homespec.formats.hf import load_config
+
+    if not (directory / "config.json").exists():
+        raise FormatError(f"{directory}: no config.json", hint="pass the directory of an EAGLE-3 head")
+    cfg = load_config(directory)
+    try:
+        return Eagle3Config.from_dict(cfg, str(directory))
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
+        raise FormatError(f"{directory / 'config.json'}: a setting is malformed ({' '.join(str(exc).split())})",
+                          hint="the head's config.json is damaged; download or export the head again") from None
+
+
 def load_head(
     path: str | Path,
     target_n_layer: int,
@@ -235,13 +250,7 @@ def load_head(
 ) -> Eagle3Head:
     """Load config.json + weights from a directory and check the head fits its target."""
     directory = Path(path)
-    try:
-        cfg = json.loads((directory / "config.json").read_text())
-    except FileNotFoundError as exc:
-        raise FormatError(f"{directory}: no config.json", hint="pass the directory of an EAGLE-3 head") from exc
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{directory}/config.json: invalid JSON ({exc})", hint="download the head again") from exc
-    config = Eagle3Config.from_dict(cfg, str(directory))
+    config = read_config(directory)
     weights = _read_weights(directory)
     if not config.fc_norm and "fc_norm.0.weight" in weights:
         config = dataclasses.replace(config, fc_norm=True)  # older configs omit the flag

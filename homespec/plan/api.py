@@ -141,11 +141,21 @@ def make_plan(
     if max_parallel:
         plan = most_sequences(target, head, machine, plan).plan
     notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
-    plan = replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+    plan = replace(plan, notes=(*_base_notes(gpu), *plan.notes, *notes))
     if workload is not None:
         plan = replace(plan, workload=workload,
                        outlook=workload_outlook(plan.estimate, head.kind if head is not None else None, workload))
     return plan
+
+
+def _base_notes(gpu: str | None) -> list[str]:
+    """Which configuration a chip named without its memory size (`--gpu m3-ultra`) was planned as."""
+    if not gpu or gpu.strip().lower() in ("auto", "none", "cpu"):
+        return []
+    from homespec.catalog import load_catalog
+
+    cat = load_catalog()
+    return [n for n in (cat.base_note(name) for name in gpu.split(",") if name.strip()) if n]
 
 
 def _check_backend(be: str, kv: str, target: ModelSpec) -> None:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from homespec import userfiles
 from homespec.errors import UsageError
 
 
@@ -28,29 +29,33 @@ class Calibration:
 
 
 def load_calibration(path: str) -> Calibration:
-    p = Path(path)
+    """The factors a bench result gives (a UsageError for a file that is none, read or not)."""
+    text = userfiles.read_text(path, "--calibrate", userfiles.CALIBRATION)  # a FIFO, a device: refused unread
     try:
-        data = json.loads(p.read_text())
-        methods = data["methods"]
-        none = methods["none"]
-    except FileNotFoundError:
-        raise UsageError(f"no calibration file at '{path}'", hint="write one with `homespec bench --json FILE`") from None
-    except (OSError, ValueError, KeyError, TypeError):
+        speed, scale, tau = _factors(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError, RecursionError):
         raise UsageError(f"'{path}' is not a homespec bench result with a 'none' method",
-                         hint="run `homespec bench --methods none,eagle3 --json FILE` first") from None
-    est = (data.get("plan_estimate") or {}).get("plain_tokens_per_s")
-    measured = none.get("tokens_per_s") or 0.0
-    speed = measured / est if est and measured else 1.0
-    mem = none.get("memory") or {}
-    planned = (mem.get("planned") or {}).get("total_bytes")
-    actual = (mem.get("measured") or {}).get("total_bytes")
-    scale = max(1.0, actual / planned) if planned and actual else 1.0
-    order = ["eagle3"] + [n for n in methods if n not in ("none", "eagle3")]  # the head's own figure first
-    taus = [t for t in (_tau(methods[n]) for n in order if n in methods) if t][:1]
+                         hint="run `homespec bench --methods none,eagle3 --json-out FILE` first") from None
     if not 0.01 <= speed <= 100 or scale > 10:
         raise UsageError(f"'{path}' gives implausible factors (speed {speed:.3g}, memory {scale:.3g})",
                          hint="rerun `homespec bench` on this machine")
-    return Calibration(speed, scale, taus[0] if taus else None, str(p))
+    return Calibration(speed, scale, tau, str(Path(path)))
+
+
+def _factors(data: dict) -> tuple[float, float, float | None]:
+    """(speed factor, memory scale, tau) of a bench result's JSON; a malformed one raises."""
+    methods = data["methods"]
+    none = methods["none"]
+    est = (data.get("plan_estimate") or {}).get("plain_tokens_per_s")
+    measured = none.get("tokens_per_s") or 0.0
+    speed = float(measured / est if est and measured else 1.0)
+    mem = none.get("memory") or {}
+    planned = (mem.get("planned") or {}).get("total_bytes")
+    actual = (mem.get("measured") or {}).get("total_bytes")
+    scale = float(max(1.0, actual / planned) if planned and actual else 1.0)
+    order = ["eagle3"] + [n for n in methods if n not in ("none", "eagle3")]  # the head's own figure first
+    taus = [float(t) for t in (_tau(methods[n]) for n in order if n in methods) if t][:1]
+    return speed, scale, taus[0] if taus else None
 
 
 def _tau(method: dict) -> float | None:

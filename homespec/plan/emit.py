@@ -153,7 +153,7 @@ def _gguf_target(m: ModelSpec, model_arg: str | None) -> tuple[str, str, list[st
 def _hub_repo_tag(arg: str | None, resolved: str) -> str | None:
     """`org/repo:TAG` for llama-server's -hf when --model named a hub repo (not one file): homespec
     picks the file by llama.cpp's own rule (homespec.sources.pick), so -hf fetches the file planned."""
-    from homespec.formats.local import existing
+    from homespec.userfiles import existing
     from homespec.sources.names import HubRef, parse
     from homespec.sources.pick import split_info
 

@@ -92,8 +92,9 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     est = scaled(est, s.speed_scale)  # --calibrate: every figure below, notes and suggestions too, is measured-scaled
     if est.faster_tree_tokens:
         n = est.faster_tree_tokens
-        notes.append(f"a {n}-node draft tree (--draft-tokens {n}) is estimated at {est.faster_spec_tokens_per_s:,.1f} tok/s "
-                     f"here, against {est.spec_tokens_per_s:,.1f} with the {s2.tree_tokens} nodes budgeted")
+        notes.append(f"the {s2.tree_tokens} nodes budgeted are estimated at {est.spec_tokens_per_s:,.1f} tok/s here, a "
+                     f"{n}-node tree at {est.faster_spec_tokens_per_s:,.1f}: the headline's; --draft-tokens {n} "
+                     "budgets just that")
     uses = lay.uses
     if lay.network is not None:
         notes.append(_network_note(lay, est, host_cores(machine)))

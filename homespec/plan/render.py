@@ -50,6 +50,24 @@ def verdict_line(plan: Plan) -> str:
     return line + f" on {tight.device.id} ({tight.device.name})"
 
 
+def headline(plan: Plan) -> str:
+    """The estimate of what a run would do here: the draft shape its guard settles on
+    (Estimate.run), the budgeted one only where that is it."""
+    e, kind = plan.estimate, plan.draft.kind if plan.draft else "draft"
+    line = f"estimated decode: {e.plain_tokens_per_s:,.1f} tok/s plain"
+    if e.spec_tokens_per_s is None:
+        return line
+    nodes, rate = e.run
+    budget = plan.settings.tree_tokens
+    if nodes is None:
+        return line + (f"; {kind} would not pay here ({e.spec_tokens_per_s:,.1f} tok/s with the {budget}-node tree), "
+                       "so homespec's guard decodes plainly")
+    line += f", {rate:,.1f} tok/s with {kind} ({rate / e.plain_tokens_per_s:.2f}x)"
+    if nodes != e.tree_tokens:
+        line += f" drafting {nodes}-node trees, the guard's choice here within the {budget} budgeted"
+    return line
+
+
 def to_json(plan: Plan) -> dict:
     s = plan.settings
     e = plan.estimate
@@ -88,6 +106,9 @@ def to_json(plan: Plan) -> dict:
             "speedup": None if e.speedup is None else round(e.speedup, 3),
             "expected_tau": e.expected_tau,
             "basis": e.basis,
+            # what a run settles on here (the headline): the guard's tree, or plain decoding (null)
+            "run_tree_tokens": e.run[0],
+            "run_tokens_per_s": round(e.run[1], 2),
         },
         "suggestions": list(plan.suggestions),
         "notes": list(plan.notes),
@@ -162,11 +183,7 @@ def render(plan: Plan, console) -> None:
     console.print(f"[{color} bold]{verdict_line(plan)}[/]")
     if len(s.layer_split) > 1:
         console.print("layer split: " + ", ".join(f"gpu{i} {n}" for i, n in enumerate(s.layer_split)))
-    e = plan.estimate
-    line = f"estimated decode: {e.plain_tokens_per_s:,.1f} tok/s plain"
-    if e.spec_tokens_per_s is not None:
-        line += f", {e.spec_tokens_per_s:,.1f} tok/s with {d.kind if d else 'draft'} ({e.speedup:.2f}x)"
-    console.print(line + f"  [dim]({e.basis})[/]")
+    console.print(headline(plan) + f"  [dim]({plan.estimate.basis})[/]")
     if plan.workload is not None:
         console.print(outlook_line(plan.workload, plan.outlook))
     for n in plan.notes:

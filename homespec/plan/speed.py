@@ -98,6 +98,19 @@ class Estimate:
         """Whether speculation with the budgeted shape beats plain decoding (None: no draft)."""
         return None if self.spec_tokens_per_s is None else self.spec_tokens_per_s > self.plain_tokens_per_s
 
+    @property
+    def run(self) -> tuple[int | None, float]:
+        """What a run started from this plan settles on, as its guard sizes the draft by measured cost
+        (homespec.engine.guard): a smaller tree where one is clearly faster, the budgeted tree where
+        it pays, else plain decoding -> (tree nodes, None for plain; tokens/s)."""
+        if self.spec_tokens_per_s is None:
+            return None, self.plain_tokens_per_s
+        if self.faster_tree_tokens and self.faster_spec_tokens_per_s is not None:
+            return self.faster_tree_tokens, self.faster_spec_tokens_per_s
+        if self.pays:
+            return self.tree_tokens, self.spec_tokens_per_s
+        return None, self.plain_tokens_per_s
+
 
 def _device_flops(d: Device, cpu_cores: int) -> float:
     if d.is_gpu:
@@ -182,7 +195,7 @@ def estimate(
             if cand > spec * FASTER_MARGIN and cand > 1 / plain and (faster is None or cand > faster[1]):
                 faster = (t, cand)
     basis += f"; {tau:.2f} tokens per target pass assumed for {shape} ({acc.source})"
-    if spec <= 1 / plain:
+    if spec <= 1 / plain and faster is None:
         basis += "; speculation would not pay with this draft shape, so homespec's guard keeps plain decoding"
     return Estimate(1 / plain, spec, spec * plain, tau, t_verify * 1e3, t_draft * 1e3, plain * 1e3, basis, nodes,
                     faster[0] if faster else None, faster[1] if faster else None,

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AnswerStream", "create_app", "openapi_schema"]
 
+log = logging.getLogger("homespec.server")
 MAX_BODY = 8 << 20  # bytes; --max-body-mib
 # pages served from this machine may call the API from a browser whatever --cors says (as Ollama
 # allows localhost origins by default); another site's page only when --cors names it
@@ -58,8 +61,26 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
     store = store if store is not None else ResponseStore(keyed=bool(api_key))
     app = routes(engine, model_name, reg, chat, max_tokens, store)
     guarded = Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)
-    return CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
-                          allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600)
+    return EndQuietly(CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
+                                     allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600))
+
+
+class EndQuietly:
+    """The outermost layer: a request whose task the server cancels (a client that never read its
+    answer's ending, at the end of a shutdown: homespec.server.run) is logged in one line, not as
+    uvicorn's "Exception in ASGI application" traceback; the connection is closed as before."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if scope.get("type") != "http":
+                raise
+            log.warning("%s %s: cut at shutdown (its client did not read the answer's end in time)",
+                        scope.get("method"), scope.get("path"))
 
 
 def openapi_schema() -> dict:

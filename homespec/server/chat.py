@@ -73,27 +73,35 @@ def chat_settings(tok: "Tokenizer", template_file: Path | None = None, reasoning
     return ChatSettings(tool_format(source), OPEN in source, reasoning_format)
 
 
-def checked_template(path: Path, like: "ChatTemplate | None" = None) -> "ChatTemplate":
-    """`--chat-template-file`'s template (with `like`'s BOS and EOS), refused at start if it does not
-    render one user message."""
+def checked_template(path: Path | str, like: "ChatTemplate | None" = None) -> "ChatTemplate":
+    """`--chat-template-file`'s template (with `like`'s BOS and EOS), read through
+    homespec.userfiles (a FIFO, a device, a huge file refused unread) and refused at start if it
+    does not render one user message with the message's own text in it."""
+    from homespec import userfiles
     from homespec.backends.template import ChatTemplate
 
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--chat-template-file {path}: cannot read it ({e})", hint="give a UTF-8 text file") from None
+    flag = "--chat-template-file"
+    source = userfiles.read_text(str(path), flag, userfiles.TEMPLATE)
     template = like.replaced(source, str(path)) if like is not None else ChatTemplate(source, "", "", str(path))
+    probe = "homespec-probe-7f3a"  # a user message no template writes by itself
     try:
-        template.render([{"role": "user", "content": "Hi"}], True)
+        rendered = template.render([{"role": "user", "content": probe}], True)
     except Exception as e:  # noqa: BLE001 - a template that does not parse, or raises on one user message
-        raise UsageError(f"--chat-template-file {path}: {' '.join(str(e).split())}",
+        raise UsageError(f"{flag} {path}: {' '.join(str(e).split())}",
                          hint="give a Jinja chat template in Hugging Face's form") from None
+    if probe not in rendered:
+        raise UsageError(f"{flag} {path} does not write the user's message into the prompt",
+                         hint="render each message's content, e.g. {% for m in messages %}{{ m['content'] }}"
+                              "{% endfor %}") from None
     return template
 
 
 def prepare(tok: "Tokenizer", settings: ChatSettings, body: "ChatRequest") -> Turn:
     choice = body.tool_choice
     tools = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    if choice is not None and choice != "none" and not tools:  # as OpenAI answers it: nothing to choose from
+        raise ApiError(400, "tool_choice is only allowed when tools are given: send the tools, or leave "
+                       "tool_choice out", param="tool_choice")
     if choice == "none":
         tools = []
     forced = bool(tools) and (choice == "required" or not isinstance(choice, (str, type(None))))

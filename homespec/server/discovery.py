@@ -14,22 +14,24 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter
-from pydantic import StrictBool, StrictInt, StrictStr
+from pydantic import StrictBool, StrictInt, StrictStr, field_validator
 
 from homespec.engine.methods import METHODS
 from homespec.server import errors
 from homespec.server.chat import ChatSettings, prepare
-from homespec.server.schemas import MAX_TOKEN_ID, ChatRequest, _Body
+from homespec.server.schemas import MAX_TOKEN_ID, ChatRequest, _Body, _text
 
 if TYPE_CHECKING:
     from homespec.engine.core import Engine
 
+MAX_DETOKENIZE = 1 << 16  # ids per /detokenize beyond the context (a whole conversation of a small one)
 DEFAULTS = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_tokens": -1, "n_predict": -1, "stop": [],
             "seed": -1, "stream": False, "cache_prompt": True}  # the request fields' defaults (docs/server.md)
 
 
 class TokenizeRequest(_Body):
     content: StrictStr
+    _utf8 = field_validator("content")(lambda cls, v: _text(v))  # a lone surrogate is a 400, as for chat
     add_special: StrictBool = False  # BOS, where the vocabulary asks for one
     parse_special: StrictBool = True  # text that spells a special token is that token
     with_pieces: StrictBool = False
@@ -74,6 +76,11 @@ def discovery_routes(engine: "Engine", model_name: str, created: int, chat: Chat
 
     @router.post("/detokenize")
     async def detokenize(body: DetokenizeRequest):
+        most = max(engine.n_ctx, MAX_DETOKENIZE)
+        if len(body.tokens) > most:  # more than any text this server reads or writes
+            raise errors.ApiError(400, f"tokens: {len(body.tokens):,} ids; this server detokenizes at most {most:,} "
+                                  f"at once (its context holds {engine.n_ctx:,})", param="tokens",
+                                  code="invalid_value")
         bad = [t for t in body.tokens if not 0 <= t < min(engine.n_vocab, MAX_TOKEN_ID + 1)]
         if bad:
             raise errors.ApiError(400, f"tokens: id {bad[0]} is not in the model's vocabulary", param="tokens")

@@ -14,7 +14,8 @@ from starlette.exceptions import HTTPException
 log = logging.getLogger("homespec.server")
 
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-          405: "invalid_request_error", 413: "invalid_request_error", 503: "server_error", 500: "server_error"}
+          405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error",
+          503: "server_error", 500: "server_error"}
 
 
 class ApiError(Exception):
@@ -88,7 +89,7 @@ def _union_error(errs: list[dict]) -> ApiError | None:
 
 # complaints that say more than "should be a string or ...": a value of the right type whose
 # content is wrong (a lone surrogate, NaN) is named for what it is, not for the union it is in
-_SPECIFIC = ("invalid_text", "missing_content", "finite_number")
+_SPECIFIC = ("invalid_text", "missing_content", "finite_number", "too_many_stops")
 
 
 def validation_error(exc: RequestValidationError) -> ApiError:

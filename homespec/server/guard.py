@@ -1,13 +1,22 @@
 """ASGI middleware in front of every route: the API key (constant-time compare; a bearer token or
-Anthropic's x-api-key header), the body size limit (read before any route parses it), and a count
-of answers per route and status."""
+Anthropic's x-api-key header), the body size limit and its deadline (read whole before any route
+parses it), and a count of answers per route and status.
+
+A body must keep coming (BODY_IDLE_S at most between two pieces, as a request's headers must come
+within homespec.server.conns.HEADER_TIMEOUT_S) and be whole within BODY_TOTAL_S: a body sent a
+byte at a time, chunked without end, or short of its Content-Length is a 408 and the connection
+closes, instead of holding a connection and its buffer for as long as the client likes."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Awaitable, Callable
 
 from homespec.server.errors import ApiError, error_response
+
+BODY_IDLE_S = 10.0  # the longest pause between two pieces of a body
+BODY_TOTAL_S = 60.0  # the whole body (8 MiB in 60 s is ~1.1 Mbit/s: a slow uplink, not a stalled one)
 
 OPEN_PATHS = frozenset({"/health"})  # answered without a key (a load balancer's probe)
 ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics",
@@ -28,8 +37,10 @@ def key_matches(header: bytes | None, api_key: str, x_api_key: bytes | None = No
 
 
 class Guard:
-    def __init__(self, app, *, api_key: str | None, max_body: int, count: Callable[[str, int], None]) -> None:
+    def __init__(self, app, *, api_key: str | None, max_body: int, count: Callable[[str, int], None],
+                 body_idle_s: float = BODY_IDLE_S, body_total_s: float = BODY_TOTAL_S) -> None:
         self.app, self.api_key, self.max_body, self.count = app, api_key, max_body, count
+        self.body_idle_s, self.body_total_s = body_idle_s, body_total_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,10 +77,21 @@ class Guard:
         return None
 
     async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes, ApiError | None]:
-        """The whole body, up to the limit (a chunked body has no length to check up front)."""
+        """The whole body, up to the limit (a chunked body has no length to check up front) and
+        within its deadlines."""
         chunks, size = [], 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.body_total_s
         while True:
-            message = await receive()
+            wait = min(self.body_idle_s, deadline - loop.time())
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, wait))
+            except TimeoutError:
+                whole = loop.time() >= deadline
+                why = f"was not whole within {self.body_total_s:g} s" if whole else \
+                    f"stopped coming for {self.body_idle_s:g} s"
+                return b"", ApiError(408, f"the request's body {why} ({size:,} bytes came)", code="body_timeout",
+                                     headers={"Connection": "close"})
             if message["type"] != "http.request":
                 return b"".join(chunks), None  # the client left; the route sees its disconnect
             size += len(message.get("body", b""))

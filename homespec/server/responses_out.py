@@ -105,8 +105,11 @@ class ResponsesOutput(ChatOutput):
                 yield "".join(out)
 
     def _end(self, handle: "Handle", request: "Request", fin: Finish) -> list[str]:
-        if (err := answers._failure(handle, fin)) is not None:
-            return [self._event("error", code=err.code, message=err.message, param=None)]
+        if (err := answers._failure(handle, fin)) is not None:  # OpenAI's ending of a failed stream
+            failed = {**self.response(None, self.output), "status": "failed",
+                      "error": {"code": err.code or "server_error", "message": err.message}}
+            return [self._event("error", code=err.code, message=err.message, param=None),
+                    self._event("response.failed", response=failed)]
         answers._log_answer(request, fin)
         out = self._pieces(self.last(fin))
         out.extend(self._close())

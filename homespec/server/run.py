@@ -1,6 +1,11 @@
 """Serve an app with uvicorn on a socket bound before the model loads (a port in use fails at
-once), and shut down cleanly: SIGINT / SIGTERM stop taking connections, running answers get
-SHUTDOWN_S to finish before they are cancelled, then the engine closes and the process exits 0."""
+once), and shut down cleanly. The first SIGINT / SIGTERM closes the listening socket and the engine
+takes no new request; running and waiting answers get SHUTDOWN_S to finish, then every one still
+going is ended by the engine, so each client reads an ending in its route's shape (a streamed
+error event and `[DONE]`, a 503 body) instead of a cut connection. A second signal ends them at
+once. Connections then get END_S to write their ending (a client that reads nothing is cut then,
+logged in one line): serving stops within SHUTDOWN_S + END_S of the first signal (END_S of a
+second), then the engine frees the model and the process exits 0."""
 
 from __future__ import annotations
 
@@ -14,10 +19,13 @@ import threading
 import time
 from typing import Callable
 
+import uvicorn
+
 from homespec.errors import HomespecError, UsageError
 from homespec.server.conns import HEADER_TIMEOUT_S, MAX_IDLE, guarded_protocol
 
 SHUTDOWN_S = 10.0  # seconds running answers get to finish after SIGINT / SIGTERM
+END_S = 5.0  # then seconds connections get to write the ending of the answers cut
 WATCH_S = 0.25  # how often the server looks whether its engine has stopped
 FAILED_LINGER_S = 2.0  # then how long /health says why, before the server exits
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -86,24 +94,25 @@ def log_to_stderr() -> None:
 
 
 def serve(app, sock: socket.socket, *, shutdown_s: float = SHUTDOWN_S, stop_when: Callable[[], str | None] | None = None,
-          header_timeout_s: float = HEADER_TIMEOUT_S, max_idle: int = MAX_IDLE) -> str | None:
+          header_timeout_s: float = HEADER_TIMEOUT_S, max_idle: int = MAX_IDLE,
+          stop_taking: Callable[[], None] | None = None, end_all: Callable[[], None] | None = None) -> str | None:
     """Run until SIGINT / SIGTERM, or until `stop_when()` gives a reason (the engine has stopped) ->
-    the signal's name or that reason (None if the server stopped by itself).
+    the signal's name or that reason (None if the server stopped by itself). `stop_taking` and
+    `end_all`: the engine's (the module docstring: the first signal calls one, the drain's end or a
+    second signal the other).
 
     uvicorn handles both signals while it runs and raises them again once it has shut down;
     handlers installed here first take them then, so the process is not killed on its way out.
     Outside the main thread (a test's server) no handler is installed. Connections that send no
     request are bounded (homespec.server.conns)."""
-    import uvicorn
-
     caught: list[str] = []
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, lambda sig, _f: caught.append(signal.Signals(sig).name))
                 for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=shutdown_s, timeout_keep_alive=5,
-                            http=guarded_protocol(header_timeout_s, max_idle))
-    server = uvicorn.Server(config)
+                            timeout_graceful_shutdown=shutdown_s + END_S if end_all else shutdown_s,
+                            timeout_keep_alive=5, http=guarded_protocol(header_timeout_s, max_idle))
+    server = _Draining(config, shutdown_s, stop_taking, end_all)
     if stop_when is not None:
         threading.Thread(target=_watch, args=(server, stop_when, caught), name="homespec-watch", daemon=True).start()
     try:
@@ -112,6 +121,37 @@ def serve(app, sock: socket.socket, *, shutdown_s: float = SHUTDOWN_S, stop_when
         for s, h in previous.items():
             signal.signal(s, h)
     return caught[0] if caught else None
+
+
+class _Draining(uvicorn.Server):
+    """uvicorn's server, stopping as the module docstring says: no `force_exit` on a second SIGINT
+    (it cancels the answers' tasks mid-write: a traceback each, and no ending for their clients)."""
+
+    def __init__(self, config, shutdown_s: float, stop_taking: Callable[[], None] | None,
+                 end_all: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.shutdown_s, self.stop_taking, self.end_all = shutdown_s, stop_taking, end_all
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if self.end_all is None:
+            return super().handle_exit(sig, frame)
+        self._captured_signals.append(sig)
+        first = not self.should_exit
+        self.should_exit = True
+        # each on a thread of its own: a signal handler runs between two bytecodes of the main
+        # thread, which may hold the engine's lock right then
+        if first:
+            if self.stop_taking is not None:
+                _later(0.0, self.stop_taking)
+            _later(self.shutdown_s, self.end_all)
+        else:
+            _later(0.0, self.end_all)
+
+
+def _later(delay_s: float, fn: Callable[[], None]) -> None:
+    timer = threading.Timer(delay_s, fn)
+    timer.daemon = True
+    timer.start()
 
 
 def _watch(server, stop_when: Callable[[], str | None], caught: list[str]) -> None:

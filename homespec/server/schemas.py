@@ -152,7 +152,7 @@ class Sampling(_Body):
     top_p: Annotated[Number, _bounded(limits.TOP_P)] = 1.0
     top_k: Annotated[StrictInt, _bounded(limits.TOP_K)] = 0  # llama-server's extension; 0 = off
     seed: Optional[Annotated[StrictInt, _bounded(limits.SEED)]] = None  # None: a fresh seed per request
-    stop: Union[StrictStr, Annotated[list[StrictStr], Field(max_length=MAX_STOPS)], None] = None
+    stop: Union[StrictStr, list[StrictStr], None] = None  # at most MAX_STOPS strings (_stops)
     n: Annotated[StrictInt, Field(ge=1, le=MAX_TOKEN_ID)] = 1
     stream: StrictBool = False
     stream_options: Optional[StreamOptions] = None
@@ -161,7 +161,13 @@ class Sampling(_Body):
     json_schema: Optional[dict[str, Any]] = None
     grammar: Optional[StrictStr] = None
 
-    _utf8 = field_validator("stop")(lambda cls, v: _text(v))
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, v: Any) -> Any:
+        if isinstance(v, list) and len(v) > MAX_STOPS:  # named for its limit, not for the union it is in
+            raise PydanticCustomError("too_many_stops", "at most {limit} stop strings, got {n}",
+                                      {"limit": MAX_STOPS, "n": len(v)})
+        return _text(v)
 
     def stops(self) -> tuple[str, ...]:
         stops = [self.stop] if isinstance(self.stop, str) else (self.stop or [])

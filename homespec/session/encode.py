@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from homespec.errors import UsageError
+from homespec.limits import surely_longer
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Tokenizer
@@ -57,9 +58,16 @@ def checked_prompts(opt: "RunOptions", prompts: Sequence[Sequence[str]], chat: b
     prompt's length in tokens (the tokenizer alone). `source`: the prompts file, for the message."""
     from homespec.engine.options import check_options
 
+    path = check_options(opt)
+    for n, turns in enumerate(prompts, 1):  # one far beyond the context is never tokenized
+        text = turns[-1] if isinstance(turns[-1], str) else turns[-1]["content"]
+        if surely_longer(text, opt.ctx):
+            what = "the prompt" if source is None else f"prompt {n} of {source}"
+            raise UsageError(f"{what} is more than --ctx {opt.ctx} tokens long ({len(text):,} characters)",
+                             hint="shorten the prompt, or raise --ctx")
     # the tokenizer the backend will use: the torch backend's is the rebuilt one (no llama.cpp beside torch)
     prefer = "llamacpp" if opt.backend == "llamacpp" else "tokenizers"
-    token_items = encode_prompts(check_options(opt), prompts, chat, system, prefer=prefer)
+    token_items = encode_prompts(path, prompts, chat, system, prefer=prefer)
     for n, ids in enumerate(token_items, 1):
         check_fits(ids, opt.ctx, max_tokens, what="the prompt" if source is None else f"prompt {n} of {source}")
     return token_items

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from homespec.errors import UsageError
-from homespec.formats.local import existing
+from homespec.userfiles import existing
 from homespec.sources.names import HubRef, LMStudioRef, OllamaRef, SourceRef, parse
 
 

@@ -99,10 +99,12 @@ def target_identity(path: str | os.PathLike) -> TargetIdentity:
     """The identity of a local target: a GGUF file (its header) or a Hugging Face directory (config.json)."""
     p = Path(path)
     names = [p.stem if p.is_file() else p.name, p.parent.name]
-    if p.is_dir():
+    if p.is_dir() or p.suffix == ".json":  # a Hugging Face folder, or its config.json
         from homespec.formats.hf import load_config, model_shape_from_config
 
-        spec = model_shape_from_config(load_config(p), p.name, str(p))
+        folder = p if p.is_dir() else p.parent
+        names[0] = folder.name
+        spec = model_shape_from_config(load_config(p), folder.name, str(folder))
     else:
         from homespec.formats.gguf import read_model_header
         from homespec.formats.gguf_model import model_spec_from_gguf

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from homespec.errors import UsageError
-from homespec.formats.local import existing
+from homespec.userfiles import existing
 from homespec.types import DraftSpec, ModelSpec
 
 # llama.cpp's speculative decoding accepts draft and target vocabularies this far apart

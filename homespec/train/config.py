@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Sequence
 
 from homespec.errors import UsageError
-from homespec.limits import HIDDEN_WEIGHT
+from homespec.limits import (
+    DRAFT_VOCAB, EPOCHS, HIDDEN_WEIGHT, MAX_NEW_TOKENS, SEED, SKIP_SHARDS, TRAIN_TOKENS, TTT_STEPS,
+)
 
 TRAIN_BACKENDS = ("llamacpp", "torch")
 
@@ -71,11 +73,11 @@ class TrainConfig:
 
     def check(self) -> None:
         """Refuse settings no run can start with: a UsageError naming the flag and a value that works."""
+        for r, v in ((TRAIN_TOKENS, self.tokens), (EPOCHS, self.epochs), (TTT_STEPS, self.ttt_steps),
+                     (MAX_NEW_TOKENS, self.max_new_tokens), (DRAFT_VOCAB, self.draft_vocab),
+                     (SKIP_SHARDS, self.skip_shards), (SEED, self.seed), (HIDDEN_WEIGHT, self.hidden_weight)):
+            r.check(v)  # the command line's ranges (homespec.limits), for the library too
         for flag, v, least, example in (
-            ("--tokens", self.tokens, 1, "500000"), ("--epochs", self.epochs, 1, "2"),
-            ("--ttt-steps", self.ttt_steps, 1, "5"), ("--max-new-tokens", self.max_new_tokens, 1, "256"),
-            ("--draft-vocab", self.draft_vocab, 2, "8192"),
-            ("--skip-shards", self.skip_shards, 0, "96"),
             ("parallel", self.parallel, 1, "16"), ("shard_prompts", self.shard_prompts, 1, "64"),
             ("batch_tokens", self.batch_tokens, 1, "4096"), ("weight_decay", self.weight_decay, 0, "0.0"),
             ("eval_prompts", self.eval_prompts, 0, "4"), ("eval_every", self.eval_every, 0, "500"),
@@ -83,7 +85,6 @@ class TrainConfig:
         ):
             if v < least:
                 raise UsageError(f"{flag} must be at least {least}, got {v}", hint=f"e.g. {flag} {example}")
-        HIDDEN_WEIGHT.check(self.hidden_weight)  # finite, 0 to 1000 (nan < 0 is false)
         for name in ("lr", "weight_decay", "warmup", "min_lr", "clip"):
             if not math.isfinite(getattr(self, name)):
                 raise UsageError(f"{name} {getattr(self, name)} is not a finite number", hint=f"e.g. {name}=0.0")

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from homespec.errors import HomespecError, UsageError
+from homespec.limits import surely_longer
 from homespec.promptsets import PromptItem
 from homespec.train.progress import Progress, ProgressFn
 from homespec.train.shards import FORMAT_VERSION, Record, read_manifest, shard_name, write_manifest, write_shard
@@ -244,6 +245,8 @@ def _run_shard(model: Any, tok: Any, items: Sequence[PromptItem], first_index: i
         while queue:
             index, item = queue.pop(0)
             messages = [{"role": "user", "content": item.turns[0]}]
+            if surely_longer(item.turns[0], seq_budget):  # skipped below anyway: never tokenized
+                continue
             ids = _encode_chat(tok, messages)
             if len(ids) + 2 > seq_budget:
                 continue  # a prompt longer than a slot's cells is skipped (recorded as nothing)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from homespec import userfiles
 from homespec.errors import UsageError
 
 _ROWS = ("lm_head.weight", "d2t", "t2d", "embed_tokens.weight")
@@ -56,11 +57,11 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
     from homespec.nets.eagle3 import Eagle3Head, load_head
 
     src = Path(source)
-    if not (src / "config.json").is_file():  # a missing path or a file: one line naming --init
+    hint = "name the directory of an EAGLE-3 head (config.json + model.safetensors), e.g. a finished run's --out"
+    if not (src / "config.json").exists():  # a missing path or a file: one line naming --init
         what = "a file, not a head directory" if src.is_file() else "no head there (no config.json)"
-        raise UsageError(f"--init {src}: {what}",
-                         hint="name the directory of an EAGLE-3 head (config.json + model.safetensors), "
-                              "e.g. a finished run's --out")
+        raise UsageError(f"--init {src}: {what}", hint=hint)
+    userfiles.regular(str(src / "config.json"), "--init", userfiles.CONFIG)  # a FIFO or a folder: by what it is
     old = load_head(src, cfg.n_layer, cfg.n_embd, cfg.n_vocab)
     if (old.config.fc_norm, old.config.norm_output) != (config.fc_norm, config.norm_output):
         kind = "EAGLE-3.1" if config.fc_norm else "plain EAGLE-3"

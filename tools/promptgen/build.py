@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from homespec.longprompts.material import MATERIAL_PATH
-from homespec.promptsets import DATA_DIR, PromptItem
+from homespec.promptsets import DATA_DIR, PromptItem, split_path
 from tools.promptgen import chat, coding, edits, extraction, maths, multiturn, rewrite, writing
 from tools.promptgen.design import DEV, TEST, TRAIN, Draft, Pool, sample_pool, template_splits, topic_splits
 from tools.promptgen.jsonl import write_file, write_prompts_file
@@ -140,7 +140,8 @@ def write_all(out_dir: Path = DATA_DIR, seed: int = DEFAULT_SEED) -> dict[str, t
     written: dict[str, tuple[int | None, int]] = {}
     for split in (TRAIN, DEV, TEST):
         items = build_split(split, seed).items
-        written[f"{split}.jsonl"] = (len(items), write_prompts_file(out_dir / f"{split}.jsonl", items))
+        name = split_path(split).name  # train.jsonl.xz: stored compressed (homespec.promptsets.COMPRESSED)
+        written[name] = (len(items), write_prompts_file(out_dir / name, items))
     long_items = build_long_sample(seed)
     written["long.jsonl"] = (len(long_items), write_prompts_file(out_dir / "long.jsonl", long_items))
     for split, name in EDIT_FILES.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import lzma
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,8 +23,11 @@ def item_to_json(item: PromptItem) -> str:
 
 
 def write_prompts_file(path: Path, items: Iterable[PromptItem]) -> int:
-    """Write items as JSONL atomically (temp file + os.replace); returns the byte count."""
+    """Write items as JSONL atomically (temp file + os.replace); returns the byte count. A path
+    ending .xz is compressed (xz preset 9e: the same items give the same bytes)."""
     data = "".join(item_to_json(it) + "\n" for it in items).encode("utf-8")
+    if Path(path).suffix == ".xz":
+        data = lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)
     return write_file(path, data)
 
 

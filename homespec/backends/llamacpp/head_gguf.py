@@ -46,7 +46,7 @@ FC_NORM_KEY = f"{ARCH}.fc_norm"  # EAGLE-3.1, homespec's patch
 NORM_OUTPUT_KEY = f"{ARCH}.norm_output"  # EAGLE-3.1, homespec's patch
 DTYPES = ("f32", "f16", "bf16", "q8_0")
 _FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}  # llama_ftype: ALL_F32, MOSTLY_F16, _Q8_0, _BF16
-_LAYER = {  # published EAGLE-3 names -> llama.cpp's
+LAYER_NAMES = {  # published EAGLE-3 names -> llama.cpp's
     "midlayer.input_layernorm.weight": "blk.0.attn_norm.weight",
     "midlayer.hidden_norm.weight": "blk.0.attn_norm_2.weight",
     "midlayer.self_attn.q_proj.weight": "blk.0.attn_q.weight",
@@ -139,7 +139,7 @@ def gguf_tensors(c: "Eagle3Config", tensors: Mapping[str, np.ndarray], dtype: st
     from gguf import GGMLQuantizationType
 
     out: list[tuple[str, np.ndarray, Any]] = []
-    for key, gname in _LAYER.items():
+    for key, gname in LAYER_NAMES.items():
         if key not in tensors or (key == "input_norm.weight" and not c.norm_before_fc):
             continue
         a = np.asarray(tensors[key], np.float32)
@@ -174,39 +174,10 @@ def write_eagle3_gguf(c: "Eagle3Config", tensors: Mapping[str, np.ndarray], targ
     if dtype not in _FILE_TYPES:
         raise UsageError(f"unknown draft dtype {dtype!r}", hint=f"use one of: {', '.join(DTYPES)}")
     arrays = gguf_tensors(c, tensors, dtype)
-    layers = [int(i) for i in c.feature_layers(target.n_layer)]
 
     def write(tmp: str) -> None:
         w = GGUFWriter(tmp, ARCH)
-        w.add_name(name)
-        w.add_string(MARK_KEY, name)
-        w.add_block_count(1)
-        w.add_context_length(c.max_position_embeddings)
-        w.add_embedding_length(c.hidden_size)
-        w.add_feed_forward_length(c.intermediate_size)
-        w.add_head_count(c.num_attention_heads)
-        w.add_head_count_kv(c.num_key_value_heads)
-        w.add_rope_freq_base(c.rope_theta)
-        w.add_layer_norm_rms_eps(c.rms_norm_eps)
-        w.add_file_type(_FILE_TYPES[dtype])
-        w.add_vocab_size(c.vocab_size)
-        w.add_rope_dimension_count(c.head_dim)
-        if c.head_dim * c.num_attention_heads != c.hidden_size:
-            w.add_key_length(c.head_dim)
-            w.add_value_length(c.head_dim)
-        w.add_array(f"{ARCH}.target_layers", layers)
-        w.add_uint32(f"{ARCH}.target_hidden_size", c.target_hidden_size)
-        w.add_bool(f"{ARCH}.norm_before_residual", c.norm_before_residual)
-        w.add_bool(f"{ARCH}.norm_before_fc", c.norm_before_fc)
-        if c.fc_norm:
-            w.add_bool(FC_NORM_KEY, True)
-        if c.norm_output:
-            w.add_bool(NORM_OUTPUT_KEY, True)
-        if c.draft_window is not None:
-            w.add_uint32(WINDOW_KEY, c.draft_window)
-            w.add_uint32(SINKS_KEY, DRAFT_SINKS)
-        for key, value, vtype, sub in target.tokenizer:
-            w.add_key_value(key, value, vtype, sub)
+        add_eagle3_keys(w, c, target, dtype=dtype, name=name)
         for tname, array, raw in arrays:
             w.add_tensor(tname, array, raw_dtype=raw)
         w.write_header_to_file()
@@ -216,3 +187,36 @@ def write_eagle3_gguf(c: "Eagle3Config", tensors: Mapping[str, np.ndarray], targ
 
     write_with(out, write)
     return out.stat().st_size
+
+
+def add_eagle3_keys(w: Any, c: "Eagle3Config", target: TargetHeader, *, dtype: str, name: str) -> None:
+    """Every metadata key of the head's file (the module docstring lists them) into GGUFWriter `w`."""
+    w.add_name(name)
+    w.add_string(MARK_KEY, name)
+    w.add_block_count(1)
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_rope_freq_base(c.rope_theta)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_file_type(_FILE_TYPES[dtype])
+    w.add_vocab_size(c.vocab_size)
+    w.add_rope_dimension_count(c.head_dim)
+    if c.head_dim * c.num_attention_heads != c.hidden_size:
+        w.add_key_length(c.head_dim)
+        w.add_value_length(c.head_dim)
+    w.add_array(f"{ARCH}.target_layers", [int(i) for i in c.feature_layers(target.n_layer)])
+    w.add_uint32(f"{ARCH}.target_hidden_size", c.target_hidden_size)
+    w.add_bool(f"{ARCH}.norm_before_residual", c.norm_before_residual)
+    w.add_bool(f"{ARCH}.norm_before_fc", c.norm_before_fc)
+    if c.fc_norm:
+        w.add_bool(FC_NORM_KEY, True)
+    if c.norm_output:
+        w.add_bool(NORM_OUTPUT_KEY, True)
+    if c.draft_window is not None:
+        w.add_uint32(WINDOW_KEY, c.draft_window)
+        w.add_uint32(SINKS_KEY, DRAFT_SINKS)
+    for key, value, vtype, sub in target.tokenizer:
+        w.add_key_value(key, value, vtype, sub)

@@ -5,6 +5,7 @@ metadata. homespec.backends.tokenizer.load_tokenizer chooses it for GGUF files.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Sequence
 
 from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp
@@ -16,7 +17,7 @@ class LlamaCppTokenizer(Templated):
     """llama.cpp's tokenizer for a GGUF file (only the vocabulary is loaded, no weights)."""
 
     def __init__(self, model_path: str):
-        llama_cpp = import_llama_cpp()  # (its log lines go to homespec's router, not the terminal)
+        llama_cpp = self._lib = import_llama_cpp()  # (its log lines go to homespec's router, not the terminal)
         try:
             # a small n_ctx: llama-cpp-python still creates a (weightless) context for a vocab-only
             # model, and llama.cpp warns that it exceeds the (absent) training context
@@ -51,7 +52,7 @@ class LlamaCppTokenizer(Templated):
 
     def piece(self, token: int) -> str:
         """The token's text with special tokens spelled out (e.g. "<|im_end|>")."""
-        return self._llama.detokenize([token], special=True).decode("utf-8", errors="replace")
+        return self._bytes((token,), True).decode("utf-8", errors="replace")
 
     def encode(self, text: str, add_bos: bool = True, special: bool = False) -> list[int]:
         # add_bos follows llama.cpp: BOS is prepended only when the vocabulary asks for it
@@ -59,10 +60,31 @@ class LlamaCppTokenizer(Templated):
 
     def decode(self, ids: Sequence[int], special: bool = False) -> str:
         """`special`: control tokens spelled out (a tool-call marker), else left out as llama.cpp does."""
-        return self._llama.detokenize(list(ids), special=special).decode("utf-8", errors="replace")
+        out = self._bytes(ids, special)
+        if ids and ids[0] == self._llama.token_bos() and out[:1] == b" ":  # as llama-cpp-python does
+            out = out[1:]
+        return out.decode("utf-8", errors="replace")
 
     def token_bytes(self, token: int) -> bytes:
-        return self._llama.detokenize([token], special=True)
+        return self._bytes((token,), True)
+
+    def _bytes(self, ids: Sequence[int], special: bool) -> bytes:
+        """llama.cpp's pieces of `ids`, joined once. (llama-cpp-python's detokenize() appends bytes
+        to bytes, time quadratic in the ids, and drops every piece longer than its 32-byte buffer:
+        SmolLM2's run of 48 dashes, say.)"""
+        llama_cpp = self._lib
+        vocab, size = self._llama._model.vocab, 64
+        buf = (ctypes.c_char * size)()
+        pieces = []
+        for token in ids:
+            n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buf, size, 0, special)
+            if n < 0:  # longer than the buffer: -n bytes needed
+                size = -n
+                buf = (ctypes.c_char * size)()
+                n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buf, size, 0, special)
+            if n > 0:
+                pieces.append(buf.raw[:n])
+        return b"".join(pieces)
 
     def close(self) -> None:
         self._llama.close()

@@ -42,10 +42,13 @@ class HeadDrafter:
     name = "eagle3"
 
     def __init__(self, net: "DraftNet", *, depth: int = 6, topk: int = 8, total: int = 48, width: int,
-                 window: int | None = None, source: str | None = None) -> None:
+                 window: int | None = None, source: str | None = None,
+                 feature_layers: Sequence[int] = ()) -> None:
         """width: the target features' width (3 x the target's hidden size); window: override the
-        head's own (0: attend to everything)."""
+        head's own (0: attend to everything); feature_layers: the target layers whose inputs the
+        head reads (what a target shared by several drafters is set to capture for this one)."""
         self.net, self.lane = net, net.new_lane()
+        self.feature_layers = tuple(int(i) for i in feature_layers)
         self.depth, self.topk, self.total = depth, topk, total
         self.window = net.window if window is None else (window or None)
         self.sinks = net.sinks if self.window else 0
