@@ -46,6 +46,7 @@ def _answer(path, method, n=40, **kw):
         s.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("pred", [False, True])
 def test_greedy_mtp_answers_are_plain_greedy_answers(mtp_gguf, family, pred):
@@ -68,6 +69,7 @@ def test_a_tree_of_mtp_drafts_equals_plain_greedy_too(mtp_gguf):
     assert max(s.draft_size for s in tree.steps) > 3  # wider than a chain
 
 
+@pytest.mark.slow
 def test_sampled_mtp_answers_are_reproducible_with_a_seed(mtp_gguf):
     from homespec.session import Session
     from homespec.speculative.sampling import Sampler
@@ -115,6 +117,7 @@ def _tree_ids_empty(net) -> bool:
     return all(ll.llama_memory_seq_pos_max(mem, s) < 0 for ids in net._ids for group in ids.sets for s in group)
 
 
+@pytest.mark.slow
 def test_two_lanes_draft_with_one_mtp_network_and_leak_nothing(mtp_gguf):
     """Two lanes, one MTP context: answers equal plain ones; a cancel mid-answer, then the cancelled
     conversation's next turn (resumed from the checkpoint after its prompt: a recurrent state is not cut
@@ -148,13 +151,15 @@ def test_two_lanes_draft_with_one_mtp_network_and_leak_nothing(mtp_gguf):
         eng.close()
 
 
+@pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("parallel", [1, 2])
-def test_the_plan_budgets_what_the_mtp_layers_allocate(mtp_gguf, parallel):
+def test_the_plan_budgets_what_the_mtp_layers_allocate(mtp_gguf, family, parallel):
     """Plan = run: llama.cpp's own buffer lines for the MTP context (KV, compute + output) and the MTP
-    blocks' tensors against the plan's draft lines, within 5 % each; one lane and two."""
+    blocks' tensors against the plan's draft lines, within 5 % each; one lane and two, on the hybrid and
+    on the attention-only MoE."""
     from homespec.engine.assemble import prepare
 
-    parts = prepare(_opt(mtp_gguf[("qwen35moe", False)], "mtp", ctx=2048), parallel=parallel)
+    parts = prepare(_opt(mtp_gguf[(family, False)], "mtp", ctx=2048), parallel=parallel)
     try:
         rep = parts.drafters[0].net.memory_report()
         measured = {"weights": rep.weights_bytes, "kv": rep.kv_bytes, "compute": rep.compute_bytes,
