@@ -4,7 +4,7 @@ handing the step to its consumer), one lane on a llama.cpp target.
 
     .venv/bin/python scripts/bench_host_step.py [--shapes plain,chain5] [--steps 150] [--rounds 3]
         [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
-        [--gpu-layers N] [--json FILE]
+        [--gpu-layers N] [--rollback N] [--json FILE]
 
 Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
 with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
@@ -36,6 +36,14 @@ decode's threads and the neighbours' compete with the Python for the cores); `--
 replaces llama_decode with a call that returns at once, after the prompt's prefill and the answer
 are computed for real, so a step is host work alone (the logits read are the last real decode's).
 Its p10 (the 10th percentile of the steps) is the steadiest figure for comparing two checkouts.
+
+On a hybrid model (a recurrent state beside attention: Qwen3.5, Qwen3-Next) the target is loaded
+with `--rollback N` per-token snapshots (default: the widest chain's drafts, as a run drafting that
+chain loads it), and the two calls that give rejected drafts back (backends/llamacpp/rollback.py)
+are timed like llama_decode: `save` (before_verify: the state copied on the device before a chain
+its snapshots do not cover: every chain under replay) and `undo` (keep: the snapshot selected, or
+the copy restored and the kept tokens decoded again). With `--accept none` every step gives its
+drafts back: undo / the plain step's time is the per-step cost of undoing a rejected draft.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ class Timed:
 
     decode_s: float = 0.0
     process_s: float = 0.0  # the head's llama_process calls (--drafter head)
+    save_s: float = 0.0  # a recurrent state saved before a chain (rollback.before_verify)
+    undo_s: float = 0.0  # rejected drafts given back by a recurrent state (rollback.keep)
     steps: list[dict] = field(default_factory=list)
 
 
@@ -197,7 +207,7 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
     handle.take()
     rows = []
     for _ in range(steps):
-        t.decode_s = t.process_s = 0.0
+        t.decode_s = t.process_s = t.save_s = t.undo_s = 0.0
         t0 = time.perf_counter()
         engine.step()
         wall = time.perf_counter() - t0
@@ -205,7 +215,7 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
         s = figs[-1]
         rows.append({"wall": wall - t.process_s, "decode": t.decode_s, "draft": s.t_draft - t.process_s,
                      "process": t.process_s, "pass_other": s.t_verify - t.decode_s,
-                     "emitted": len(s.tokens), "accepted": s.accepted})
+                     "emitted": len(s.tokens), "accepted": s.accepted, "save": t.save_s, "undo": t.undo_s})
     handle.cancel()
     engine.step()
     return summarise(shape, rows)
@@ -221,7 +231,27 @@ def summarise(shape: str, rows: list[dict]) -> dict:
             "host_p10_ms": round(float(np.percentile(host, 10)) * 1e3, 3),
             "draft_ms": ms([r["draft"] for r in rows]), "pass_other_ms": ms([r["pass_other"] for r in rows]),
             "head_process_ms": ms([r.get("process", 0.0) for r in rows]),
-            "rest_ms": ms(rest), "tokens_per_step": round(statistics.fmean(r["emitted"] for r in rows), 3)}
+            "rest_ms": ms(rest), "tokens_per_step": round(statistics.fmean(r["emitted"] for r in rows), 3),
+            "save_ms": ms([r["save"] for r in rows]), "undo_ms": ms([r["undo"] for r in rows])}
+
+
+def time_rollback(t: Timed) -> None:
+    """Time the recurrent state's save and undo (the backends call them through the module)."""
+    from homespec.backends.llamacpp import rollback
+
+    real_save, real_keep = rollback.before_verify, rollback.keep
+
+    def save(*args, **kw):
+        t0 = time.perf_counter()
+        real_save(*args, **kw)
+        t.save_s += time.perf_counter() - t0
+
+    def keep(*args, **kw):
+        t0 = time.perf_counter()
+        real_keep(*args, **kw)
+        t.undo_s += time.perf_counter() - t0
+
+    rollback.before_verify, rollback.keep = save, keep
 
 
 def _depth(parents: list[int]) -> int:
@@ -244,6 +274,8 @@ def main() -> None:
     ap.add_argument("--head", default=None, help="--drafter head: this eagle3 GGUF (default: the shipped head, converted)")
     ap.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1: all)")
     ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
+    ap.add_argument("--rollback", type=int, default=None,
+                    help="a hybrid model's per-token snapshots (n_rs_seq; default: the widest chain's drafts)")
     ap.add_argument("--json", default=None, help="also write the rounds as JSON to FILE")
     a = ap.parse_args()
 
@@ -260,8 +292,13 @@ def main() -> None:
     longest = max(_depth(shape_parents(s)) for s in shapes) + 1  # tokens a fully accepted step emits
     path = a.model or str(smollm2_path())
     n_answer = a.steps * longest + 16
+    from homespec.engine.options import model_traits
+
+    recurrent = model_traits(path).recurrent
+    rollback = (widest - 1 if a.rollback is None else a.rollback) if recurrent else 0
     backend = LlamaCppBackend.load(path, n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
-                                   max_leaves=max(1, widest - 1), n_gpu_layers=a.gpu_layers)
+                                   max_leaves=1 if recurrent else max(1, widest - 1), n_gpu_layers=a.gpu_layers,
+                                   rollback=rollback)
     prompt = encode_prompt(backend.tokenizer, [PROMPT], chat=True)
     if a.stub_decode or a.drafter == "head":  # no oracle: its tokens only need to exist
         answer = [0] * n_answer
@@ -270,6 +307,7 @@ def main() -> None:
                   for tok in s.tokens]
 
     t = Timed()
+    time_rollback(t)
     real = llama_cpp.llama_decode
 
     def timed_decode(ctx, batch):
@@ -289,7 +327,9 @@ def main() -> None:
 
     llama_cpp.llama_process = timed_process  # the head's graph calls, likewise
     head = open_head(backend, max(TREE_TOPK, 1), a.head) if a.drafter == "head" else None
-    print(f"{path.rsplit('/', 1)[-1]}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
+    n_rs = backend._ll.llama_n_rs_seq(backend._ctx)
+    mode = f", recurrent state: {backend.rollback_mode} (n_rs_seq {n_rs})" if recurrent else ""
+    print(f"{path.rsplit('/', 1)[-1]}{mode}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
           f"{', llama_decode stubbed' if a.stub_decode else ''}; torch imported: {sys.modules.get('torch') is not None}", flush=True)
     results = []
     for r in range(a.rounds):
@@ -300,11 +340,14 @@ def main() -> None:
                   f"host {row['host_ms']:6.3f} ms (p10 {row['host_p10_ms']:.3f}, mean {row['host_mean_ms']:.3f}): draft {row['draft_ms']:.3f}, "
                   f"pass outside llama_decode {row['pass_other_ms']:.3f}, rest {row['rest_ms']:.3f}; "
                   f"head's llama_process {row['head_process_ms']:.3f} ms; "
+                  f"recurrent state: save {row['save_ms']:.3f} ms, undo {row['undo_ms']:.3f} ms; "
                   f"{row['tokens_per_step']:.2f} tokens/step", flush=True)
+    backend_mode = backend.rollback_mode
     backend.close()
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": path, "threads": a.threads, "accept": a.accept, "drafter": a.drafter, "head": a.head,
+                       "rollback_mode": backend_mode, "n_rs_seq": n_rs,
                        "gpu_layers": a.gpu_layers, "steps": a.steps, "rounds": results}, f, indent=1)
 
 

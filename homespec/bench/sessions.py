@@ -4,11 +4,13 @@ A bench compares methods on the same target, so it loads that target once: every
 own drafter (and guard, made by the bench), and the methods take turns on the one backend, each
 answer starting from an empty cache (Session.stream resets it). Switching methods also switches
 the backend's feature capture to what the method's drafter reads (an EAGLE head: its three
-layers; the others: none), so plain decoding is not timed with a capture it does not use.
+layers; the model's MTP layers: its last hidden state; the others: none), so plain decoding is not
+timed with a capture it does not use.
 
-The target is loaded with the plan of the method that needs the most memory (one with a drafter
-model or head, else the first), so it leaves room for every method's drafter; each session keeps
-its own method's plan for its memory report. `lockstep` runs the methods' answers interleaved, a
+The target is loaded with the plan of the method that needs the most memory (mtp, which loads the
+model's MTP layers, else one with a drafter model or head, else a drafting one: on a hybrid model
+its load keeps the recurrent state's snapshots; else the first), so it leaves room for every method's
+drafter; each session keeps its own method's plan for its memory report. `lockstep` runs the methods' answers interleaved, a
 step of each in turn, which needs a cache per method: there every method loads its own target.
 """
 
@@ -22,7 +24,8 @@ from homespec.session import RunOptions, Session
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend
 
-DRAFTING = ("draft", "eagle3", "auto")  # methods whose plan reserves memory for a drafter (auto: its head)
+# methods whose plan reserves memory for a drafter (auto: its head or MTP layers), the target's loader first
+DRAFTING = ("mtp", "draft", "eagle3", "auto")
 
 
 @dataclass
@@ -38,7 +41,10 @@ class MethodSessions:
     def use(self, method: str) -> Session:
         """The method's session, its target capturing what the method's drafter reads."""
         s = self.sessions[method]
-        s.backend.set_feature_layers(getattr(s.drafter, "feature_layers", ()))
+        if getattr(s.drafter, "reads_nextn", False):
+            s.backend.capture_nextn()
+        else:
+            s.backend.set_feature_layers(getattr(s.drafter, "feature_layers", ()))
         return s
 
     def close(self) -> None:
@@ -56,7 +62,7 @@ def open_methods(opts: RunOptions, methods: Sequence[str], *, shared: bool = Tru
             for m in methods:
                 opened.sessions[m] = Session.open(replace(opts, method=m))
             return opened
-        owner = next((m for m in methods if m in DRAFTING), methods[0])
+        owner = min(methods, key=lambda m: (DRAFTING.index(m) if m in DRAFTING else len(DRAFTING) + (m == "none")))
         first = opened.sessions[owner] = Session.open(replace(opts, method=owner))
         first.owns_backend = False
         opened.shared.append(first.backend)

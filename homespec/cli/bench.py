@@ -59,7 +59,7 @@ def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
 
 @app.command(cls=_BenchCommand)
 def bench(
-    methods: Annotated[str, typer.Option("--methods", help="Comma list of: auto, none, ngram, suffix, draft, eagle3.")] = "none,auto",
+    methods: Annotated[str, typer.Option("--methods", help="Comma list of: auto, none, ngram, suffix, draft, eagle3, mtp.")] = "none,auto",
     model: ModelOpt = None,
     draft: DraftOpt = None,
     backend: BackendOpt = "llamacpp",

@@ -22,7 +22,7 @@ from homespec.backends.registry import BACKENDS, LoadArgs, backend_entry
 from homespec.engine.methods import METHODS, DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
     RunOptions, auto_head, chains_for, check_options, draft_for_plan, drafts_trees, drafts_with_mtp, head_dir,
-    model_traits, resolve_model_path, rollback_for, threads_of, tree_nodes,
+    model_traits, resolve_model_path, rollback_for, rollback_saves, threads_of, tree_nodes,
 )
 from homespec.errors import UsageError
 
@@ -170,7 +170,8 @@ def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel
         gpu = "none" if BACKENDS[opt.backend].torch_device and opt.device == "cpu" else "auto"
     return make_plan(model=path, gpu=gpu, draft=draft_for_plan(opt, path), ctx=opt.ctx, backend=opt.backend,
                      draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
-                     parallel=parallel, draft_dtype=opt.draft_dtype, rollback=rollback_for(opt, path))
+                     parallel=parallel, draft_dtype=opt.draft_dtype, rollback=rollback_for(opt, path),
+                     rollback_saves=rollback_saves(opt))
 
 
 def choose_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *,

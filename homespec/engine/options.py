@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["RunOptions", "check_options", "draft_shape", "head_dir", "auto_head", "drafts_with_head", "tree_nodes",
            "lookup_depth", "lookup_without_head", "resolve_model_path", "threads_of",
            "default_head", "draft_for_plan", "paired_head", "ModelTraits", "model_traits", "drafts_with_mtp",
-           "chains_for", "rollback_for", "drafts_trees"]
+           "chains_for", "rollback_for", "rollback_saves", "drafts_trees"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +235,12 @@ def rollback_for(opt: RunOptions, model_path: str) -> int:
     if not METHODS[opt.method].speculative or not model_traits(model_path).recurrent:
         return 0
     return opt.draft_depth if opt.method == "auto" else tree_nodes(opt) - 1
+
+
+def rollback_saves(opt: RunOptions) -> bool:
+    """Whether chains longer than rollback_for's snapshots are verified too: auto's lookups, beside a model
+    drafter whose depth sized them (the state is saved on the device before those: rollback.py)."""
+    return opt.method == "auto"
 
 
 def check_options(opt: RunOptions) -> str:

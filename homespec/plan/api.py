@@ -95,6 +95,7 @@ def make_plan(
     workload: str | None = None,
     draft_dtype: str = "q8_0",
     rollback: int | None = None,
+    rollback_saves: bool = True,
 ) -> Plan:
     """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
     the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
@@ -103,7 +104,8 @@ def make_plan(
     MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload`
     (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups). `rollback`: the
     most draft tokens a verification gives back, for which a model with a recurrent state keeps copies of
-    it (None: the tree planned, where a draft is; a run passes its own, lookups included)."""
+    it (None: the chain planned's drafts, where a draft is; a run passes its own, lookups included), and
+    `rollback_saves` whether longer chains are verified too (homespec.plan.settings.Settings)."""
     from homespec.plan.machine import machine_from_args
     from homespec.sources.resolve import resolve
 
@@ -127,13 +129,13 @@ def make_plan(
     if target.recurrent_layers and topk > 1:  # a recurrent state verifies chains (backends/llamacpp/rollback.py)
         topk, nodes = 1, depth + 1
     if rollback is None:
-        rollback = nodes if head is not None and target.recurrent_layers else 0
+        rollback = nodes - 1 if head is not None and target.recurrent_layers else 0
     settings = Settings(
         backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
         n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
         n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
         cache_ram_bytes=cache_ram << 20 if be == "llamacpp" else 0, draft_dtype=draft_dtype,
-        rollback=rollback if target.recurrent_layers else 0,
+        rollback=rollback if target.recurrent_layers else 0, rollback_saves=rollback_saves,
     )
     if max_parallel and parallel != 1:
         raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")

@@ -125,10 +125,13 @@ def rollback_copies(model: ModelSpec, s: Settings) -> int:
     """Copies of each sequence's recurrent state a drafting run keeps (backends/llamacpp/rollback.py): the
     state, llama.cpp's n_rs_seq per-token snapshots where the architecture has them (the tensors are
     widened to 1 + n_rs_seq row groups, llama-memory-recurrent.cpp), and the one saved on the device
-    before a chain they do not cover (every chain, where there are none)."""
+    before a chain they do not cover (every chain where there are none; with them, only where chains
+    longer than n_rs_seq are verified too: s.rollback_saves)."""
     if s.rollback <= 0 or s.backend != "llamacpp":
         return 1
-    return 2 + (s.rollback if model.arch in RS_ROLLBACK_ARCHS else 0)
+    if model.arch not in RS_ROLLBACK_ARCHS:
+        return 2
+    return 1 + s.rollback + (1 if s.rollback_saves else 0)
 
 
 def target_kv_layer_bytes(model: ModelSpec, s: Settings, layer: int) -> int:

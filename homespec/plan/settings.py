@@ -86,6 +86,9 @@ class Settings:
     # Draft tokens one verification may give back on a model with a recurrent state: llama.cpp keeps that
     # many snapshots of it (n_rs_seq; homespec.plan.memory.rollback_copies). 0: no drafting on one.
     rollback: int = 0
+    # Chains longer than those snapshots are verified too (auto: lookups' chains beside its model drafter's):
+    # the state is then saved on the device before each (one more copy a sequence). Replay always saves.
+    rollback_saves: bool = True
     # MoE: the first n_cpu_moe layers keep their routed experts in RAM (llama.cpp --n-cpu-moe N);
     # None = the solver chooses, and the solved settings carry its choice.
     n_cpu_moe: int | None = None

@@ -115,17 +115,23 @@ class LlamaCppCore:
         return self._tokenizer
 
     def set_feature_layers(self, layers: Sequence[int]) -> None:
+        if isinstance(self._capture, NextnCapture):  # back from an MTP drafter's capture (bench)
+            self._capture.stop()
+            self._capture = self._layer_capture
         self._capture.set_layers(layers)
 
     def capture_nextn(self) -> None:
         """Hand out each row's last hidden state as its features (what MTP layers read): before the
-        first prefill, instead of chosen layers' inputs."""
+        first prefill, instead of chosen layers' inputs (set_feature_layers goes back to those)."""
         from llama_cpp import llama_cpp_ext
 
         if not self.settings.load_mtp:
             raise HomespecError("the target was loaded without its MTP layers",
                                 hint="load it with load_mtp (--method mtp does)")
-        self._capture = NextnCapture(llama_cpp_ext, self._ctx, self._n_embd)
+        if not isinstance(self._capture, NextnCapture):
+            self._capture.set_layers(())
+            self._layer_capture = self._capture
+            self._capture = NextnCapture(llama_cpp_ext, self._ctx, self._n_embd)
 
     def attach(self, dependent: object) -> None:
         """A context made on this model (its MTP layers' own): closed before the model is freed."""

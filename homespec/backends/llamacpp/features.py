@@ -148,6 +148,10 @@ class NextnCapture:
     def set_layers(self, layers: Sequence[int]) -> None:
         raise ValueError("the target hands its MTP layers its last hidden state, not chosen layers' inputs")
 
+    def stop(self) -> None:
+        """No more copies of the rows (a bench's next method reads none)."""
+        self._ext.llama_set_embeddings_nextn(self.ctx, False, False)
+
     def begin(self) -> None:
         """Nothing to reset: llama.cpp rewrites its buffer on every decode."""
 

@@ -51,6 +51,11 @@ class AutoDrafter:
         """The target layers the model drafter reads (none without one)."""
         return tuple(getattr(self.model, "feature_layers", ()))
 
+    @property
+    def reads_nextn(self) -> bool:
+        """Whether the model drafter is the target's own MTP layers (they read its last hidden state)."""
+        return bool(getattr(self.model, "reads_nextn", False))
+
     def begin(self, prompt: Sequence[int], forward: "Forward", *, kept: int = 0) -> None:
         for d in self.parts:
             d.begin(prompt, forward, kept=kept)

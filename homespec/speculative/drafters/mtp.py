@@ -17,3 +17,4 @@ from homespec.speculative.drafters.eagle3 import HeadDrafter
 
 class MtpDrafter(HeadDrafter):
     name = "mtp"
+    reads_nextn = True  # the target's last hidden state of every row (its backend's capture_nextn)
