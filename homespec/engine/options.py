@@ -192,8 +192,9 @@ class ModelTraits:
 
 @functools.lru_cache(maxsize=16)
 def model_traits(model_path: str) -> ModelTraits:
-    """The GGUF's MTP blocks and recurrent state (nothing for a directory: the torch and EXL2 backends)."""
-    if Path(model_path).is_dir():
+    """The GGUF's MTP blocks and recurrent state (nothing for a directory, the torch and EXL2 backends'
+    models, nor for a catalogue name a plan resolves)."""
+    if not Path(model_path).is_file():
         return ModelTraits()
     from homespec.formats.gguf import read_model_header
     from homespec.formats.gguf_model import model_spec_from_gguf
