@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 CODEX_DIR = ROOT / "tests" / "codex"
@@ -44,8 +45,11 @@ def codex_binary() -> tuple[Path | None, str]:
     return binary, ""
 
 
-def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float) -> dict:
-    """One `codex exec PROMPT` against the server at `base` (…/v1) -> exit code, seconds, last message."""
+def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
+              stop_when: Callable[[], bool] | None = None, grace: float = 30.0) -> dict:
+    """One `codex exec PROMPT` against the server at `base` (…/v1) -> exit code, seconds, last message.
+    `stop_when`: polled while Codex runs; once true, Codex has `grace` seconds to end on its own and is
+    then stopped (its exit is None, as past `timeout`)."""
     with tempfile.TemporaryDirectory(prefix="codex-home-") as home, tempfile.TemporaryDirectory(prefix="codex-work-") \
             as work:
         # Codex drops a stream that sends nothing for 300 s (and retries): a cold prompt of ~9,000 tokens on
@@ -57,16 +61,30 @@ def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float) ->
                "-c", f"model_providers.homespec={provider}", "-m", "smol", "--output-last-message", str(last), prompt]
         env = {**os.environ, "CODEX_HOME": home, "HOMESPEC_CODEX_KEY": key}
         t0 = time.monotonic()
-        try:
-            done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
-            code, err = done.returncode, done.stderr
-        except subprocess.TimeoutExpired as e:
-            code, err = None, (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr)
-        seconds = time.monotonic() - t0
+        with tempfile.TemporaryFile(mode="w+") as err_file:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err_file,
+                                    stdin=subprocess.DEVNULL, text=True)
+            code = _wait(proc, t0 + timeout, stop_when, grace)
+            seconds = time.monotonic() - t0
+            err_file.seek(0)
+            err = err_file.read()
         answer = last.read_text() if last.exists() else ""
     return {"exit": code, "seconds": round(seconds, 1), "answer": answer.strip(),
             "errors": [line for line in err.splitlines() if "ERROR" in line][-3:]}
+
+
+def _wait(proc: subprocess.Popen, deadline: float, stop_when: Callable[[], bool] | None, grace: float) -> int | None:
+    """Codex's exit code, or None where it was stopped: at `deadline`, or `grace` seconds after `stop_when`."""
+    while proc.poll() is None:
+        now = time.monotonic()
+        if stop_when is not None and stop_when():
+            deadline, stop_when = min(deadline, now + grace), None
+        if now >= deadline:
+            proc.kill()
+            proc.wait()
+            return None
+        time.sleep(0.5)
+    return proc.returncode
 
 
 def main() -> None:

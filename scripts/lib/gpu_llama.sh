@@ -24,7 +24,7 @@ gpu_llama_pack() {
   for b in "${GPU_LLAMA_DROP[@]}"; do rm -rf "${l:?}/$b"; done
   for b in "${GPU_LLAMA_BACKENDS_DROP[@]}"; do rm -rf "$l/ggml/src/ggml-$b"; done
   # the web UI's sources (npm) and llama.cpp's helper scripts: only the .cmake files are read
-  find "$l/tools/ui" -mindepth 1 -maxdepth 1 ! -name CMakeLists.txt -exec rm -rf {} +
+  find "$l/tools/ui" -mindepth 1 -maxdepth 1 ! -name CMakeLists.txt ! -name '*.cmake' ! -name '*.in' -exec rm -rf {} +
   find "$l/scripts" -mindepth 1 ! -name '*.cmake' -exec rm -rf {} + 2>/dev/null
   [[ -d $l/ggml/src/ggml-cuda && -f $l/tools/server/server.cpp ]] || { echo "error: the trimmed source lacks ggml-cuda or the server" >&2; rm -rf "$work"; return 1; }
   # fixed order and times: the same inputs give the same file, and a rebuilt tree from it is up to date
