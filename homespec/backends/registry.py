@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from homespec.backends.llamacpp.tree import MAX_SEQ as LLAMA_MAX_SEQ
 from homespec.backends.settings import exl2_for_plan, settings_from_plan, torch_settings
 from homespec.errors import UsageError
 from homespec.plan.place import PLACERS, Placer
@@ -45,8 +46,15 @@ class BackendEntry:
     lanes: bool = False  # decodes several sequences in one context (serve's --parallel > 1)
     gguf_only: bool = False  # reads GGUF files only: a directory is refused before anything loads
     torch_device: bool = False  # runs on a torch device: --device applies, a head drafts beside it
-    seq_per_leaf: bool = False  # verifies each leaf of a draft tree as a sequence of its own (at most MAX_SEQ)
+    seq_per_leaf: bool = False  # verifies each leaf of a draft tree as a sequence of its own (at most max_seq)
+    max_seq: int = 0  # seq_per_leaf: the sequence ids one context holds, every lane's leaves together
     check_device: Callable[[str], None] = lambda device: None  # a torch device is one torch sees (torch_device)
+    # lanes: (path, settings, lanes, lane_ctx, leaves_per_lane) -> several sequences in one context
+    open_lanes: Callable[..., Any] | None = None
+    # a draft network beside the target, in the target's own engine (None: the torch EAGLE head drafts):
+    # (target, head path, opt) -> the EAGLE head's HeadDrafter; (target, opt) -> the MTP layers' drafter
+    open_head: Callable[[Any, Path, Any], Any] | None = None
+    open_mtp: Callable[[Any, Any], Any] | None = None
 
 
 def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
@@ -86,12 +94,31 @@ def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":
     return Exl2Backend.load(path, max_context=a.ctx)  # type: ignore[return-value]
 
 
+def _llamacpp_lanes(path: str, settings: Any, lanes: int, lane_ctx: int, leaves_per_lane: int) -> "Backend":
+    from homespec.backends.llamacpp.multi import MultiSeqBackend
+
+    return MultiSeqBackend(path, settings, lanes=lanes, lane_ctx=lane_ctx, leaves_per_lane=leaves_per_lane)
+
+
+def _llamacpp_head(target: Any, where: Path, opt: Any) -> Any:
+    from homespec.backends.llamacpp.drafters import open_head
+
+    return open_head(target, where, opt)
+
+
+def _llamacpp_mtp(target: Any, opt: Any) -> Any:
+    from homespec.backends.llamacpp.drafters import open_mtp
+
+    return open_mtp(target, opt)
+
+
 BACKENDS: dict[str, BackendEntry] = {
     "torch": BackendEntry(name="torch", load=_load_torch, settings=torch_settings, placer=PLACERS["torch"],
                           torch_device=True, check_device=_torch_device),
     "llamacpp": BackendEntry(name="llamacpp", load=_load_llamacpp, settings=settings_from_plan,
                              placer=PLACERS["llamacpp"], lanes=True, gguf_only=True,
-                             seq_per_leaf=True),
+                             seq_per_leaf=True, max_seq=LLAMA_MAX_SEQ, open_lanes=_llamacpp_lanes,
+                             open_head=_llamacpp_head, open_mtp=_llamacpp_mtp),
     "exl2": BackendEntry(name="exl2", load=_load_exl2, settings=exl2_for_plan, placer=PLACERS["exl2"]),
 }
 

@@ -132,7 +132,6 @@ def rolls_back(target: Any) -> bool:
 
 
 def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: int | None) -> RunParts:
-    from homespec.backends.llamacpp.multi import MultiSeqBackend
     from homespec.backends.settings import settings_from_plan
 
     # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
@@ -145,7 +144,7 @@ def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: in
     leaves = lane_leaves(opt, parallel, settings.n_batch, trees=trees)
     if trees:
         opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
-    target = MultiSeqBackend(path, settings, lanes=parallel, lane_ctx=opt.ctx, leaves_per_lane=leaves)
+    target = backend_entry(opt.backend).open_lanes(path, settings, parallel, opt.ctx, leaves)
     try:
         drafters = lane_drafters(target, path, opt, parallel) if rolls_back(target) else [None] * parallel
     except BaseException:
@@ -238,11 +237,11 @@ def lane_leaves(opt: RunOptions, parallel: int, n_batch: int, *, trees: bool) ->
     """Tree paths (llama.cpp sequence ids) each lane gets: one for a chain, else (`trees`: an EAGLE
     head drafting trees) what the draft tree needs within llama.cpp's 256 ids (and n_batch) shared
     by every lane."""
-    from homespec.backends.llamacpp.tree import MAX_SEQ, tree_leaves
-
     if not trees:
         return 1
-    return max(1, min(tree_leaves(opt.draft_tokens), MAX_SEQ // parallel, n_batch // parallel))
+    max_seq = backend_entry(opt.backend).max_seq
+    leaves = min(max_seq, max(1, opt.draft_tokens - 1))  # every node but the root a leaf
+    return max(1, min(leaves, max_seq // parallel, n_batch // parallel))
 
 
 def lane_drafters(target: "Lanes", path: str, opt: RunOptions, parallel: int) -> list["Drafter | None"]:

@@ -87,10 +87,11 @@ def _suffix(depth: int, store: "SuffixStore | None") -> "Drafter":
 def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior:
     in llama.cpp beside a llama.cpp target, else the torch head beside the torch or EXL2 target."""
+    from homespec.backends.registry import backend_entry
     from homespec.formats.acceptance import read_prior
 
-    if target.name == "llamacpp":
-        drafter = _eagle_llamacpp(target, where, opt)
+    if backend_entry(target.name).open_head is not None:
+        drafter = _eagle_in_target(target, where, opt)
         drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
         return drafter
     from homespec.nets.eagle3 import load_head
@@ -105,48 +106,34 @@ def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
     return drafter
 
 
-def _eagle_llamacpp(target: Any, where: Path, opt: Any) -> "Drafter":
-    """The head as an eagle3 GGUF (converted once and cached) in a llama.cpp context beside the
-    target, one network for every lane of the target (each lane's drafter clones this one's)."""
-    import sys
-
-    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
-    from homespec.backends.llamacpp.head_convert import head_gguf
-    from homespec.plan.memory import head_cells
+def _eagle_in_target(target: Any, where: Path, opt: Any) -> "Drafter":
+    """The head in the target's own engine (llama.cpp: an eagle3 GGUF in a context beside the
+    target, homespec.backends.registry open_head), one network for every lane of the target (each
+    lane's drafter clones this one's)."""
+    from homespec.backends.registry import backend_entry
     from homespec.speculative.drafters.eagle3 import HeadDrafter
 
-    conv = head_gguf(where, target.model_path, dtype=opt.draft_dtype)
-    if conv.note:
-        print(f"note: {conv.note}", file=sys.stderr)
-    info = read_head_file(conv.path, target.n_vocab)
-    window = info.window if opt.window is None else (opt.window or None)
-    lanes = getattr(target, "lanes", 1)
-    lane_ctx = getattr(target, "lane_ctx", None) or target.max_context
-    cells = head_cells(lane_ctx, window, info.sinks, max(opt.draft_depth, MAX_DEPTH), opt.draft_topk)
-    net = LlamaCppHead(info, target, lanes=lanes, cells_per_lane=cells, topk=opt.draft_topk, n_threads=opt.threads)
-    target.set_feature_layers(info.layers)  # before the target's first prefill
-    return HeadDrafter(net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
-                       width=len(info.layers) * target.hidden_size, window=0 if window is None else window,
-                       source=str(where), feature_layers=info.layers)
+    head = backend_entry(target.name).open_head(target, where, opt)
+    return HeadDrafter(head.net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
+                       width=len(head.layers) * target.hidden_size, window=head.window or 0,
+                       source=str(where), feature_layers=head.layers)
 
 
 def _mtp(target: Any, opt: Any) -> "Drafter":
-    """The target's own MTP layers in a llama.cpp context beside it (backends/llamacpp/mtp.py), one
-    network for every lane of the target, with the EAGLE drafter's policy; the guard's prior is the
-    planner's assumed MTP acceptance (homespec.plan.acceptance.MTP_ACCEPT)."""
-    if target.name != "llamacpp":
+    """The target's own MTP layers in its engine beside it (llama.cpp: backends/llamacpp/mtp.py,
+    homespec.backends.registry open_mtp), one network for every lane of the target, with the EAGLE
+    drafter's policy; the guard's prior is the planner's assumed MTP acceptance
+    (homespec.plan.acceptance.MTP_ACCEPT)."""
+    from homespec.backends.registry import backend_entry
+
+    open_mtp = backend_entry(target.name).open_mtp
+    if open_mtp is None:
         raise UsageError(f"--method mtp runs a model's MTP layers in llama.cpp, not the {target.name} backend",
                          hint="use --backend llamacpp with a GGUF that has MTP layers")
-    from homespec.backends.llamacpp.mtp import LlamaCppMtp
     from homespec.plan.acceptance import MTP_ACCEPT
-    from homespec.plan.memory import head_cells
     from homespec.speculative.drafters.mtp import MtpDrafter
 
-    lanes = getattr(target, "lanes", 1)
-    lane_ctx = getattr(target, "lane_ctx", None) or target.max_context
-    cells = head_cells(lane_ctx, None, 0, max(opt.draft_depth, MAX_DEPTH), opt.draft_topk)
-    net = LlamaCppMtp(target, lanes=lanes, cells_per_lane=cells, topk=opt.draft_topk, n_threads=opt.threads)
-    target.capture_nextn()  # before the target's first prefill: its rows' last hidden state
+    net = open_mtp(target, opt)
     drafter = MtpDrafter(net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
                          width=target.hidden_size, window=0, source="mtp")
     drafter.expected_acceptance = tuple(MTP_ACCEPT ** d for d in range(1, opt.draft_depth + 1))

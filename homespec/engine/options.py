@@ -307,17 +307,16 @@ def _check_device(opt: RunOptions, torch_device: bool) -> None:
 
 def _check_tree(opt: RunOptions) -> None:
     """The context must hold the prompt and a whole draft tree; llama.cpp verifies one leaf per
-    sequence, and holds at most MAX_SEQ of them."""
-    from homespec.backends.llamacpp.tree import MAX_SEQ
-
+    sequence, and holds at most its entry's max_seq of them."""
     nodes, trees = tree_nodes(opt), METHODS[opt.method].trees
     flag = "--draft-tokens" if trees else "--draft-depth"
     if nodes >= opt.ctx:
         raise UsageError(f"--ctx {opt.ctx} cannot hold a prompt and a draft tree of {nodes} nodes",
                          hint=f"raise --ctx (e.g. --ctx {max(256, 2 * nodes)}) or lower {flag}")
-    if BACKENDS[opt.backend].seq_per_leaf and trees and opt.draft_topk > 1 and nodes - 1 > MAX_SEQ:
+    entry = BACKENDS[opt.backend]
+    if entry.seq_per_leaf and trees and opt.draft_topk > 1 and nodes - 1 > entry.max_seq:
         raise UsageError(f"--draft-tokens {nodes} allows a tree of {nodes - 1} leaves; llama.cpp verifies at most "
-                         f"{MAX_SEQ} (one sequence each)", hint=f"use --draft-tokens {MAX_SEQ + 1} or fewer")
+                         f"{entry.max_seq} (one sequence each)", hint=f"use --draft-tokens {entry.max_seq + 1} or fewer")
 
 
 def head_dir(opt: RunOptions, model_path: str) -> Path:
