@@ -2,8 +2,9 @@
 schema FastAPI makes of the routes and their pydantic bodies, against a real server on 127.0.0.1:
 requests the schema allows and requests it does not (wrong types, values outside every range,
 missing fields, arbitrary JSON). Every answer is a 2xx or an OpenAI-shaped 4xx (Anthropic-shaped under
-/v1/messages; a stream ends with [DONE], or the API's own last event, and carries no error event), and
-a normal request succeeds afterwards."""
+/v1/messages; a stream ends with [DONE], or the API's own last event, and carries no error event; one
+schemathesis stopped reading after its 20 events is checked as far as it was read), and a normal
+request succeeds afterwards."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ openai = pytest.importorskip("openai")
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from schemathesis.core.transport import Response  # noqa: E402
 from schemathesis.generation import GenerationMode  # noqa: E402
 from test_server import Server  # noqa: E402 - the subprocess server of tests/test_server.py
 
@@ -55,7 +57,7 @@ def server():
     s.stop()
 
 
-def _check(status: int, headers: dict[str, str], raw: bytes, path: str = "") -> None:
+def _check(status: int, headers: dict[str, str], raw: bytes, path: str = "", cut_short: bool = False) -> None:
     assert status < 500, raw[:500]
     if status >= 400 and path.startswith("/v1/messages"):  # Anthropic's shape
         body = json.loads(raw)
@@ -70,6 +72,10 @@ def _check(status: int, headers: dict[str, str], raw: bytes, path: str = "") -> 
     assert 200 <= status < 300
     if headers.get("content-type", "").startswith("text/event-stream"):
         events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+        if cut_short:  # schemathesis stops reading a stream after 20 events: only what came is checked
+            read = [json.loads(e) for e in events if e != "[DONE]"]
+            assert events and all(d.get("type") != "error" and "error" not in d for d in read), raw[-500:]
+            return
         if path == "/v1/messages":  # Anthropic's events, the last one message_stop
             assert events and json.loads(events[-1])["type"] == "message_stop", raw[-300:]
             assert all(json.loads(e)["type"] != "error" for e in events), raw[-500:]
@@ -97,7 +103,7 @@ def test_every_route_answers_2xx_or_an_openai_4xx(server, name):
         if op.path == "/metrics" and r.status_code == 200:
             return
         try:
-            _check(r.status_code, headers, r.content, op.path)
+            _check(r.status_code, headers, r.content, op.path, Response.from_any(r).stream_cut_short)
         except AssertionError:
             print("".join(server.err)[-3000:])
             raise
