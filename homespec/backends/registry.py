@@ -52,7 +52,8 @@ class BackendEntry:
     # lanes: (path, settings, lanes, lane_ctx, leaves_per_lane) -> several sequences in one context
     open_lanes: Callable[..., Any] | None = None
     # a draft network beside the target, in the target's own engine (None: the torch EAGLE head drafts):
-    # (target, head path, opt) -> the EAGLE head's HeadDrafter; (target, opt) -> the MTP layers' drafter
+    # (target, head path, opt) -> the head's network, layers and window (llamacpp.drafters.OpenedHead);
+    # (target, opt) -> the network of the target's MTP layers. The engine wraps them in speculative's drafters
     open_head: Callable[[Any, Path, Any], Any] | None = None
     open_mtp: Callable[[Any, Any], Any] | None = None
 
