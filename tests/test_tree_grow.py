@@ -1,4 +1,4 @@
-"""EAGLE-2's dynamic tree grown from each node's best children (homespec/speculative/tree_grow.py):
+"""EAGLE-2's dynamic tree grown from each node's best children (homespec/contracts/tree.py: grow_tree):
 pure numpy, no model."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from homespec.contracts.tree import check_parents, depth_list
-from homespec.speculative.tree_grow import grow_tree
+from homespec.contracts.tree import grow_tree
 
 V = 50
 

@@ -226,49 +226,65 @@ def build_dynamic_tree(
     token_map: [V_draft] int64 draft id -> target id, when the drafter's vocabulary is a subset.
     Returns a DraftTree whose probs are the draft's probability of each node given its parent.
     """
+    def expand(level: int, tokens: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logp = np.asarray(step_fn(tokens, rows, level), dtype=np.float64)  # [F, V]
+        ids, lp = _top(logp, min(topk, logp.shape[-1]))  # [F, k] each, best first
+        return (token_map[ids] if token_map is not None else ids), lp
+
+    return grow_tree(expand, root, depth=depth, topk=topk, total=total)
+
+
+# (level, frontier tokens [F], each one's parent row in the previous call [F]) -> ([F, k] child ids
+# best first, [F, k] their log-probs)
+Expand = Callable[[int, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def grow_tree(expand: Expand, root: int, *, depth: int, topk: int, total: int) -> DraftTree:
+    """EAGLE-2's dynamic tree (build_dynamic_tree's rule) over a drafter that names each node's
+    best children itself: at level 0 `expand` is asked for the root's children (tokens = [root],
+    rows = [-1]); at level l >= 1 for the children of the frontier nodes it was handed. A drafter
+    that runs in llama.cpp picks the k best on its side (backends/llamacpp/head.py), so only k
+    numbers per node cross into Python. topk=1 drafts a chain; probs are the draft's probability
+    of each node given its parent."""
     if depth < 1 or topk < 1 or total < 2:
         raise ValueError(f"need depth >= 1, topk >= 1 and total >= 2 (got {depth}, {topk}, {total})")
-    cand_token: list[np.ndarray] = []  # per level: [n] target ids
-    cand_logp: list[np.ndarray] = []  # per level: [n] edge log-prob
-    cand_score: list[np.ndarray] = []  # per level: [n] cumulative log-prob
-    cand_parent: list[np.ndarray] = []  # per level: [n] global candidate index of the parent, -1 = root
+    tokens: list[np.ndarray] = []  # per level: [n] target ids
+    logps: list[np.ndarray] = []  # per level: [n] edge log-prob
+    scores: list[np.ndarray] = []  # per level: [n] cumulative log-prob
+    parent_of: list[np.ndarray] = []  # per level: [n] global candidate index of the parent, -1 = root
     n_before = 0  # candidates created in earlier levels
-
-    frontier_tokens = np.array([root], dtype=np.int64)  # [F]
-    frontier_rows = np.array([-1], dtype=np.int64)  # [F]
-    frontier_score = np.zeros(1, dtype=np.float64)  # [F]
-    frontier_global = np.array([-1], dtype=np.int64)  # [F] candidate index, -1 = root
+    f_tokens = np.array([root], dtype=np.int64)  # [F] the frontier
+    f_rows = np.array([-1], dtype=np.int64)  # [F] its parents' rows in the previous call
+    f_score = np.zeros(1, dtype=np.float64)  # [F]
+    f_global = np.array([-1], dtype=np.int64)  # [F] candidate index, -1 = root
     for level in range(depth):
-        logp = np.asarray(step_fn(frontier_tokens, frontier_rows, level), dtype=np.float64)  # [F, V]
-        top_id, top_lp = _top(logp, min(topk, logp.shape[-1]))  # [F, k] each, best first
-        k = top_id.shape[1]
-        if token_map is not None:
-            top_id = token_map[top_id]
-        score = frontier_score[:, None] + top_lp  # [F, k]
-        cand_token.append(top_id.reshape(-1))
-        cand_logp.append(top_lp.reshape(-1))
-        cand_score.append(score.reshape(-1))
-        cand_parent.append(np.repeat(frontier_global, k))
-        # The next frontier: the best `topk` of this level (stable, so ties keep creation order).
-        order = _best(score.reshape(-1), topk)
-        frontier_rows = order // k
-        frontier_tokens = top_id.reshape(-1)[order]
-        frontier_score = score.reshape(-1)[order]
-        frontier_global = n_before + order
+        ids, lp = expand(level, f_tokens, f_rows)  # [F, k] each
+        k = min(topk, ids.shape[1])
+        ids, lp = np.asarray(ids[:, :k], dtype=np.int64), np.asarray(lp[:, :k], dtype=np.float64)
+        score = f_score[:, None] + lp  # [F, k]
+        tokens.append(ids.reshape(-1))
+        logps.append(lp.reshape(-1))
+        scores.append(score.reshape(-1))
+        parent_of.append(np.repeat(f_global, k))
+        order = _best(score.reshape(-1), topk)  # the next frontier: this level's best topk
+        f_rows, f_tokens = order // k, ids.reshape(-1)[order]
+        f_score, f_global = score.reshape(-1)[order], n_before + order
         n_before += score.size
+    return _keep_best(root, np.concatenate(tokens), np.concatenate(logps), np.concatenate(scores),
+                      np.concatenate(parent_of), total)
 
-    tokens = np.concatenate(cand_token)
-    logps = np.concatenate(cand_logp)
-    parent_of = np.concatenate(cand_parent)
-    keep = np.sort(_best(np.concatenate(cand_score), total - 1))  # creation order: parents before children
-    new_index = np.full(n_before + 1, -1, dtype=np.int64)  # candidate g -> kept node index (slot n_before: root)
-    new_index[keep] = np.arange(1, len(keep) + 1)
-    new_index[n_before] = 0
-    parents = new_index[np.where(parent_of[keep] < 0, n_before, parent_of[keep])]
+
+def _keep_best(root: int, tokens: np.ndarray, logps: np.ndarray, scores: np.ndarray, parent_of: np.ndarray,
+               total: int) -> DraftTree:
+    """The root and the best `total - 1` candidates, in creation order (parents before children)."""
+    keep = np.sort(_best(scores, total - 1))
+    new_index = np.zeros(len(tokens) + 1, dtype=np.int64)  # global index + 1 -> node index (0: root)
+    new_index[keep + 1] = np.arange(1, len(keep) + 1)
+    parents = np.concatenate([[-1], new_index[parent_of[keep] + 1]]).astype(np.int64)
     return DraftTree(
-        tokens=np.concatenate([np.array([root], dtype=np.int64), tokens[keep].astype(np.int64)]),
-        parents=np.concatenate([np.array([-1], dtype=np.int64), parents]),
-        probs=np.concatenate([np.ones(1), np.exp(logps[keep])]).astype(np.float32),
+        tokens=np.concatenate([[root], tokens[keep]]).astype(np.int64),
+        parents=parents,
+        probs=np.concatenate([[1.0], np.exp(logps[keep])]).astype(np.float32),
     )
 
 
