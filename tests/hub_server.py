@@ -176,3 +176,13 @@ def start(hub: Hub):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     hub.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     return httpd
+
+
+def use_hub(monkeypatch, url: str, tmp_path: Path) -> None:
+    """Point huggingface_hub at the hub on 127.0.0.1: its endpoint, a fresh cache and home under
+    tmp_path, no telemetry and no token."""
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)

@@ -3,7 +3,6 @@ the EAGLE-3 twin of the shipped 3.1 head, the speculators layout, and importing 
 
 from __future__ import annotations
 
-import ctypes
 import json
 
 import numpy as np
@@ -12,6 +11,7 @@ import torch
 
 from homespec.cli import main
 from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, load_head, save_head
+from tiny_heads import gguf_arch
 
 N_LAYER, H, V, DV = 8, 64, 49152, 512
 
@@ -56,19 +56,6 @@ def _run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def _arch(path) -> str:
-    import llama_cpp as ll
-
-    model = ll.llama_model_load_from_file(str(path).encode(), ll.llama_model_default_params())
-    assert model, f"llama.cpp could not load {path}"
-    try:
-        buf = ctypes.create_string_buffer(64)
-        ll.llama_model_meta_val_str(model, b"general.architecture", buf, 64)
-        return buf.value.decode()
-    finally:
-        ll.llama_model_free(model)
-
-
 def test_gguf_export_loads_as_eagle3_and_drafts_like_homespec(tmp_path, capsys, tiny_target, tiny_head_dir):
     out = tmp_path / "head.gguf"
     code, stdout, err = _run(capsys, "draft", "export", str(tiny_head_dir), "--target", str(tiny_target),
@@ -76,7 +63,7 @@ def test_gguf_export_loads_as_eagle3_and_drafts_like_homespec(tmp_path, capsys, 
     assert code == 0, err
     result = json.loads(stdout)
     assert result["kind"] == "eagle3" and result["bytes"] == out.stat().st_size
-    assert _arch(out) == "eagle3"
+    assert gguf_arch(out) == "eagle3"
     # the export's own check ran llama.cpp's drafter on the file: every chain agrees with homespec's
     assert len(result["check"]) == 3
     assert all(c["agree"] == len(c["homespec"]) == 4 for c in result["check"]), result["check"]
@@ -114,7 +101,7 @@ def test_eagle3_1_head_exports_with_its_norms_and_drafts_like_homespec(tmp_path,
     code, stdout, err = _run(capsys, "draft", "export", str(d), "--target", str(tiny_target), "--out", str(out))
     assert code == 0, err
     result = json.loads(stdout)
-    assert result["kind"] == "eagle3.1" and _arch(out) == "eagle3"
+    assert result["kind"] == "eagle3.1" and gguf_arch(out) == "eagle3"
     assert all(c["agree"] == len(c["homespec"]) == 4 for c in result["check"]), result["check"]
     r = GGUFReader(str(out))
     assert r.fields["eagle3.fc_norm"].contents() is True and r.fields["eagle3.norm_output"].contents() is True
@@ -162,7 +149,7 @@ def test_twin_of_the_shipped_head_drafts_identically_in_llamacpp(tmp_path, smoll
     assert twin.config.norm_before_fc and not twin.config.fc_norm and not twin.config.norm_output
     out = tmp_path / "twin.gguf"
     write_eagle3_gguf(twin, t, out, dtype="f32", name="twin")
-    assert _arch(out) == "eagle3"
+    assert gguf_arch(out) == "eagle3"
     tok = load_tokenizer(str(smollm2_path))
     pairs = compare_chains(twin, smollm2_path, out, [tok.encode(s) for s in ("The capital of France is",
                                                                                 "def fib(n):\n    ")], k=4)

@@ -5,7 +5,6 @@ identity, and converts to an eagle3 GGUF that the pinned llama.cpp loads."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from homespec.catalog import load_catalog
 from homespec.draft_specs import draft_tensors
 from published_heads import DRAFT_VOCAB, FIXTURES, HIDDEN, N_LAYER, VOCAB, layer_of, published, reduced, write_head
+from tiny_heads import gguf_arch
 
 # fixture folder -> the catalogue entry made from it
 ENTRY = {"kimi-k2-instruct-eagle3": "eagle3-kimi-k2", "llama3.1-8b-speculators": "eagle3-llama3.1-8b",
@@ -68,19 +68,6 @@ def tiny_target(tmp_path_factory):
     return make_tiny_gguf(tmp_path_factory.mktemp("target") / "tiny.gguf", n_layer=N_LAYER, n_embd=HIDDEN)
 
 
-def _arch(path) -> str:
-    import llama_cpp as ll
-
-    model = ll.llama_model_load_from_file(str(path).encode(), ll.llama_model_default_params())
-    assert model, f"llama.cpp could not load {path}"
-    try:
-        buf = ctypes.create_string_buffer(64)
-        ll.llama_model_meta_val_str(model, b"general.architecture", buf, 64)
-        return buf.value.decode()
-    finally:
-        ll.llama_model_free(model)
-
-
 @pytest.mark.parametrize("name", FIXTURES)
 def test_each_layout_loads_pairs_and_converts_for_llama_cpp(name, tmp_path, tiny_target):
     """The torch reference head loads it; head_gguf (the run's torch-free converter) writes the eagle3 GGUF
@@ -100,7 +87,7 @@ def test_each_layout_loads_pairs_and_converts_for_llama_cpp(name, tmp_path, tiny
     assert head.config.norm_before_fc == bool(cfg.get("norm_before_fc"))
     converted = head_gguf(folder, tiny_target, dtype="f16", cache_dir=tmp_path / "cache")
     out = converted.path
-    assert converted.kind == "eagle3" and not converted.cached and _arch(out) == "eagle3"
+    assert converted.kind == "eagle3" and not converted.cached and gguf_arch(out) == "eagle3"
     meta = {k: v.contents() for k, v in GGUFReader(str(out)).fields.items()}
     assert meta["eagle3.norm_before_fc"] == bool(cfg.get("norm_before_fc"))
     assert meta["eagle3.norm_before_residual"] == bool(cfg.get("norm_before_residual"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_server import Hub, Repo, start
+from hub_server import Hub, Repo, start, use_hub
 from homespec.cli import main
 from published_heads import published, reduced, write_head
 
@@ -62,11 +62,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture
 def hub(server, tmp_path, monkeypatch) -> Hub:
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    use_hub(monkeypatch, server.url, tmp_path)
     server.log.clear()
     server.drop_once.clear()
     return server

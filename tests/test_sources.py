@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_server import Hub, Repo, start
+from hub_server import Hub, Repo, start, use_hub
 from homespec.cli import main
 from homespec.embedded import DEFAULT_HEAD
 from homespec.errors import UsageError
@@ -79,11 +79,7 @@ def server(tiny, split, hf_dir):
 @pytest.fixture
 def hub(server, tmp_path, monkeypatch) -> Hub:
     """The server, a fresh hub cache, no token, and no stores but the ones a test builds."""
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    use_hub(monkeypatch, server.url, tmp_path)
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "no-ollama"))
     monkeypatch.setenv("HOMESPEC_LMSTUDIO_MODELS", str(tmp_path / "no-lmstudio"))
     server.log.clear()

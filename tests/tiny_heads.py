@@ -104,3 +104,19 @@ def make_head_dir(path: str | Path, layout: str = "homespec", *, h: int = 64, ht
 
         save_file(stored, str(d / "model.safetensors"))
     return d, w
+
+
+def gguf_arch(path) -> str:
+    """general.architecture of a GGUF as llama.cpp itself loads it (asserting that it loads)."""
+    import ctypes
+
+    import llama_cpp as ll
+
+    model = ll.llama_model_load_from_file(str(path).encode(), ll.llama_model_default_params())
+    assert model, f"llama.cpp could not load {path}"
+    try:
+        buf = ctypes.create_string_buffer(64)
+        ll.llama_model_meta_val_str(model, b"general.architecture", buf, 64)
+        return buf.value.decode()
+    finally:
+        ll.llama_model_free(model)
