@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--json")
     a = ap.parse_args()
 
-    from homespec.engine.guard import BatchGuard
+    from homespec.speculative.guard import BatchGuard
     from homespec.engine.run import decode
     from homespec.session import RunOptions, Session
     from homespec.session.encode import prompt_tokens

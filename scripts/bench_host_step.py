@@ -13,7 +13,7 @@ is the difference. A shape is the tree every step verifies:
 * `plain`: the root alone, plain decoding's 1-token step;
 * `chainN`: the root and N-1 drafted tokens in a chain;
 * `treeN`: an N-node EAGLE-2 style tree (`TREE_DEPTH` levels, `TREE_TOPK` children per node,
-  grown by homespec.contracts.tree.build_dynamic_tree from seeded random log-probs).
+  grown by homespec.speculative.tree.build_dynamic_tree from seeded random log-probs).
 
 The drafts come from an oracle (no model runs for them, so their own cost is only the tree's
 bookkeeping): with `--accept all` the first child at every level is the target's own greedy next
@@ -80,7 +80,7 @@ def shape_parents(shape: str, seed: int = 0) -> list[int]:
         n = int(shape[5:])
         return list(range(-1, n - 1))
     if shape.startswith("tree"):
-        from homespec.contracts.tree import build_dynamic_tree
+        from homespec.speculative.tree import build_dynamic_tree
 
         n = int(shape[4:])
         rng = np.random.default_rng(seed)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_auto import items  # noqa: E402
 
-from homespec.engine.methods import LOOKUP_DEPTH as DEPTH  # noqa: E402  the longest chain auto's lookups offer
+from homespec.speculative.methods import LOOKUP_DEPTH as DEPTH  # noqa: E402  the longest chain auto's lookups offer
 
 LANES = (1, 4)
 MAX_ROWS = max(LANES) + DEPTH

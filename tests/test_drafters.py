@@ -10,7 +10,7 @@ from homespec.contracts.tree import DraftTree, check_parents, depths
 from homespec.errors import HomespecError
 from homespec.nets.eagle3 import Eagle3Config, Eagle3Head, HeadCache
 from homespec.speculative.drafters.draft_model import DraftModelDrafter
-from homespec.nets.eagle3_drafter import Eagle3Drafter
+from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 from homespec.speculative.verify import verify_greedy
 
 # Building and loading the tiny target takes ~10 s (its GGUF carries SmolLM2's 49k-token vocabulary).

@@ -1,7 +1,7 @@
 """The engine's guard on a real (tiny) target, one lane: greedy output never changes whatever it
 decides; with no guard every step drafts the drafter's full shape; the guard reshapes any drafter
 through its protocol; a head's recorded acceptance is matched to the draft shape. The guard's
-decisions on counted costs are tested in tests/test_engine_guard.py."""
+decisions on counted costs are tested in tests/test_speculative_guard.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from homespec.contracts.drafter import DraftShape, ShapeLimits
 from homespec.contracts.tree import DraftTree
-from homespec.engine.guard import BatchGuard
+from homespec.speculative.guard import BatchGuard
 from homespec.engine.run import decode
 from homespec.speculative.steps import Limits
 

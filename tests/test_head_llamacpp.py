@@ -102,7 +102,7 @@ def test_trees_are_the_torch_reference_heads(head_file, target, tok):
     """The same dynamic tree (depth 4, top-4, 12 nodes) from the same target features (the two differ by
     fp16 weights and rounding, so candidates at a near-tie may go either way: _alike)."""
     from homespec.nets.eagle3 import load_head
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     net = _net(head_file, target)
     ours = _drafter(net, target)

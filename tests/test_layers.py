@@ -22,7 +22,7 @@ import homespec
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PATH = "The GGUF run path never imports torch itself"
 # Where torch is imported, reached from the run path only lazily, for a torch target, EXL2, the torch
-# EAGLE head, training and head export (engine/methods.py, backends/registry.py, the cli's train and
+# EAGLE head, training and head export (speculative/methods.py, backends/registry.py, the cli's train and
 # export commands).
 TORCH_SIDE = ("homespec.backends.torch", "homespec.backends.exl2", "homespec.nets", "homespec.kernels",
               "homespec.train", "homespec.heads")

@@ -55,7 +55,7 @@ def _random_head(backend, seed=0):
 
 
 def test_every_drafter_matches_plain_greedy_on_smollm2(smol):
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
     from homespec.speculative.drafters.ngram import NgramDrafter
 
     head = _random_head(smol)

@@ -1,4 +1,4 @@
-"""Draft-tree helpers and the EAGLE-2 dynamic tree builder (numpy, no model)."""
+"""The tree contract (homespec.contracts.tree): its checks and what a verifier derives from it (pure, no model)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from homespec.errors import TreeError
-from homespec.contracts.tree import (ancestor_mask, build_dynamic_tree, chain, check_parents, check_path, check_tree,
-                                       depth_list, depths, is_chain, leaves, path_to, paths)
+from homespec.contracts.tree import (ancestor_mask, chain, check_parents, check_path, check_tree, depth_list, depths,
+                                     is_chain, leaves, path_to, paths)
 
 
 @st.composite
@@ -92,101 +92,3 @@ def test_chain_shape():
     assert t.parents.tolist() == [-1, 0, 1]
     assert t.probs.tolist() == [1.0, 0.5, 0.25]
     assert paths(t.parents).tolist() == [[0, 1, 2]]
-
-
-def _fixed_step(table: dict[int, list[float]], vocab: int):
-    """A fake drafter: the child distribution depends only on the expanded token."""
-
-    calls = []
-
-    def step(tokens, parent_rows, depth):
-        calls.append((tokens.tolist(), parent_rows.tolist(), depth))
-        rows = np.asarray([table.get(t, [1.0] * vocab) for t in tokens.tolist()])
-        with np.errstate(divide="ignore"):  # a zero probability is a log-prob of -inf
-            return np.log(rows / rows.sum(-1, keepdims=True))
-
-    return step, calls
-
-
-def test_dynamic_tree_by_hand():
-    # vocab 4; from the root (token 0) the draft says 1: .6, 2: .3; from 1: 3: .9; from 2: 3: .5
-    table = {0: [0.0, 0.6, 0.3, 0.1], 1: [0.02, 0.03, 0.05, 0.9], 2: [0.2, 0.1, 0.2, 0.5]}
-    step, calls = _fixed_step(table, 4)
-    tree = build_dynamic_tree(step, 0, depth=2, topk=2, total=4)
-    # candidates: 1 (.6), 2 (.3); level 2: 1->3 (.54), 1->2 (.03), 2->3 (.15), 2->0/2 (.06)
-    # best 3: 1 (.6), 1->3 (.54), 2 (.3) -> creation order: 1, 2, then 1->3
-    assert tree.tokens.tolist() == [0, 1, 2, 3]
-    assert tree.parents.tolist() == [-1, 0, 0, 1]
-    np.testing.assert_allclose(tree.probs, [1.0, 0.6, 0.3, 0.9], rtol=1e-6)
-    assert calls[0] == ([0], [-1], 0)
-    assert calls[1] == ([1, 2], [0, 0], 1)  # both depth-1 nodes expanded in one call
-
-
-@given(
-    st.integers(1, 5),
-    st.integers(1, 4),
-    st.integers(2, 30),
-    st.integers(0, 2**31 - 1),
-)
-@settings(max_examples=60, deadline=None)
-def test_dynamic_tree_invariants(depth, topk, total, seed):
-    vocab = 7
-    gen = np.random.default_rng(seed)
-    table = {t: (gen.random(vocab) + 0.01).tolist() for t in range(vocab)}
-    step, calls = _fixed_step(table, vocab)
-    tree = build_dynamic_tree(step, 3, depth=depth, topk=topk, total=total)
-    parents = tree.parents.tolist()
-    check_parents(parents)
-    assert int(tree.tokens[0]) == 3
-    assert tree.size <= total
-    assert int(depths(parents).max()) <= depth
-    assert len(calls) == depth
-    assert all(len(c[0]) <= topk for c in calls)
-    # Score of each node = sum of log-probs along its path; every kept node scores at least as
-    # well as every dropped candidate would, so the kept set is the best by score.
-    score = [0.0] * len(parents)
-    for i in range(1, len(parents)):
-        score[i] = score[parents[i]] + math.log(float(tree.probs[i]))
-        assert score[i] <= score[parents[i]] + 1e-9
-    if topk == 1:
-        assert parents == list(range(-1, len(parents) - 1))  # a chain
-
-
-def test_token_map_applies_to_tokens_and_expansion():
-    # draft vocab of 3 mapped onto target ids 10, 20, 30
-    seen = []
-
-    def step(tokens, parent_rows, depth):
-        seen.append(tokens.tolist())
-        return np.log(np.array([[0.7, 0.2, 0.1]] * tokens.shape[0]))
-
-    tree = build_dynamic_tree(step, 99, depth=2, topk=1, total=3, token_map=np.array([10, 20, 30]))
-    assert tree.tokens.tolist() == [99, 10, 10]
-    assert seen == [[99], [10]]  # the drafter is handed target ids
-
-
-def test_ties_go_to_the_lower_id_as_greedy_verification_takes_them():
-    """A drafted chain follows the same argmax tie-break as greedy verification: equal
-    log-probs rank by id, so the lower id is drafted first."""
-    def step(tokens, parent_rows, depth):
-        return np.log(np.array([[0.1, 0.3, 0.3, 0.3]] * tokens.shape[0]))
-
-    assert build_dynamic_tree(step, 0, depth=1, topk=1, total=2).tokens.tolist() == [0, 1]
-    tree = build_dynamic_tree(step, 0, depth=1, topk=2, total=3)
-    assert tree.tokens.tolist() == [0, 1, 2]
-
-
-@given(st.integers(1, 6), st.integers(0, 2**31 - 1))
-@settings(max_examples=60, deadline=None)
-def test_top_k_matches_a_full_sort(k, seed):
-    """The builder's top-k (a partition, then a sort of the k) equals a stable full sort of each
-    row, ties and -inf entries included."""
-    from homespec.contracts.tree import _top
-
-    rng = np.random.default_rng(seed)
-    with np.errstate(divide="ignore"):
-        logp = np.log(rng.integers(0, 4, size=(3, 9)) / 4.0)  # repeated values and -inf
-    ids, vals = _top(logp, k)
-    full = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
-    assert ids.tolist() == full.tolist()
-    assert np.array_equal(vals, np.take_along_axis(logp, full, -1))

@@ -24,7 +24,7 @@ from homespec.errors import UsageError
 from homespec.bench.categories import by_category
 from homespec.bench.sessions import MethodSessions, open_methods
 from homespec.session import Finish, RunOptions, Session, final
-from homespec.engine.methods import METHODS
+from homespec.speculative.methods import METHOD_NAMES, find_method, method_entry
 from homespec.engine.options import check_options
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
@@ -83,7 +83,7 @@ class MethodStats:
             self.passes += 1
             self.emitted_in_passes += len(s.tokens)
             self.step_latencies.append(s.t_step)
-            if not s.speculative and METHODS[self.method].speculative:
+            if not s.speculative and method_entry(self.method).speculative:
                 fallback += 1
             if s.speculative and s.draft_size > 0:
                 self.spec_steps += 1
@@ -207,9 +207,9 @@ def run_bench(
     from homespec.speculative.steps import Limits
     from homespec.speculative.sampling import Sampler
 
-    bad = [m for m in methods if m not in METHODS]
+    bad = [m for m in methods if find_method(m) is None]
     if bad or not methods:
-        raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHODS)}")
+        raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHOD_NAMES)}")
     if repeat < 1:
         raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
     methods = list(dict.fromkeys(methods))

@@ -4,9 +4,9 @@ turns (the draft's shape), declared by the drafter instead of read off its attri
 Before the guard decides a step, each drafter says what it can offer (`offers`): a lookup finds
 its chain at once (an `Offer` with its tokens and the match length that found it, at no cost to
 the target); a model drafter offers to draft when chosen (an `Offer` without tokens). The guard
-picks one offer per lane, or none (homespec.engine.choice).
+picks one offer per lane, or none (homespec.speculative.choice).
 
-A drafter's shape is a `DraftShape(depth, topk, total)`. The guard (homespec.engine.guard)
+A drafter's shape is a `DraftShape(depth, topk, total)`. The guard (homespec.speculative.guard)
 reads `drafter.shape`, asks `drafter.limits()` how far it may go, and calls
 `drafter.set_shape(depth, total)`; it never sets `topk` (a chain stays a chain, a tree a tree).
 Each drafter maps the shape onto its own parameters (docs/speculative.md, "Drafters").
@@ -70,7 +70,7 @@ class ShapeLimits:
 class Offer:
     """What one drafter can draft this step, before the guard chooses."""
 
-    source: str  # the drafter's name: "ngram", "suffix", "eagle3", "draft-model"
+    source: str  # the drafter's name: "ngram", "suffix", "eagle3", "draft", "mtp"
     tokens: tuple[int, ...] | None = None  # a deterministic chain found now; None: drafted when chosen
     key: int = 0  # what the drafter knew up front (a lookup: the length of the match that found it)
 

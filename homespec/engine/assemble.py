@@ -8,7 +8,7 @@
        backend behind the one-lane adapter (homespec.engine.lanes);
     4. a drafter per lane (EAGLE drafters share one head's weights, each keeps its own KV; the
        suffix drafters share one store of the lanes' answers) and the guard over them
-       (homespec.engine.guard).
+       (homespec.speculative.guard).
 
 chat, generate, bench (one lane) and serve (N lanes) all start here.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from homespec.backends.registry import BACKENDS, LoadArgs, backend_entry
-from homespec.engine.methods import METHODS, DraftInputs, clone_drafter, method_entry
+from homespec.speculative.methods import DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
     RunOptions, auto_head, chains_for, check_options, draft_for_plan, drafts_trees, drafts_with_mtp, head_dir,
     model_traits, resolve_model_path, rollback_for, rollback_saves, threads_of, tree_nodes,
@@ -29,7 +29,7 @@ from homespec.errors import UsageError
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend, Lanes
     from homespec.contracts.drafter import Drafter, DraftShape
-    from homespec.engine.guard import BatchGuard
+    from homespec.speculative.guard import BatchGuard
     from homespec.plan.fit import Plan
     from homespec.speculative.drafters.suffix import SuffixStore
 
@@ -90,7 +90,8 @@ def check_parallel(opt: RunOptions, parallel: int) -> None:
     if not BACKENDS[opt.backend].lanes:
         raise UsageError(f"--parallel {parallel}: the {opt.backend} backend decodes one sequence at a time",
                          hint="use --parallel 1 (requests then wait in the queue), or a GGUF with --backend llamacpp")
-    if METHODS[opt.method].speculative and METHODS[opt.method].clone is None:
+    method = method_entry(opt.method)
+    if method.speculative and method.clone is None:
         raise UsageError(f"--parallel {parallel}: several lanes draft with auto, eagle3, mtp, ngram, suffix or none",
                          hint="use --parallel 1 with --method draft")
     if opt.exact:
@@ -211,7 +212,7 @@ def open_backend(path: str, opt: RunOptions, plan: "Plan | None") -> "Backend":
 
 def make_drafter(backend: "Any", model_path: str, opt: RunOptions, *,
                  store: "SuffixStore | None" = None) -> tuple["Drafter | None", "Backend | None"]:
-    """The drafter `opt.method` names (homespec.engine.methods), drafting on `backend` (and the
+    """The drafter `opt.method` names (homespec.speculative.methods), drafting on `backend` (and the
     draft model it loaded). `store`: the suffix store the engine's lanes share (None: one of its own)."""
     method = method_entry(opt.method)
     if not method.speculative:
@@ -245,7 +246,7 @@ def lane_leaves(opt: RunOptions, parallel: int, n_batch: int, *, trees: bool) ->
 
 
 def lane_drafters(target: "Lanes", path: str, opt: RunOptions, parallel: int) -> list["Drafter | None"]:
-    """One drafter per lane (the first made, the others cloned: homespec.engine.methods); EAGLE
+    """One drafter per lane (the first made, the others cloned: homespec.speculative.methods); EAGLE
     drafters share one head (its weights), each keeps its own KV; suffix drafters share one store of
     every lane's answers."""
     from homespec.speculative.drafters.suffix import SuffixStore
@@ -261,8 +262,8 @@ def make_guard(drafter: "Drafter | None", opt: RunOptions) -> "BatchGuard | None
     """The guard over the drafters (with --no-guard: forced to full depth every step)."""
     if drafter is None:
         return None
-    from homespec.engine.choice import CopyStats, read_copy_prior
-    from homespec.engine.guard import BatchGuard
+    from homespec.speculative.choice import CopyStats, read_copy_prior
+    from homespec.speculative.guard import BatchGuard
 
     shape = drafter.shape
     return BatchGuard(depth=shape.depth, nodes_per_level=(shape.total - 1) / shape.depth,

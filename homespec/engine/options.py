@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from homespec import limits
 from homespec.backends.registry import BACKENDS, backend_entry
 from homespec.embedded import shipped_head
-from homespec.engine.methods import METHODS, lookup_depth, method_entry
+from homespec.speculative.methods import find_method, lookup_depth, method_entry
 from homespec.errors import UsageError
 from homespec.plan.api import MTP_DEPTH
 from homespec.plan.settings import DEFAULT_CTX, GPU_DRAFT, draft_shape as _shape
@@ -47,7 +47,7 @@ class RunOptions:
     # (full attention when it records none); 0: full attention
     window: int | None = None
     draft_dtype: str = "q8_0"  # the EAGLE head's matrices in llama.cpp (backends/llamacpp/head_convert.py)
-    # the guard (homespec.engine.guard) over a drafter: the CLI's --guard is on by default; a library
+    # the guard (homespec.speculative.guard) over a drafter: the CLI's --guard is on by default; a library
     # caller asks for it (off: every step drafts the full shape). adapt: kept for callers that pass
     # it; the guard chooses the draft depth every step
     guard: bool = False
@@ -98,7 +98,7 @@ def lookup_without_head(opt: RunOptions) -> RunOptions:
     lookup (ngram) instead, with a note, so that the run still speculates (chat and serve)."""
     from homespec.embedded import DEFAULT_HEAD
 
-    method = METHODS.get(opt.method)  # an unknown one is check_options' to refuse
+    method = find_method(opt.method)  # an unknown one is check_options' to refuse
     if method is None or not method.needs_head or opt.draft is not None or opt.model is not None:
         return opt
     if (DEFAULT_HEAD / "config.json").is_file():
@@ -122,7 +122,7 @@ def tree_nodes(opt: RunOptions) -> int:
     """Nodes of the largest tree one verification holds, the root included: eagle3 drafts a tree
     of --draft-tokens nodes, ngram, suffix and draft models a chain of --draft-depth tokens, auto
     either an EAGLE tree or a lookup's chain of lookup_depth tokens."""
-    return METHODS[opt.method].nodes(opt)
+    return method_entry(opt.method).nodes(opt)
 
 
 @functools.lru_cache(maxsize=16)
@@ -177,7 +177,7 @@ def auto_head(opt: RunOptions, model_path: str) -> Path | None:
 
 def drafts_with_head(opt: RunOptions, model_path: str) -> bool:
     """Whether this run loads an EAGLE head (eagle3, or auto with a head and no MTP layers)."""
-    method = METHODS[opt.method]
+    method = method_entry(opt.method)
     return method.needs_head or (method.uses_head and not drafts_with_mtp(opt, model_path)
                                  and auto_head(opt, model_path) is not None)
 
@@ -206,7 +206,7 @@ def model_traits(model_path: str) -> ModelTraits:
 def drafts_with_mtp(opt: RunOptions, model_path: str) -> bool:
     """Whether this run drafts with the model's own MTP layers: --method mtp, or auto on a GGUF that has
     them when --draft names no head (auto prefers them: docs/speculative.md)."""
-    if METHODS[opt.method].needs_mtp:
+    if method_entry(opt.method).needs_mtp:
         return True
     unnamed = opt.draft is None or opt.draft.strip().lower() in ("auto", "mtp")
     return (opt.method == "auto" and opt.backend == "llamacpp" and unnamed
@@ -215,14 +215,14 @@ def drafts_with_mtp(opt: RunOptions, model_path: str) -> bool:
 
 def drafts_trees(opt: RunOptions, model_path: str) -> bool:
     """Whether this run's model drafter drafts trees of several leaves: an EAGLE head, or --method mtp
-    asked for a top-k above 1 (auto's MTP layers draft chains: homespec.engine.methods)."""
-    return opt.draft_topk > 1 and (drafts_with_head(opt, model_path) or METHODS[opt.method].needs_mtp)
+    asked for a top-k above 1 (auto's MTP layers draft chains: homespec.speculative.methods)."""
+    return opt.draft_topk > 1 and (drafts_with_head(opt, model_path) or method_entry(opt.method).needs_mtp)
 
 
 def chains_for(opt: RunOptions, model_path: str) -> RunOptions:
     """A model with a recurrent state verifies chains (backends/llamacpp/rollback.py): a tree shape
     becomes the chain of its depth, saying so once."""
-    if opt.draft_topk == 1 or not METHODS[opt.method].speculative or not model_traits(model_path).recurrent:
+    if opt.draft_topk == 1 or not method_entry(opt.method).speculative or not model_traits(model_path).recurrent:
         return opt
     _say(f"note: this model keeps a recurrent state, which verifies chains: drafting chains of "
          f"{opt.draft_depth} (--draft-topk 1)")
@@ -233,7 +233,7 @@ def rollback_for(opt: RunOptions, model_path: str) -> int:
     """Draft tokens one verification gives back at most through llama.cpp's own snapshots of a recurrent
     state (n_rs_seq; backends/llamacpp/rollback.py): the drafter's chain (auto: its model drafter's depth,
     a longer lookup chain being verified under replay); 0 where there is no recurrent state or no drafting."""
-    if not METHODS[opt.method].speculative or not model_traits(model_path).recurrent:
+    if not method_entry(opt.method).speculative or not model_traits(model_path).recurrent:
         return 0
     return opt.draft_depth if opt.method == "auto" else tree_nodes(opt) - 1
 
@@ -308,7 +308,7 @@ def _check_device(opt: RunOptions, torch_device: bool) -> None:
 def _check_tree(opt: RunOptions) -> None:
     """The context must hold the prompt and a whole draft tree; llama.cpp verifies one leaf per
     sequence, and holds at most its entry's max_seq of them."""
-    nodes, trees = tree_nodes(opt), METHODS[opt.method].trees
+    nodes, trees = tree_nodes(opt), method_entry(opt.method).trees
     flag = "--draft-tokens" if trees else "--draft-depth"
     if nodes >= opt.ctx:
         raise UsageError(f"--ctx {opt.ctx} cannot hold a prompt and a draft tree of {nodes} nodes",
@@ -343,7 +343,7 @@ def draft_for_plan(opt: RunOptions, model_path: str) -> str | None:
     """What the run's plan is made with as --draft: the draft model, the head this run drafts with
     (its path), or none. A model that is not a local file (a catalogue name, planned for plan's
     --gpu before anything loads) is planned with --draft as given: None is the catalogue's pairing."""
-    method = METHODS[opt.method]
+    method = method_entry(opt.method)
     if method.draft_model:
         return opt.draft or "none"
     if drafts_with_mtp(opt, model_path):

@@ -15,7 +15,7 @@ from homespec.speculative.steps import Limits, Step
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend
     from homespec.contracts.drafter import Drafter
-    from homespec.engine.guard import BatchGuard
+    from homespec.speculative.guard import BatchGuard
     from homespec.speculative.sampling import Sampler
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from homespec.contracts.backend import Forward, PrefillWork, TreeWork
 from homespec.contracts.drafter import Offer
 from homespec.contracts.tree import Verdict, chain
-from homespec.engine.choice import PLAIN, Choice
+from homespec.speculative.choice import PLAIN, Choice
 from homespec.engine.detok import Detokenizer
 from homespec.engine.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.logprobs import token_logprobs
@@ -63,7 +63,7 @@ class Running:
     t_draft: float = 0.0
     depth: int = 0  # the draft depth the guard gave this step
     just_prefilled: bool = False  # the prompt's last chunk went in this step
-    choice: Choice = PLAIN  # what the guard chose for this step (homespec.engine.choice)
+    choice: Choice = PLAIN  # what the guard chose for this step (homespec.speculative.choice)
     t_offer: float = 0.0  # this step's lookups (what the drafters offered), part of its drafting time
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@
     1. each decoding lane's drafters say what they offer (a lookup's chain, found now; a model's
        draft, made when chosen), and the guard chooses per lane one offer and its depth, or plain
        decoding, from the costs of the passes it has measured and each drafter's acceptance
-       (homespec.engine.guard, homespec.engine.choice);
+       (homespec.speculative.guard, homespec.speculative.choice);
     2. each decoding lane drafts its tree (or its root alone);
     3. what is left of the pass (n_batch rows) carries prompt chunks of lanes still prefilling,
        so a long prompt never stalls the answers already streaming;
@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from homespec.engine.choice import forced
+from homespec.speculative.choice import forced
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward, Lanes, PrefillWork, TreeWork
-    from homespec.engine.choice import Choice
-    from homespec.engine.guard import BatchGuard
+    from homespec.speculative.choice import Choice
+    from homespec.speculative.guard import BatchGuard
     from homespec.engine.running import Running
     from homespec.speculative.steps import Step
 
@@ -83,7 +83,7 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
 def _choose(decoding: list["Running"], guard: "BatchGuard | None",
             extra: int) -> tuple[list["Running"], list["Choice"]]:
     """What each decoding lane drafts this step; without a guard, every drafter its longest
-    chain or its own full shape (homespec.engine.choice.forced). A lane whose lookup fails is
+    chain or its own full shape (homespec.speculative.choice.forced). A lane whose lookup fails is
     failed alone and left out."""
     kept, offers = [], []
     for r in decoding:

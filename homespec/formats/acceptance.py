@@ -3,7 +3,7 @@
 `homespec draft train` measures the finished head on the dev split and writes `acceptance.json`
 beside config.json (other EAGLE-3 loaders ignore the file). The stability guard uses it as its
 prior: with the step costs measured at load it predicts whether speculation can pay before it
-spends time finding out (homespec.engine.guard).
+spends time finding out (homespec.speculative.guard).
 
     {"split": "dev", "prompts": 4, "max_new_tokens": 64, "backend": "llamacpp",
      "shapes": [{"depth": 6, "topk": 8, "total": 48, "tau": 2.03, "steps": 130,

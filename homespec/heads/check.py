@@ -41,7 +41,7 @@ class ChainPair:
 def homespec_chains(head: "Eagle3Head", target: str | os.PathLike[str], contexts: Sequence[Sequence[int]],
                     k: int) -> list[list[int]]:
     from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     out = []
     n_ctx = max(len(c) for c in contexts) + k + 8

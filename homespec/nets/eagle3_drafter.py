@@ -1,10 +1,12 @@
 """EAGLE-3 / EAGLE-3.1 drafting in torch: a draft head fed with the target's own features.
 
-The torch reference drafter: the torch backend's drafter, the test oracle for heads run
-elsewhere, and what `--method eagle3` (or auto with a head) loads beside a llama.cpp target
-(homespec.engine.methods, lazily). It takes and gives numpy at the Drafter seam
-(homespec.contracts.drafter: features in, the dynamic tree's log-probs out) and converts on its
-own side; nothing on the GGUF path imports this module unless a head is asked for.
+The torch reference drafter's network half: the head's KV, its features and its log-probs per
+tree level. Which nodes a tree keeps is the drafting policy's, homespec.speculative.tree's:
+homespec.speculative.drafters.eagle3_torch.Eagle3Drafter supplies `grow` and is what the torch and
+EXL2 backends draft with (homespec.speculative.methods imports it lazily) and the test oracle for
+heads run elsewhere. It takes and gives numpy at the Drafter seam (homespec.contracts.drafter:
+features in, the dynamic tree's log-probs out) and converts on its own side; nothing on the GGUF
+path imports this module unless a head is asked for.
 
 Head entry j pairs the target feature at position j with the token at position j+1 and sits at
 RoPE position j (SafeAILab `topK_genrate`, vLLM's EAGLE proposer). Its KV for committed tokens
@@ -16,6 +18,7 @@ is built.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -23,7 +26,7 @@ import numpy as np
 import torch
 
 from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
-from homespec.contracts.tree import DraftTree, build_dynamic_tree
+from homespec.contracts.tree import DraftTree
 from homespec.errors import HomespecError
 
 if TYPE_CHECKING:
@@ -40,7 +43,13 @@ class _Last:
     logp: torch.Tensor  # [1, V_draft] the root's children
 
 
-class Eagle3Drafter:
+# step(tokens [F], parent_rows [F], depth) -> log-probs [F, V_draft] (homespec.speculative.tree.StepFn)
+Step = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+
+class Eagle3DrafterBase(ABC):
+    """The head's side of the torch EAGLE drafter; a subclass names the tree the steps grow."""
+
     name = "eagle3"
 
     def __init__(
@@ -162,9 +171,14 @@ class Eagle3Drafter:
             state["hidden"], state["anc"] = head.next_hidden(out, normed), anc
             return head.log_probs(normed).float().cpu().numpy()  # [N, V_draft]
 
-        tree = build_dynamic_tree(step, root, depth=self.depth, topk=self.topk, total=self.total, token_map=self._token_map)
+        tree = self.grow(step, root, token_map=self._token_map)
         self.cache.truncate(committed)  # the tree levels were speculative
         return tree
+
+    @abstractmethod
+    def grow(self, step: Step, root: int, *, token_map: np.ndarray | None) -> DraftTree:
+        """The draft tree under `root` whose levels `step` scores (token_map: [V_draft] draft id ->
+        target id, or None)."""
 
     def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
         """An EAGLE head drafts when chosen: what it offers is known only then."""

@@ -1,6 +1,6 @@
 """What homespec has measured of its lookups (prompt lookup, the suffix store) per workload, and what
 a plan expects of each drafter on one: the same choice the guard makes step by step
-(homespec.engine.choice), made once from the plan's cost of a pass by rows.
+(homespec.speculative.choice), made once from the plan's cost of a pass by rows.
 
 The record, homespec/data/profiles/lookup_acceptance.json (scripts/record_lookups.py: each lookup
 drafting alone over a dev set), holds per workload and lookup, for each match-length bucket b,

@@ -101,7 +101,7 @@ class Estimate:
     @property
     def run(self) -> tuple[int | None, float]:
         """What a run started from this plan settles on, as its guard sizes the draft by measured cost
-        (homespec.engine.guard): a smaller tree where one is clearly faster, the budgeted tree where
+        (homespec.speculative.guard): a smaller tree where one is clearly faster, the budgeted tree where
         it pays, else plain decoding -> (tree nodes, None for plain; tokens/s)."""
         if self.spec_tokens_per_s is None:
             return None, self.plain_tokens_per_s

@@ -16,7 +16,7 @@ import anyio
 from fastapi import APIRouter
 from pydantic import StrictBool, StrictInt, StrictStr, field_validator
 
-from homespec.engine.methods import METHODS
+from homespec.speculative.methods import method_entry
 from homespec.server import errors
 from homespec.server.chat import ChatSettings, prepare
 from homespec.server.schemas import MAX_TOKEN_ID, ChatRequest, _Body, _text
@@ -117,7 +117,7 @@ def properties(engine: "Engine", name: str, max_tokens: int | None = None) -> di
     speculative = {"method": opt.method, "guard": opt.guard, "draft": opt.draft,
                    "draft_depth": engine.parts.shape.depth if engine.parts.shape is not None else 0,
                    "draft_tokens": engine.parts.shape.total if engine.parts.shape is not None else 0}
-    return {"default_generation_settings": {"n_ctx": engine.n_ctx, "speculative": METHODS[opt.method].speculative,
+    return {"default_generation_settings": {"n_ctx": engine.n_ctx, "speculative": method_entry(opt.method).speculative,
                                             "params": {**DEFAULTS, "max_tokens": max_tokens or -1,
                                                                        "n_predict": max_tokens or -1}},
             "total_slots": engine.slots, "model_alias": name, "model_path": engine.model_path,

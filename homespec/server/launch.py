@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from homespec.engine.methods import METHODS
+from homespec.speculative.methods import method_entry
 from homespec.engine.options import RunOptions, check_options, lookup_without_head
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def open_engine(opts: RunOptions, s: Serving) -> tuple["Engine", "socket.socket"
         plan = None
         if parallel is None:
             parallel, plan = choose_parallel(opts, path)  # the plan the engine then starts from
-        how = opts.method if not METHODS[opts.method].speculative else \
+        how = opts.method if not method_entry(opts.method).speculative else \
             f"{opts.method}, {'guarded' if opts.guard else 'unguarded'}"
         with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {opts.backend}, {parallel} parallel)"):
             engine = Engine.open(opts, parallel=parallel, queue_size=s.queue, cache_prompt=s.cache_prompt,

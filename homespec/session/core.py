@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from homespec.contracts.backend import Backend
     from homespec.contracts.drafter import Drafter
     from homespec.engine.core import Engine
-    from homespec.engine.guard import BatchGuard
+    from homespec.speculative.guard import BatchGuard
     from homespec.plan.fit import Plan
     from homespec.speculative.sampling import Sampler
 

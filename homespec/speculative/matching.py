@@ -6,7 +6,7 @@ The newest n tokens (n = `max_ngram` down to `min_ngram`: the first n with an ea
 decides) are found among the earlier windows; each occurrence's match is then measured backwards,
 token by token, up to `cap` tokens. The match length is what a lookup knows before it drafts, and
 what the guard keys its acceptance statistics on: a 20-token match is a file being copied, a
-1-token match a common word (homespec.engine.choice).
+1-token match a common word (homespec.speculative.choice).
 
 Example: seq = 5 6 7 8 9 | 1 5 6 7 2 | 3 5 6 7 (indices 0-13). The newest 3-gram `5 6 7` occurs at
 0-2 and 6-8; backwards, index 5 (`1`) and index -1 (none) do not agree with index 10 (`3`), so both

@@ -47,7 +47,7 @@ class AcceptanceMeter:
     def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
         """shape: (depth, topk, total) instead of the meter's tree."""
         from homespec.engine.run import decode
-        from homespec.nets.eagle3_drafter import Eagle3Drafter
+        from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
         from homespec.speculative.steps import Limits
 
         head = copy.deepcopy(head).float().cpu().eval()

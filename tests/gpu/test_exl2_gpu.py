@@ -113,7 +113,7 @@ def test_contract_violations_raise_the_same_types_as_every_backend(exl2_model):
 def test_greedy_eagle3_equals_exllamav2_plain_greedy(exl2_model):
     from homespec.backends.exl2.backend import Exl2Backend
     from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
     from homespec.engine.run import decode
     from homespec.speculative.steps import Limits
 

@@ -110,7 +110,7 @@ def _random_head(backend, seed: int):
 
 
 def test_greedy_eagle3_equals_plain_greedy_on_cuda(cuda_backend):
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     be = cuda_backend
     head = _random_head(be, 0)
@@ -141,7 +141,7 @@ def smollm2_cuda():
 def test_shipped_head_greedy_equals_plain_on_smollm2_cuda(smollm2_cuda):
     from homespec.nets.eagle3 import load_head
     from homespec.embedded import DEFAULT_HEAD
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     be = smollm2_cuda
     tok = be.tokenizer

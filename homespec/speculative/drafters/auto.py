@@ -1,6 +1,6 @@
 """Several drafters behind one lane (`--method auto`): prompt lookup, the suffix store and, where
 the target has one, the EAGLE head. Each step every part says what it offers, and the guard picks
-one offer per lane (homespec.engine.choice); every part follows every committed token, whoever
+one offer per lane (homespec.speculative.choice); every part follows every committed token, whoever
 drafted it, so any of them can draft the next step.
 
 Lookups (ngram, suffix) find their chains before the choice, from one search of this sequence's

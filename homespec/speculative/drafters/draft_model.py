@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
-from homespec.contracts.tree import DraftTree, build_dynamic_tree, chain
+from homespec.contracts.tree import DraftTree, chain
+from homespec.speculative.tree import build_dynamic_tree
 from homespec.errors import HomespecError
 from homespec.speculative.logprobs import log_softmax
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class DraftModelDrafter:
-    name = "draft-model"
+    name = "draft"
 
     def __init__(self, draft_backend: "Backend", depth: int = 5, *, topk: int = 1, total: int | None = None):
         """depth: draft tokens per path; topk > 1 drafts an EAGLE-2 style tree (needs a backend

@@ -11,7 +11,7 @@ The policy is homespec's, the arithmetic the network's:
 * A head with a window attends to the newest `window` entries and the first `sinks`
   (docs/speculative.md): entries it will never see again are dropped from its cache, and a catch-up
   writes only those it will see.
-* The tree is EAGLE-2's dynamic tree (homespec/contracts/tree.py: grow_tree), level by level: the seed
+* The tree is EAGLE-2's dynamic tree (homespec/speculative/tree.py: grow_tree), level by level: the seed
   entry's output drafts the root's children, each later level decodes the expanded nodes.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
 from homespec.errors import HomespecError
-from homespec.contracts.tree import grow_tree
+from homespec.speculative.tree import grow_tree
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward

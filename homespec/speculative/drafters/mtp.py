@@ -7,7 +7,7 @@ the head's policy does applies as it is (speculative/drafters/eagle3.py): commit
 the target's own rows after each verification, a lane the guard keeps plain costs the network nothing
 and catches up in one batch, and a draft is EAGLE-2's dynamic tree over the network's top-k (a chain
 at top-k 1, llama.cpp's `draft-mtp` shape). Only the name differs: the guard, the per-drafter figures and
-auto's choice (homespec.engine.choice) tell MTP drafts from a head's.
+auto's choice (homespec.speculative.choice) tell MTP drafts from a head's.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ among equals) is proposed. Long n first, so a longer (more specific) match wins.
 `candidates > 1` the continuations of several earlier occurrences are merged into a tree.
 
 `offers` is the same lookup as the guard sees it: the chain and the match length that found it
-(the key of its acceptance statistics, homespec.engine.choice); a lookup that finds nothing offers
+(the key of its acceptance statistics, homespec.speculative.choice); a lookup that finds nothing offers
 nothing.
 """
 

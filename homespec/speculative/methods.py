@@ -1,12 +1,14 @@
-"""Every drafting method `--method` names, one entry each: `METHODS[name]`.
+"""Every drafting method `--method` names, one entry each, looked up by `find_method` / `method_entry`
+alone; each entry's name is its drafter's (`--method draft` drafts with the drafter named "draft").
 
 An entry says how to make the method's drafter for a lane, how to clone it for another lane (the
 same head's weights, the same suffix store, its own state), how large a tree one verification of
 it holds, and what it needs: an EAGLE head, a draft model, the target's features; whether it is a
 lookup (its chains come from text already written). Adding a method is one drafter module under
 homespec/speculative/drafters/ and one entry here. The drafters are imported only when one is
-made; beside a torch or EXL2 target the EAGLE head runs in torch (homespec.nets.eagle3_drafter, the one
-drafter outside the torch-free packages), imported here alone: on a GGUF the head (eagle3) and the
+made; beside a torch or EXL2 target the EAGLE head runs in torch (homespec.speculative.drafters.eagle3_torch
+over homespec.nets.eagle3_drafter, the one drafter that imports torch), imported here alone: on a GGUF the
+head (eagle3) and the
 model's own MTP layers (mtp) run in llama.cpp, and no method loads torch (docs/architecture.md, "Where
 each part runs").
 """
@@ -15,14 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from homespec.contracts.drafter import MAX_DEPTH
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
-    from homespec.contracts.backend import Backend
+    from homespec.contracts.backend import Backend, Lanes
     from homespec.contracts.drafter import Drafter
+    from homespec.speculative.drafters.auto import AutoDrafter
+    from homespec.speculative.drafters.eagle3 import HeadDrafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
     from homespec.speculative.drafters.suffix import SuffixStore
 
 # auto: the longest chain a lookup offers; the guard verifies the part of it that pays (on this
@@ -30,19 +35,39 @@ if TYPE_CHECKING:
 LOOKUP_DEPTH = 8
 
 
+class DraftOptions(Protocol):
+    """What making a drafter reads of the run's options (homespec.engine.options.RunOptions, which
+    the engine passes; a protocol here because the options sit in the engine's layer above)."""
+
+    @property
+    def ctx(self) -> int: ...
+
+    @property
+    def draft_depth(self) -> int: ...
+
+    @property
+    def draft_topk(self) -> int: ...
+
+    @property
+    def draft_tokens(self) -> int: ...
+
+    @property
+    def window(self) -> int | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DraftInputs:
-    """What a drafter is made from: the target it drafts on and the run's options (RunOptions)."""
+    """What a drafter is made from: the target it drafts on and the run's options."""
 
-    target: Any  # the one-sequence backend or the lanes
-    opt: Any
+    target: "Backend | Lanes"  # the one-sequence backend or the lanes
+    opt: DraftOptions
     head: Path | None = None  # the EAGLE head, for a method that drafts with one
     store: "SuffixStore | None" = None  # the suffix store the lanes share (None: one of its own)
     draft_model: "Backend | None" = None  # the loaded draft model (--method draft)
     mtp: bool = False  # the target was loaded with its MTP layers (--method mtp, or auto on such a model)
 
 
-Clone = Callable[["Drafter", Any, "SuffixStore | None"], "Drafter"]
+Clone = Callable[["Drafter", "Backend | Lanes", "SuffixStore | None"], "Drafter"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +75,7 @@ class Method:
     name: str
     make: Callable[[DraftInputs], "Drafter"] | None  # None: plain decoding
     clone: Clone | None  # (first, target, store) -> another lane's drafter; None: one lane only
-    nodes: Callable[[Any], int]  # (opt) -> nodes of the largest tree one verification holds
+    nodes: Callable[[DraftOptions], int]  # (opt) -> nodes of the largest tree one verification holds
     needs_head: bool = False  # drafts with an EAGLE head, which must exist (--draft or the shipped one)
     uses_head: bool = False  # drafts with an EAGLE head when there is one
     draft_model: bool = False  # --draft is a second, small model the drafter runs
@@ -64,7 +89,7 @@ class Method:
         return self.make is not None
 
 
-def lookup_depth(opt: Any) -> int:
+def lookup_depth(opt: DraftOptions) -> int:
     """The longest chain auto's lookups offer (at least --draft-depth)."""
     return max(LOOKUP_DEPTH, opt.draft_depth)
 
@@ -84,7 +109,7 @@ def _suffix(depth: int, store: "SuffixStore | None") -> "Drafter":
     return SuffixDrafter(store, num_draft=depth)
 
 
-def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
+def _eagle(target: "Backend | Lanes", where: Path, opt: DraftOptions) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior:
     in llama.cpp beside a llama.cpp target, else the torch head beside the torch or EXL2 target."""
     from homespec.backends.registry import backend_entry
@@ -95,7 +120,7 @@ def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
         drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
         return drafter
     from homespec.nets.eagle3 import load_head
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     head = load_head(where, target.n_layer, target.hidden_size, target.n_vocab,
                      device=target.device if target.name == "torch" else "cpu")
@@ -106,7 +131,7 @@ def _eagle(target: Any, where: Path, opt: Any) -> "Drafter":
     return drafter
 
 
-def _eagle_in_target(target: Any, where: Path, opt: Any) -> "Drafter":
+def _eagle_in_target(target: "Backend | Lanes", where: Path, opt: DraftOptions) -> "Drafter":
     """The head in the target's own engine (llama.cpp: an eagle3 GGUF in a context beside the
     target, homespec.backends.registry open_head), one network for every lane of the target (each
     lane's drafter clones this one's)."""
@@ -119,7 +144,7 @@ def _eagle_in_target(target: Any, where: Path, opt: Any) -> "Drafter":
                        source=str(where), feature_layers=head.layers)
 
 
-def _mtp(target: Any, opt: Any) -> "Drafter":
+def _mtp(target: "Backend | Lanes", opt: DraftOptions) -> "Drafter":
     """The target's own MTP layers in its engine beside it (llama.cpp: backends/llamacpp/mtp.py,
     homespec.backends.registry open_mtp), one network for every lane of the target, with the EAGLE
     drafter's policy; the guard's prior is the planner's assumed MTP acceptance
@@ -141,7 +166,7 @@ def _mtp(target: Any, opt: Any) -> "Drafter":
 
 
 def _auto(i: DraftInputs) -> "Drafter":
-    """The lookups and, behind one lane, the model drafter (homespec.engine.choice): the model's own MTP
+    """The lookups and, behind one lane, the model drafter (homespec.speculative.choice): the model's own MTP
     layers where it has them (they beat a separate head: docs/speculative.md), else the EAGLE head
     when there is one."""
     from homespec.speculative.drafters.auto import AutoDrafter
@@ -168,28 +193,30 @@ def _draft_model(i: DraftInputs) -> "Drafter":
 # --- the clones: another lane's drafter like the first ---------------------------------------------
 
 
-def clone_drafter(first: "Drafter", target: Any, store: "SuffixStore | None") -> "Drafter":
-    """Another lane's drafter like `first`: the same head's weights, the same store, its own state."""
-    method = METHODS.get(first.name)
+def clone_drafter(first: "Drafter", target: "Backend | Lanes", store: "SuffixStore | None") -> "Drafter":
+    """Another lane's drafter like `first`: the same head's weights, the same store, its own state
+    (the method is the one its drafter is named for)."""
+    method = find_method(first.name)
     if method is None or method.clone is None:
         raise UsageError(f"several lanes cannot draft with {first.name}", hint="use --parallel 1 with this method")
     return method.clone(first, target, store)
 
 
-def _clone_auto(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
+def _clone_auto(first: "AutoDrafter", target: "Backend | Lanes", store: "SuffixStore | None") -> "Drafter":
     from homespec.speculative.drafters.auto import AutoDrafter
 
     model = clone_drafter(first.model, target, store) if first.model is not None else None
     return AutoDrafter([clone_drafter(d, target, store) for d in first.lookups], model)
 
 
-def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Drafter":
+def _clone_eagle(first: "HeadDrafter | Eagle3Drafter", target: "Backend | Lanes",
+                 store: "SuffixStore | None") -> "Drafter":
     if getattr(first, "net", None) is not None:  # a network in llama.cpp: one more lane of the same one
         d = type(first)(first.net, depth=first.depth, topk=first.topk, total=first.total, width=first.width,
                         window=first.window or 0, source=first.source, feature_layers=first.feature_layers)
         d.expected_acceptance = first.expected_acceptance
         return d
-    from homespec.nets.eagle3_drafter import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
                       window=first.window, capacity=first.cache.capacity, source=first.source)
@@ -197,11 +224,11 @@ def _clone_eagle(first: Any, target: Any, store: "SuffixStore | None") -> "Draft
     return d
 
 
-def _chain(opt: Any) -> int:
+def _chain(opt: DraftOptions) -> int:
     return opt.draft_depth + 1
 
 
-METHODS: dict[str, Method] = {
+_METHODS: dict[str, Method] = {
     "auto": Method(name="auto", make=_auto, clone=_clone_auto, uses_head=True, features=True, lookup=True,
                    trees=True, nodes=lambda opt: max(opt.draft_tokens, lookup_depth(opt) + 1)),
     "none": Method(name="none", make=None, clone=None, nodes=lambda opt: 1),
@@ -217,9 +244,18 @@ METHODS: dict[str, Method] = {
 }
 
 
+# every --method value, in the order the hints list them
+METHOD_NAMES: tuple[str, ...] = tuple(_METHODS)
+
+
+def find_method(name: str) -> Method | None:
+    """The entry of --method `name` (None: no such method): the one lookup in the registry."""
+    return _METHODS.get(name)
+
+
 def method_entry(name: str) -> Method:
     """The entry of --method `name`, or a usage error naming the choices."""
-    method = METHODS.get(name)
+    method = find_method(name)
     if method is None:
-        raise UsageError(f"unknown method '{name}'", hint=f"choose one of: {', '.join(METHODS)}")
+        raise UsageError(f"unknown method '{name}'", hint=f"choose one of: {', '.join(METHOD_NAMES)}")
     return method

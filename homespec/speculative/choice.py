@@ -1,6 +1,6 @@
 """The guard's choice among what each lane's drafters offer: prompt lookup's chain, the suffix
 store's chain, the EAGLE head's tree, or plain decoding, per lane and per step, by one cost model
-(homespec.engine.guard: the measured cost of a pass by rows, each drafter's measured drafting
+(homespec.speculative.guard: the measured cost of a pass by rows, each drafter's measured drafting
 time, and each candidate's expected accepted length).
 
 A lookup's chain is known before the choice, for free: its expected accepted length comes from
@@ -43,7 +43,7 @@ FOLLOW = 0.85
 
 
 class Prices(Protocol):
-    """What the choice reads from the guard (engine.guard.BatchGuard) and the one figure it sets."""
+    """What the choice reads from the guard (speculative.guard.BatchGuard) and the one figure it sets."""
 
     depth: int  # the head's deepest draft
     margin: float  # how much a choice must beat plain decoding by

@@ -1,10 +1,10 @@
-"""homespec.engine.guard: the batch guard's choice from measured costs (pure, no model)."""
+"""homespec.speculative.guard: the batch guard's choice from measured costs (pure, no model)."""
 
 from __future__ import annotations
 
 import math
 
-from homespec.engine.guard import BatchGuard
+from homespec.speculative.guard import BatchGuard
 
 PRIOR = (0.7, 0.5, 0.35, 0.25)
 
@@ -120,7 +120,7 @@ def test_a_row_count_is_never_dearer_than_a_larger_one():
 def test_plain_decodings_cost_is_measured_again_when_old():
     """Drafts every step measure only their own row counts; after REFRESH passes without a plain
     one, a plain step runs to measure it."""
-    from homespec.engine.guard import REFRESH
+    from homespec.speculative.guard import REFRESH
 
     g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 + 0.00001 * rows)
     assert g.choose(1) == 4

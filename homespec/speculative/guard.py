@@ -25,7 +25,7 @@ sequence.
 
 Where a lane's drafters offer more than one candidate (`--method auto`: prompt lookup, the suffix
 store and the EAGLE head; or a lookup alone), `choose_lanes` prices each lane's candidates with
-the same cost table and picks per lane (homespec.engine.choice); a lookup's chain is priced by
+the same cost table and picks per lane (homespec.speculative.choice); a lookup's chain is priced by
 its own statistics by match length (`copies`), the head's tree by alpha and draft_level above.
 """
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from homespec.contracts.drafter import Offer
-from homespec.engine.choice import PLAIN, Choice, CopyStats, choose_each, forced
+from homespec.speculative.choice import PLAIN, Choice, CopyStats, choose_each, forced
 
 SAMPLES = 5  # passes per row count whose median is its cost: one outlier moves nothing
 REFRESH = 128  # passes after which the plain step's own row count is measured again
@@ -106,7 +106,7 @@ class BatchGuard:
     def choose_lanes(self, offers: Sequence[Sequence[Offer]], extra_rows: int = 0) -> list[Choice]:
         """Each decoding lane's draft this step, from what its drafters offer (no offers: plain).
         Only model drafters on offer: the common depth of `choose`; a known chain on offer: the
-        per-lane choice of homespec.engine.choice; forced (no guard): every lane's longest chain,
+        per-lane choice of homespec.speculative.choice; forced (no guard): every lane's longest chain,
         else its model at full depth."""
         n = len(offers)
         if self.forced:

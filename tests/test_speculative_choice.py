@@ -1,4 +1,4 @@
-"""homespec.engine.choice: the guard's per-lane choice among a lookup's chain, the suffix store's,
+"""homespec.speculative.choice: the guard's per-lane choice among a lookup's chain, the suffix store's,
 a model's draft and plain decoding, on counted costs (pure, no model)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from homespec.contracts.drafter import Offer
-from homespec.engine.choice import PLAIN, Choice, CopyStats, bucket, choose_each, forced
-from homespec.engine.guard import BatchGuard
+from homespec.speculative.choice import PLAIN, Choice, CopyStats, bucket, choose_each, forced
+from homespec.speculative.guard import BatchGuard
 
 CPU = {1: 0.0125, 2: 0.016, 5: 0.032, 9: 0.0563, 17: 0.105, 128: 0.52}  # this CPU, SmolLM2 (docs/speculative.md)
 GPU = {1: 0.010, 9: 0.0101, 17: 0.0102, 128: 0.02}  # memory-bound: rows nearly free
