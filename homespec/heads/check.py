@@ -1,7 +1,7 @@
 """Does an exported eagle3 GGUF draft, in llama.cpp, what the head drafts in homespec?
 
 For each context both sides draft a greedy chain of k tokens after the target's next token:
-homespec's EAGLE-3 drafter (homespec.nets.eagle3_drafter, a chain: topk 1, full
+homespec's EAGLE-3 drafter (homespec.speculative.drafters.eagle3_torch, a chain: topk 1, full
 attention) on the llamacpp backend, and llama.cpp's own eagle3 graph on the exported file
 (homespec.heads.llamacpp_draft). The two agree token for token unless a step's top two draft
 logits are closer than the float noise between them (fp16-rounded embeddings in homespec, the

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from homespec.contracts.tree import DraftTree
-from homespec.speculative.drafters.eagle3_torch import Eagle3DrafterBase, Step
+from homespec.nets.eagle3_drafter import Eagle3DrafterBase, Step
 from homespec.speculative.tree import build_dynamic_tree
 
 
