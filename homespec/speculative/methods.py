@@ -7,10 +7,9 @@ it holds, and what it needs: an EAGLE head, a draft model, the target's features
 lookup (its chains come from text already written). Adding a method is one drafter module under
 homespec/speculative/drafters/ and one entry here. The drafters are imported only when one is
 made; beside a torch or EXL2 target the EAGLE head runs in torch (homespec.speculative.drafters.eagle3_torch
-over homespec.nets.eagle3_drafter, the one drafter that imports torch), imported here alone: on a GGUF the
-head (eagle3) and the
-model's own MTP layers (mtp) run in llama.cpp, and no method loads torch (docs/architecture.md, "Where
-each part runs").
+over homespec.nets.eagle3_drafter, the one drafter that imports torch), imported here alone: on a GGUF
+the head (eagle3) and the model's own MTP layers (mtp) run in llama.cpp, and no method loads torch
+(docs/architecture.md, "Where each part runs").
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from homespec.contracts.drafter import MAX_DEPTH
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -228,20 +226,21 @@ def _chain(opt: DraftOptions) -> int:
     return opt.draft_depth + 1
 
 
-_METHODS: dict[str, Method] = {
-    "auto": Method(name="auto", make=_auto, clone=_clone_auto, uses_head=True, features=True, lookup=True,
-                   trees=True, nodes=lambda opt: max(opt.draft_tokens, lookup_depth(opt) + 1)),
-    "none": Method(name="none", make=None, clone=None, nodes=lambda opt: 1),
-    "ngram": Method(name="ngram", make=lambda i: _ngram(max(1, i.opt.draft_depth)), lookup=True, nodes=_chain,
-                    clone=lambda first, target, store: _ngram(first.num_draft, first.max_ngram)),
-    "suffix": Method(name="suffix", make=lambda i: _suffix(max(1, i.opt.draft_depth), i.store), lookup=True,
-                     nodes=_chain, clone=lambda first, target, store: _suffix(first.num_draft, store)),
-    "draft": Method(name="draft", make=_draft_model, clone=None, draft_model=True, nodes=_chain),
-    "eagle3": Method(name="eagle3", make=lambda i: _eagle(i.target, i.head, i.opt), clone=_clone_eagle,
-                     needs_head=True, uses_head=True, features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
-    "mtp": Method(name="mtp", make=lambda i: _mtp(i.target, i.opt), clone=_clone_eagle, needs_mtp=True,
-                  features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
-}
+# one entry per method, keyed by the name its drafter carries (clone_drafter finds it by that name)
+_METHODS: dict[str, Method] = {m.name: m for m in (
+    Method(name="auto", make=_auto, clone=_clone_auto, uses_head=True, features=True, lookup=True,
+           trees=True, nodes=lambda opt: max(opt.draft_tokens, lookup_depth(opt) + 1)),
+    Method(name="none", make=None, clone=None, nodes=lambda opt: 1),
+    Method(name="ngram", make=lambda i: _ngram(max(1, i.opt.draft_depth)), lookup=True, nodes=_chain,
+           clone=lambda first, target, store: _ngram(first.num_draft, first.max_ngram)),
+    Method(name="suffix", make=lambda i: _suffix(max(1, i.opt.draft_depth), i.store), lookup=True,
+           nodes=_chain, clone=lambda first, target, store: _suffix(first.num_draft, store)),
+    Method(name="draft", make=_draft_model, clone=None, draft_model=True, nodes=_chain),
+    Method(name="eagle3", make=lambda i: _eagle(i.target, i.head, i.opt), clone=_clone_eagle,
+           needs_head=True, uses_head=True, features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
+    Method(name="mtp", make=lambda i: _mtp(i.target, i.opt), clone=_clone_eagle, needs_mtp=True,
+           features=True, trees=True, nodes=lambda opt: opt.draft_tokens),
+)}
 
 
 # every --method value, in the order the hints list them
