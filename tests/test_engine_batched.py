@@ -242,7 +242,7 @@ def test_the_engine_opens_the_plan_that_plan_parallel_prints(capsys, eagle, smol
     import json
 
     from homespec.cli import main
-    from homespec.engine.assemble import default_parallel
+    from homespec.engine.setup import default_parallel
     from homespec.plan.render import to_json
 
     assert main(["plan", "--json", "--ctx", "384", "--parallel", "8", "--draft-depth", "4", "--draft-topk", "1",
