@@ -164,7 +164,7 @@ def test_full_queue_raises_queue_full(eagle, prompts):
 def test_prompt_longer_than_the_context_is_refused_before_a_slot(eagle):
     before = eagle.stats().requests_total
     with pytest.raises(HomespecError) as e:
-        eagle.submit(EngineRequest(prompt_ids=(1,) * eagle.n_ctx, max_tokens=4))
+        eagle.submit(EngineRequest(prompt_ids=(1,) * eagle.lane_ctx, max_tokens=4))
     assert "context" in str(e.value) and e.value.hint
     assert eagle.stats().requests_total == before
 

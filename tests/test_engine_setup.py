@@ -56,7 +56,7 @@ def test_a_serve_start_checks_reads_and_plans_once(smollm2_path, tmp_path, paral
         assert counts["read_gguf_header"] == 1
         assert engine.slots == (DEFAULT_PARALLEL if parallel is None else parallel)
         assert engine.parts.plan.settings.n_seq == engine.slots
-        assert engine.n_ctx == CHAIN["ctx"]  # each lane holds --ctx tokens
+        assert engine.lane_ctx == CHAIN["ctx"]  # each lane holds --ctx tokens
     finally:
         engine.close(timeout_s=5.0)
         sock.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homespec.errors import UsageError
+from homespec.limits import CTX
 from homespec.plan.settings import DEFAULT_BATCH, KV_TYPES, v_cache_needs_flash_attn
 from homespec.types import ModelSpec
 
@@ -169,8 +170,7 @@ def exl2_settings(
     kv = (kv_type or getattr(src, "type_k", None) or "f16").lower()
     if kv not in EXL2_CACHE:
         raise UsageError(f"exllamav2 has no '{kv}' cache", hint="use --kv-type f16, q8, q6 or q4")
-    if ctx < 16:
-        raise UsageError(f"context {ctx} is too small", hint="use --ctx 256 or more")
+    CTX.check(ctx)
     return Exl2Settings(
         model_dir=str(Path(model_dir)),
         max_seq_len=int(ctx),

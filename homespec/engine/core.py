@@ -56,7 +56,7 @@ class Engine:
         self.target = parts.target
         self.model_path = parts.model_path
         self.slots = parts.target.lanes
-        self.n_ctx = parts.target.lane_ctx
+        self.lane_ctx = parts.target.lane_ctx
         self.n_vocab = parts.target.n_vocab  # the server checks prompts of token ids against it
         self.queue_size = queue_size
         self.cache_prompt = cache_prompt  # False: every request starts from an empty cache
@@ -120,8 +120,8 @@ class Engine:
         n = len(request.prompt_ids)
         if n == 0:
             raise UsageError("the prompt is empty", hint="give a prompt of at least one token")
-        if n >= self.n_ctx:
-            raise UsageError(f"the prompt has {n} tokens but the context holds {self.n_ctx}",
+        if n >= self.lane_ctx:
+            raise UsageError(f"the prompt has {n} tokens but the context holds {self.lane_ctx}",
                              hint="shorten the prompt or start with a larger --ctx")
         if request.max_tokens < 1:
             raise UsageError(f"max_tokens {request.max_tokens} is not positive", hint="ask for 1 token or more")
@@ -288,7 +288,7 @@ class Engine:
                 drafter = lane.drafter if req.speculate else None
                 kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter, enabled=enabled)
                 detok = Detokenizer(self.tokenizer, req.stop) if self.parts.text else None
-                run = Running(h, lane.index, drafter, self._eos, self.n_ctx, detok, shape0=self.parts.shape,
+                run = Running(h, lane.index, drafter, self._eos, self.lane_ctx, detok, shape0=self.parts.shape,
                               kept=kept)
             except Exception as e:  # noqa: BLE001
                 self._forget(lane)

@@ -98,7 +98,7 @@ def serve_engine(engine, sock, *, host: str, api_key: str | None, name: str, max
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
               f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
-              f"{engine.n_ctx} tokens each, {_limit_shown(max_tokens)}); Ctrl-C stops", flush=True)
+              f"{engine.lane_ctx} tokens each, {_limit_shown(max_tokens)}); Ctrl-C stops", flush=True)
         caught = serve_app(web, sock, stop_when=lambda: engine.failure, stop_taking=engine.stop_taking,
                            end_all=engine.cancel_all)
         if caught and engine.failure is None:
