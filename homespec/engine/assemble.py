@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from homespec.backends.registry import LoadArgs, backend_entry
+from homespec.backends.settings import settings_from_plan
 from homespec.engine.methods import DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
     RunOptions, auto_head, drafts_trees, drafts_with_mtp, head_dir, model_traits, resolve_model_path, rollback_for,
@@ -104,8 +105,6 @@ def rolls_back(target: Any) -> bool:
 
 
 def _several(setup: RunSetup, ubatch: int | None) -> RunParts:
-    from homespec.backends.settings import settings_from_plan
-
     opt, path, parallel, plan = setup.options, setup.model_path, setup.parallel, setup.plan
     assert plan is not None  # set_up plans every run of several lanes
     # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
