@@ -103,3 +103,17 @@ def test_plan_request_choice_keeps_the_verdict_of_one_sequence():
     small = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, ctx=4096, draft="none",
                                   lanes_up_to=4))
     assert small.settings.n_seq == 4
+
+
+def test_plan_request_holds_every_planning_option_of_homespec_plan():
+    """`homespec plan` hands make_plan one PlanRequest: each of its options that shapes the plan is a field
+    of the same name (the rest only say how the plan is printed)."""
+    import inspect
+
+    from homespec.cli.plan import plan as plan_command
+
+    printing = {"emit", "gpu_memory_utilization", "json_out"}
+    options = set(inspect.signature(plan_command).parameters) - printing
+    fields = {f.name for f in dataclasses.fields(PlanRequest)}
+    assert options <= fields
+    assert fields - options == {"lanes_up_to", "rollback", "rollback_saves"}  # what a run adds
