@@ -117,3 +117,8 @@ def test_plan_request_holds_every_planning_option_of_homespec_plan():
     fields = {f.name for f in dataclasses.fields(PlanRequest)}
     assert options <= fields
     assert fields - options == {"lanes_up_to", "rollback", "rollback_saves"}  # what a run adds
+
+
+def test_choosing_the_lanes_and_giving_them_is_refused():
+    with pytest.raises(UsageError, match="two things"):
+        make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, parallel=2, lanes_up_to=4))

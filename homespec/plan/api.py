@@ -122,6 +122,9 @@ def make_plan(req: PlanRequest) -> Plan:
         raise UsageError(f"unknown workload '{req.workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
     if req.max_parallel and req.parallel != 1:
         raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")
+    if req.lanes_up_to is not None and (req.max_parallel or req.parallel != 1):
+        raise UsageError("choosing the lanes and --parallel or --max-parallel ask two things",
+                         hint="leave --parallel out to let the plan choose, or give it")
     named = resolve(req.model, "model", "plan", quant=req.quant)  # None: the embedded model
     model, target = named.spelling, named.spec
     draft, assumed = req.draft, None
