@@ -5,7 +5,7 @@ Real llama.cpp throughout: the embedded SmolLM2-135M Q4_1 GGUF and tiny random-w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -76,33 +76,27 @@ def test_tree_layout_follows_the_shared_tree_contract(parents):
     assert tree_layout(parents) is lay  # kept by shape: plain steps and chains recur every step
 
 
-def test_settings_from_a_duck_typed_plan_and_overrides():
-    @dataclass
-    class PlanSettings:
-        n_ctx: int = 8192
-        n_gpu_layers: int = 33
-        type_k: str = "q8_0"
-        type_v: str = "q8_0"
-        flash_attn: bool = True
-        speculative_k: int = 5  # a planner field the backend does not use
+@pytest.fixture(scope="module")
+def cpu_plan():
+    """A real plan (the embedded model on a 16 GiB CPU machine, three sequences of 2048 tokens)."""
+    from homespec.plan.api import PlanRequest, make_plan
 
-    @dataclass
-    class Plan:
-        settings: PlanSettings
-
-    s = settings_from_plan(Plan(PlanSettings()), n_ctx=4096, n_threads=None)
-    assert s == BackendSettings(n_ctx=4096, n_gpu_layers=33, type_k="q8_0", type_v="q8_0", flash_attn=True)
-    assert settings_from_plan(None, n_ctx=256).n_batch == 512
-    with pytest.raises(UsageError):
-        settings_from_plan(None)
-    with pytest.raises(UsageError):
-        settings_from_plan(None, n_ctx=256, n_bach=4)
+    return make_plan(PlanRequest(gpu="none", ram=16, ctx=2048, kv_type="q8_0", parallel=3, draft="none"))
 
 
-def test_settings_from_the_planners_settings():
+def test_settings_from_a_plan_hold_every_sequence_and_what_the_run_adds(cpu_plan):
+    p = cpu_plan.settings
+    s = settings_from_plan(cpu_plan, n_threads=2, load_mtp=True, rollback=3)
+    assert s == BackendSettings(n_ctx=3 * 2048, n_gpu_layers=p.n_gpu_layers, n_batch=p.n_batch, n_ubatch=p.n_ubatch,
+                                type_k="q8_0", type_v="q8_0", flash_attn=p.flash_attn, n_threads=2, load_mtp=True,
+                                rollback=3)
+    assert settings_from_plan(cpu_plan).rollback == p.rollback  # left out: the plan's
+
+
+def test_settings_from_the_planners_settings(cpu_plan):
     plan_settings = pytest.importorskip("homespec.plan.settings")
     planned = plan_settings.Settings(n_ctx=8192, type_k="q8_0", type_v="q8_0", flash_attn=True, n_gpu_layers=31)
-    s = settings_from_plan(planned)
+    s = settings_from_plan(replace(cpu_plan, settings=planned))
     assert (s.n_ctx, s.type_k, s.type_v, s.flash_attn, s.n_gpu_layers) == (8192, "q8_0", "q8_0", True, 31)
     assert (s.n_batch, s.n_ubatch) == (planned.n_batch, planned.n_ubatch)
 
@@ -117,7 +111,7 @@ def test_quantised_v_cache_without_flash_attention_is_a_usage_error():
         BackendSettings(n_ctx=512, n_batch=64, n_ubatch=128)
 
 
-def test_planner_and_backend_accept_the_same_kv_types_and_v_cache_rule():
+def test_planner_and_backend_accept_the_same_kv_types_and_v_cache_rule(cpu_plan):
     """The plan a backend is started with must be a plan it accepts: for every KV type (and a
     bogus one), with flash attention off and on, the planner's check and the backend's agree."""
     from homespec.backends import settings as backend_settings
@@ -133,7 +127,7 @@ def test_planner_and_backend_accept_the_same_kv_types_and_v_cache_rule():
             except UsageError:
                 plan_ok = False
             try:
-                settings_from_plan(planned)
+                settings_from_plan(replace(cpu_plan, settings=planned))
                 backend_ok = True
             except UsageError:
                 backend_ok = False

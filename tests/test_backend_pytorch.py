@@ -273,9 +273,9 @@ def test_settings_follow_the_device_the_plan_chose(gpu, ram, device, dtype):
     """On a GPU the plan budgets 16-bit weights (plan.place.torch), and the backend is loaded so."""
     from homespec.backends.registry import settings_for
     from homespec.backends.settings import TorchSettings
-    from homespec.plan.api import make_plan
+    from homespec.plan.api import PlanRequest, make_plan
 
-    plan = make_plan(model=None, gpu=gpu, ram=ram, backend="torch", ctx=1024)
+    plan = make_plan(PlanRequest(model=None, gpu=gpu, ram=ram, backend="torch", ctx=1024))
     assert settings_for(plan) == TorchSettings(device, dtype, 1024)
     weights = next(i for i in plan.items if i.name == "weights")
     assert weights.detail.endswith(f"x {4 if dtype == 'f32' else 2} B (dequantised)")
@@ -284,7 +284,7 @@ def test_settings_follow_the_device_the_plan_chose(gpu, ram, device, dtype):
 
 def test_settings_from_another_backends_plan_are_refused():
     from homespec.backends.settings import torch_settings
-    from homespec.plan.api import make_plan
+    from homespec.plan.api import PlanRequest, make_plan
 
     with pytest.raises(HomespecError, match="llamacpp backend, not torch"):
-        torch_settings(make_plan(model=None, gpu="none", ram=16))
+        torch_settings(make_plan(PlanRequest(model=None, gpu="none", ram=16)))

@@ -350,7 +350,7 @@ def test_default_plan_is_the_plan_the_run_starts_with(capsys, smollm2_path, comm
     from homespec.backends.settings import settings_from_plan
     from homespec.cli import RunArgs
     from homespec.plan.render import to_json
-    from homespec.engine.assemble import plan_for_run
+    from homespec.engine.setup import plan_for_run
     from homespec.embedded import DEFAULT_HEAD
     from homespec.engine.options import resolve_model_path
 

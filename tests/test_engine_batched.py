@@ -164,7 +164,7 @@ def test_full_queue_raises_queue_full(eagle, prompts):
 def test_prompt_longer_than_the_context_is_refused_before_a_slot(eagle):
     before = eagle.stats().requests_total
     with pytest.raises(HomespecError) as e:
-        eagle.submit(EngineRequest(prompt_ids=(1,) * eagle.n_ctx, max_tokens=4))
+        eagle.submit(EngineRequest(prompt_ids=(1,) * eagle.lane_ctx, max_tokens=4))
     assert "context" in str(e.value) and e.value.hint
     assert eagle.stats().requests_total == before
 
@@ -242,7 +242,7 @@ def test_the_engine_opens_the_plan_that_plan_parallel_prints(capsys, eagle, smol
     import json
 
     from homespec.cli import main
-    from homespec.engine.assemble import default_parallel
+    from homespec.engine.setup import default_parallel
     from homespec.plan.render import to_json
 
     assert main(["plan", "--json", "--ctx", "384", "--parallel", "8", "--draft-depth", "4", "--draft-topk", "1",

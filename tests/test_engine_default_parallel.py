@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from homespec.engine.assemble import default_parallel
+from homespec.engine.setup import default_parallel
 from homespec.engine.options import RunOptions
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from homespec.engine.api import EngineClosed, EngineRequest, EngineStats, QueueFull
-from homespec.engine.assemble import check_parallel
+from homespec.engine.setup import check_parallel
 from homespec.engine.core import Engine
 from homespec.engine.options import RunOptions
 from homespec.engine.tally import SpeedWindow, add_finish, add_steps

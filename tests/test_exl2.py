@@ -176,7 +176,7 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
     """exllamav2 cannot load here, so this checks what the run would hand Exl2Backend.from_settings:
     the plan's context, cache type, input length (the chunk its scratch is sized for) and reserves."""
     from homespec.backends.registry import settings_for
-    from homespec.engine.assemble import plan_for_run
+    from homespec.engine.setup import plan_for_run
     from homespec.plan.settings import EXL2_CACHE
     from homespec.session import RunOptions
 
@@ -193,7 +193,7 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
 
 def test_a_catalogue_plan_names_no_directory(exl2_dir):
     from homespec.backends.registry import settings_for
-    from homespec.plan.api import make_plan
+    from homespec.plan.api import PlanRequest, make_plan
 
     with pytest.raises(UsageError, match="names no EXL2 directory"):
-        settings_for(make_plan(model="mistral-7b-exl2-4.65", gpu="4090", ram=64))
+        settings_for(make_plan(PlanRequest(model="mistral-7b-exl2-4.65", gpu="4090", ram=64)))

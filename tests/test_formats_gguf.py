@@ -381,3 +381,21 @@ def test_missing_local_file_is_a_usage_error(tmp_path):
         read_gguf_header(tmp_path / "nope.gguf")
     with pytest.raises(HomespecError):
         read_gguf_header(tmp_path)
+
+
+def test_a_model_header_is_read_once_while_the_file_is_unchanged(tmp_path):
+    """read_model_header keeps a local file's header (a run's checks, traits and plan read one); a
+    rewritten file (another size or modification time) is read again, and a URL or bounds are never kept."""
+    import os
+
+    from homespec.formats.gguf import read_model_header
+
+    path = write_gguf(tmp_path / "m.gguf", n_layer=2)
+    first = read_model_header(path)
+    assert read_model_header(path) is first
+    assert read_model_header(path, max_bytes=1 << 26) is not first  # explicit bounds: read as asked
+    write_gguf(path, n_layer=3)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a later time, even on a coarse clock
+    again = read_model_header(path)
+    assert again is not first and again.metadata["llama.block_count"] == 3

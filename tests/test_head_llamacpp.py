@@ -234,8 +234,9 @@ def test_the_plan_budgets_what_the_head_allocates(parallel, tmp_path, monkeypatc
         measured, planned = mem["measured"]["draft"], mem["planned"]["draft"]
     else:
         from homespec.engine.assemble import prepare
+        from homespec.engine.setup import set_up
 
-        parts = prepare(opt, parallel=parallel)
+        parts = prepare(set_up(opt, parallel=parallel))
         try:
             net = parts.drafters[0].net
             rep = net.memory_report()

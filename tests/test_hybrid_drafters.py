@@ -124,8 +124,9 @@ def test_the_plan_budgets_the_recurrent_state_the_run_keeps(hybrid, family, para
     from homespec.backends.llamacpp.lib import parse_buffer_lines
     from homespec.contracts.backend import PrefillWork
     from homespec.engine.assemble import prepare
+    from homespec.engine.setup import set_up
 
-    parts = prepare(_opt(hybrid[family], "ngram", ctx=1024), parallel=parallel)
+    parts = prepare(set_up(_opt(hybrid[family], "ngram", ctx=1024), parallel=parallel))
     try:
         be = parts.owned[0]  # the target
         rs = sum(b.n_bytes for b in parse_buffer_lines([ln.replace(" RS ", " KV ") for ln in be._log.lines

@@ -158,8 +158,9 @@ def test_the_plan_budgets_what_the_mtp_layers_allocate(mtp_gguf, family, paralle
     blocks' tensors against the plan's draft lines, within 5 % each; one lane and two, on the hybrid and
     on the attention-only MoE."""
     from homespec.engine.assemble import prepare
+    from homespec.engine.setup import set_up
 
-    parts = prepare(_opt(mtp_gguf[(family, False)], "mtp", ctx=2048), parallel=parallel)
+    parts = prepare(set_up(_opt(mtp_gguf[(family, False)], "mtp", ctx=2048), parallel=parallel))
     try:
         rep = parts.drafters[0].net.memory_report()
         measured = {"weights": rep.weights_bytes, "kv": rep.kv_bytes, "compute": rep.compute_bytes,

@@ -192,11 +192,11 @@ def test_vllm_emit_reports_its_kv_capacity_by_hand():
     """vLLM's KV after weights at --gpu-memory-utilization (homespec.plan.vllm_kv), worked by hand for
     Llama-3.1-8B F16 on one H100 SXM (80 GB) at 0.9: 128 KiB of K and V per token (32 layers x 8 heads x
     (128 + 128) x 2 bytes)."""
-    from homespec.plan.api import make_plan
+    from homespec.plan.api import PlanRequest, make_plan
     from homespec.plan.emit import emit
     from homespec.plan.vllm_kv import MAX_BATCHED_TOKENS, MAX_SEQS
 
-    p = make_plan(model="llama-3.1-8b-f16", gpu="h100-sxm", ram=64, ctx=32768, draft="none")
+    p = make_plan(PlanRequest(model="llama-3.1-8b-f16", gpu="h100-sxm", ram=64, ctx=32768, draft="none"))
     e = emit(p, "vllm")
     kv = e.kv_capacity
     weights = sum(t.n_bytes for t in p.model.tensors)

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from homespec.cli import main
-from homespec.plan.api import make_plan
+from homespec.plan.api import PlanRequest, make_plan
 from homespec.plan.fit import FITS, FITS_OFFLOADED
 from homespec.plan.render import to_json
 from homespec.quant.weights import active_params, group_weights, is_expert_tensor
@@ -35,7 +35,7 @@ def qwen3_moe_config(tmp_path_factory):
 
 def _plan(config, **kw):
     kw.setdefault("draft", "none")
-    return make_plan(model=config, quant="Q4_K_M", **kw)
+    return make_plan(PlanRequest(model=config, quant="Q4_K_M", **kw))
 
 
 def _on(plan, name, device):
@@ -109,8 +109,8 @@ def test_parallel_budgets_every_sequence(qwen3_moe_config):
 
 
 def test_swa_full_keeps_the_whole_context():
-    window = make_plan(model="gemma-3-27b-q4", gpu="none", ram=256, ctx=32768, draft="none")
-    full = make_plan(model="gemma-3-27b-q4", gpu="none", ram=256, ctx=32768, draft="none", swa_full=True)
+    window = make_plan(PlanRequest(model="gemma-3-27b-q4", gpu="none", ram=256, ctx=32768, draft="none"))
+    full = make_plan(PlanRequest(model="gemma-3-27b-q4", gpu="none", ram=256, ctx=32768, draft="none", swa_full=True))
     m = window.model
     per_layer = 32768 * m.n_head_kv * (m.head_dim + m.head_dim) * 2
     assert _on(full, "target KV", "host") == m.n_layer * per_layer
@@ -200,7 +200,7 @@ def test_hybrid_moe_from_config(tmp_path):
     """Qwen3-Next-80B-A3B: 80B parameters, 3B active; 36 Gated DeltaNet layers hold 75.4 MiB of state per
     sequence and only the 12 attention layers a KV cache."""
     (tmp_path / "config.json").write_text(json.dumps(QWEN3_NEXT_80B))
-    p = make_plan(model=str(tmp_path / "config.json"), quant="Q4_K_M", gpu="none", ram=256, ctx=32768, draft="none")
+    p = make_plan(PlanRequest(model=str(tmp_path / "config.json"), quant="Q4_K_M", gpu="none", ram=256, ctx=32768, draft="none"))
     m = p.model
     assert len(m.recurrent_layers) == 36 and (m.rs_r, m.rs_s) == (24576, 524288)
     assert group_weights(m).n_params == pytest.approx(79.67e9, rel=0.005)
@@ -210,7 +210,7 @@ def test_hybrid_moe_from_config(tmp_path):
 
 
 def test_n_cpu_moe_on_a_dense_model_says_it_does_nothing():
-    p = make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, draft="none", n_cpu_moe=8)
+    p = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, draft="none", n_cpu_moe=8))
     assert p.verdict == FITS and any("has no effect" in n for n in p.notes)
 
 

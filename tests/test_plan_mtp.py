@@ -14,7 +14,7 @@ import pytest
 from homespec.cli import main
 from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
-from homespec.plan.api import make_plan
+from homespec.plan.api import PlanRequest, make_plan
 from homespec.quant.weights import group_weights
 
 SMALL_V3 = {
@@ -39,14 +39,14 @@ def _on(plan, name):
 
 
 def test_mla_cache_is_the_latent_only(v3_config):
-    p = make_plan(model=v3_config, quant="Q8_0", gpu="none", ram=64, ctx=4096, draft="none")
+    p = make_plan(PlanRequest(model=v3_config, quant="Q8_0", gpu="none", ram=64, ctx=4096, draft="none"))
     assert p.model.is_mla and p.model.n_head_kv == 1
     # 6 layers x 4096 cells x (kv_lora_rank 128 + rope 32) f16, no V
     assert _on(p, "target KV") == 6 * 4096 * (128 + 32) * 2
 
 
 def test_mtp_is_the_default_draft_and_is_budgeted(v3_config):
-    p = make_plan(model=v3_config, quant="Q8_0", gpu="4090", ram=64, ctx=4096)
+    p = make_plan(PlanRequest(model=v3_config, quant="Q8_0", gpu="4090", ram=64, ctx=4096))
     d = p.draft
     assert d.kind == "mtp" and d.n_layer == 1
     assert (p.settings.draft_topk, p.settings.draft_depth, p.settings.tree_tokens) == (1, 3, 4)
@@ -115,7 +115,7 @@ def test_any_header_listed_architecture_is_planned(tmp_path, arch, note):
         md.update({"attention.head_count": 2})
     tensors = {"token_embd.weight": (32, 100), "blk.0.x.weight": (32, 32), "blk.1.x.weight": (32, 32)}
     path = _header_gguf(tmp_path / "m.gguf", arch, md, tensors)
-    p = make_plan(model=str(path), gpu="none", ram=16, draft="none")
+    p = make_plan(PlanRequest(model=str(path), gpu="none", ram=16, draft="none"))
     assert _on(p, "weights") == (32 * 100 + 2 * 32 * 32) * 4
     if arch == "mamba":
         assert _on(p, "target KV") == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from homespec.plan.api import make_plan
+from homespec.plan.api import PlanRequest, make_plan
 from homespec.plan.devices import devices_for
 from homespec.plan.fit import FITS, NO_FIT
 from homespec.plan.place import PLACERS, placer
@@ -47,7 +47,7 @@ SWEEP = [
 
 
 def _plan(model, gpu, ram, kw):
-    return make_plan(model=model, gpu=gpu, ram=ram, **kw)
+    return make_plan(PlanRequest(model=model, gpu=gpu, ram=ram, **kw))
 
 
 def _ids(case) -> str:
@@ -141,14 +141,14 @@ def test_the_plan_is_its_backends_layout_of_the_chosen_settings(plan):
 def test_exl2_fills_the_gpus_in_order_as_autosplit_does():
     """load_autosplit fills gpu0 before gpu1: a 70B at 4.0 bpw (35 GB) fits two 24 GB cards. The
     split used to be sized from a probe that put every layer on gpu0, which left gpu0 empty."""
-    p = make_plan(model="llama-3.1-70b-exl2-4.0", gpu="4090,3090", ram=64)
+    p = make_plan(PlanRequest(model="llama-3.1-70b-exl2-4.0", gpu="4090,3090", ram=64))
     assert p.verdict == FITS
     first, second = p.settings.layer_split
     assert first + second == p.model.n_layer + 1 and first > second > 0
     # gpu0 took all it could: one more layer (moved from gpu1) would overflow it
     more = p.settings.with_(layer_split=(first + 1, second - 1))
     assert "gpu0" in placer("exl2").layout(p.model, p.draft, p.machine, more).over
-    three = make_plan(model="llama-3.1-405b-exl2-2.5", gpu="3090,3090,3090", ram=64, draft="none")
+    three = make_plan(PlanRequest(model="llama-3.1-405b-exl2-2.5", gpu="3090,3090,3090", ram=64, draft="none"))
     assert three.settings.layer_split[0] > 0 and sum(three.settings.layer_split) == three.model.n_layer + 1
 
 
@@ -159,7 +159,7 @@ def test_exl2_without_a_cuda_or_rocm_gpu_is_a_usage_error(gpu, capsys):
     from homespec.errors import UsageError
 
     with pytest.raises(UsageError, match="NVIDIA .CUDA. or AMD .ROCm. GPUs only"):
-        make_plan(model="mistral-7b-exl2-4.65", gpu=gpu, ram=None if gpu != "none" else 64)
+        make_plan(PlanRequest(model="mistral-7b-exl2-4.65", gpu=gpu, ram=None if gpu != "none" else 64))
     code = main(["plan", "--model", "mistral-7b-exl2-4.65", "--gpu", gpu])
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and err[0].startswith("error: the exl2 backend runs on") and err[1].startswith("hint: ")
@@ -169,7 +169,7 @@ def test_exl2_scratch_is_sized_for_the_chunk_it_runs():
     """load_autosplit caps max_input_len at the context: --ctx 1024 sizes scratch for 1024 tokens."""
     from homespec.plan import memory as mem
 
-    p = make_plan(model="mistral-7b-exl2-4.65", gpu="4090", ram=64, ctx=1024, draft="none")
+    p = make_plan(PlanRequest(model="mistral-7b-exl2-4.65", gpu="4090", ram=64, ctx=1024, draft="none"))
     (compute,) = [i for i in p.items if i.name == "compute"]
     assert compute.bytes == mem.exl2_scratch_bytes(p.model, 1024) < mem.exl2_scratch_bytes(p.model, 2048)
     assert compute.detail == "scratch for 1024 tokens"
@@ -179,7 +179,7 @@ def test_torch_on_the_cpu_budgets_fp32_activations():
     """The torch backend runs fp32 on the CPU: its weights, KV and activations are 4-byte."""
     from homespec.plan import memory as mem
 
-    p = make_plan(model=None, gpu="none", ram=16, backend="torch", draft="none")
+    p = make_plan(PlanRequest(model=None, gpu="none", ram=16, backend="torch", draft="none"))
     (compute,) = [i for i in p.items if i.name == "compute"]
     tokens = max(p.settings.tree_tokens, min(p.settings.n_ubatch, p.settings.n_ctx))
     assert compute.bytes == mem.torch_compute_bytes(p.model, p.settings.with_(torch_dtype="f32"), tokens)

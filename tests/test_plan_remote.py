@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from homespec.errors import UsageError
-from homespec.plan.api import make_plan
+from homespec.plan.api import PlanRequest, make_plan
 from homespec.plan.emit import emit
 from homespec.plan.place.ledger import assign_layers
 from homespec.plan.devices import devices_for
@@ -69,7 +69,7 @@ def test_the_split_is_llamacpps_device_split(n_layer, split, extra):
 
 
 def test_remote_gpus_come_first_and_the_output_stays_here():
-    p = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("3090@host2",))
+    p = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("3090@host2",)))
     devs = devices_for(p.machine)
     assert devs[0].remote == "host2:50052" and devs[1].remote == "" and devs[-1].id == "host"
     assert p.settings.n_gpu_layers == 81 and len(p.settings.layer_split) == 2
@@ -85,8 +85,8 @@ def test_network_term_by_hand():
     rate = 1e9 * 1460 / 1538 / 8
     want_1 = 2 * 0.0002 + 65536 / rate  # 0.952 ms
     want_48 = 2 * 0.0002 + 48 * 65536 / rate  # 26.91 ms
-    here = make_plan(model="llama-3.1-70b-q4", gpu="4090,4090", ram=64)
-    there = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("4090@host2",))
+    here = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090,4090", ram=64))
+    there = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("4090@host2",)))
     net = there.network
     assert net.bytes_per_token() == 65536
     assert net.seconds(1) == pytest.approx(want_1) and net.seconds(48) == pytest.approx(want_48)
@@ -99,14 +99,14 @@ def test_network_term_by_hand():
 
 
 def test_faster_links_cost_less():
-    slow = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("4090@host2",), link="1gbe")
-    fast = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("4090@host2",), link="10gbe")
+    slow = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("4090@host2",), link="1gbe"))
+    fast = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("4090@host2",), link="10gbe"))
     assert fast.estimate.plain_tokens_per_s > slow.estimate.plain_tokens_per_s
     assert fast.network.seconds(48) < slow.network.seconds(48) / 5
 
 
 def test_a_remote_mac_is_its_own_pool():
-    p = make_plan(model="llama-3.1-70b-q8", gpu="4090", ram=64, remote=("m3-ultra-96@mac",), draft="none")
+    p = make_plan(PlanRequest(model="llama-3.1-70b-q8", gpu="4090", ram=64, remote=("m3-ultra-96@mac",), draft="none"))
     mac = next(u for u in p.devices if u.device.remote)
     assert mac.device.capacity_bytes == int(96 * 2**30 * 0.75) and not p.unified
     host = next(u for u in p.devices if not u.device.is_gpu)
@@ -116,16 +116,16 @@ def test_a_remote_mac_is_its_own_pool():
 @pytest.mark.parametrize("spec", ["3090", "3090@", "@host2", "3090@host 2", "3090@host2:0", "auto@host2"])
 def test_bad_remote_is_a_usage_error(spec):
     with pytest.raises(UsageError):
-        make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=(spec,))
+        make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=(spec,)))
 
 
 def test_link_without_remote_and_bad_link_are_usage_errors():
     with pytest.raises(UsageError):
-        make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, link="10gbe")
+        make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, link="10gbe"))
     with pytest.raises(UsageError):
-        make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=("3090@host2",), link="carrier-pigeon")
+        make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=("3090@host2",), link="carrier-pigeon"))
     with pytest.raises(UsageError):
-        make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=("3090@host2", "3090@host2"))
+        make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=("3090@host2", "3090@host2")))
 
 
 def _flags(command: str) -> list[str]:
@@ -137,7 +137,7 @@ def test_llama_server_and_rpc_server_lines_use_the_pinned_flags():
 
     accepted, _ = server_flags()
     rpc_accepted = {line for line in RPC_FLAGS_FILE.read_text().splitlines() if line.startswith("-")}
-    p = make_plan(model="llama-3.1-70b-q8", gpu="4090", ram=64, remote=("3090@host2", "m3-ultra-96@mac:50053"))
+    p = make_plan(PlanRequest(model="llama-3.1-70b-q8", gpu="4090", ram=64, remote=("3090@host2", "m3-ultra-96@mac:50053")))
     e = emit(p, "llama-server")
     words = shlex.split(e.command)
     assert words[words.index("--rpc") + 1] == "host2:50052,mac:50053"
@@ -152,13 +152,13 @@ def test_llama_server_and_rpc_server_lines_use_the_pinned_flags():
 
 
 def test_vllm_over_machines_is_ray_and_pipeline_stages():
-    p = make_plan(model="llama-3.1-70b-q4", gpu="4090,4090", ram=64, remote=("4090,4090@host2",), draft="none")
+    p = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090,4090", ram=64, remote=("4090,4090@host2",), draft="none"))
     e = emit(p, "vllm")
     words = shlex.split(e.command)
     assert words[words.index("--pipeline-parallel-size") + 1] == "2"
     assert words[words.index("--tensor-parallel-size") + 1] == "2"
     assert [c.split()[:3] for _, c in e.remote_commands] == [["ray", "start", "--head"], ["ray", "start", "--address"]]
-    mac = make_plan(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=("m3-ultra-96@mac",), draft="none")
+    mac = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, remote=("m3-ultra-96@mac",), draft="none"))
     with pytest.raises(UsageError):
         emit(mac, "vllm")
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from homespec.cli import main
-from homespec.plan.api import make_plan
+from homespec.plan.api import PlanRequest, make_plan
 from homespec.plan.fit import NO_FIT, solve
 from homespec.plan.render import gib
 from homespec.plan.suggest import DRAFT_ITEMS, advise
@@ -16,7 +16,7 @@ from homespec.plan.suggest import DRAFT_ITEMS, advise
 def _seventy_b_on_a_4090(ram_gib: float):
     """llama-3.1-70b Q4_K_M on one RTX 4090 with its assumed EAGLE-3.1 head, on a host whose cores are fixed
     at 8 (what a planned machine assumes at least), so the estimate is the same on every test machine."""
-    p = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=ram_gib)
+    p = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=ram_gib))
     return advise(solve(p.model, p.draft, replace(p.machine, source="probe", cpu_cores=8), p.settings))
 
 
@@ -46,7 +46,7 @@ def test_when_no_draft_tree_pays_a_note_says_no_draft_and_what_that_frees():
 
 
 def test_a_draft_that_pays_gets_no_draft_none_advice():
-    plan = make_plan(model="llama-3.1-8b-q4", gpu="4090")
+    plan = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090"))
     assert plan.estimate.pays
     assert not any("--draft none" in n for n in (*plan.notes, *plan.suggestions))
 
@@ -62,13 +62,13 @@ def test_plan_json_carries_the_draft_none_suggestion(capsys):
 
 
 def test_a_calibrated_plan_gives_calibrated_speeds_in_its_draft_advice(tmp_path):
-    base = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=21)
+    base = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=21))
     plain = base.estimate.plain_tokens_per_s
     bench = tmp_path / "bench.json"  # a bench that measured half the estimated plain speed
     bench.write_text(json.dumps({"methods": {"none": {"tokens_per_s": plain / 2, "mean_accepted": 1.0}},
                                  "plan_estimate": {"plain_tokens_per_s": plain}}))
-    cal = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=21, calibrate=str(bench))
-    bare = make_plan(model="llama-3.1-70b-q4", gpu="4090", ram=21, draft="none", calibrate=str(bench))
+    cal = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=21, calibrate=str(bench)))
+    bare = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=21, draft="none", calibrate=str(bench)))
     assert bare.estimate.plain_tokens_per_s < plain * 0.6
     assert any(s.startswith("--draft none fits") and s.endswith(f", {bare.estimate.plain_tokens_per_s:,.1f} tok/s "
                                                                  "without speculation") for s in cal.suggestions)

@@ -9,13 +9,17 @@ imports nothing heavy: `homespec plan` uses it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homespec.errors import UsageError
+from homespec.limits import CTX
 from homespec.plan.settings import DEFAULT_BATCH, KV_TYPES, v_cache_needs_flash_attn
 from homespec.types import ModelSpec
+
+if TYPE_CHECKING:
+    from homespec.plan.fit import Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,30 +69,17 @@ def check_settings(s: BackendSettings) -> None:
         )
 
 
-def settings_from_plan(plan: Any = None, **overrides: Any) -> BackendSettings:
-    """Backend settings from a plan (anything with a `.settings` carrying BackendSettings' fields),
-    or from explicit values; explicit keyword values win over the plan's.
-
-    Fields the plan's settings lack keep BackendSettings' defaults; unknown override names are an error.
-    """
-    names = {f.name for f in fields(BackendSettings)}
-    unknown = set(overrides) - names
-    if unknown:
-        raise UsageError(f"unknown backend setting(s): {', '.join(sorted(unknown))}", hint=f"known: {', '.join(sorted(names))}")
-    values: dict[str, Any] = {}
-    if plan is not None:
-        src = getattr(plan, "settings", plan)
-        if isinstance(src, BackendSettings):
-            values = {n: getattr(src, n) for n in names}
-        elif isinstance(src, dict):
-            values = {n: src[n] for n in names if n in src}
-        else:
-            values = {n: getattr(src, n) for n in names if hasattr(src, n)}
-    values.update({k: v for k, v in overrides.items() if v is not None})  # None = "not given"
-    if "n_ctx" not in values:
-        raise UsageError("no context size given", hint="pass a plan or n_ctx=...")
-    return BackendSettings(**values)
-
+def settings_from_plan(plan: Plan, *, n_threads: int | None = None, load_mtp: bool = False,
+                       rollback: int | None = None) -> BackendSettings:
+    """llama.cpp's settings from the plan that starts it: the plan's batch, KV types, flash attention and
+    layers on the GPU, with n_ctx the KV cells of all its sequences (n_seq lanes of n_ctx tokens each:
+    llama-server -np N -c N x ctx). The rest is what the run adds: its threads, whether the MTP layers
+    load, and the draft tokens a recurrent state keeps snapshots for (None: the plan's)."""
+    s = plan.settings
+    return BackendSettings(n_ctx=s.n_ctx * s.n_seq, n_gpu_layers=s.n_gpu_layers, n_batch=s.n_batch,
+                           n_ubatch=s.n_ubatch, type_k=s.type_k, type_v=s.type_v, flash_attn=s.flash_attn,
+                           n_threads=n_threads, load_mtp=load_mtp,
+                           rollback=s.rollback if rollback is None else rollback)
 
 
 # --- the torch backend ---------------------------------------------------------------------------
@@ -179,8 +170,7 @@ def exl2_settings(
     kv = (kv_type or getattr(src, "type_k", None) or "f16").lower()
     if kv not in EXL2_CACHE:
         raise UsageError(f"exllamav2 has no '{kv}' cache", hint="use --kv-type f16, q8, q6 or q4")
-    if ctx < 16:
-        raise UsageError(f"context {ctx} is too small", hint="use --ctx 256 or more")
+    CTX.check(ctx)
     return Exl2Settings(
         model_dir=str(Path(model_dir)),
         max_seq_len=int(ctx),

@@ -25,7 +25,7 @@ from homespec.bench.categories import by_category
 from homespec.bench.sessions import MethodSessions, open_methods
 from homespec.session import Finish, RunOptions, Session, final
 from homespec.speculative.methods import METHOD_NAMES, find_method, method_entry
-from homespec.engine.options import check_options
+from homespec.engine.setup import set_up
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -213,11 +213,11 @@ def run_bench(
     if repeat < 1:
         raise UsageError("--repeat must be at least 1", hint="e.g. --repeat 3 (median of three rounds per prompt)")
     methods = list(dict.fromkeys(methods))
-    for m in methods:  # every method's options, before the first model loads
-        check_options(replace(opts, method=m))
+    # every method's options checked and planned once, before the first model loads
+    setups = {m: set_up(replace(opts, method=m)) for m in methods}
     t_start = time.perf_counter()
     # one loaded target for every method (homespec.bench.sessions); lockstep needs a cache each
-    opened = open_methods(opts, methods, shared=not lockstep)
+    opened = open_methods(setups, shared=not lockstep)
     sessions = opened.sessions
     try:
         first = sessions[methods[0]]

@@ -16,10 +16,11 @@ step of each in turn, which needs a cache per method: there every method loads i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from homespec.session import RunOptions, Session
+from homespec.engine.setup import RunSetup
+from homespec.session import Session
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend
@@ -54,21 +55,23 @@ class MethodSessions:
             t.close()
 
 
-def open_methods(opts: RunOptions, methods: Sequence[str], *, shared: bool = True) -> MethodSessions:
-    """A session per method; with `shared`, all on one loaded target (see the module docstring)."""
+def open_methods(setups: dict[str, RunSetup], *, shared: bool = True) -> MethodSessions:
+    """A session per method, from its set-up (homespec.engine.setup); with `shared`, all on one loaded
+    target (see the module docstring)."""
+    methods = list(setups)
     opened = MethodSessions({}, [])
     try:
         if not shared:
             for m in methods:
-                opened.sessions[m] = Session.open(replace(opts, method=m))
+                opened.sessions[m] = Session.from_setup(setups[m])
             return opened
         owner = min(methods, key=lambda m: (DRAFTING.index(m) if m in DRAFTING else len(DRAFTING) + (m == "none")))
-        first = opened.sessions[owner] = Session.open(replace(opts, method=owner))
+        first = opened.sessions[owner] = Session.from_setup(setups[owner])
         first.owns_backend = False
         opened.shared.append(first.backend)
         for m in methods:
             if m != owner:
-                opened.sessions[m] = Session.open(replace(opts, method=m), target=first.backend)
+                opened.sessions[m] = Session.from_setup(setups[m], target=first.backend)
         opened.sessions = {m: opened.sessions[m] for m in methods}
         return opened
     except BaseException:

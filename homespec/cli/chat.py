@@ -74,7 +74,8 @@ def chat(
     from homespec.chat.store import ChatFile, find, load
     from homespec.plan.render import render as render_plan
     from homespec.session import Session
-    from homespec.engine.options import check_options, lookup_without_head
+    from homespec.engine.options import lookup_without_head
+    from homespec.engine.setup import set_up
     from homespec.speculative.sampling import Sampler
     from homespec.termline import stage
 
@@ -85,10 +86,10 @@ def chat(
                    draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, draft_dtype=draft_dtype, guard=guard,
                    adapt=adapt).options()
     opts = lookup_without_head(opts)  # no shipped head in this install: still speculate, with prompt lookup
-    check_options(opts)  # bad arguments are refused before the loading line
+    setup = set_up(opts)  # bad arguments are refused before the loading line; the plan made once
     with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
                            f"({opts.method} on {backend})"):
-        session = Session.open(opts)
+        session = Session.from_setup(setup)
     try:
         if session.plan is not None:
             render_plan(session.plan, Console(stderr=True))

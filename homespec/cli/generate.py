@@ -47,6 +47,7 @@ def generate(
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
+    from homespec.engine.setup import set_up
     from homespec.session import Session, final
     from homespec.session.encode import checked_prompts
     from homespec.speculative.steps import Limits
@@ -63,9 +64,10 @@ def generate(
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
                    draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
                    window=window, draft_dtype=draft_dtype, guard=guard, adapt=adapt).options()
-    token_items = checked_prompts(opts, items, chat, system, max_tokens, source=prompts)  # before any weights load
+    setup = set_up(opts)  # options checked, model resolved, plan made: once
+    token_items = checked_prompts(setup, items, chat, system, max_tokens, source=prompts)  # before any weights load
     sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    session = Session.open(opts)
+    session = Session.from_setup(setup)
     try:
         for ids in token_items:
             stream = session.stream(ids, sampler=sampler, limits=Limits(max_tokens=max_tokens), stop=tuple(stop or ()),

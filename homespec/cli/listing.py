@@ -40,12 +40,12 @@ def _describe(found: Found) -> LocalModel:
 def _verdict(model: LocalModel, gpu: str, ctx: int | None) -> LocalModel:
     from dataclasses import replace
 
-    from homespec.plan.api import make_plan
+    from homespec.plan.api import PlanRequest, make_plan
 
     if model.error or model.arch == "eagle3":
         return model
     try:  # planned from the file itself, as `homespec plan --model PATH` would
-        plan = make_plan(model=model.path, gpu=gpu, ctx=ctx)
+        plan = make_plan(PlanRequest(model=model.path, gpu=gpu, ctx=ctx))
     except HomespecError as e:
         return replace(model, error=e.message)
     return replace(model, verdict=plan.verdict)

@@ -45,14 +45,15 @@ def plan(
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
-    from homespec.plan.api import make_plan
+    from homespec.plan.api import PlanRequest, make_plan
     from homespec.plan.render import render, to_json
 
-    p = make_plan(model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
-                  ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth,
-                  draft_topk=draft_topk, ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel,
-                  swa_full=swa_full, max_parallel=max_parallel, remote=tuple(remote or ()), link=link,
-                  cache_ram=cache_ram, workload=workload, draft_dtype=draft_dtype)
+    p = make_plan(PlanRequest(
+        model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
+        ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth, draft_topk=draft_topk,
+        ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel, swa_full=swa_full,
+        max_parallel=max_parallel, remote=tuple(remote or ()), link=link, cache_ram=cache_ram, workload=workload,
+        draft_dtype=draft_dtype))
     for note in p.notes:
         if note.startswith("warning: "):  # an assumption the user should know of, also with --json
             print(note, file=sys.stderr)

@@ -1,8 +1,7 @@
-"""What an engine is opened with, assembled once for every command: `prepare(opt) -> RunParts`.
+"""What an engine is opened with, assembled once for every command: `prepare(setup) -> RunParts`.
 
-    1. check the options (homespec.engine.options: nothing loads before they pass);
-    2. plan once, as `homespec plan` would with the same arguments, with KV for `parallel` lanes
-       of opt.ctx tokens (plan's --parallel); the plan's settings start the target;
+    1-2. the options checked and the plan made, once (homespec.engine.setup.set_up -> RunSetup):
+       the plan's settings start the target;
     3. load the target as lanes: several sequences in one llama.cpp context
        (backends/llamacpp/multi.py) when more than one is asked for, else one sequence of any
        backend behind the one-lane adapter (homespec.engine.lanes);
@@ -18,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from homespec.backends.registry import BACKENDS, LoadArgs, backend_entry
+from homespec.backends.registry import LoadArgs, backend_entry
+from homespec.backends.settings import settings_from_plan
 from homespec.speculative.methods import DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
-    RunOptions, auto_head, chains_for, check_options, draft_for_plan, drafts_trees, drafts_with_mtp, head_dir,
-    model_traits, resolve_model_path, rollback_for, rollback_saves, threads_of, tree_nodes,
+    RunOptions, auto_head, drafts_trees, drafts_with_mtp, head_dir, model_traits, resolve_model_path, rollback_for,
+    threads_of, tree_nodes,
 )
+from homespec.engine.setup import RunSetup
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
 # "the 64-row limit"). `ubatch=BATCH_INVARIANT_UBATCH` buys bit-identical answers at a prefill
 # ~3.5x slower on this CPU (docs/server.md, "Engine"); the default keeps the plan's 512.
 BATCH_INVARIANT_UBATCH = 32
-# Lanes `homespec serve` opens by default where their KV fits: enough for a few users at once, few
-# enough that each keeps most of one sequence's speed (docs/server.md, "Benchmark" measures both).
-DEFAULT_PARALLEL = 4
 
 
 @dataclass
@@ -63,46 +61,20 @@ class RunParts:
         self.owned.clear()
 
 
-def prepare(opt: RunOptions, *, parallel: int | None = 1, ubatch: int | None = None,
-            target: "Backend | None" = None, with_plan: bool = True, plan: "Plan | None" = None) -> RunParts:
-    """Check, plan, load. `parallel` None: the most lanes (up to DEFAULT_PARALLEL) whose KV the
-    plan fits as well as one's. `target`: a loaded one-sequence backend to draft on (its owner
-    closes it; bench shares one target between methods). `plan`: the plan already made for these
-    options and `parallel` (serve's choose_parallel made it): not made again."""
-    path = check_options(opt)
-    opt = chains_for(opt, path)  # a recurrent state verifies chains
-    if parallel is None:
-        parallel, plan = choose_parallel(opt, path)
-    else:
-        check_parallel(opt, parallel)
-        if plan is None and (with_plan or parallel > 1):
-            plan = plan_for_run(opt, path, parallel=parallel)
-    if parallel > 1:
-        return _several(opt, path, parallel, plan, ubatch)
-    return _one(opt, path, plan, target)
+def prepare(setup: RunSetup, *, ubatch: int | None = None, target: "Backend | None" = None) -> RunParts:
+    """Load what `setup` (homespec.engine.setup: checked and planned once) describes. `target`: a
+    loaded one-sequence backend to draft on (its owner closes it; bench shares one target between
+    methods)."""
+    if setup.parallel > 1:
+        return _several(setup, ubatch)
+    return _one(setup, target)
 
 
-def check_parallel(opt: RunOptions, parallel: int) -> None:
-    if parallel < 1:
-        raise UsageError(f"--parallel {parallel} is not positive", hint="pass --parallel 1 or more")
-    if parallel == 1:
-        return
-    if not BACKENDS[opt.backend].lanes:
-        raise UsageError(f"--parallel {parallel}: the {opt.backend} backend decodes one sequence at a time",
-                         hint="use --parallel 1 (requests then wait in the queue), or a GGUF with --backend llamacpp")
-    method = method_entry(opt.method)
-    if method.speculative and method.clone is None:
-        raise UsageError(f"--parallel {parallel}: several lanes draft with auto, eagle3, mtp, ngram, suffix or none",
-                         hint="use --parallel 1 with --method draft")
-    if opt.exact:
-        raise UsageError(f"--parallel {parallel}: --exact verifies one sequence at a time",
-                         hint="use --parallel 1 with --exact")
-
-
-def _one(opt: RunOptions, path: str, plan: "Plan | None", target: "Backend | None") -> RunParts:
+def _one(setup: RunSetup, target: "Backend | None") -> RunParts:
     from homespec.engine.lanes import OneLane
 
-    backend = open_backend(path, opt, plan) if target is None else target
+    opt, path = setup.options, setup.model_path
+    backend = open_backend(path, opt, setup.plan) if target is None else target
     owned: list[Any] = [backend] if target is None else []
     try:
         drafter, draft_backend = make_drafter(backend, path, opt)
@@ -115,7 +87,7 @@ def _one(opt: RunOptions, path: str, plan: "Plan | None", target: "Backend | Non
     if drafter is not None and not rolls_back(backend):
         drafter = None  # (a backend without a way to give drafts back)
     shape = drafter.shape if drafter is not None else None
-    return RunParts(OneLane(backend), [drafter], make_guard(drafter, opt), path, plan, shape, opt,
+    return RunParts(OneLane(backend), [drafter], make_guard(drafter, opt), path, setup.plan, shape, opt,
                     backend=backend, owned=owned)
 
 
@@ -132,20 +104,20 @@ def rolls_back(target: Any) -> bool:
     return False
 
 
-def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: int | None) -> RunParts:
-    from homespec.backends.settings import settings_from_plan
-
+def _several(setup: RunSetup, ubatch: int | None) -> RunParts:
+    opt, path, parallel, plan = setup.options, setup.model_path, setup.parallel, setup.plan
+    assert plan is not None  # set_up plans every run of several lanes
     # llama.cpp gets parallel x ctx cells (one stream per lane for chains, one shared buffer for
     # trees: MultiSeqBackend); the plan budgeted exactly that KV (plan --parallel)
-    settings = settings_from_plan(plan, n_threads=threads_of(opt), n_ctx=parallel * plan.settings.n_ctx,
-                                  load_mtp=drafts_with_mtp(opt, path), rollback=rollback_for(opt, path))
+    settings = settings_from_plan(plan, n_threads=threads_of(opt), load_mtp=drafts_with_mtp(opt, path),
+                                  rollback=rollback_for(opt, path))
     if ubatch is not None:
         settings = replace(settings, n_ubatch=max(1, min(settings.n_ubatch, ubatch)))
     trees = drafts_trees(opt, path)
     leaves = lane_leaves(opt, parallel, settings.n_batch, trees=trees)
     if trees:
         opt = replace(opt, draft_tokens=min(opt.draft_tokens, leaves + 1))  # a tree of N nodes has <= N-1 leaves
-    target = backend_entry(opt.backend).open_lanes(path, settings, parallel, opt.ctx, leaves)
+    target = backend_entry(opt.backend).open_lanes(path, settings, parallel, setup.lane_ctx, leaves)
     try:
         drafters = lane_drafters(target, path, opt, parallel) if rolls_back(target) else [None] * parallel
     except BaseException:
@@ -154,49 +126,6 @@ def _several(opt: RunOptions, path: str, parallel: int, plan: "Plan", ubatch: in
     first = drafters[0]
     shape = first.shape if first is not None else None
     return RunParts(target, drafters, make_guard(first, opt), path, plan, shape, opt, owned=[target])
-
-
-# --- the plan -----------------------------------------------------------------------------------
-
-
-def plan_for_run(opt: RunOptions, path: str, *, gpu: str | None = None, parallel: int = 1) -> "Plan":
-    """The plan a run starts its target with (backends/registry.py: settings_for): `homespec plan`
-    with the same arguments (the same defaults, homespec.plan.settings) on this machine, or on
-    `gpu` (plan's --gpu); the torch backend on --device cpu is planned for the CPU. `parallel`:
-    sequences served at once, each with opt.ctx cells of KV (plan's --parallel)."""
-    from homespec.plan.api import make_plan
-
-    if gpu is None:
-        gpu = "none" if BACKENDS[opt.backend].torch_device and opt.device == "cpu" else "auto"
-    return make_plan(model=path, gpu=gpu, draft=draft_for_plan(opt, path), ctx=opt.ctx, backend=opt.backend,
-                     draft_tokens=opt.draft_tokens, draft_depth=opt.draft_depth, draft_topk=opt.draft_topk,
-                     parallel=parallel, draft_dtype=opt.draft_dtype, rollback=rollback_for(opt, path),
-                     rollback_saves=rollback_saves(opt))
-
-
-def choose_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *,
-                    gpu: str | None = None) -> tuple[int, "Plan"]:
-    """Lanes to open when --parallel is left out, and their plan: the most of most, most/2, ..., 1
-    whose plan (KV and draft KV for every lane) fits this machine (or plan's --gpu `gpu`) as well
-    as the plan for one does: no layer more pushed off the GPU, nothing that fitted failing to.
-    One lane where several cannot run (torch, EXL2, --method draft, --exact)."""
-    one = plan_for_run(opt, path, gpu=gpu, parallel=1)
-    try:
-        check_parallel(opt, 2)
-    except UsageError:
-        return 1, one
-    n = most
-    while n > 1:
-        plan = plan_for_run(opt, path, gpu=gpu, parallel=n)
-        if plan.verdict == one.verdict and plan.offloaded_layers <= one.offloaded_layers:
-            return n, plan
-        n //= 2
-    return 1, one
-
-
-def default_parallel(opt: RunOptions, path: str, most: int = DEFAULT_PARALLEL, *, gpu: str | None = None) -> int:
-    """choose_parallel's count alone (serve prints it before the target loads)."""
-    return choose_parallel(opt, path, most, gpu=gpu)[0]
 
 
 # --- the target and its drafters ----------------------------------------------------------------

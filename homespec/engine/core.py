@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from homespec.engine.options import RunOptions
     from homespec.engine.responses import Response
     from homespec.engine.running import Running
-    from homespec.plan.fit import Plan
+    from homespec.engine.setup import RunSetup
 
 log = logging.getLogger("homespec.engine")
 
@@ -56,7 +56,7 @@ class Engine:
         self.target = parts.target
         self.model_path = parts.model_path
         self.slots = parts.target.lanes
-        self.n_ctx = parts.target.lane_ctx
+        self.lane_ctx = parts.target.lane_ctx
         self.n_vocab = parts.target.n_vocab  # the server checks prompts of token ids against it
         self.queue_size = queue_size
         self.cache_prompt = cache_prompt  # False: every request starts from an empty cache
@@ -82,17 +82,26 @@ class Engine:
         self._super: Supervised | None = None  # the engine's own thread, watched (start())
 
     @classmethod
-    def open(cls, opt: "RunOptions", *, parallel: int = 1, queue_size: int = 32, prefill_chunk: int | None = None,
-             ubatch: int | None = None, cache_prompt: bool = True, cache_ram: int = 0,
-             plan: "Plan | None" = None) -> "Engine":
-        """Plan once (or take `plan`, made for these options and `parallel`), load the target with KV
-        for `parallel` lanes of opt.ctx tokens, a drafter per lane and the guard
-        (homespec.engine.assemble.prepare)."""
+    def open(cls, opt: "RunOptions", *, parallel: int | None = 1, queue_size: int = 32,
+             prefill_chunk: int | None = None, ubatch: int | None = None, cache_prompt: bool = True,
+             cache_ram: int = 0) -> "Engine":
+        """Check and plan once (homespec.engine.setup.set_up: `parallel` None lets the plan choose the
+        lanes), then open the engine that set-up describes (Engine.from_setup)."""
+        from homespec.engine.setup import set_up
+
+        return cls.from_setup(set_up(opt, parallel=parallel), queue_size=queue_size, prefill_chunk=prefill_chunk,
+                              ubatch=ubatch, cache_prompt=cache_prompt, cache_ram=cache_ram)
+
+    @classmethod
+    def from_setup(cls, setup: "RunSetup", *, queue_size: int = 32, prefill_chunk: int | None = None,
+                   ubatch: int | None = None, cache_prompt: bool = True, cache_ram: int = 0) -> "Engine":
+        """Load the target with KV for setup.parallel lanes of setup.lane_ctx tokens, a drafter per
+        lane and the guard (homespec.engine.assemble.prepare)."""
         from homespec.engine.assemble import prepare
 
         if queue_size < 0:
             raise UsageError(f"queue size {queue_size} is negative", hint="pass 0 (no waiting) or more")
-        parts = prepare(opt, parallel=parallel, ubatch=ubatch, plan=plan)
+        parts = prepare(setup, ubatch=ubatch)
         return cls(parts, queue_size=queue_size, prefill_chunk=prefill_chunk, cache_prompt=cache_prompt,
                    cache_ram=cache_ram)
 
@@ -111,8 +120,8 @@ class Engine:
         n = len(request.prompt_ids)
         if n == 0:
             raise UsageError("the prompt is empty", hint="give a prompt of at least one token")
-        if n >= self.n_ctx:
-            raise UsageError(f"the prompt has {n} tokens but the context holds {self.n_ctx}",
+        if n >= self.lane_ctx:
+            raise UsageError(f"the prompt has {n} tokens but the context holds {self.lane_ctx}",
                              hint="shorten the prompt or start with a larger --ctx")
         if request.max_tokens < 1:
             raise UsageError(f"max_tokens {request.max_tokens} is not positive", hint="ask for 1 token or more")
@@ -279,7 +288,7 @@ class Engine:
                 drafter = lane.drafter if req.speculate else None
                 kept = reuse(self.target, lane, req.prompt_ids, drafter=drafter, enabled=enabled)
                 detok = Detokenizer(self.tokenizer, req.stop) if self.parts.text else None
-                run = Running(h, lane.index, drafter, self._eos, self.n_ctx, detok, shape0=self.parts.shape,
+                run = Running(h, lane.index, drafter, self._eos, self.lane_ctx, detok, shape0=self.parts.shape,
                               kept=kept)
             except Exception as e:  # noqa: BLE001
                 self._forget(lane)

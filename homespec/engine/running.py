@@ -43,7 +43,7 @@ class Running:
     lane: int
     drafter: "Drafter | None"
     eos: frozenset[int]
-    max_context: int
+    lane_ctx: int
     detok: Detokenizer | None  # None: token ids only (homespec.engine.run.decode)
     shape0: "DraftShape | None" = None  # the drafter's shape as loaded: the proportions of a shorter draft
     kept: int = 0  # prompt tokens reused from the lane's cache (not prefilled)
@@ -119,7 +119,7 @@ class Running:
         self.n_out = 1
         self.just_prefilled = True  # the engine checkpoints the lane here, where it needs to (reuse.py)
         n_past = backend.n_past(self.lane)
-        finish = finish_reason([self.root], 1, self.eos, self.limits, n_past, self.max_context)
+        finish = finish_reason([self.root], 1, self.eos, self.limits, n_past, self.lane_ctx)
         t2 = time.perf_counter()
         self._emit(Step((self.root,), 0, 0, n_past, t2 - t1, t_verify, t_step + (t2 - t1), False, finish))
 
@@ -139,7 +139,7 @@ class Running:
         """This step's tree: the chosen chain cut to its depth, or the drafter's proposal at the
         chosen depth (None: its own shape), or the root alone (depth 0)."""
         t0 = time.perf_counter()
-        room = self.max_context - backend.n_past(self.lane)
+        room = self.lane_ctx - backend.n_past(self.lane)
         tree = root_only(self.root)
         depth, offer = choice.depth, choice.offer
         if offer is not None and not offer.known:  # a model drafter, at the chosen depth
@@ -185,7 +185,7 @@ class Running:
         self._follow(path_tokens[1:] + [verdict.next_token], fwd.logits, verdict.path, new)
         self.n_out += len(new)
         n_past = backend.n_past(self.lane)
-        finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.max_context)
+        finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.lane_ctx)
         t_own = self.t_draft + time.perf_counter() - t0
         step = Step(tuple(new), verdict.accepted, tree.size - 1, n_past, t_own, t_verify, t_step + t_own,
                     self.depth > 0, finish, self.choice.source if tree.size > 1 else None)

@@ -334,7 +334,27 @@ def split_parts(source: str, count: int) -> list[str]:
 def read_model_header(source: str | os.PathLike, **kwargs) -> GGUFHeader:
     """A model's header: one file's, or for a split model (split.count > 1, llama.cpp
     gguf-split) the first part's metadata with every part's tensors, so the weights of a 70B model
-    split in five are counted whole. Each part is read within the same bounds as one file."""
+    split in five are counted whole. Each part is read within the same bounds as one file.
+
+    A local file's header is read once per process while the file stays the same (its size and
+    modification time): a run's checks, its traits and its plan all read the one header."""
+    path = os.fspath(source)
+    if not kwargs and "://" not in path:
+        try:
+            st = os.stat(path)
+        except OSError:
+            pass  # read_gguf_header names the problem
+        else:
+            return _local_model_header(path, st.st_size, st.st_mtime_ns)
+    return _read_model_header(source, **kwargs)
+
+
+@functools.lru_cache(maxsize=8)
+def _local_model_header(path: str, size: int, mtime_ns: int) -> GGUFHeader:
+    return _read_model_header(path)
+
+
+def _read_model_header(source: str | os.PathLike, **kwargs) -> GGUFHeader:
     from dataclasses import replace
 
     first = read_gguf_header(source, **kwargs)

@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from homespec.errors import UsageError
 from homespec.hardware.isa import amx_choice, installed_variant
 from homespec.plan.fit import Plan, solve
 from homespec.plan.lookups import WORKLOADS, workload_outlook
 from homespec.plan.network import link_from_arg
-from homespec.plan.parallel import most_sequences
+from homespec.plan.parallel import fewest_pushed, most_sequences
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
 from homespec.plan.suggest import advise
-from homespec.types import Machine, ModelSpec
+from homespec.types import DraftSpec, Machine, ModelSpec
 
 # The chain an MTP draft proposes per step when --draft-depth is not given (homespec's default): the
 # layers are trained to predict one token ahead, so a long chain of them loses acceptance fast.
@@ -69,85 +69,106 @@ def default_draft(model: str, target: ModelSpec) -> tuple[str | None, str | None
                   "`homespec draft train`, or pass --draft DIR|none")
 
 
-def make_plan(
-    *,
-    model: str | None,
-    gpu: str = "auto",
-    draft: str | None = None,
-    quant: str | None = None,
-    ctx: int | None = None,
-    kv_type: str = "f16",
-    flash_attn: bool = True,
-    ubatch: int = 512,
-    backend: str | None = None,
-    draft_tokens: int | None = None,
-    draft_depth: int | None = None,
-    draft_topk: int | None = None,
-    ram: float | None = None,
-    calibrate: str | None = None,
-    n_cpu_moe: int | None = None,
-    parallel: int = 1,
-    swa_full: bool = False,
-    max_parallel: bool = False,
-    remote: tuple[str, ...] = (),
-    link: str | None = None,
-    cache_ram: int = 0,
-    workload: str | None = None,
-    draft_dtype: str = "q8_0",
-    rollback: int | None = None,
-    rollback_saves: bool = True,
-) -> Plan:
-    """Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and
-    the draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan
-    the most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `remote`:
-    other machines' GPUs (`3090@host2`) reached through llama.cpp's RPC backend over `link`. `cache_ram`:
-    MiB of host RAM a server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload`
-    (chat, code-edit): say which drafter is expected to pay on it (homespec.plan.lookups). `rollback`: the
-    most draft tokens a verification gives back, for which a model with a recurrent state keeps copies of
-    it (None: the chain planned's drafts, where a draft is; a run passes its own, lookups included), and
-    `rollback_saves` whether longer chains are verified too (homespec.plan.settings.Settings)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRequest:
+    """What a plan is asked for: `homespec plan`'s options, and what a run plans its target with.
+
+    Values left None take the defaults a run takes (homespec.plan.settings): --ctx DEFAULT_CTX, and the
+    draft shape of the machine planned for (a chain on a CPU, a tree on a GPU). `max_parallel`: plan the
+    most sequences of `ctx` tokens that fit instead of `parallel` (homespec.plan.parallel). `lanes_up_to`:
+    choose the lanes as `homespec serve` does without --parallel, the most of N, N/2, ..., 1 whose plan
+    fits as well as one's (homespec.plan.parallel.fewest_pushed). `remote`: other machines' GPUs
+    (`3090@host2`) reached through llama.cpp's RPC backend over `link`. `cache_ram`: MiB of host RAM a
+    server keeps for idle conversations (serve --cache-ram; llama.cpp only). `workload` (chat, code-edit):
+    say which drafter is expected to pay on it (homespec.plan.lookups). `rollback`: the most draft tokens a
+    verification gives back, for which a model with a recurrent state keeps copies of it (None: the chain
+    planned's drafts, where a draft is; a run passes its own, lookups included), and `rollback_saves`
+    whether longer chains are verified too (homespec.plan.settings.Settings)."""
+
+    model: str | None = None  # None: the embedded model
+    gpu: str = "auto"
+    draft: str | None = None
+    quant: str | None = None
+    ctx: int | None = None  # tokens of KV per sequence
+    kv_type: str = "f16"
+    flash_attn: bool = True
+    ubatch: int = 512
+    backend: str | None = None
+    draft_tokens: int | None = None
+    draft_depth: int | None = None
+    draft_topk: int | None = None
+    ram: float | None = None  # GiB
+    calibrate: str | None = None
+    n_cpu_moe: int | None = None
+    parallel: int = 1
+    swa_full: bool = False
+    max_parallel: bool = False
+    lanes_up_to: int | None = None
+    remote: tuple[str, ...] = ()
+    link: str | None = None
+    cache_ram: int = 0  # MiB
+    workload: str | None = None
+    draft_dtype: str = "q8_0"
+    rollback: int | None = None
+    rollback_saves: bool = True
+
+
+def make_plan(req: PlanRequest) -> Plan:
+    """The solved plan for `req`: what `homespec plan` prints and what a run starts its target with."""
     from homespec.plan.machine import machine_from_args
     from homespec.sources.resolve import resolve
 
-    if workload is not None and workload not in WORKLOADS:
-        raise UsageError(f"unknown workload '{workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
-
-    named = resolve(model, "model", "plan", quant=quant)  # None: the embedded model
+    if req.workload is not None and req.workload not in WORKLOADS:
+        raise UsageError(f"unknown workload '{req.workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
+    if req.max_parallel and req.parallel != 1:
+        raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")
+    if req.lanes_up_to is not None and (req.max_parallel or req.parallel != 1):
+        raise UsageError("choosing the lanes and --parallel or --max-parallel ask two things",
+                         hint="leave --parallel out to let the plan choose, or give it")
+    named = resolve(req.model, "model", "plan", quant=req.quant)  # None: the embedded model
     model, target = named.spelling, named.spec
-    assumed = None
+    draft, assumed = req.draft, None
     if draft is None or draft.strip().lower() == "auto":
         draft, assumed = default_draft(model, target)
     head = resolve(draft, "draft", "plan", target=target).spec
-    be = backend or default_backend(target)
-    kv = kv_type.lower()
-    _check_backend(be, kv, target)
-    machine = _machine(machine_from_args(gpu, ram, tuple(remote)), be, remote, link)
+    be = req.backend or default_backend(target)
+    _check_backend(be, req.kv_type.lower(), target)
+    machine = _machine(machine_from_args(req.gpu, req.ram, tuple(req.remote)), be, req.remote, req.link)
+    settings = _settings(req, be, target, head, machine)
+    plan = _solve(target, head, machine, settings, req.calibrate)
+    if req.max_parallel:
+        plan = most_sequences(target, head, machine, plan).plan
+    elif req.lanes_up_to is not None and req.lanes_up_to > 1:
+        plan = fewest_pushed(plan, req.lanes_up_to,
+                             lambda n: _solve(target, head, machine, settings.with_(n_seq=n), req.calibrate))
+    notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
+    plan = replace(plan, notes=(*_base_notes(req.gpu), *plan.notes, *notes))
+    if req.workload is not None:
+        plan = replace(plan, workload=req.workload,
+                       outlook=workload_outlook(plan.estimate, head.kind if head is not None else None, req.workload))
+    return plan
+
+
+def _settings(req: PlanRequest, be: str, target: ModelSpec, head: DraftSpec | None, machine: Machine) -> Settings:
+    """The settings solved for: the request's, with the draft shape filled in for this machine."""
+    kv, draft_topk, draft_depth = req.kv_type.lower(), req.draft_topk, req.draft_depth
     if head is not None and head.kind == "mtp":
         # MTP layers draft a chain (llama.cpp draft-mtp): top-k 1, MTP_DEPTH tokens unless asked
         draft_topk, draft_depth = 1, MTP_DEPTH if draft_depth is None else draft_depth
-    depth, topk, nodes = draft_shape(bool(machine.gpus), draft_depth, draft_topk, draft_tokens)
+    depth, topk, nodes = draft_shape(bool(machine.gpus), draft_depth, draft_topk, req.draft_tokens)
     if target.recurrent_layers and topk > 1:  # a recurrent state verifies chains (backends/llamacpp/rollback.py)
         topk, nodes = 1, depth + 1
+    rollback = req.rollback
     if rollback is None:
         rollback = nodes - 1 if head is not None and target.recurrent_layers else 0
-    settings = Settings(
-        backend=be, n_ctx=DEFAULT_CTX if ctx is None else ctx, type_k=kv, type_v=kv, flash_attn=flash_attn,
-        n_ubatch=ubatch, n_batch=max(512, ubatch), tree_tokens=nodes, draft_depth=depth, draft_topk=topk,
-        n_seq=parallel, swa_full=swa_full, n_cpu_moe=n_cpu_moe, cpu_buffers=cpu_buffers_for(machine),
-        cache_ram_bytes=cache_ram << 20 if be == "llamacpp" else 0, draft_dtype=draft_dtype,
-        rollback=rollback if target.recurrent_layers else 0, rollback_saves=rollback_saves,
+    return Settings(
+        backend=be, n_ctx=DEFAULT_CTX if req.ctx is None else req.ctx, type_k=kv, type_v=kv,
+        flash_attn=req.flash_attn, n_ubatch=req.ubatch, n_batch=max(512, req.ubatch), tree_tokens=nodes,
+        draft_depth=depth, draft_topk=topk, n_seq=req.parallel, swa_full=req.swa_full, n_cpu_moe=req.n_cpu_moe,
+        cpu_buffers=cpu_buffers_for(machine), cache_ram_bytes=req.cache_ram << 20 if be == "llamacpp" else 0,
+        draft_dtype=req.draft_dtype, rollback=rollback if target.recurrent_layers else 0,
+        rollback_saves=req.rollback_saves,
     )
-    if max_parallel and parallel != 1:
-        raise UsageError("--parallel and --max-parallel ask two things", hint="give one: --max-parallel finds N")
-    plan = _solve(target, head, machine, settings, calibrate)
-    if max_parallel:
-        plan = most_sequences(target, head, machine, plan).plan
-    notes = [n for n in (_unified_limit_note(plan), None if head is None else assumed) if n]
-    plan = replace(plan, notes=(*_base_notes(gpu), *plan.notes, *notes))
-    if workload is not None:
-        plan = replace(plan, workload=workload,
-                       outlook=workload_outlook(plan.estimate, head.kind if head is not None else None, workload))
-    return plan
 
 
 def _base_notes(gpu: str | None) -> list[str]:
@@ -211,7 +232,8 @@ def _unified_limit_note(plan: Plan) -> str | None:
             f"to keep more on it, {how}")
 
 
-def _solve(target: ModelSpec, head, machine, settings: Settings, calibrate: str | None) -> Plan:
+def _solve(target: ModelSpec, head: DraftSpec | None, machine: Machine, settings: Settings,
+           calibrate: str | None) -> Plan:
     if calibrate is None:
         return advise(solve(target, head, machine, settings))
     from homespec.plan.calibrate import load_calibration

@@ -9,6 +9,7 @@ so placement (layers on the GPUs, experts in RAM) follows N as the solver would 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from homespec.plan.fit import FITS, Plan, solve
 from homespec.plan.settings import MAX_SEQ
@@ -57,6 +58,19 @@ def most_sequences(model: ModelSpec, draft: DraftSpec | None, machine: Machine, 
         note += f"; {n + 1} would not ({why.strip()})"
     chosen = plan_one if n == 1 else advise(solve(model, draft, machine, s.with_(n_seq=n, n_gpu_layers=0, layer_split=())))
     return MostSequences(replace(chosen, notes=(*chosen.notes, note)), n, note)
+
+
+def fewest_pushed(plan_one: Plan, most: int, solve_at: Callable[[int], Plan]) -> Plan:
+    """The lanes `homespec serve` opens when --parallel is left out: the plan for the most of most, most/2,
+    ..., 1 sequences that fits as well as the plan for one does (`plan_one`): the same verdict, no layer
+    more pushed off the GPU. `solve_at(n)`: the plan for n sequences, solved as plan_one was."""
+    n = most
+    while n > 1:
+        plan = solve_at(n)
+        if plan.verdict == plan_one.verdict and plan.offloaded_layers <= plan_one.offloaded_layers:
+            return plan
+        n //= 2
+    return plan_one
 
 
 def _gib(n: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from homespec.errors import UsageError
-from homespec.limits import MAX_CTX  # noqa: F401 - re-exported: --ctx's bound, 16M tokens
+from homespec.limits import CTX, MAX_CTX  # noqa: F401 - MAX_CTX re-exported: --ctx's bound, 16M tokens
 
 MAX_SEQ = 256  # sequences served at once (--parallel): llama.cpp's LLAMA_MAX_SEQ (homespec.limits.PARALLEL)
 
@@ -104,8 +104,7 @@ def check_settings(s: Settings) -> None:
     """Reject absurd input with a one-line error before any arithmetic."""
     if s.backend not in BACKENDS:
         raise UsageError(f"unknown backend '{s.backend}'", hint=f"choose one of: {', '.join(BACKENDS)}")
-    if s.n_ctx < 16 or s.n_ctx > MAX_CTX:
-        raise UsageError(f"context {s.n_ctx} is out of range", hint=f"use --ctx between 16 and {MAX_CTX}")
+    CTX.check(s.n_ctx)  # tokens per sequence: the one range of --ctx (homespec.limits)
     if s.n_ubatch < 1 or s.n_ubatch > 65536:
         raise UsageError(f"ubatch {s.n_ubatch} is out of range", hint="use --ubatch between 1 and 65536 (default 512)")
     if s.n_seq < 1 or s.n_seq > MAX_SEQ:

@@ -64,18 +64,18 @@ def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int
         raise ApiError(400, f"n={body.n}: this server answers one choice per request", param="n")
     if not ids:
         raise ApiError(400, f"{param}: the prompt is empty", param=param)
-    if len(ids) >= engine.n_ctx:
-        raise ApiError(400, f"the prompt has {len(ids)} tokens; this server's context holds {engine.n_ctx} "
+    if len(ids) >= engine.lane_ctx:
+        raise ApiError(400, f"the prompt has {len(ids)} tokens; this server's context holds {engine.lane_ctx} "
                        "(prompt and answer): shorten it, or start the server with a larger --ctx", param=param,
                        code="context_length_exceeded")
-    if wanted is not None and len(ids) + wanted > engine.n_ctx:
+    if wanted is not None and len(ids) + wanted > engine.lane_ctx:
         raise ApiError(400, f"max_tokens {wanted} and the prompt's {len(ids)} tokens exceed this server's context "
-                       f"of {engine.n_ctx}; ask for at most {engine.n_ctx - len(ids)}", param="max_tokens",
+                       f"of {engine.lane_ctx}; ask for at most {engine.lane_ctx - len(ids)}", param="max_tokens",
                        code="context_length_exceeded")
     seed = body.seed if body.seed is not None else secrets.randbits(31)
     sampler = None if body.temperature == 0 else Sampler(temperature=float(body.temperature), top_k=body.top_k,
                                                           top_p=float(body.top_p), seed=seed)
-    room = engine.n_ctx - len(ids)
+    room = engine.lane_ctx - len(ids)
     limit = wanted if wanted is not None else min(default, room) if default is not None else room
     return EngineRequest(prompt_ids=tuple(ids), max_tokens=limit, sampler=sampler,
                          stop=body.stops(), seed=seed, cache_prompt=body.cache_prompt, grammar=grammar,

@@ -76,10 +76,10 @@ def discovery_routes(engine: "Engine", model_name: str, created: int, chat: Chat
 
     @router.post("/detokenize")
     async def detokenize(body: DetokenizeRequest):
-        most = max(engine.n_ctx, MAX_DETOKENIZE)
+        most = max(engine.lane_ctx, MAX_DETOKENIZE)
         if len(body.tokens) > most:  # more than any text this server reads or writes
             raise errors.ApiError(400, f"tokens: {len(body.tokens):,} ids; this server detokenizes at most {most:,} "
-                                  f"at once (its context holds {engine.n_ctx:,})", param="tokens",
+                                  f"at once (its context holds {engine.lane_ctx:,})", param="tokens",
                                   code="invalid_value")
         bad = [t for t in body.tokens if not 0 <= t < min(engine.n_vocab, MAX_TOKEN_ID + 1)]
         if bad:
@@ -105,7 +105,7 @@ def meta(engine: "Engine") -> dict[str, Any]:
     size = spec.file_bytes if spec is not None and spec.file_bytes else _file_size(engine.model_path)
     return {"n_vocab": engine.n_vocab, "n_ctx_train": spec.n_ctx_train if spec is not None else None,
             "n_embd": spec.n_embd if spec is not None else None,
-            "n_params": spec.n_params if spec is not None else None, "size": size, "n_ctx": engine.n_ctx}
+            "n_params": spec.n_params if spec is not None else None, "size": size, "n_ctx": engine.lane_ctx}
 
 
 def properties(engine: "Engine", name: str, max_tokens: int | None = None) -> dict[str, Any]:
@@ -117,11 +117,11 @@ def properties(engine: "Engine", name: str, max_tokens: int | None = None) -> di
     speculative = {"method": opt.method, "guard": opt.guard, "draft": opt.draft,
                    "draft_depth": engine.parts.shape.depth if engine.parts.shape is not None else 0,
                    "draft_tokens": engine.parts.shape.total if engine.parts.shape is not None else 0}
-    return {"default_generation_settings": {"n_ctx": engine.n_ctx, "speculative": method_entry(opt.method).speculative,
+    return {"default_generation_settings": {"n_ctx": engine.lane_ctx, "speculative": method_entry(opt.method).speculative,
                                             "params": {**DEFAULTS, "max_tokens": max_tokens or -1,
                                                                        "n_predict": max_tokens or -1}},
             "total_slots": engine.slots, "model_alias": name, "model_path": engine.model_path,
-            "n_ctx": engine.n_ctx, "modalities": {"vision": False, "audio": False},
+            "n_ctx": engine.lane_ctx, "modalities": {"vision": False, "audio": False},
             "chat_template": template.source if template is not None else None,
             "bos_token": template.bos_token if template is not None else "",
             "eos_token": template.eos_token if template is not None else "",

@@ -1,7 +1,7 @@
 """`homespec serve` from its parsed options to a running server: the policy the command used to
 hold. Speculate even without a shipped head (prompt lookup instead: homespec.engine.options), check
 everything before the port is bound, bind before the model loads (a port in use fails at once),
-choose the lanes the plan fits when --parallel is left out (homespec.engine.assemble), load, serve
+choose the lanes inside the one plan when --parallel is left out (homespec.engine.setup), load, serve
 until a signal or until the engine stops."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from homespec.speculative.methods import method_entry
-from homespec.engine.options import RunOptions, check_options, lookup_without_head
+from homespec.engine.options import RunOptions, lookup_without_head
+from homespec.engine.setup import set_up
 
 if TYPE_CHECKING:
     import socket
@@ -52,31 +53,25 @@ def launch(opts: RunOptions, s: Serving) -> None:
 
 
 def open_engine(opts: RunOptions, s: Serving) -> tuple["Engine", "socket.socket", str]:
-    """Check, bind, plan the lanes, load and start the engine: -> (engine, socket, model path)."""
-    from homespec.engine.assemble import check_parallel, choose_parallel
+    """Check and plan once (the lanes chosen inside the plan when --parallel is left out), bind, load
+    and start the engine: -> (engine, socket, model path)."""
     from homespec.engine.core import Engine
     from homespec.server.run import bind
     from homespec.termline import stage
 
-    opts = lookup_without_head(opts)
-    path = check_options(opts)  # bad arguments are refused before anything binds or loads
+    setup = set_up(lookup_without_head(opts), parallel=s.parallel)  # refused before anything binds or loads
     if s.template_file is not None:
         from homespec.server.chat import checked_template
 
         checked_template(s.template_file)
-    parallel = s.parallel
-    if parallel is not None:
-        check_parallel(opts, parallel)
     sock = bind(s.host, s.port)  # a port in use fails here, before the model loads
     try:
-        plan = None
-        if parallel is None:
-            parallel, plan = choose_parallel(opts, path)  # the plan the engine then starts from
+        opts, path = setup.options, setup.model_path
         how = opts.method if not method_entry(opts.method).speculative else \
             f"{opts.method}, {'guarded' if opts.guard else 'unguarded'}"
-        with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {opts.backend}, {parallel} parallel)"):
-            engine = Engine.open(opts, parallel=parallel, queue_size=s.queue, cache_prompt=s.cache_prompt,
-                                 cache_ram=s.cache_ram, plan=plan).start()
+        with stage(sys.stderr, f"loading {os.path.basename(path)} ({how}, on {opts.backend}, {setup.parallel} parallel)"):
+            engine = Engine.from_setup(setup, queue_size=s.queue, cache_prompt=s.cache_prompt,
+                                       cache_ram=s.cache_ram).start()
     except BaseException:
         sock.close()
         raise
@@ -103,7 +98,7 @@ def serve_engine(engine, sock, *, host: str, api_key: str | None, name: str, max
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
               f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
-              f"{engine.n_ctx} tokens each, {_limit_shown(max_tokens)}); Ctrl-C stops", flush=True)
+              f"{engine.lane_ctx} tokens each, {_limit_shown(max_tokens)}); Ctrl-C stops", flush=True)
         caught = serve_app(web, sock, stop_when=lambda: engine.failure, stop_taking=engine.stop_taking,
                            end_all=engine.cancel_all)
         if caught and engine.failure is None:

@@ -1,4 +1,4 @@
-"""The session layer: one lane of the engine (homespec.engine), opened once (Session.open) and
+"""The session layer: one lane of the engine (homespec.engine), opened once (Session.from_setup, or Session.open) and
 answering as a stream of typed responses (Session.stream). chat, generate and bench consume it.
 
     core.py       Session: open, stream, memory, close

@@ -16,15 +16,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from homespec.engine.api import EngineRequest
-from homespec.engine.core import follow
+from homespec.engine.assemble import prepare
+from homespec.engine.core import Engine, follow
 from homespec.engine.options import RunOptions
 from homespec.engine.responses import Response
+from homespec.engine.setup import RunSetup, set_up
+from homespec.errors import UsageError
 from homespec.speculative.steps import Limits
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend
     from homespec.contracts.drafter import Drafter
-    from homespec.engine.core import Engine
     from homespec.speculative.guard import BatchGuard
     from homespec.plan.fit import Plan
     from homespec.speculative.sampling import Sampler
@@ -34,19 +36,23 @@ if TYPE_CHECKING:
 class Session:
     """A loaded target with one lane (and its drafter, and the guard over it) ready to answer."""
 
-    engine: "Engine"
+    engine: Engine
     options: RunOptions
 
     @classmethod
     def open(cls, opt: RunOptions, *, with_plan: bool = True, target: "Backend | None" = None) -> "Session":
-        """Check the options, plan, load the target, then the drafter (an EAGLE drafter must exist
-        before the prefill: it tells the target which layers' features to capture). `target`: a
-        target already loaded for `opt.model` to draft on (its owner closes it)."""
-        from homespec.engine.assemble import prepare
-        from homespec.engine.core import Engine
+        """Check the options and plan once (homespec.engine.setup.set_up), then Session.from_setup."""
+        return cls.from_setup(set_up(opt, with_plan=with_plan), target=target)
 
-        parts = prepare(opt, parallel=1, target=target, with_plan=with_plan)
-        return cls(Engine(parts, queue_size=1), opt)
+    @classmethod
+    def from_setup(cls, setup: RunSetup, *, target: "Backend | None" = None) -> "Session":
+        """Load the target `setup` describes, then the drafter (an EAGLE drafter must exist before the
+        prefill: it tells the target which layers' features to capture). `target`: a target already
+        loaded for the same model to draft on (its owner closes it)."""
+        if setup.parallel != 1:
+            raise UsageError(f"a session is one lane, and this set-up has {setup.parallel}",
+                             hint="set it up with parallel=1, or open an Engine")
+        return cls(Engine(prepare(setup, target=target), queue_size=1), setup.options)
 
     # --- what the commands read ------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from homespec.limits import surely_longer
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Tokenizer
-    from homespec.engine.options import RunOptions
+    from homespec.engine.setup import RunSetup
     from homespec.session.core import Session
 
 
@@ -52,22 +52,20 @@ def check_fits(ids: Sequence[int], ctx: int, max_tokens: int, what: str = "the p
                          hint=f"raise --ctx (e.g. --ctx {suggest}) or shorten the prompt")
 
 
-def checked_prompts(opt: "RunOptions", prompts: Sequence[Sequence[str]], chat: bool, system: str | None,
+def checked_prompts(setup: "RunSetup", prompts: Sequence[Sequence[str]], chat: bool, system: str | None,
                     max_tokens: int, source: str | None = None) -> list[list[int]]:
-    """Everything that needs no weights, checked before they load: the options, then each
-    prompt's length in tokens (the tokenizer alone). `source`: the prompts file, for the message."""
-    from homespec.engine.options import check_options
-
-    path = check_options(opt)
+    """Each prompt's length in tokens (the tokenizer alone), checked before the weights load against
+    the context the set-up checked (homespec.engine.setup). `source`: the prompts file, for the message."""
+    ctx = setup.lane_ctx
     for n, turns in enumerate(prompts, 1):  # one far beyond the context is never tokenized
         text = turns[-1] if isinstance(turns[-1], str) else turns[-1]["content"]
-        if surely_longer(text, opt.ctx):
+        if surely_longer(text, ctx):
             what = "the prompt" if source is None else f"prompt {n} of {source}"
-            raise UsageError(f"{what} is more than --ctx {opt.ctx} tokens long ({len(text):,} characters)",
+            raise UsageError(f"{what} is more than --ctx {ctx} tokens long ({len(text):,} characters)",
                              hint="shorten the prompt, or raise --ctx")
     # the tokenizer the backend will use: the torch backend's is the rebuilt one (no llama.cpp beside torch)
-    prefer = "llamacpp" if opt.backend == "llamacpp" else "tokenizers"
-    token_items = encode_prompts(path, prompts, chat, system, prefer=prefer)
+    prefer = "llamacpp" if setup.options.backend == "llamacpp" else "tokenizers"
+    token_items = encode_prompts(setup.model_path, prompts, chat, system, prefer=prefer)
     for n, ids in enumerate(token_items, 1):
-        check_fits(ids, opt.ctx, max_tokens, what="the prompt" if source is None else f"prompt {n} of {source}")
+        check_fits(ids, ctx, max_tokens, what="the prompt" if source is None else f"prompt {n} of {source}")
     return token_items

@@ -88,7 +88,7 @@ class LlamaCppBackend(LlamaCppCore):
         tree_tokens = getattr(src, "tree_tokens", None)
         if tree_tokens and "max_leaves" not in kw:
             kw["max_leaves"] = tree_leaves(int(tree_tokens))
-        return cls(model_path, settings_from_plan(plan), **kw)
+        return cls(model_path, plan if isinstance(plan, BackendSettings) else settings_from_plan(plan), **kw)
 
     def __init__(
         self,
