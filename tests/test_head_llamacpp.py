@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from homespec.embedded import DEFAULT_HEAD
+from homespec.plan.lines import LineKind
 
 TEXTS = ("The capital of France is", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
          "List three colours of the rainbow:", "Once upon a time, there was a")
@@ -242,9 +243,9 @@ def test_the_plan_budgets_what_the_head_allocates(parallel, tmp_path, monkeypatc
             measured = {"weights_bytes": rep.weights_bytes, "kv_bytes": rep.kv_bytes,
                         "compute_bytes": rep.compute_bytes, "total_bytes": rep.total_bytes}
             items = parts.plan.items
-            planned = {"weights_bytes": sum(i.bytes for i in items if i.name == "draft weights"),
-                       "kv_bytes": sum(i.bytes for i in items if i.name == "draft KV"),
-                       "compute_bytes": sum(i.bytes for i in items if i.name in ("draft compute", "draft output"))}
+            planned = {"weights_bytes": sum(i.bytes for i in items if i.kind == LineKind.DRAFT_WEIGHTS),
+                       "kv_bytes": sum(i.bytes for i in items if i.kind == LineKind.DRAFT_KV),
+                       "compute_bytes": sum(i.bytes for i in items if i.kind in (LineKind.DRAFT_COMPUTE, LineKind.DRAFT_OUTPUT))}
             planned["total_bytes"] = sum(planned.values())
         finally:
             parts.close()
