@@ -32,9 +32,10 @@ def head_file(tmp_path_factory, smollm2_path):
 @pytest.fixture(scope="module")
 def target(smollm2_path, head_file):
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.backends.llamacpp.head import read_head_file
 
-    be = LlamaCppBackend.load(smollm2_path, n_ctx=1024, n_threads=2)
+    be = LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=1024, n_threads=2))
     be.set_feature_layers(read_head_file(head_file.path, be.n_vocab).layers)  # before it decodes
     yield be
     be.close()
