@@ -6,7 +6,6 @@ formula with its source and a worked example. The lines they become: homespec.pl
 
 from __future__ import annotations
 
-
 from homespec.errors import UsageError
 from homespec.formats.families import RS_ROLLBACK_ARCHS
 from homespec.plan.settings import Settings
