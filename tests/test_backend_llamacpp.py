@@ -544,6 +544,7 @@ def test_too_many_leaves(smollm2_path):
 _SIZES_CHILD = """
 import json, sys
 from homespec.backends.llamacpp.backend import LlamaCppBackend
+from homespec.backends.settings import BackendSettings
 from homespec.errors import HomespecError
 path = sys.argv[1]
 for combo in sys.argv[2:]:
