@@ -80,12 +80,13 @@ def lockstep_bench(prompt_items, methods, a) -> dict:
 def greedy_check(bench: dict, prompt_items, a) -> dict:
     """auto's answers against none's: identical, or parting at a near-tie of the target."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.embedded import smollm2_path
     from homespec.session.encode import encode_prompt
 
     ref, got = bench["outputs"]["none"], bench["outputs"]["auto"]
     same, near, far = 0, 0, []
-    with LlamaCppBackend.load(str(smollm2_path()), n_ctx=2048, n_ubatch=32, n_threads=a.threads or 2) as b:
+    with LlamaCppBackend(str(smollm2_path()), BackendSettings(n_ctx=2048, n_ubatch=32, n_threads=a.threads or 2)) as b:
         for item, r, g in zip(prompt_items, ref, got):
             if r == g:
                 same += 1

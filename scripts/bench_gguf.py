@@ -103,7 +103,7 @@ def open_references(args: argparse.Namespace, ref_session) -> dict:
         "plain": llama_cpp.Llama(**kw),
         "lcpp-pld": llama_cpp.Llama(draft_model=llama_cpp.llama_speculative.LlamaPromptLookupDecoding(num_pred_tokens=10), **kw),
         "scorer": llama_cpp.Llama(**{**kw, "logits_all": True}),
-        "own": LlamaCppBackend.from_settings(path, dataclasses.replace(st, n_batch=max(st.n_batch, args.ctx), n_ubatch=32)),
+        "own": LlamaCppBackend(path, dataclasses.replace(st, n_batch=max(st.n_batch, args.ctx), n_ubatch=32)),
     }
 
 

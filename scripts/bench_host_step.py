@@ -282,6 +282,8 @@ def main() -> None:
     import llama_cpp
 
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
+
     from homespec.embedded import smollm2_path
     from homespec.engine.run import decode
     from homespec.session.encode import encode_prompt
@@ -296,9 +298,9 @@ def main() -> None:
 
     recurrent = model_traits(path).recurrent
     rollback = (widest - 1 if a.rollback is None else a.rollback) if recurrent else 0
-    backend = LlamaCppBackend.load(path, n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
-                                   max_leaves=1 if recurrent else max(1, widest - 1), n_gpu_layers=a.gpu_layers,
-                                   rollback=rollback)
+    settings = BackendSettings(n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
+                               n_gpu_layers=a.gpu_layers, rollback=rollback)
+    backend = LlamaCppBackend(path, settings, max_leaves=1 if recurrent else max(1, widest - 1))
     prompt = encode_prompt(backend.tokenizer, [PROMPT], chat=True)
     if a.stub_decode or a.drafter == "head":  # no oracle: its tokens only need to exist
         answer = [0] * n_answer

@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 
+from homespec.backends.settings import BackendSettings
+
 PROMPTS = [
     "Name three primary colours.",
     "What is the capital of France?",
@@ -150,7 +152,7 @@ def capture_overhead(model: str, threads: int | None, repeats: int) -> dict[str,
     variants = {"none": {}, "layer_inp": {"feature_capture": "layer_inp"}, "eval_callback": {"feature_capture": "eval_callback"}}
     backends = {}
     for name, kw in variants.items():
-        b = LlamaCppBackend.load(model, n_ctx=2048, n_threads=threads, **kw)
+        b = LlamaCppBackend(model, BackendSettings(n_ctx=2048, n_threads=threads), **kw)
         if name != "none":
             b.set_feature_layers((2, 15, 27))
         b.prefill(list(range(1000, 1100)))
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report("capture overhead", capture_overhead(model, args.threads, args.repeats))
     for fa in (True, False):
-        with LlamaCppBackend.load(model, n_ctx=2048, n_threads=args.threads, flash_attn=fa) as b:
+        with LlamaCppBackend(model, BackendSettings(n_ctx=2048, n_threads=args.threads, flash_attn=fa)) as b:
             b.set_feature_layers((2, 15, 27))
             report(f"verify cost flash_attn={fa}", measure_costs(b, args.repeats))
             report(f"noise flash_attn={fa}", noise_floor(b, args.prompts, args.tokens))

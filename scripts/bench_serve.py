@@ -204,7 +204,7 @@ def test_prompts(model: str, most: int) -> list[list[int]]:
     from homespec.promptsets import load_prompts
     from homespec.session.encode import encode_prompt
 
-    with LlamaCppBackend.load(model, n_ctx=256, n_threads=1) as b:
+    with LlamaCppBackend(model, BackendSettings(n_ctx=256, n_threads=1)) as b:
         ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]
     return [p for p in ids if 24 <= len(p) <= 96][:most]
 

@@ -204,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import llama_cpp
 
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
+
     from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
     from homespec.plan.memory import head_cells
 
@@ -211,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     widest = max(*sizes, TREE_TOTAL)  # the curve's trees and the drafts' (verified between drafts)
     margin = a.accepted * (a.warmup + 1 + a.repeats) + 2 * widest + 64
-    backend = LlamaCppBackend.load(a.target, n_ctx=a.ctx + margin, n_gpu_layers=a.gpu_layers, n_threads=a.threads,
-                                   max_leaves=widest - 1)
+    settings = BackendSettings(n_ctx=a.ctx + margin, n_gpu_layers=a.gpu_layers, n_threads=a.threads)
+    backend = LlamaCppBackend(a.target, settings, max_leaves=widest - 1)
     info = read_head_file(a.head, backend.n_vocab)
     backend.set_feature_layers(info.layers)
     net = LlamaCppHead(info, backend, lanes=1, topk=TOPK_TREE, n_threads=a.threads,

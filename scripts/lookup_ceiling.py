@@ -47,10 +47,11 @@ def cost_curve(threads: int, rounds: int = 25) -> dict[int, float]:
     """Median seconds of a verify of r chain rows, r = 1..MAX_ROWS, the row counts taken in turn
     each round (a machine whose speed drifts slows them all alike)."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.embedded import smollm2_path
 
     runs: dict[int, list[float]] = {r: [] for r in range(1, MAX_ROWS + 1)}
-    with LlamaCppBackend.load(str(smollm2_path()), n_ctx=2048, n_threads=threads) as b:
+    with LlamaCppBackend(str(smollm2_path()), BackendSettings(n_ctx=2048, n_threads=threads)) as b:
         b.prefill(list(range(1000, 1400)))
         for _ in range(rounds):
             for r in runs:

@@ -224,7 +224,7 @@ FEATURE_LAYERS = (0, 2, 15, 27)  # embedding, EAGLE-3's [2, N//2, N-3] for N = 3
 
 @pytest.fixture(scope="module")
 def sm(smollm2_path):
-    b = LlamaCppBackend.load(smollm2_path, n_ctx=512, n_threads=THREADS, n_batch=64, n_ubatch=64)
+    b = LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=512, n_threads=THREADS, n_batch=64, n_ubatch=64))
     b.set_feature_layers(FEATURE_LAYERS)
     yield b
     b.close()
@@ -411,7 +411,7 @@ def test_score_is_teacher_forcing_over_one_pass(smollm2_path, prompt):
     flash attention on the CPU and micro-batches under 64 rows (llama.cpp switches to a tiled
     attention kernel at 64 query rows, docs/backends.md) they equal the prefill's last row and
     then the one-token decode path bit for bit: a teacher-forcing scorer with no noise of its own."""
-    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=128, n_ubatch=32) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=256, n_threads=THREADS, n_batch=128, n_ubatch=32)) as b:
         assert b.flash_attn_active
         logits = b.prefill(prompt).logits[-1]
         rows, toks = [logits], []
@@ -430,7 +430,7 @@ def test_score_is_teacher_forcing_over_one_pass(smollm2_path, prompt):
 
 def test_a_batch_smaller_than_the_leaf_count_caps_the_tree_instead_of_aborting(smollm2_path, prompt):
     """llama.cpp aborts the process when n_seq_max > n_batch; the backend caps the leaves."""
-    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=8, n_ubatch=8) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=256, n_threads=THREADS, n_batch=8, n_ubatch=8)) as b:
         b.prefill(prompt)
         b.verify([1, 2, 3], [-1, 0, 0])
         with pytest.raises(UsageError, match="at most 8"):
@@ -441,7 +441,7 @@ def test_a_batch_smaller_than_the_leaf_count_caps_the_tree_instead_of_aborting(s
 def test_both_feature_captures_agree_and_layer0_is_the_embedding(smollm2_path, sm, prompt):
     sm.reset()
     a = sm.prefill(prompt).features
-    other = LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=64, n_ubatch=64, feature_capture="eval_callback")
+    other = LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=256, n_threads=THREADS, n_batch=64, n_ubatch=64), feature_capture="eval_callback")
     try:
         other.set_feature_layers(FEATURE_LAYERS)
         assert other.feature_capture == "eval_callback"
@@ -455,9 +455,7 @@ def test_both_feature_captures_agree_and_layer0_is_the_embedding(smollm2_path, s
 
 
 def test_no_feature_layers_means_no_features(smollm2_path):
-    from homespec.backends.settings import BackendSettings as S
-
-    with LlamaCppBackend.from_plan(smollm2_path, S(n_ctx=128, n_threads=THREADS)) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=128, n_threads=THREADS)) as b:
         out = b.prefill([1, 2, 3])
         assert out.features is None
         assert out.logits.shape == (1, b.n_vocab)
@@ -490,24 +488,24 @@ def test_prefill_longer_than_one_batch(sm, prompt):
 
 def test_missing_file(tmp_path):
     with pytest.raises(HomespecError, match="not found"):
-        LlamaCppBackend.load(tmp_path / "nope.gguf", n_ctx=128, n_threads=THREADS)
+        LlamaCppBackend(tmp_path / "nope.gguf", BackendSettings(n_ctx=128, n_threads=THREADS))
 
 
 def test_corrupt_file_says_which_file_and_why(tmp_path, smollm2_path):
     bad = tmp_path / "truncated.gguf"
     bad.write_bytes(Path(smollm2_path).read_bytes()[: 1 << 20])
     with pytest.raises(FormatError) as e:
-        LlamaCppBackend.load(bad, n_ctx=128, n_threads=THREADS)
+        LlamaCppBackend(bad, BackendSettings(n_ctx=128, n_threads=THREADS))
     assert str(bad) in e.value.message
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a gguf at all" * 100)
     with pytest.raises(FormatError, match="junk.gguf"):
-        LlamaCppBackend.load(junk, n_ctx=128, n_threads=THREADS)
+        LlamaCppBackend(junk, BackendSettings(n_ctx=128, n_threads=THREADS))
 
 
 @pytest.mark.slow
 def test_context_overflow_is_caught_before_decode(smollm2_path):
-    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, n_batch=256, n_ubatch=256) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=256, n_threads=THREADS, n_batch=256, n_ubatch=256)) as b:
         b.prefill(list(range(1000, 1000 + b.max_context - 2)))
         with pytest.raises(HomespecError, match="context full"):
             b.verify([1, 2, 3], [-1, 0, 1])
@@ -516,11 +514,11 @@ def test_context_overflow_is_caught_before_decode(smollm2_path):
 
 def test_quantised_v_cache_with_flash_attention_off_is_refused(smollm2_path):
     with pytest.raises(UsageError, match="flash attention"):
-        LlamaCppBackend.load(smollm2_path, n_ctx=128, n_threads=THREADS, type_k="q8_0", type_v="q8_0", flash_attn=False)
+        LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=128, n_threads=THREADS, type_k="q8_0", type_v="q8_0", flash_attn=False))
 
 
 def test_quantised_kv_cache_runs_with_flash_attention(smollm2_path):
-    with LlamaCppBackend.load(smollm2_path, n_ctx=256, n_threads=THREADS, type_k="q8_0", type_v="q8_0") as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=256, n_threads=THREADS, type_k="q8_0", type_v="q8_0")) as b:
         out = b.prefill([1, 2, 3, 4])
         assert np.isfinite(out.logits).all()
         # q8_0: 34 bytes per 32 values; llama.cpp prints MiB with two decimals (+-0.005 MiB)
@@ -528,7 +526,7 @@ def test_quantised_kv_cache_runs_with_flash_attention(smollm2_path):
 
 
 def test_too_many_leaves(smollm2_path):
-    with LlamaCppBackend.load(smollm2_path, n_ctx=128, n_threads=THREADS, max_leaves=2) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=128, n_threads=THREADS), max_leaves=2) as b:
         b.prefill([1, 2])
         with pytest.raises(UsageError, match="leaves"):
             b.verify([1, 2, 3, 4], [-1, 0, 0, 0])
@@ -540,11 +538,12 @@ def test_too_many_leaves(smollm2_path):
 _SIZES_CHILD = """
 import json, sys
 from homespec.backends.llamacpp.backend import LlamaCppBackend
+from homespec.backends.settings import BackendSettings
 from homespec.errors import HomespecError
 path = sys.argv[1]
 for combo in sys.argv[2:]:
     ctx, nb, nub, leaves = map(int, combo.split(","))
-    with LlamaCppBackend.load(path, n_ctx=ctx, n_batch=nb, n_ubatch=nub, max_leaves=leaves, n_threads=1) as b:
+    with LlamaCppBackend(path, BackendSettings(n_ctx=ctx, n_batch=nb, n_ubatch=nub, n_threads=1), max_leaves=leaves) as b:
         b.prefill([1])
         got = {}
         for w in sorted({1, leaves, leaves + 1, ctx - 2, ctx - 1, nb, nb + 1} & set(range(1, 300))):
@@ -617,7 +616,7 @@ def test_features_and_logits_match_torch_on_a_tiny_f32_model(tmp_path, flash_att
     path = make_tiny_gguf(tmp_path / "tiny.gguf", n_layer=4, n_embd=64, n_head=4, n_head_kv=2, n_ff=128, seed=3)
     tokens = [1, 450, 3203, 17, 9, 1000, 42, 7]
     layers = (0, 1, 3)
-    with LlamaCppBackend.load(path, n_ctx=256, n_threads=THREADS, type_k="f32", type_v="f32", flash_attn=flash_attn) as b:
+    with LlamaCppBackend(path, BackendSettings(n_ctx=256, n_threads=THREADS, type_k="f32", type_v="f32", flash_attn=flash_attn)) as b:
         b.set_feature_layers(layers)
         got = b.prefill(tokens)
         tree = b.verify([5, 6, 7], [-1, 0, 0])
@@ -684,7 +683,7 @@ def test_exact_mode_tree_commit_off_the_first_branch_matches_plain_decoding(sm, 
 def test_gpu_offload_reports_device_buffers_and_keeps_tree_exactness(smollm2_path, prompt):
     if not llama_cpp.llama_supports_gpu_offload():
         pytest.skip("this llama-cpp-python build has no GPU backend (HOMESPEC_LLAMA_BUILD=cuda)")
-    with LlamaCppBackend.load(smollm2_path, n_ctx=512, n_gpu_layers=-1) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=512, n_gpu_layers=-1)) as b:
         r = b.memory_report()
         assert r.device != "CPU" and r.kv_bytes > 0
         tokens, parents = _tree_from_model(b, prompt)
@@ -709,7 +708,7 @@ def test_greedy_speculation_through_the_loop_emits_plain_greedy_tokens(smollm2_p
         return [t for s in steps for t in s.tokens], sum(s.accepted for s in steps)
 
     plain, _ = emitted(None)
-    with LlamaCppBackend.load(smollm2_path, n_ctx=512, n_threads=THREADS) as draft:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=512, n_threads=THREADS)) as draft:
         spec, accepted = emitted(DraftModelDrafter(draft, depth=4, topk=2, total=9))
     assert accepted > 0
     assert spec == plain

@@ -116,9 +116,10 @@ def test_the_override_wins_and_is_checked(cache, monkeypatch, ll):
 def test_the_backend_decodes_without_the_extra_buffers(cache, monkeypatch, smollm2_path):
     """What homespec does after a crash verdict: the same answer, from llama.cpp's plain buffers."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
 
     monkeypatch.setenv("HOMESPEC_LLAMA_AMX", "off")
-    with LlamaCppBackend.load(smollm2_path, n_ctx=128, n_batch=64, n_ubatch=64) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=128, n_batch=64, n_ubatch=64)) as b:
         ids = b.tokenizer.encode("The capital of France is", add_bos=True)
         logits = b.prefill(ids).logits
         assert "Paris" in b.tokenizer.decode([int(logits[-1].argmax())])

@@ -10,6 +10,7 @@ from homespec.backends.torch.backend import TorchBackend
 from homespec.contracts.backend import Backend
 from homespec.errors import HomespecError
 from homespec.nets.config import RopeScaling
+from homespec.plan.lines import LineKind
 from tiny_models import make_tiny_gguf, make_tiny_hf_dir
 
 SMALL_VOCAB = 512
@@ -261,8 +262,8 @@ def test_settings_a_run_loads_the_backend_with_are_its_plans(tmp_path):
         assert s.backend.settings == settings_for(s.plan) == TorchSettings("cpu", "f32", 256)
         m = s.backend.model
         assert (str(m.device), m.dtype, m.max_context) == ("cpu", torch.float32, s.plan.settings.n_ctx)
-        planned = {i.name: i.bytes for i in s.plan.items}
-        assert (m.weight_bytes(), m.kv_bytes()) == (planned["weights"], planned["target KV"])
+        planned = {i.kind: i.bytes for i in s.plan.items}
+        assert (m.weight_bytes(), m.kv_bytes()) == (planned[LineKind.WEIGHTS], planned[LineKind.TARGET_KV])
     finally:
         s.close()
 
@@ -277,7 +278,7 @@ def test_settings_follow_the_device_the_plan_chose(gpu, ram, device, dtype):
 
     plan = make_plan(PlanRequest(model=None, gpu=gpu, ram=ram, backend="torch", ctx=1024))
     assert settings_for(plan) == TorchSettings(device, dtype, 1024)
-    weights = next(i for i in plan.items if i.name == "weights")
+    weights = next(i for i in plan.items if i.kind == LineKind.WEIGHTS)
     assert weights.detail.endswith(f"x {4 if dtype == 'f32' else 2} B (dequantised)")
     assert settings_for(plan, device="cpu").dtype == "f32"  # an explicit device wins; the CPU runs fp32
 

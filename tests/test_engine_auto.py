@@ -66,8 +66,9 @@ def _within_floor(ids, reference, answers, smollm2_path) -> int:
     print(f"identical answers: {same} of {len(answers)}")
     if same < len(answers):
         from homespec.backends.llamacpp.backend import LlamaCppBackend
+        from homespec.backends.settings import BackendSettings
 
-        with LlamaCppBackend.load(smollm2_path, n_ctx=512, n_ubatch=32, n_threads=1) as b:
+        with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=512, n_ubatch=32, n_threads=1)) as b:
             for p, r, a in zip(ids, reference, answers):
                 if a != r:
                     k = next(i for i, (x, y) in enumerate(zip(a, r)) if x != y)

@@ -76,8 +76,9 @@ def _check_within_floor(prompts, reference, answers, smollm2_path) -> int:
     if same == len(answers):
         return same
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
 
-    with LlamaCppBackend.load(smollm2_path, n_ctx=384, n_ubatch=32, n_threads=1) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=384, n_ubatch=32, n_threads=1)) as b:
         for p, r, a in zip(prompts, reference, answers):
             if a == r:
                 continue

@@ -102,9 +102,10 @@ def test_a_conversation_overwritten_in_the_only_lane_comes_back_from_host_ram(sm
         assert back.cached_tokens >= len(a1.prompt_token_ids)  # A's history came back from RAM
         if back.token_ids != fresh.token_ids:  # the prompt's last token decoded alone: the noise floor
             from homespec.backends.llamacpp.backend import LlamaCppBackend
+            from homespec.backends.settings import BackendSettings
             from test_engine_reuse import _near_tie
 
-            with LlamaCppBackend.load(smollm2_path, n_ctx=1024, n_threads=1) as b:
+            with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=1024, n_threads=1)) as b:
                 assert _near_tie(b, back.prompt_token_ids, fresh.token_ids, back.token_ids)
     finally:
         eng.close()

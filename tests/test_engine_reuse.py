@@ -79,8 +79,9 @@ def test_a_six_turn_conversation_reuses_its_history_and_answers_the_same(chat_se
             assert len(r.prompt_token_ids) - r.cached_tokens < 40  # only the new message is prefilled
         if r.token_ids != f.token_ids:
             from homespec.backends.llamacpp.backend import LlamaCppBackend
+            from homespec.backends.settings import BackendSettings
 
-            with LlamaCppBackend.load(smollm2_path, n_ctx=2048, n_threads=1) as b:
+            with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=2048, n_threads=1)) as b:
                 assert _near_tie(b, r.prompt_token_ids, f.token_ids, r.token_ids), f"turn {i} parts off a near-tie"
             break  # after a parting the conversations differ: nothing more to compare
     assert chat_session.engine.stats().prompt_tokens_reused_total > 0

@@ -19,6 +19,7 @@ from homespec.backends.exl2.tree import (MASKED, RopePatch, additive_mask, commi
 from homespec.contracts.tree import depth_list
 from homespec.errors import FormatError, HomespecError, UsageError
 from homespec.plan.settings import Settings
+from homespec.plan.lines import LineKind
 
 N_LAYER, HIDDEN = 4, 64
 
@@ -186,9 +187,9 @@ def test_a_run_gets_the_settings_of_its_plan(exl2_dir):
     s = settings_for(plan, model_dir=str(exl2_dir))
     assert s == exl2_settings(exl2_dir, plan)
     assert (s.max_seq_len, s.cache_mode) == (plan.settings.n_ctx, EXL2_CACHE[plan.settings.type_k])
-    assert {i.detail for i in plan.items if i.name == "compute"} == {f"scratch for {s.max_input_len} tokens"}
-    reserves = {i.device: i.bytes for i in plan.items if i.name == "reserve"}
-    assert len(s.reserve_vram) == 2 and all(s.reserve_vram[int(d[3:])] == b for d, b in reserves.items())
+    assert {i.detail for i in plan.items if i.kind == LineKind.COMPUTE} == {f"scratch for {s.max_input_len} tokens"}
+    reserves = {i.device: i.bytes for i in plan.items if i.kind == LineKind.RESERVE}
+    assert len(s.reserve_vram) == 2 and all(s.reserve_vram[d] == b for d, b in reserves.items())
 
 
 def test_a_catalogue_plan_names_no_directory(exl2_dir):

@@ -166,9 +166,10 @@ def tiny_models(shaped, tmp_path_factory):
 
 def test_the_tiny_twin_loads_and_decodes_in_llama_cpp(tiny_models):
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
 
-    b = LlamaCppBackend.load(tiny_models["target"], n_ctx=256, n_threads=2)
+    b = LlamaCppBackend(tiny_models["target"], BackendSettings(n_ctx=256, n_threads=2))
     try:
         info = read_head_file(tiny_models["head"], b.n_vocab)
         assert b.n_vocab == 50176 and info.layers == (2, 2, 1) and info.draft_vocab.tolist() == list(range(4096))

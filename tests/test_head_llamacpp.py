@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from homespec.embedded import DEFAULT_HEAD
+from homespec.plan.lines import LineKind
 
 TEXTS = ("The capital of France is", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
          "List three colours of the rainbow:", "Once upon a time, there was a")
@@ -31,9 +32,10 @@ def head_file(tmp_path_factory, smollm2_path):
 @pytest.fixture(scope="module")
 def target(smollm2_path, head_file):
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.backends.llamacpp.head import read_head_file
 
-    be = LlamaCppBackend.load(smollm2_path, n_ctx=1024, n_threads=2)
+    be = LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=1024, n_threads=2))
     be.set_feature_layers(read_head_file(head_file.path, be.n_vocab).layers)  # before it decodes
     yield be
     be.close()
@@ -243,9 +245,9 @@ def test_the_plan_budgets_what_the_head_allocates(parallel, tmp_path, monkeypatc
             measured = {"weights_bytes": rep.weights_bytes, "kv_bytes": rep.kv_bytes,
                         "compute_bytes": rep.compute_bytes, "total_bytes": rep.total_bytes}
             items = parts.plan.items
-            planned = {"weights_bytes": sum(i.bytes for i in items if i.name == "draft weights"),
-                       "kv_bytes": sum(i.bytes for i in items if i.name == "draft KV"),
-                       "compute_bytes": sum(i.bytes for i in items if i.name in ("draft compute", "draft output"))}
+            planned = {"weights_bytes": sum(i.bytes for i in items if i.kind == LineKind.DRAFT_WEIGHTS),
+                       "kv_bytes": sum(i.bytes for i in items if i.kind == LineKind.DRAFT_KV),
+                       "compute_bytes": sum(i.bytes for i in items if i.kind in (LineKind.DRAFT_COMPUTE, LineKind.DRAFT_OUTPUT))}
             planned["total_bytes"] = sum(planned.values())
         finally:
             parts.close()

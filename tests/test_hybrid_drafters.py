@@ -17,6 +17,7 @@ import pytest
 from homespec.engine.options import RunOptions
 from homespec.engine.responses import final
 from homespec.speculative.steps import Limits
+from homespec.plan.lines import LineKind
 
 pytestmark = pytest.mark.slow
 
@@ -133,7 +134,7 @@ def test_the_plan_budgets_the_recurrent_state_the_run_keeps(hybrid, family, para
                                                            if " RS buffer size" in ln]))
         parts.target.decode([PrefillWork(0, tuple(PROMPT), True)])
         saved = len(state.read(be, 0, partial=True))  # one sequence's recurrent rows, as the saved copy holds them
-        planned = sum(i.bytes for i in parts.plan.items if i.name == "recurrent state")
+        planned = sum(i.bytes for i in parts.plan.items if i.kind == LineKind.RECURRENT_STATE)
         n_rs = be._ll.llama_n_rs_seq(be._ctx)
     finally:
         parts.close()

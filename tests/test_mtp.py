@@ -15,6 +15,7 @@ import pytest
 from homespec.engine.options import RunOptions
 from homespec.engine.responses import final
 from homespec.speculative.steps import Limits
+from homespec.plan.lines import LineKind
 
 FAMILIES = ("qwen35moe", "glm4moe")
 PROMPT = [504, 3575, 282, 4649, 314] + list(range(1000, 1030))
@@ -168,10 +169,10 @@ def test_the_plan_budgets_what_the_mtp_layers_allocate(mtp_gguf, family, paralle
         items = parts.plan.items
 
         def planned(*names):
-            return sum(i.bytes for i in items if i.name in names)
+            return sum(i.bytes for i in items if i.kind in names)
 
-        want = {"weights": planned("draft weights"), "kv": planned("draft KV"),
-                "compute": planned("draft compute", "draft output")}
+        want = {"weights": planned(LineKind.DRAFT_WEIGHTS), "kv": planned(LineKind.DRAFT_KV),
+                "compute": planned(LineKind.DRAFT_COMPUTE, LineKind.DRAFT_OUTPUT)}
         want["total"] = sum(want.values())
     finally:
         parts.close()

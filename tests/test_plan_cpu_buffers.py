@@ -16,7 +16,9 @@ import pytest
 from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
 from homespec.plan import cpu_buffers as cpu
+from homespec.plan.devices import HOST
 from homespec.plan.fit import solve
+from homespec.plan.lines import TARGET_WEIGHTS, LineKind
 from homespec.plan.settings import Settings
 from homespec.types import GPU, Machine, TensorInfo
 
@@ -31,8 +33,8 @@ def _items(path: Path, buffers: str, features=XEON, gpus=()) -> dict[str, int]:
     p = solve(spec, None, m, Settings(cpu_buffers=buffers, n_gpu_layers=0))
     out: dict[str, int] = {}
     for i in p.items:
-        if i.device == "host" and i.name.startswith("weights"):
-            out[i.name] = out.get(i.name, 0) + i.bytes
+        if i.device == HOST and i.kind in TARGET_WEIGHTS:
+            out[i.kind.label] = out.get(i.kind.label, 0) + i.bytes
     return out
 
 
@@ -98,4 +100,4 @@ def test_the_output_buffer_is_one_row_of_logits_per_sequence(smollm2_path):
     m = Machine(gpus=(), ram_bytes=64 << 30, cpu_cores=2)
     for n_seq in (1, 4):
         p = solve(spec, None, m, Settings(n_seq=n_seq))
-        assert sum(i.bytes for i in p.items if i.name == "output buffer") == 49152 * 4 * n_seq
+        assert sum(i.bytes for i in p.items if i.kind == LineKind.OUTPUT_BUFFER) == 49152 * 4 * n_seq

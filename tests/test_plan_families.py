@@ -21,6 +21,7 @@ from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
 from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
+from homespec.plan.lines import LineKind
 
 MIB = 1 << 20
 
@@ -96,9 +97,9 @@ def _planned(spec, c: dict) -> dict[str, int]:
     s = Settings(backend="llamacpp", n_ctx=c["n_ctx"], n_ubatch=c["n_ubatch"], flash_attn=c["fa"],
                  type_k=c["kv"], type_v=c["kv"], n_seq=c["n_seq"], swa_full=c["swa_full"], cpu_buffers=this_cpu_buffers())
     plan = solve(spec, None, this_cpu_machine(), s)
-    names = {"model": ("weights", "weights (CPU repack)", "weights (AMX)"), "KV": ("target KV",), "RS": ("recurrent state",),
-             "compute": ("compute",)}
-    return {k: sum(i.bytes for i in plan.items if i.name in v) for k, v in names.items()}
+    names = {"model": (LineKind.WEIGHTS, LineKind.WEIGHTS_CPU_REPACK, LineKind.WEIGHTS_AMX), "KV": (LineKind.TARGET_KV,), "RS": (LineKind.RECURRENT_STATE,),
+             "compute": (LineKind.COMPUTE,)}
+    return {k: sum(i.bytes for i in plan.items if i.kind in v) for k, v in names.items()}
 
 
 def _close(got: float, want: float, tol: float) -> bool:

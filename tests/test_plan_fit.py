@@ -9,7 +9,9 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from homespec.errors import UsageError
 from homespec.plan import memory as mem
+from homespec.plan.devices import HOST
 from homespec.plan.fit import FITS, FITS_OFFLOADED, NO_FIT, solve
+from homespec.plan.lines import LineKind
 from homespec.plan.settings import Settings
 from homespec.plan.suggest import advise
 from homespec.types import GPU, DraftSpec, Machine, ModelSpec, TensorInfo
@@ -73,8 +75,8 @@ def test_items_sum_to_device_totals_and_total():
     assert sum(u.used_bytes for u in p.devices) == p.total_bytes
     for u in p.devices:
         assert u.used_bytes == sum(i.bytes for i in p.items if i.device == u.device.id)
-    names = {i.name for i in p.items}
-    assert {"weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "reserve"} <= names
+    kinds = {i.kind for i in p.items}
+    assert {LineKind.WEIGHTS, LineKind.DRAFT_WEIGHTS, LineKind.TARGET_KV, LineKind.DRAFT_KV, LineKind.COMPUTE, LineKind.TREE_SCRATCH, LineKind.RESERVE} <= kinds
 
 
 def test_small_model_fits_entirely():
@@ -91,14 +93,14 @@ def test_big_model_offloads_last_layers_stay_on_gpu():
     p = advise(solve(m, head_for(m), machine(gpu(), ram_gib=128), Settings(n_ctx=8192)))
     assert p.verdict == FITS_OFFLOADED
     assert 0 < p.offloaded_layers < m.n_layer
-    g = next(u for u in p.devices if u.device.id == "gpu0")
+    g = next(u for u in p.devices if u.device.id == 0)
     assert 0 <= g.headroom_bytes
     # one more layer on the GPU would not fit: the solver found the maximum
     from homespec.plan.place import llamacpp
 
     mach = machine(gpu(), ram_gib=128)
     s_more = llamacpp.split_layers(m, mach, p.settings, p.settings.n_gpu_layers + 1)
-    assert "gpu0" in llamacpp.layout(m, head_for(m), mach, s_more).over
+    assert 0 in llamacpp.layout(m, head_for(m), mach, s_more).over
     assert p.suggestions  # what would make it fit entirely
 
 
@@ -123,7 +125,7 @@ def test_cpu_only_machine_fits_in_ram():
     m = f16_model(n_layer=30, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_vocab=49152, tied=True)
     p = advise(solve(m, head_for(m), machine(ram_gib=16), Settings(n_ctx=2048)))
     assert p.verdict == FITS
-    assert {i.device for i in p.items} == {"host"}
+    assert {i.device for i in p.items} == {HOST}
     assert p.estimate.plain_tokens_per_s > 0
 
 
@@ -151,7 +153,7 @@ def test_apple_unified_memory_counts_host_and_gpu_together():
               source="catalogue")
     m = f16_model(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, bpw=0.5625)
     p = advise(solve(m, head_for(m), Machine(gpus=(mac,), ram_bytes=36 * 10**9, cpu_cores=12), Settings(n_ctx=8192)))
-    g = next(u for u in p.devices if u.device.id == "gpu0")
+    g = next(u for u in p.devices if u.device.id == 0)
     assert g.device.capacity_bytes == int(36 * 10**9 * 2 / 3)
     assert p.verdict == FITS
 
@@ -179,8 +181,8 @@ def test_more_context_never_needs_less_memory(ctx, kv):
 def test_torch_backend_holds_dequantised_weights_on_one_device():
     m = f16_model(n_layer=4, n_embd=512, n_head=8, n_head_kv=4, n_ff=1024, n_vocab=32000, bpw=0.5625)
     p = advise(solve(m, None, machine(gpu()), Settings(backend="torch", n_ctx=2048)))
-    w = [i for i in p.items if i.name == "weights"]
-    assert len(w) == 1 and w[0].device == "gpu0"
+    w = [i for i in p.items if i.kind == LineKind.WEIGHTS]
+    assert len(w) == 1 and w[0].device == 0
     assert w[0].bytes == sum(t.n_elements for t in m.tensors) * 2
     replace(p.settings)  # settings stay a frozen value
 
@@ -195,8 +197,8 @@ def mac(ram_gib: int, bw=819.0) -> Machine:
 
 
 def _check_pool_invariants(p) -> None:
-    gpu0 = next(u for u in p.devices if u.device.id == "gpu0")
-    host = next(u for u in p.devices if u.device.id == "host")
+    gpu0 = next(u for u in p.devices if u.device.id == 0)
+    host = next(u for u in p.devices if u.device.id == HOST)
     assert host.shared_bytes == gpu0.used_bytes  # the GPU's share is counted in the one pool
     assert host.headroom_bytes == host.device.capacity_bytes - gpu0.used_bytes - host.used_bytes
     assert gpu0.device.capacity_bytes <= host.device.capacity_bytes  # the wired limit is a share of the pool

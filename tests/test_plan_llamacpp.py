@@ -20,6 +20,7 @@ from homespec.formats.gguf_model import model_spec_from_gguf
 from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
 from homespec.types import Machine
+from homespec.plan.lines import LineKind
 
 MIB = 1 << 20
 
@@ -90,10 +91,10 @@ def _compare(path: Path, configs: list[dict]) -> list[str]:
                      flash_attn=c["fa"], type_k=c["kv"], type_v=c["kv"], cpu_buffers=this_cpu_buffers())
         plan = solve(spec, None, cpu_machine(), s)
         # llama.cpp reports the mmapped file (its span) and each copy it makes for its CPU kernels apart
-        got = {k: sum(i.bytes for i in plan.items if i.name in names)
-               for k, names in (("model", ("weights",)), ("repack", ("weights (CPU repack)",)),
-                                ("amx", ("weights (AMX)",)), ("KV", ("target KV",)), ("compute", ("compute",)),
-                                ("output", ("output buffer",)))}
+        got = {k: sum(i.bytes for i in plan.items if i.kind in names)
+               for k, names in (("model", (LineKind.WEIGHTS,)), ("repack", (LineKind.WEIGHTS_CPU_REPACK,)),
+                                ("amx", (LineKind.WEIGHTS_AMX,)), ("KV", (LineKind.TARGET_KV,)), ("compute", (LineKind.COMPUTE,)),
+                                ("output", (LineKind.OUTPUT_BUFFER,)))}
         for kind in ("repack", "amx"):
             if abs(got[kind] - rep.get(kind, 0.0)) > max(0.01 * rep.get(kind, 0.0), 0.006 * MIB):
                 failures.append(f"{path.name}: {kind} planned {got[kind] / MIB:.2f} MiB, llama.cpp {rep.get(kind, 0) / MIB:.2f} MiB")

@@ -13,7 +13,9 @@ import pytest
 
 from homespec.cli import main
 from homespec.plan.api import PlanRequest, make_plan
+from homespec.plan.devices import HOST
 from homespec.plan.fit import FITS, FITS_OFFLOADED
+from homespec.plan.lines import LineKind
 from homespec.plan.render import to_json
 from homespec.quant.weights import active_params, group_weights, is_expert_tensor
 
@@ -38,8 +40,8 @@ def _plan(config, **kw):
     return make_plan(PlanRequest(model=config, quant="Q4_K_M", **kw))
 
 
-def _on(plan, name, device):
-    return sum(i.bytes for i in plan.items if i.name == name and i.device == device)
+def _on(plan, kind, device):
+    return sum(i.bytes for i in plan.items if i.kind == kind and i.device == device)
 
 
 def test_moe_spec_from_config_counts_experts(qwen3_moe_config):
@@ -74,7 +76,7 @@ def test_solver_keeps_the_fewest_layers_experts_in_ram(qwen3_moe_config):
     last = max(i for i, t in enumerate(p.model.tensors) if t.layer == k - 1 and is_expert_tensor(t.name))
     span = sum(t.n_bytes for t in p.model.tensors[first:last + 1])
     assert span > sum(g.per_layer_exps[:k]) + g.embd + g.other
-    assert _on(p, "weights", "host") == span
+    assert _on(p, LineKind.WEIGHTS, HOST) == span
 
 
 def test_fixed_n_cpu_moe_is_kept_and_slows_decoding(qwen3_moe_config):
@@ -88,10 +90,10 @@ def test_fixed_n_cpu_moe_is_kept_and_slows_decoding(qwen3_moe_config):
 def test_speed_reads_only_the_active_experts(qwen3_moe_config):
     p = _plan(qwen3_moe_config, gpu="3090", ram=64, ctx=4096)
     g = group_weights(p.model)
-    gpu_read = next(ld.read_bytes for ld in _loads(p) if ld.device.id == "gpu0")
+    gpu_read = next(ld.read_bytes for ld in _loads(p) if ld.device.id == 0)
     exps = sum(g.per_layer_exps)
-    weights = _on(p, "weights", "gpu0")
-    kv = _on(p, "target KV", "gpu0")
+    weights = _on(p, LineKind.WEIGHTS, 0)
+    kv = _on(p, LineKind.TARGET_KV, 0)
     assert gpu_read == pytest.approx(weights - exps + exps * 8 / 128 + kv / 2, rel=1e-6)
 
 
@@ -104,7 +106,7 @@ def _loads(plan):
 def test_parallel_budgets_every_sequence(qwen3_moe_config):
     one = _plan(qwen3_moe_config, gpu="none", ram=256)
     four = _plan(qwen3_moe_config, gpu="none", ram=256, parallel=4)
-    assert _on(four, "target KV", "host") == 4 * _on(one, "target KV", "host")
+    assert _on(four, LineKind.TARGET_KV, HOST) == 4 * _on(one, LineKind.TARGET_KV, HOST)
     assert to_json(four)["parallel"] == 4 and to_json(four)["settings"]["parallel"] == 4
 
 
@@ -113,8 +115,8 @@ def test_swa_full_keeps_the_whole_context():
     full = make_plan(PlanRequest(model="gemma-3-27b-q4", gpu="none", ram=256, ctx=32768, draft="none", swa_full=True))
     m = window.model
     per_layer = 32768 * m.n_head_kv * (m.head_dim + m.head_dim) * 2
-    assert _on(full, "target KV", "host") == m.n_layer * per_layer
-    assert _on(window, "target KV", "host") < _on(full, "target KV", "host") / 4
+    assert _on(full, LineKind.TARGET_KV, HOST) == m.n_layer * per_layer
+    assert _on(window, LineKind.TARGET_KV, HOST) < _on(full, LineKind.TARGET_KV, HOST) / 4
 
 
 def test_cli_flags_and_json(capsys, qwen3_moe_config):
@@ -205,8 +207,8 @@ def test_hybrid_moe_from_config(tmp_path):
     assert len(m.recurrent_layers) == 36 and (m.rs_r, m.rs_s) == (24576, 524288)
     assert group_weights(m).n_params == pytest.approx(79.67e9, rel=0.005)
     assert active_params(m) == pytest.approx(3.87e9, rel=0.01)
-    assert _on(p, "recurrent state", "host") == 36 * (24576 + 524288) * 4
-    assert _on(p, "target KV", "host") == 12 * 32768 * 2 * (256 + 256) * 2
+    assert _on(p, LineKind.RECURRENT_STATE, HOST) == 36 * (24576 + 524288) * 4
+    assert _on(p, LineKind.TARGET_KV, HOST) == 12 * 32768 * 2 * (256 + 256) * 2
 
 
 def test_n_cpu_moe_on_a_dense_model_says_it_does_nothing():
@@ -217,7 +219,7 @@ def test_n_cpu_moe_on_a_dense_model_says_it_does_nothing():
 def test_verifying_a_tree_reads_more_experts(qwen3_moe_config):
     """Each drafted token routes to its own 8 of 128 experts: T tokens touch 1 - (15/16)^T of them."""
     p = _plan(qwen3_moe_config, gpu="3090", ram=64, ctx=4096)
-    gpu = next(ld for ld in _loads(p) if ld.device.id == "gpu0")
+    gpu = next(ld for ld in _loads(p) if ld.device.id == 0)
     exps = sum(group_weights(p.model).per_layer_exps)
     assert gpu.bytes_for(1) == gpu.read_bytes
     assert gpu.bytes_for(4) == pytest.approx(gpu.read_bytes + exps * ((1 - (15 / 16) ** 4) - 1 / 16))

@@ -16,6 +16,7 @@ from homespec.formats.gguf import read_gguf_header
 from homespec.formats.gguf_model import model_spec_from_gguf
 from homespec.plan.api import PlanRequest, make_plan
 from homespec.quant.weights import group_weights
+from homespec.plan.lines import LineKind
 
 SMALL_V3 = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 512,
@@ -35,14 +36,14 @@ def v3_config(tmp_path_factory):
 
 
 def _on(plan, name):
-    return sum(i.bytes for i in plan.items if i.name == name)
+    return sum(i.bytes for i in plan.items if i.kind == name)
 
 
 def test_mla_cache_is_the_latent_only(v3_config):
     p = make_plan(PlanRequest(model=v3_config, quant="Q8_0", gpu="none", ram=64, ctx=4096, draft="none"))
     assert p.model.is_mla and p.model.n_head_kv == 1
     # 6 layers x 4096 cells x (kv_lora_rank 128 + rope 32) f16, no V
-    assert _on(p, "target KV") == 6 * 4096 * (128 + 32) * 2
+    assert _on(p, LineKind.TARGET_KV) == 6 * 4096 * (128 + 32) * 2
 
 
 def test_mtp_is_the_default_draft_and_is_budgeted(v3_config):
@@ -51,9 +52,9 @@ def test_mtp_is_the_default_draft_and_is_budgeted(v3_config):
     assert d.kind == "mtp" and d.n_layer == 1
     assert (p.settings.draft_topk, p.settings.draft_depth, p.settings.tree_tokens) == (1, 3, 4)
     g = group_weights(p.model)
-    assert _on(p, "draft weights") == d.weight_bytes > sum(g.per_layer) // 6  # a layer + eh_proj
+    assert _on(p, LineKind.DRAFT_WEIGHTS) == d.weight_bytes > sum(g.per_layer) // 6  # a layer + eh_proj
     # its own one-layer MLA cache over the context's cells and a chain's, padded to 256 as llama.cpp pads it
-    assert _on(p, "draft KV") == 4352 * (128 + 32) * 2
+    assert _on(p, LineKind.DRAFT_KV) == 4352 * (128 + 32) * 2
     assert 0 < d.read_bytes < d.weight_bytes  # an MoE layer reads 4 of 16 experts
     assert "MTP token" in p.estimate.basis
 
@@ -116,8 +117,8 @@ def test_any_header_listed_architecture_is_planned(tmp_path, arch, note):
     tensors = {"token_embd.weight": (32, 100), "blk.0.x.weight": (32, 32), "blk.1.x.weight": (32, 32)}
     path = _header_gguf(tmp_path / "m.gguf", arch, md, tensors)
     p = make_plan(PlanRequest(model=str(path), gpu="none", ram=16, draft="none"))
-    assert _on(p, "weights") == (32 * 100 + 2 * 32 * 32) * 4
+    assert _on(p, LineKind.WEIGHTS) == (32 * 100 + 2 * 32 * 32) * 4
     if arch == "mamba":
-        assert _on(p, "target KV") == 0
-        assert _on(p, "recurrent state") == 2 * (3 * 64 + 16 * 64) * 4  # conv + ssm state, one sequence
+        assert _on(p, LineKind.TARGET_KV) == 0
+        assert _on(p, LineKind.RECURRENT_STATE) == 2 * (3 * 64 + 16 * 64) * 4  # conv + ssm state, one sequence
     assert any(note in n for n in p.notes) if note else not any(n.startswith("warning") for n in p.notes)

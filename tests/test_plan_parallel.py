@@ -7,6 +7,7 @@ import pytest
 from homespec.errors import UsageError
 from homespec.plan.api import PlanRequest, make_plan
 from homespec.plan.fit import FITS
+from homespec.plan.lines import LineKind
 
 
 @pytest.mark.parametrize("model,gpu,ram,ctx", [("llama-3.1-8b-q4", "4090", 64, 32768), (None, "none", 16, 8192)])
@@ -26,10 +27,10 @@ def test_each_sequence_brings_the_drafts_kv_too():
     with_draft = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, ctx=32768, max_parallel=True))
     without = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, ctx=32768, max_parallel=True, draft="none"))
     assert without.settings.n_seq >= with_draft.settings.n_seq
-    draft_kv = sum(i.bytes for i in with_draft.items if i.name == "draft KV")
+    draft_kv = sum(i.bytes for i in with_draft.items if i.kind == LineKind.DRAFT_KV)
     one = make_plan(PlanRequest(model="llama-3.1-8b-q4", gpu="4090", ram=64, ctx=32768))
     # each lane brings its own cells; llama.cpp pads the whole cache (not each lane) to 256 cells
-    per_lane = sum(i.bytes for i in one.items if i.name == "draft KV")
+    per_lane = sum(i.bytes for i in one.items if i.kind == LineKind.DRAFT_KV)
     assert draft_kv == pytest.approx(with_draft.settings.n_seq * per_lane, rel=0.01)
     assert draft_kv <= with_draft.settings.n_seq * per_lane
 

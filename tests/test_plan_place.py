@@ -5,13 +5,17 @@ the machine. The plans come from make_plan, the path `homespec plan` takes."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from rich.console import Console
 
 from homespec.plan.api import PlanRequest, make_plan
-from homespec.plan.devices import devices_for
+from homespec.plan.devices import HOST, device_label, devices_for
 from homespec.plan.fit import FITS, NO_FIT
+from homespec.plan.lines import LineKind
 from homespec.plan.place import PLACERS, placer
-from homespec.plan.render import to_json
+from homespec.plan.render import render, to_json
 
 SMOL = None  # the embedded SmolLM2 GGUF
 
@@ -78,10 +82,25 @@ def test_line_items_sum_to_the_totals(plan):
 
 def test_nothing_is_placed_on_a_device_the_machine_lacks(plan):
     ids = [d.id for d in devices_for(plan.machine)]
-    assert ids == [f"gpu{i}" for i in range(len(plan.machine.gpus))] + ["host"]
+    assert ids == [*range(len(plan.machine.gpus)), HOST]
     assert [u.device.id for u in plan.devices] == ids
     assert {i.device for i in plan.items} <= set(ids)
     assert len(plan.settings.layer_split) <= len(plan.machine.gpus)
+
+
+def test_json_names_a_line_by_its_kinds_label_and_a_device_as_printed(plan):
+    j = to_json(plan)
+    assert [(x["name"], x["device"]) for x in j["items"]] == [(i.kind.label, device_label(i.device)) for i in plan.items]
+    assert [d["id"] for d in j["devices"]] == [*(f"gpu{i}" for i in range(len(plan.machine.gpus))), "host"]
+
+
+def test_the_table_lists_the_kinds_in_the_enums_order(plan):
+    console = Console(record=True, width=400, color_system=None)
+    render(plan, console)
+    text = console.export_text()
+    where = {k: m.start() for k in LineKind if (m := re.search(rf"│ {re.escape(k.label)} +│", text))}
+    assert set(where) == {i.kind for i in plan.items}
+    assert list(where.values()) == sorted(where.values())
 
 
 def test_fits_exactly_when_the_headroom_is_not_negative(plan):
@@ -109,8 +128,8 @@ def test_weights_are_the_models_bytes(plan):
     """Every weight is placed once (in the plans of this sweep each device's tensors are contiguous in the
     file, so the host's mmapped span is its tensors); a tied model's output layer on a GPU loads token_embd
     again. The copies llama.cpp makes for its CPU kernels (CPU_REPACK, AMX) come on top."""
-    weights = sum(i.bytes for i in plan.items if i.name == "weights")
-    copies = sum(i.bytes for i in plan.items if i.name in ("weights (CPU repack)", "weights (AMX)"))
+    weights = sum(i.bytes for i in plan.items if i.kind == LineKind.WEIGHTS)
+    copies = sum(i.bytes for i in plan.items if i.kind in (LineKind.WEIGHTS_CPU_REPACK, LineKind.WEIGHTS_AMX))
     m, s = plan.model, plan.settings
     if s.backend == "torch":
         on_cpu = not plan.machine.gpus
@@ -147,7 +166,7 @@ def test_exl2_fills_the_gpus_in_order_as_autosplit_does():
     assert first + second == p.model.n_layer + 1 and first > second > 0
     # gpu0 took all it could: one more layer (moved from gpu1) would overflow it
     more = p.settings.with_(layer_split=(first + 1, second - 1))
-    assert "gpu0" in placer("exl2").layout(p.model, p.draft, p.machine, more).over
+    assert 0 in placer("exl2").layout(p.model, p.draft, p.machine, more).over
     three = make_plan(PlanRequest(model="llama-3.1-405b-exl2-2.5", gpu="3090,3090,3090", ram=64, draft="none"))
     assert three.settings.layer_split[0] > 0 and sum(three.settings.layer_split) == three.model.n_layer + 1
 
@@ -170,7 +189,7 @@ def test_exl2_scratch_is_sized_for_the_chunk_it_runs():
     from homespec.plan import memory as mem
 
     p = make_plan(PlanRequest(model="mistral-7b-exl2-4.65", gpu="4090", ram=64, ctx=1024, draft="none"))
-    (compute,) = [i for i in p.items if i.name == "compute"]
+    (compute,) = [i for i in p.items if i.kind == LineKind.COMPUTE]
     assert compute.bytes == mem.exl2_scratch_bytes(p.model, 1024) < mem.exl2_scratch_bytes(p.model, 2048)
     assert compute.detail == "scratch for 1024 tokens"
 
@@ -180,6 +199,6 @@ def test_torch_on_the_cpu_budgets_fp32_activations():
     from homespec.plan import memory as mem
 
     p = make_plan(PlanRequest(model=None, gpu="none", ram=16, backend="torch", draft="none"))
-    (compute,) = [i for i in p.items if i.name == "compute"]
+    (compute,) = [i for i in p.items if i.kind == LineKind.COMPUTE]
     tokens = max(p.settings.tree_tokens, min(p.settings.n_ubatch, p.settings.n_ctx))
     assert compute.bytes == mem.torch_compute_bytes(p.model, p.settings.with_(torch_dtype="f32"), tokens)

@@ -17,9 +17,10 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from homespec.errors import UsageError
 from homespec.plan.api import PlanRequest, make_plan
+from homespec.plan.devices import HOST, devices_for
 from homespec.plan.emit import emit
+from homespec.plan.lines import LineKind
 from homespec.plan.place.ledger import assign_layers
-from homespec.plan.devices import devices_for
 from homespec.plan.settings import Settings
 from homespec.types import ModelSpec
 
@@ -62,19 +63,19 @@ def test_the_split_is_llamacpps_device_split(n_layer, split, extra):
         return
     spec = ModelSpec(name="m", arch="llama", n_layer=n_layer, n_embd=64, n_head=4, n_head_kv=4, head_dim=16,
                      n_ff=128, n_vocab=1000, n_ctx_train=4096)
-    gpus = [type("G", (), {"id": f"gpu{i}"})() for i in range(len(counts))]
+    gpus = [type("G", (), {"id": i})() for i in range(len(counts))]
     ours = assign_layers(spec, Settings(n_gpu_layers=ngl, layer_split=tuple(counts)), gpus)
     theirs = llamacpp_layer_devices(counts, n_layer, ngl)
-    assert [-1 if d == "host" else int(d[3:]) for d in ours] == theirs
+    assert ours == theirs  # a device id is llama.cpp's: the GPU's index, -1 for the CPU
 
 
 def test_remote_gpus_come_first_and_the_output_stays_here():
     p = make_plan(PlanRequest(model="llama-3.1-70b-q4", gpu="4090", ram=64, remote=("3090@host2",)))
     devs = devices_for(p.machine)
-    assert devs[0].remote == "host2:50052" and devs[1].remote == "" and devs[-1].id == "host"
+    assert devs[0].remote == "host2:50052" and devs[1].remote == "" and devs[-1].id == HOST
     assert p.settings.n_gpu_layers == 81 and len(p.settings.layer_split) == 2
-    drafts = {i.device for i in p.items if i.name in ("draft weights", "draft KV")}
-    assert drafts == {"gpu1"}  # the draft head with the output layer, on the main machine
+    drafts = {i.device for i in p.items if i.kind in (LineKind.DRAFT_WEIGHTS, LineKind.DRAFT_KV)}
+    assert drafts == {1}  # the draft head with the output layer, on the main machine
     assert p.network is not None and [h.remote for h in p.network.hops] == ["host2:50052"]
 
 

@@ -15,6 +15,7 @@ from homespec.plan.fit import solve
 from homespec.plan.settings import Settings
 from homespec.plan.speed import DeviceLoad, estimate, forward_seconds
 from homespec.types import AcceptanceRecord
+from homespec.plan.lines import LineKind
 from test_plan_fit import f16_model, gpu, head_for, machine  # the hand-built specs
 
 SHIPPED = HEADS_DIR / "smollm2-135m-instruct"
@@ -94,7 +95,7 @@ def test_the_estimate_describes_the_tree_the_plan_budgets(nodes):
     p = solve(m, head_for(m), machine(gpu()), Settings(n_ctx=4096, tree_tokens=nodes))
     e = p.estimate
     assert e.tree_tokens == nodes == p.settings.tree_tokens
-    assert f"{nodes}-node tree" in e.basis and f"{nodes}-node tree" in next(i.detail for i in p.items if i.name == "tree scratch")
+    assert f"{nodes}-node tree" in e.basis and f"{nodes}-node tree" in next(i.detail for i in p.items if i.kind == LineKind.TREE_SCRATCH)
     if nodes == 1:
         assert e.expected_tau == 1.0 and e.speedup <= 1.0
     if e.faster_tree_tokens:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from homespec.cli import main
 from homespec.plan.api import PlanRequest, make_plan
+from homespec.plan.devices import HOST
 from homespec.plan.fit import NO_FIT, solve
 from homespec.plan.render import gib
 from homespec.plan.suggest import DRAFT_ITEMS, advise
@@ -36,9 +37,9 @@ def test_when_no_draft_tree_pays_a_note_says_no_draft_and_what_that_frees():
     assert plan.fits and e.pays is False and e.faster_tree_tokens is None
     assert e.best_tree_tokens < plan.settings.tree_tokens and e.best_spec_tokens_per_s <= e.plain_tokens_per_s
     note = next(n for n in plan.notes if "no draft is the better choice" in n)
-    for device in ("gpu0", "host"):
-        freed = sum(i.bytes for i in plan.items if i.name in DRAFT_ITEMS and i.device == device)
-        assert freed > 0 and f"{gib(freed)} on {device}" in note
+    for device, label in ((0, "gpu0"), (HOST, "host")):
+        freed = sum(i.bytes for i in plan.items if i.kind in DRAFT_ITEMS and i.device == device)
+        assert freed > 0 and f"{gib(freed)} on {label}" in note
     assert f"--draft-tokens {e.best_tree_tokens}, at {e.best_spec_tokens_per_s:,.1f} tok/s" in note
     bare = advise(solve(plan.model, None, plan.machine, plan.settings))
     assert f"-ngl {bare.settings.n_gpu_layers}) with {gib(bare.headroom_bytes)} to spare, " \

@@ -30,8 +30,9 @@ def hybrid(tmp_path_factory):
 
 def _one(path, rollback=6):
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
 
-    return LlamaCppBackend.load(path, n_ctx=256, n_threads=2, max_leaves=1, rollback=rollback)
+    return LlamaCppBackend(path, BackendSettings(n_ctx=256, n_threads=2, rollback=rollback), max_leaves=1)
 
 
 def _state(backend, seq=0) -> np.ndarray:

@@ -365,10 +365,11 @@ NEAR_TIE = 1.6  # logits: llama.cpp's batch-vs-single floor, as tests/test_engin
 def test_prompts(smollm2_path):
     """Eight of homespec's test prompts (24-48 tokens in the chat template) as token ids."""
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.promptsets import load_prompts
     from homespec.session.encode import encode_prompt
 
-    with LlamaCppBackend.load(smollm2_path, n_ctx=CTX, n_threads=1) as b:
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=CTX, n_threads=1)) as b:
         ids = [encode_prompt(b.tokenizer, p.turns, True) for p in load_prompts("test")]
     return [p for p in ids if 24 <= len(p) <= 48][:8]
 
@@ -389,8 +390,9 @@ def test_eight_concurrent_greedy_answers_equal_each_sent_alone(server, client, t
     assert same >= 6
     if same < len(alone):
         from homespec.backends.llamacpp.backend import LlamaCppBackend
+        from homespec.backends.settings import BackendSettings
 
-        with LlamaCppBackend.load(smollm2_path, n_ctx=CTX, n_ubatch=32, n_threads=1) as b:
+        with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=CTX, n_ubatch=32, n_threads=1)) as b:
             for p, a, t in zip(test_prompts, alone, together):
                 if a != t:
                     r = b.tokenizer.encode(a, add_bos=False)

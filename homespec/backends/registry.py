@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from homespec.backends.llamacpp.tree import MAX_SEQ as LLAMA_MAX_SEQ
-from homespec.backends.settings import exl2_for_plan, settings_from_plan, torch_settings
+from homespec.backends.settings import BackendSettings, exl2_for_plan, settings_from_plan, torch_settings
 from homespec.errors import UsageError
 from homespec.plan.place import PLACERS, Placer
 
@@ -81,10 +81,10 @@ def _load_llamacpp(path: str, plan: Any, a: LoadArgs) -> "Backend":
 
     kw: dict[str, Any] = {"verify_mode": "exact" if a.exact else "batch",
                           "max_leaves": 1 if a.chains else max(DEFAULT_MAX_LEAVES, tree_leaves(a.tree_nodes))}
+    extra = {"load_mtp": a.load_mtp, "rollback": a.rollback}
     if plan is not None:
-        settings = settings_from_plan(plan, n_threads=a.threads, load_mtp=a.load_mtp, rollback=a.rollback)
-        return LlamaCppBackend.from_settings(path, settings, **kw)
-    return LlamaCppBackend.load(path, n_ctx=a.ctx, n_threads=a.threads, load_mtp=a.load_mtp, rollback=a.rollback, **kw)
+        return LlamaCppBackend(path, settings_from_plan(plan, n_threads=a.threads, **extra), **kw)
+    return LlamaCppBackend(path, BackendSettings(n_ctx=a.ctx, n_threads=a.threads, **extra), **kw)
 
 
 def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from homespec.errors import UsageError
 from homespec.limits import CTX
+from homespec.plan.devices import HOST
+from homespec.plan.lines import LineKind
 from homespec.plan.settings import DEFAULT_BATCH, KV_TYPES, v_cache_needs_flash_attn
 from homespec.types import ModelSpec
 
@@ -104,8 +106,8 @@ def torch_settings(plan: Any, *, device: str | None = None, dtype: str | None = 
     s = plan.settings
     if s.backend != "torch":
         raise UsageError(f"this plan is for the {s.backend} backend, not torch", hint="plan again with --backend torch")
-    where = next(i.device for i in plan.items if i.name == "weights")
-    planned = "cpu" if where == "host" else TORCH_DEVICES.get(plan.machine.gpus[int(where.removeprefix("gpu"))].vendor, "cuda")
+    where = next(i.device for i in plan.items if i.kind == LineKind.WEIGHTS)
+    planned = "cpu" if where == HOST else TORCH_DEVICES.get(plan.machine.gpus[where].vendor, "cuda")
     dev = device or planned
     return TorchSettings(device=dev, dtype=dtype or ("f32" if dev == "cpu" else s.torch_dtype), max_context=s.n_ctx)
 
@@ -192,7 +194,7 @@ def _planned_reserves(plan: Any) -> tuple[int, ...]:
     from homespec.plan.devices import devices_for
     from homespec.plan.place.exl2 import reserve
 
-    planned = {i.device: i.bytes for i in plan.items if i.name == "reserve"}
+    planned = {i.device: i.bytes for i in plan.items if i.kind == LineKind.RESERVE}
     gpus = [d for d in devices_for(machine) if d.is_gpu]
     return tuple(planned.get(g.id, reserve(g, k)) for k, g in enumerate(gpus))
 

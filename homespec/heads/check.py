@@ -41,11 +41,12 @@ class ChainPair:
 def homespec_chains(head: "Eagle3Head", target: str | os.PathLike[str], contexts: Sequence[Sequence[int]],
                     k: int) -> list[list[int]]:
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     out = []
     n_ctx = max(len(c) for c in contexts) + k + 8
-    with LlamaCppBackend.load(os.fspath(target), n_ctx=max(256, n_ctx)) as backend:
+    with LlamaCppBackend(os.fspath(target), BackendSettings(n_ctx=max(256, n_ctx))) as backend:
         drafter = Eagle3Drafter(head, backend, depth=k, topk=1, total=k + 1, window=None)
         for ctx in contexts:
             backend.reset()

@@ -40,6 +40,16 @@ DEFAULT_HOST_BANDWIDTH_GBS = 89.6
 PER_CORE_BANDWIDTH_GBS = 12.0
 ASSUMED_DESKTOP_CORES = 8
 
+# A device id is an int: GPU i of the machine is i (llama.cpp's device order, --tensor-split's
+# position), the host's RAM is HOST. The names a user reads ("gpu0", "host") are made only where a
+# plan is printed (device_label).
+HOST = -1
+
+
+def device_label(dev: int) -> str:
+    """How a plan names a device in its table, its JSON and its messages."""
+    return "host" if dev == HOST else f"gpu{dev}"
+
 
 def host_cores(machine: Machine) -> int:
     if machine.source == "catalogue":
@@ -49,7 +59,7 @@ def host_cores(machine: Machine) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    id: str  # "gpu0", "gpu1", ..., "host"
+    id: int  # the GPU's index, or HOST
     name: str
     capacity_bytes: int  # what the plan may fill
     bandwidth_gbs: float
@@ -61,7 +71,11 @@ class Device:
 
     @property
     def is_gpu(self) -> bool:
-        return self.id != "host"
+        return self.id != HOST
+
+    @property
+    def label(self) -> str:
+        return device_label(self.id)
 
 
 def apple_working_set(ram_bytes: int) -> int:
@@ -123,7 +137,7 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
     pool = host_usable(machine.ram_bytes)
     out = [
         Device(
-            id=f"gpu{i}",
+            id=i,
             name=f"{g.name} @{g.remote}" if g.remote else g.name,
             capacity_bytes=_capacity(g, pool),
             bandwidth_gbs=g.bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS,
@@ -141,7 +155,7 @@ def devices_for(machine: Machine) -> tuple[Device, ...]:
     )
     out.append(
         Device(
-            id="host",
+            id=HOST,
             name=f"RAM{' (unified)' if unified else ''}",
             capacity_bytes=pool,
             bandwidth_gbs=host_bw,

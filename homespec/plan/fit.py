@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from homespec.plan import memory as mem
-from homespec.plan.devices import host_cores
+from homespec.plan.devices import device_label, host_cores
+from homespec.plan.lines import LineItem, sum_bytes
 from homespec.plan.lookups import DrafterOutlook
 from homespec.plan.network import Network
 from homespec.plan.place import DeviceUse, placer
@@ -31,7 +31,7 @@ class Plan:
     draft: DraftSpec | None
     machine: Machine
     settings: Settings
-    items: tuple[mem.LineItem, ...]
+    items: tuple[LineItem, ...]
     devices: tuple[DeviceUse, ...]
     verdict: str
     estimate: Estimate
@@ -44,7 +44,7 @@ class Plan:
 
     @property
     def total_bytes(self) -> int:
-        return mem.sum_bytes(self.items)
+        return sum_bytes(self.items)
 
     @property
     def headroom_bytes(self) -> int:
@@ -104,7 +104,7 @@ def solve(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
 def _network_note(lay, est: Estimate, cores: int) -> str:
     """What the network costs a token, and the rate a full pipeline of sequences could reach."""
     net = lay.network
-    where = ", ".join(f"{h.remote} ({h.layers} layers on {'+'.join(h.devices)})" for h in net.hops)
+    where = ", ".join(f"{h.remote} ({h.layers} layers on {'+'.join(map(device_label, h.devices))})" for h in net.hops)
     slowest = max(stage_seconds(ld, 1, cores) for ld in lay.loads)
     return (f"network: {len(net.hops)} remote machine(s) over {net.link.name}: {where}; "
             f"{net.bytes_per_token():,} bytes and {net.seconds(1) * 1e3:.2f} ms per token "

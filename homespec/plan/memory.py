@@ -1,12 +1,10 @@
 """Bytes per consumer, per backend: what a speculative setup allocates, and on which device.
 
 Every function here is pure arithmetic over specs and settings; docs/planner.md gives each
-formula with its source and a worked example. Device ids are "gpu0", "gpu1", ... and "host".
+formula with its source and a worked example. The lines they become: homespec.plan.lines.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from homespec.errors import UsageError
 from homespec.formats.families import RS_ROLLBACK_ARCHS
@@ -33,14 +31,6 @@ APPLE_RESERVE = 0
 
 # exllamav2 pre-allocates its forward scratch for max_input_len tokens (ExLlamaV2Config default 2048).
 EXL2_MAX_INPUT_LEN = 2048
-
-
-@dataclass(frozen=True, slots=True)
-class LineItem:
-    name: str  # "weights", "draft weights", "target KV", "draft KV", "compute", "tree scratch", "reserve", ...
-    device: str  # "gpu0", ..., "host"
-    bytes: int
-    detail: str = ""
 
 
 # --- KV element sizes ------------------------------------------------------------------------
@@ -366,7 +356,3 @@ def draft_weight_bytes(draft: DraftSpec, on_gpu: bool) -> int:
         return draft.weight_bytes  # the target file's own (quantised) tensors
     # Heads are stored in bf16/fp16; the CPU path upcasts them to fp32.
     return draft.weight_bytes if on_gpu else draft.weight_bytes * 2
-
-
-def sum_bytes(items: list[LineItem] | tuple[LineItem, ...], device: str | None = None) -> int:
-    return sum(i.bytes for i in items if device is None or i.device == device)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from homespec.errors import UsageError
+from homespec.plan.devices import device_label
 
 F32 = 4
 
@@ -71,7 +72,7 @@ class Hop:
     """One remote machine's run of layers: out to it, back from it."""
 
     remote: str  # "host:port"
-    devices: tuple[str, ...]  # its devices' ids in the plan ("gpu0", ...)
+    devices: tuple[int, ...]  # its devices' ids in the plan (GPU indices)
     layers: int
     back_bytes: int  # bytes per token coming back (the hidden state, or logits when it holds the output)
 
@@ -98,11 +99,11 @@ class Network:
     def as_json(self) -> dict:
         return {"link": self.link.name, "gbps": round(self.link.gbps, 3), "rtt_ms": self.link.rtt_s * 1e3,
                 "bytes_per_token": self.bytes_per_token(), "ms_per_token": round(self.seconds(1) * 1e3, 3),
-                "hops": [{"remote": h.remote, "devices": list(h.devices), "layers": h.layers,
+                "hops": [{"remote": h.remote, "devices": [device_label(d) for d in h.devices], "layers": h.layers,
                           "back_bytes_per_token": h.back_bytes} for h in self.hops]}
 
 
-def hops(placement: list[str], remote_of: dict[str, str], n_embd: int, n_vocab: int) -> tuple[Hop, ...]:
+def hops(placement: list[int], remote_of: dict[int, str], n_embd: int, n_vocab: int) -> tuple[Hop, ...]:
     """The remote runs of a layer placement (`placement[n_layer]` is the output layer's device)."""
     out: list[Hop] = []
     run: list[int] = []

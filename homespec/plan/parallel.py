@@ -53,7 +53,7 @@ def most_sequences(model: ModelSpec, draft: DraftSpec | None, machine: Machine, 
     if n < MAX_SEQ:
         over = at(n + 1)
         tight = over.tightest
-        why = f"{_gib(-over.headroom_bytes)} over on {tight.device.id}" if tight and over.headroom_bytes < 0 else \
+        why = f"{_gib(-over.headroom_bytes)} over on {tight.device.label}" if tight and over.headroom_bytes < 0 else \
             "it no longer fits " + (where or "")
         note += f"; {n + 1} would not ({why.strip()})"
     chosen = plan_one if n == 1 else advise(solve(model, draft, machine, s.with_(n_seq=n, n_gpu_layers=0, layer_split=())))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from homespec.plan.devices import GIB
+from homespec.plan.devices import GIB, device_label
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
+from homespec.plan.lines import LineKind
 from homespec.plan.lookups import outlook_line
-
-ITEM_ORDER = ("weights", "weights (CPU repack)", "weights (AMX)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "output buffer", "tree scratch", "draft embeddings", "prompt cache", "reserve")
 
 
 def gib(n: int) -> str:
@@ -30,7 +29,7 @@ def verdict_line(plan: Plan) -> str:
         where = "on the GPU(s)" if plan.machine.gpus else "in RAM (CPU only)"
         return f"fits {where} with {gib(plan.headroom_bytes)} to spare at --ctx {s.n_ctx}"
     if plan.verdict == FITS_OFFLOADED:
-        host = next(d for d in plan.devices if d.device.id == "host")
+        host = next(d for d in plan.devices if not d.device.is_gpu)
         need = f"unified memory holds {_pool(plan)}" if plan.unified else f"needs {gib(host.used_bytes)} of RAM"
         k = s.n_cpu_moe or 0
         if plan.model.is_moe and k and plan.offloaded_layers == 0:
@@ -47,7 +46,7 @@ def verdict_line(plan: Plan) -> str:
         return line
     if plan.unified and not tight.device.is_gpu:
         return line + f" in unified memory ({_pool(plan)})"
-    return line + f" on {tight.device.id} ({tight.device.name})"
+    return line + f" on {tight.device.label} ({tight.device.name})"
 
 
 def headline(plan: Plan) -> str:
@@ -79,9 +78,10 @@ def to_json(plan: Plan) -> dict:
         "total_bytes": plan.total_bytes,
         "headroom_bytes": plan.headroom_bytes,
         "offloaded_layers": plan.offloaded_layers,
-        "items": [{"name": i.name, "device": i.device, "bytes": i.bytes, "detail": i.detail} for i in plan.items],
+        "items": [{"name": i.kind.label, "device": device_label(i.device), "bytes": i.bytes, "detail": i.detail}
+                  for i in plan.items],
         "devices": [
-            {"id": u.device.id, "name": u.device.name, "capacity_bytes": u.device.capacity_bytes,
+            {"id": u.device.label, "name": u.device.name, "capacity_bytes": u.device.capacity_bytes,
              "used_bytes": u.used_bytes, "shared_bytes": u.shared_bytes, "headroom_bytes": u.headroom_bytes,
              "bandwidth_gbs": u.device.bandwidth_gbs}
             for u in plan.devices
@@ -160,21 +160,21 @@ def render(plan: Plan, console) -> None:
     table = Table(show_footer=True)
     table.add_column("item", footer="total")
     for u in devices:
-        table.add_column(f"{u.device.id}: {u.device.name}", justify="right", footer=gib(u.used_bytes))
+        table.add_column(f"{u.device.label}: {u.device.name}", justify="right", footer=gib(u.used_bytes))
     table.add_column("detail", style="dim")
-    names = sorted({i.name for i in plan.items}, key=lambda n: ITEM_ORDER.index(n) if n in ITEM_ORDER else 99)
-    for name in names:
-        row = [name]
+    kinds = {i.kind for i in plan.items}
+    for kind in (k for k in LineKind if k in kinds):  # in the enum's order
+        row = [kind.label]
         details = []
         for u in devices:
-            b = sum(i.bytes for i in plan.items if i.name == name and i.device == u.device.id)
+            b = sum(i.bytes for i in plan.items if i.kind == kind and i.device == u.device.id)
             row.append(gib(b) if b else "")
-            details += [i.detail for i in plan.items if i.name == name and i.device == u.device.id and i.detail]
+            details += [i.detail for i in plan.items if i.kind == kind and i.device == u.device.id and i.detail]
         row.append("; ".join(dict.fromkeys(details)))
         table.add_row(*row)
     if any(u.shared_bytes for u in devices):
         table.add_row("GPU's share", *[gib(u.shared_bytes) if u.shared_bytes else "" for u in devices],
-                      "gpu0's total again: it is the same RAM")
+                      f"{device_label(0)}'s total again: it is the same RAM")
     table.add_row("capacity", *[gib(u.device.capacity_bytes) for u in devices],
                   _capacity_note(devices) if plan.unified else "")
     table.add_row("headroom", *[("[red]" if u.headroom_bytes < 0 else "[green]") + gib(u.headroom_bytes) for u in devices], "")
@@ -182,7 +182,7 @@ def render(plan: Plan, console) -> None:
     color = "green" if plan.verdict == FITS else ("yellow" if plan.verdict == FITS_OFFLOADED else "red")
     console.print(f"[{color} bold]{verdict_line(plan)}[/]")
     if len(s.layer_split) > 1:
-        console.print("layer split: " + ", ".join(f"gpu{i} {n}" for i, n in enumerate(s.layer_split)))
+        console.print("layer split: " + ", ".join(f"{device_label(i)} {n}" for i, n in enumerate(s.layer_split)))
     console.print(headline(plan) + f"  [dim]({plan.estimate.basis})[/]")
     if plan.workload is not None:
         console.print(outlook_line(plan.workload, plan.outlook))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from homespec.plan.devices import GIB
+from homespec.plan.devices import GIB, device_label
 from homespec.plan.fit import FITS, NO_FIT, Plan, solve
+from homespec.plan.lines import LineKind
 from homespec.plan.render import gib
 from homespec.types import Machine
 
@@ -17,7 +18,7 @@ from homespec.types import Machine
 QUANT_LADDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K")
 MIN_USEFUL_CTX = 512
 # What a plan budgets for the draft (homespec.plan.place.ledger): dropping the draft frees these.
-DRAFT_ITEMS = ("draft weights", "draft KV", "tree scratch", "draft embeddings")
+DRAFT_ITEMS = frozenset({LineKind.DRAFT_WEIGHTS, LineKind.DRAFT_KV, LineKind.TREE_SCRATCH, LineKind.DRAFT_EMBEDDINGS})
 
 
 def _fits_fully(plan: Plan) -> bool:
@@ -150,11 +151,11 @@ def no_pay_note(plan: Plan) -> str | None:
     e = plan.estimate
     if plan.draft is None or e.pays is not False or e.faster_tree_tokens:
         return None
-    freed: dict[str, int] = {}
+    freed: dict[int, int] = {}
     for i in plan.items:
-        if i.name in DRAFT_ITEMS:
+        if i.kind in DRAFT_ITEMS:
             freed[i.device] = freed.get(i.device, 0) + i.bytes
-    where = " and ".join(f"{gib(b)} on {d}" for d, b in freed.items() if b)
+    where = " and ".join(f"{gib(b)} on {device_label(d)}" for d, b in freed.items() if b)
     if e.best_tree_tokens:
         best = (f"no draft tree of {plan.settings.tree_tokens} nodes or fewer is estimated to beat plain decoding here "
                 f"(the best, --draft-tokens {e.best_tree_tokens}, at {e.best_spec_tokens_per_s:,.1f} tok/s against "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from homespec.plan.devices import devices_for
 from homespec.plan.fit import Plan
+from homespec.plan.lines import LineKind, sum_bytes
 from homespec.plan.memory import CUDA_RESERVE
 
 # vLLM's defaults for `vllm serve` (vllm/engine/arg_utils.py): gpu_memory_utilization 0.9; the
@@ -57,7 +58,7 @@ def vllm_kv(plan: Plan, utilization: float = DEFAULT_UTILIZATION) -> VllmKv | No
     if not gpus or any(d.vendor == "apple" for d in gpus):
         return None
     m, s, tp = plan.model, plan.settings, len(gpus)
-    weights = sum(t.n_bytes for t in m.tensors or ()) + sum(i.bytes for i in plan.items if i.name == "draft weights")
+    weights = sum(t.n_bytes for t in m.tensors or ()) + sum_bytes(plan.items, kinds={LineKind.DRAFT_WEIGHTS})
     activations = MAX_BATCHED_TOKENS * (2 * m.n_embd + 2 * max(m.n_ff, m.n_ff_exp * m.n_expert_used) // tp) * 2 \
         + MAX_SEQS * m.n_vocab * 4
     budget = min(int(g.capacity_bytes * utilization) for g in gpus) - weights // tp - activations - CUDA_RESERVE

@@ -22,6 +22,7 @@ from homespec.engine.options import RunOptions
 from homespec.engine.responses import Response
 from homespec.engine.setup import RunSetup, set_up
 from homespec.errors import UsageError
+from homespec.plan.lines import DRAFT_CONTEXT, TARGET_WEIGHTS, LineKind, sum_bytes
 from homespec.speculative.steps import Limits
 
 if TYPE_CHECKING:
@@ -111,18 +112,18 @@ class Session:
         if self.plan is not None:
             items = self.plan.items
 
-            def planned(*names: str) -> int:
-                return sum(i.bytes for i in items if i.name in names)
+            def planned(*kinds: LineKind) -> int:
+                return sum_bytes(items, kinds=kinds)
 
             out["planned"] = {
-                "weights_bytes": planned("weights", "weights (CPU repack)", "weights (AMX)"),
-                "kv_bytes": planned("target KV"),
-                "compute_bytes": planned("compute"),
+                "weights_bytes": planned(*TARGET_WEIGHTS),
+                "kv_bytes": planned(LineKind.TARGET_KV),
+                "compute_bytes": planned(LineKind.COMPUTE),
                 "total_bytes": self.plan.total_bytes,
             }
             if net is not None:
                 out["planned"]["draft"] = {
-                    "weights_bytes": planned("draft weights"), "kv_bytes": planned("draft KV"),
-                    "compute_bytes": planned("draft compute", "draft output"),
-                    "total_bytes": planned("draft weights", "draft KV", "draft compute", "draft output")}
+                    "weights_bytes": planned(LineKind.DRAFT_WEIGHTS), "kv_bytes": planned(LineKind.DRAFT_KV),
+                    "compute_bytes": planned(LineKind.DRAFT_COMPUTE, LineKind.DRAFT_OUTPUT),
+                    "total_bytes": planned(LineKind.DRAFT_WEIGHTS, *DRAFT_CONTEXT)}
         return out

@@ -30,8 +30,9 @@ class AcceptanceMeter:
                  depth: int = 6, topk: int = 8, total: int = 48, n_ctx: int = 2048, device: str | None = None) -> None:
         if backend == "llamacpp":
             from homespec.backends.llamacpp.backend import LlamaCppBackend
+            from homespec.backends.settings import BackendSettings
 
-            self._backend = LlamaCppBackend.load(target, n_ctx=n_ctx)
+            self._backend = LlamaCppBackend(target, BackendSettings(n_ctx=n_ctx))
         else:
             from homespec.backends.torch.backend import TorchBackend
 

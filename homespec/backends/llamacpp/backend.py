@@ -13,7 +13,7 @@ Imported lazily (homespec plan never imports it); llama_cpp itself is imported w
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -27,10 +27,9 @@ from homespec.backends.llamacpp.tree import (
     contiguous_prefix,
     leaf_capacity,
     path_seq,
-    tree_leaves,
     tree_layout,
 )
-from homespec.backends.settings import BackendSettings, check_settings
+from homespec.backends.settings import BackendSettings
 from homespec.contracts.tree import check_path, check_tree
 from homespec.errors import HomespecError, UsageError
 
@@ -40,55 +39,7 @@ _VERIFY_MODES = ("batch", "exact")
 class LlamaCppBackend(LlamaCppCore):
     supports_tree = True
 
-    # --- construction ----------------------------------------------------------------------
-
-    @classmethod
-    def load(
-        cls,
-        model_path: str | os.PathLike[str],
-        *,
-        n_ctx: int,
-        n_gpu_layers: int = 0,
-        n_batch: int = 512,
-        n_ubatch: int = 512,
-        type_k: str = "f16",
-        type_v: str = "f16",
-        flash_attn: bool | None = None,
-        n_threads: int | None = None,
-        seed: int = 0,
-        max_leaves: int = DEFAULT_MAX_LEAVES,
-        verify_mode: str = "batch",
-        feature_capture: str = "auto",
-        load_mtp: bool = False,
-        rollback: int = 0,
-    ) -> "LlamaCppBackend":
-        """Load a GGUF file. `verify_mode="exact"` evaluates tree nodes one token per decode (the
-        same kernels as plain decoding); `feature_capture` is "auto", "layer_inp" or "eval_callback";
-        `load_mtp`: the model's MTP layers too; `rollback`: the most draft tokens a verification gives
-        back (a recurrent state's snapshots, backends/llamacpp/rollback.py)."""
-        settings = BackendSettings(
-            n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, n_batch=n_batch, n_ubatch=n_ubatch,
-            type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_threads=n_threads, load_mtp=load_mtp,
-            rollback=rollback,
-        )
-        return cls(model_path, settings, seed=seed, max_leaves=max_leaves,
-                   verify_mode=verify_mode, feature_capture=feature_capture)
-
-    @classmethod
-    def from_settings(cls, model_path: str | os.PathLike[str], settings: BackendSettings, **kw: Any) -> "LlamaCppBackend":
-        return cls(model_path, settings, **kw)
-
-    @classmethod
-    def from_plan(cls, model_path: str | os.PathLike[str], plan: Any, **kw: Any) -> "LlamaCppBackend":
-        """Start the backend a plan describes (`plan.settings`, or the settings object itself).
-        A planned tree of N nodes has at most N - 1 leaves: that sizes the sequence table."""
-        from homespec.backends.settings import settings_from_plan
-
-        src = getattr(plan, "settings", plan)
-        tree_tokens = getattr(src, "tree_tokens", None)
-        if tree_tokens and "max_leaves" not in kw:
-            kw["max_leaves"] = tree_leaves(int(tree_tokens))
-        return cls(model_path, plan if isinstance(plan, BackendSettings) else settings_from_plan(plan), **kw)
+    # --- construction ---------------------------------------------------------------------------
 
     def __init__(
         self,
@@ -100,7 +51,11 @@ class LlamaCppBackend(LlamaCppCore):
         verify_mode: str = "batch",
         feature_capture: str = "auto",
     ) -> None:
-        check_settings(settings)
+        """Open a GGUF file with `settings` (a plan's: homespec.backends.settings.settings_from_plan).
+        `max_leaves`: the most leaves a verified tree has (a planned tree of N nodes has at most
+        N - 1: llamacpp.tree.tree_leaves); `verify_mode="exact"` evaluates tree nodes one token per
+        decode (the same kernels as plain decoding); `feature_capture` is "auto", "layer_inp" or
+        "eval_callback"."""
         if verify_mode not in _VERIFY_MODES:
             raise UsageError(f"unknown verify mode {verify_mode!r}", hint="use 'batch' or 'exact'")
         if not 1 <= max_leaves <= MAX_SEQ:

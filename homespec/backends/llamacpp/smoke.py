@@ -61,9 +61,10 @@ def child_main() -> int:
 
     try:
         from homespec.backends.llamacpp.backend import LlamaCppBackend
+        from homespec.backends.settings import BackendSettings
 
         path = smollm2_path()
-        backend = LlamaCppBackend.load(path, n_ctx=256, n_batch=64, n_ubatch=64)
+        backend = LlamaCppBackend(path, BackendSettings(n_ctx=256, n_batch=64, n_ubatch=64))
     except HomespecError as e:
         print(json.dumps({"error": e.message}))
         return EXIT_ERROR

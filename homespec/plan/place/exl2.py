@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from homespec.errors import UsageError
 from homespec.plan import memory as mem
-from homespec.plan.devices import Device
+from homespec.plan.devices import HOST, Device
+from homespec.plan.lines import LineKind
 from homespec.plan.place.ledger import Layout, Ledger, Placement, add_draft, add_layers, assign_layers, used_gpus
 from homespec.plan.settings import Settings
 from homespec.types import DraftSpec, Machine, ModelSpec
@@ -24,21 +25,21 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     out_dev = add_layers(led, model, s, placement)
     on_gpus = used_gpus(placement)
     tokens = mem.exl2_input_len(s)
-    for d in on_gpus or ["host"]:
+    for d in on_gpus or [HOST]:
         scratch = mem.exl2_scratch_bytes(model, tokens)
-        led.add("compute", d, scratch if d == out_dev else scratch // 4, f"scratch for {tokens} tokens")
+        led.add(LineKind.COMPUTE, d, scratch if d == out_dev else scratch // 4, f"scratch for {tokens} tokens")
     for i, g in enumerate(led.gpus):
         if g.id in on_gpus:
-            led.add("reserve", g.id, reserve(g, i), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
+            led.add(LineKind.RESERVE, g.id, reserve(g, i), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
     draft_dev = led.by_id[on_gpus[0]] if on_gpus else led.host
     draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device=draft_dev.id, embeddings_copy=True)
     return led.finish(s, draft, draft_dev, draft_bytes)
 
 
-def _placement(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[str]:
+def _placement(model: ModelSpec, s: Settings, gpus: list[Device]) -> list[int]:
     """Every layer and the output layer on the GPUs, s.layer_split of them on each in order."""
     if not gpus:
-        return ["host"] * (model.n_layer + 1)
+        return [HOST] * (model.n_layer + 1)
     return assign_layers(model, s.with_(n_gpu_layers=model.n_layer + 1), gpus)
 
 
@@ -59,7 +60,7 @@ def place(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
 
         def fits(k: int) -> bool:
             trial = s.with_(layer_split=(*split, k, left - k))
-            return f"gpu{i}" not in layout(model, draft, machine, trial).over
+            return i not in layout(model, draft, machine, trial).over
 
         lo, hi = 0, left  # k = 0 always fits: the GPU holds nothing
         while lo < hi:

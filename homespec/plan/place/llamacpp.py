@@ -7,7 +7,8 @@ the largest L whose GPU side fits; what is left runs on the CPU from RAM."""
 from __future__ import annotations
 
 from homespec.plan import cpu_buffers as cpu, memory as mem
-from homespec.plan.devices import Device, devices_for
+from homespec.plan.devices import HOST, Device, devices_for
+from homespec.plan.lines import LineItem, LineKind
 from homespec.plan.network import DEFAULT_LINK, Network, hops, link_from_arg
 from homespec.plan.place.ledger import (Layout, Ledger, Placement, add_draft, add_layers, add_llamacpp_head,
                                         add_llamacpp_mtp, assign_layers, cpu_moe_layers, used_gpus)
@@ -26,33 +27,33 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     out_dev = add_layers(led, model, s, placement)
     _add_cpu_buffers(led, model, machine, s, placement)
     on_gpus = used_gpus(placement)
-    for d in on_gpus or ["host"]:
-        led.add("compute", d, mem.llamacpp_compute_bytes(model, s, d == out_dev, _kernels(led.by_id[d])),
+    for d in on_gpus or [HOST]:
+        led.add(LineKind.COMPUTE, d, mem.llamacpp_compute_bytes(model, s, d == out_dev, _kernels(led.by_id[d])),
                 f"ubatch {s.n_ubatch}, flash attention {'on' if s.flash_attn else 'off'}")
     # llama.cpp's output buffer: the logits of n_seq_max rows, in host memory (the output device's host
     # buffer type, else the CPU's) from the context's creation (llama-context.cpp, output_reserve).
-    led.add("output buffer", "host", model.n_vocab * max(1, s.n_seq) * 4,
+    led.add(LineKind.OUTPUT_BUFFER, HOST, model.n_vocab * max(1, s.n_seq) * 4,
             f"logits of {max(1, s.n_seq)} sequence(s), f32")
-    if on_gpus and out_dev != "host":
+    if on_gpus and out_dev != HOST:
         # The host still runs the input embedding and receives the logits.
         host_compute = min(s.n_ubatch, s.n_batch) * model.n_embd * 4 * 2
-        led.add("compute", "host", host_compute, "input embeddings of one ubatch")
+        led.add(LineKind.COMPUTE, HOST, host_compute, "input embeddings of one ubatch")
     for g in led.gpus:
         if g.id in on_gpus:
-            led.add("reserve", g.id, _reserve(g), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
+            led.add(LineKind.RESERVE, g.id, _reserve(g), "CUDA context + driver" if g.vendor == "nvidia" else "backend runtime")
     draft_dev = _draft_device(led, on_gpus, out_dev)
     if draft is not None and draft.kind in ("eagle3", "eagle3.1"):
         draft_bytes = add_llamacpp_head(led, model, draft, s, draft_dev)
     elif draft is not None and draft.kind == "mtp":
         draft_bytes = add_llamacpp_mtp(led, model, draft, s, draft_dev)
     else:
-        draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device="host", embeddings_copy=False)
+        draft_bytes = add_draft(led, model, draft, s, draft_dev, scratch_device=HOST, embeddings_copy=False)
     if s.cache_ram_bytes:  # serve --cache-ram: a budget the server fills with idle conversations' states
-        led.add("prompt cache", "host", s.cache_ram_bytes, "--cache-ram: idle conversations' KV in host RAM")
+        led.add(LineKind.PROMPT_CACHE, HOST, s.cache_ram_bytes, "--cache-ram: idle conversations' KV in host RAM")
     return led.finish(s, draft, draft_dev, draft_bytes)
 
 
-def _add_cpu_buffers(led: Ledger, model: ModelSpec, machine: Machine, s: Settings, placement: list[str]) -> None:
+def _add_cpu_buffers(led: Ledger, model: ModelSpec, machine: Machine, s: Settings, placement: list[int]) -> None:
     """The host's weights as the buffers llama.cpp allocates (docs/planner.md, "Weights in RAM"): the mmapped
     file's span (`CPU_Mapped`), and the copies it makes for its fastest CPU kernels (`CPU_REPACK`, `AMX`)."""
     if not model.tensors:
@@ -60,32 +61,32 @@ def _add_cpu_buffers(led: Ledger, model: ModelSpec, machine: Machine, s: Setting
     build = cpu_build(machine, s)
     n_cpu_moe = cpu_moe_layers(model, s)
     on_host = [_tensor_on_host(t, model, placement, n_cpu_moe) for t in model.tensors]
-    tied_out = group_weights(model).tied and placement[model.n_layer] == "host"
+    tied_out = group_weights(model).tied and placement[model.n_layer] == HOST
     dup = tuple(t for t in model.tensors if t.name == "token_embd.weight") if tied_out else ()
     hw = cpu.host_weights(model.tensors, on_host, build, dup)
-    k = next((i for i, it in enumerate(led.items) if it.name == "weights" and it.device == "host"), None)
+    k = next((i for i, it in enumerate(led.items) if it.kind == LineKind.WEIGHTS and it.device == HOST), None)
     if k is None or (not hw.repack and not hw.amx and hw.mapped <= led.items[k].bytes):
         return  # the file's bytes once, as the ledger has them
     it = led.items[k]
     gap = hw.mapped - hw.in_file
     span = f" (the file's span: {gap / MIB:,.1f} MiB of it held in other buffers)" if gap > 0 else ""
-    led.items[k] = mem.LineItem("weights", "host", hw.mapped, f"{cpu.MAPPED}: {it.detail}{span}")
+    led.items[k] = LineItem(LineKind.WEIGHTS, HOST, hw.mapped, f"{cpu.MAPPED}: {it.detail}{span}")
     if hw.repack:
-        led.add("weights (CPU repack)", "host", hw.repack,
+        led.add(LineKind.WEIGHTS_CPU_REPACK, HOST, hw.repack,
                 f"{cpu.REPACK}: {'/'.join(hw.repack_types)} weights interleaved for the CPU kernels (a second copy)")
     if hw.amx:
-        led.add("weights (AMX)", "host", hw.amx, f"{cpu.AMX}: {'/'.join(hw.amx_types)} weights packed for AMX tiles")
+        led.add(LineKind.WEIGHTS_AMX, HOST, hw.amx, f"{cpu.AMX}: {'/'.join(hw.amx_types)} weights packed for AMX tiles")
 
 
-def _tensor_on_host(t: TensorInfo, model: ModelSpec, placement: list[str], n_cpu_moe: int) -> bool:
+def _tensor_on_host(t: TensorInfo, model: ModelSpec, placement: list[int], n_cpu_moe: int) -> bool:
     """Whether llama.cpp keeps tensor `t` on the CPU: its layer's device, the output layer's, the input
     embedding always; routed experts of the first n_cpu_moe layers; MTP layers are not loaded."""
     if t.layer is not None:
         if t.layer >= model.n_layer:
             return False
-        return placement[t.layer] == "host" or (t.layer < n_cpu_moe and is_expert_tensor(t.name))
+        return placement[t.layer] == HOST or (t.layer < n_cpu_moe and is_expert_tensor(t.name))
     if t.name.startswith("output"):
-        return placement[model.n_layer] == "host"
+        return placement[model.n_layer] == HOST
     return True
 
 
@@ -96,7 +97,7 @@ def cpu_build(machine: Machine, s: Settings) -> cpu.CpuBuild:
     return cpu.CpuBuild(machine.cpu_features, s.cpu_buffers, host_buffer)
 
 
-def _network(led: Ledger, model: ModelSpec, machine: Machine, placement: list[str]) -> Network | None:
+def _network(led: Ledger, model: ModelSpec, machine: Machine, placement: list[int]) -> Network | None:
     """The links a forward crosses when layers sit on other machines' GPUs (homespec.plan.network)."""
     remote_of = {g.id: g.remote for g in led.gpus if g.remote}
     if not remote_of:
@@ -105,7 +106,7 @@ def _network(led: Ledger, model: ModelSpec, machine: Machine, placement: list[st
     return Network(link_from_arg(machine.link or DEFAULT_LINK), model.n_embd, found) if found else None
 
 
-def _draft_device(led: Ledger, on_gpus: list[str], out_dev: str) -> Device:
+def _draft_device(led: Ledger, on_gpus: list[int], out_dev: int) -> Device:
     """The draft runs on the first GPU holding layers; over several machines it stays on the main host,
     beside the target's output layer (llama-server loads the draft on its own devices)."""
     if not on_gpus:
@@ -159,7 +160,7 @@ def place(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Settin
     def gpu_ok(ngl: int, n_cpu_moe: int) -> tuple[Settings, Layout, bool]:
         s2 = split_layers(model, machine, s.with_(n_cpu_moe=n_cpu_moe), ngl)
         lay = layout(model, draft, machine, s2)
-        return s2, lay, not any(k != "host" for k in lay.over)
+        return s2, lay, not any(k != HOST for k in lay.over)
 
     if model.is_moe and s.n_cpu_moe is None:
         whole = gpu_ok(n + 1, 0)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from homespec.plan import memory as mem
+from homespec.plan.lines import LineKind
 from homespec.plan.place.ledger import Layout, Ledger, Placement, add_draft
 from homespec.plan.settings import Settings
 from homespec.quant.weights import group_weights
@@ -16,13 +17,13 @@ def layout(model: ModelSpec, draft: DraftSpec | None, machine: Machine, s: Setti
     run = s if dev.is_gpu else s.with_(torch_dtype="f32")  # on the CPU the backend runs fp32
     elt = 4 if run.torch_dtype == "f32" else 2
     w = mem.torch_weight_bytes(model, elt)
-    led.add("weights", dev.id, w, f"{model.n_params or 0:,} params x {elt} B (dequantised)")
+    led.add(LineKind.WEIGHTS, dev.id, w, f"{model.n_params or 0:,} params x {elt} B (dequantised)")
     kv = sum(mem.target_kv_layer_bytes(model, run, i) for i in range(model.n_layer))
-    led.add("target KV", dev.id, kv, f"{s.n_ctx} tokens x {model.n_layer} layers")
+    led.add(LineKind.TARGET_KV, dev.id, kv, f"{s.n_ctx} tokens x {model.n_layer} layers")
     tokens = max(s.tree_tokens, min(s.n_ubatch, s.n_ctx))
-    led.add("compute", dev.id, mem.torch_compute_bytes(model, run, tokens), f"one forward of {tokens} tokens")
+    led.add(LineKind.COMPUTE, dev.id, mem.torch_compute_bytes(model, run, tokens), f"one forward of {tokens} tokens")
     if dev.is_gpu and dev.vendor == "nvidia":
-        led.add("reserve", dev.id, mem.TORCH_CUDA_RESERVE, "CUDA context + cuBLAS + allocator slack")
+        led.add(LineKind.RESERVE, dev.id, mem.TORCH_CUDA_RESERVE, "CUDA context + cuBLAS + allocator slack")
     led.read[dev.id] += w + kv / 2
     led.params[dev.id] += group_weights(model).n_params
     # The head embeds with the backend's own token table: no copy of it.
