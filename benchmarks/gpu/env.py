@@ -8,7 +8,7 @@ DIR` with pip's --no-index --no-deps; nothing already present is replaced unless
 names it, and torch / triton never are. Then it checks again and names precisely what is still
 missing. Exit 0 when everything required is there, 1 otherwise.
 
-    python scripts/gpu_env.py --wheels .gpu-carry/call1/wheels --target /tmp/homespec-gpu/site --json env.json
+    python benchmarks/gpu/env.py --wheels .gpu-carry/call1/wheels --target /tmp/homespec-gpu/site --json env.json
 
 Beside the packages it records what the report names the run by: nvidia-smi's view of the GPU and
 `homespec probe --json` (this CPU's instruction sets).
@@ -30,7 +30,7 @@ import tomllib
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # distribution -> module it provides, where the two names differ
 MODULES = {"nvidia-ml-py": "pynvml", "pytest-timeout": "pytest_timeout", "llama-cpp-python": "llama_cpp"}
 # what the GPU steps use besides the runtime dependencies: (distribution, minimum, required?)

@@ -1,12 +1,12 @@
 """What a target pass and a draft cost in homespec's llama.cpp path, by tree size and draft depth: the
 8B figures of the GPU check (docs/gpu.md, "The 8B figures"), on the random-weight files of
-scripts/gpu_shaped.py. No torch: run it where torch is not imported (scripts/gpu_notorch.py).
+benchmarks/gpu/shaped.py. No torch: run it where torch is not imported (benchmarks/gpu/notorch.py).
 
-    python scripts/gpu_llama_cost.py --target T.gguf --head H.gguf [--ctx 1024] [--nodes 1,2,4,8,16,32,48,64]
+    python benchmarks/gpu/llama_cost.py --target T.gguf --head H.gguf [--ctx 1024] [--nodes 1,2,4,8,16,32,48,64]
         [--depths 1,2,3,4,5,6] [--repeats 20] [--warmup 3] [--gpu-layers -1] [--json FILE]
 
 * **target pass**: after a `--ctx`-token prompt, `LlamaCppBackend.verify` of a T-node tree (T = 1: the plain
-  step's one token; larger: an EAGLE-2 dynamic tree, 6 deep and 8 wide, as scripts/bench_host_step.py grows
+  step's one token; larger: an EAGLE-2 dynamic tree, 6 deep and 8 wide, as the host_step suite (benchmarks/suites/host_step.py) grows
   them), the way the engine runs a step: tree attention over sequence ids, the layer features captured, the
   logits and features read back. Each repeat is undone (commit the root, roll back), so every pass sees the
   same context. Wall time per pass, and the part inside llama_decode.
@@ -31,9 +31,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 TOPK_TREE, TREE_TOTAL = 8, 48  # the planner's default tree on a GPU (homespec.plan.settings)
 
@@ -74,7 +73,7 @@ def stats(xs: Sequence[float]) -> dict[str, float]:
 
 
 def tree_parents(nodes: int) -> list[int]:
-    from bench_host_step import shape_parents
+    from benchmarks.suites.host_step import shape_parents
 
     if nodes == 1:
         return [-1]

@@ -1,8 +1,8 @@
 """Run a script or a module in a process where `import torch` fails.
 
-    python scripts/gpu_notorch.py SCRIPT.py [ARGS...]
-    python scripts/gpu_notorch.py -m MODULE [ARGS...]
-    python scripts/gpu_notorch.py - < CODE.py
+    python benchmarks/gpu/notorch.py SCRIPT.py [ARGS...]
+    python benchmarks/gpu/notorch.py -m MODULE [ARGS...]
+    python benchmarks/gpu/notorch.py - < CODE.py
 
 The GPU check runs every llama.cpp step this way: a CUDA build of llama.cpp and the GPU machine's CUDA
 torch crash in one process (docs/gpu.md, "What the first run found"), and homespec's GGUF path never
@@ -18,7 +18,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> None:
     if not argv or (argv[0] == "-m" and len(argv) < 2):
-        sys.exit("error: nothing to run\nhint: gpu_notorch.py SCRIPT.py [ARGS] or gpu_notorch.py -m MODULE [ARGS]")
+        sys.exit("error: nothing to run\nhint: notorch.py SCRIPT.py [ARGS] or notorch.py -m MODULE [ARGS]")
     sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError from here on
     if argv[0] == "-":
         sys.argv = ["-"]

@@ -11,8 +11,8 @@ Reads the folders given (the files each device call returned, or the docs/result
   with the step times measured on the 8B-shaped files and tau the shipped head's recorded acceptance or a
   published head's reported one (PUBLISHED).
 
-    python scripts/gpu_report.py docs/results/2026-12-10-h100 --doc docs/gpu.md
-    python scripts/gpu_report.py --gpu-name DIR...      the short GPU name collect files the results under
+    python benchmarks/gpu/report.py docs/results/2026-12-10-h100 --doc docs/gpu.md
+    python benchmarks/gpu/report.py --gpu-name DIR...      the short GPU name collect files the results under
 """
 
 from __future__ import annotations
@@ -26,23 +26,32 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- gpu-results:begin -->", "<!-- gpu-results:end -->"
+sys.path.insert(0, str(ROOT))  # run as a script: the results format lives in benchmarks/results.py
+
+from benchmarks.results import payload  # noqa: E402
+
 SHIPPED = ROOT / "homespec/data/heads/smollm2-135m-instruct/acceptance.json"
 # Published tokens per target pass (tau) of Llama-3.1-8B heads, greedy (docs/gpu.md, "The 8B figures")
 PUBLISHED = (
     ("EAGLE-3, Llama-3.1-8B (paper, Table 1, MT-bench, T=0)", 6.13),
     ("EAGLE-2, Llama-3.1-8B (EAGLE-3 paper, Table 1, MT-bench, T=0)", 4.05),
 )
-SHAPES = {"chain5": (4, 1, 5), "tree48": (6, 8, 48)}  # bench_host_step's shapes: depth, top-k, nodes
+SHAPES = {"chain5": (4, 1, 5), "tree48": (6, 8, 48)}  # the host_step suite's shapes: depth, top-k, nodes
 
 
 def load(folders: Sequence[Path], name: str) -> Any:
     for f in folders:
         p = f / name
         if p.is_file():
-            return json.loads(p.read_text())
+            return payload(json.loads(p.read_text()))  # a suite's results file: its detail beside its rows
     return None
+
+
+def _rows(doc: dict | None) -> list[dict]:
+    """A suite's rows; a file from before the benchmarks runner kept them under "rounds"."""
+    return (doc or {}).get("rows") or (doc or {}).get("rounds") or []
 
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
@@ -82,7 +91,7 @@ def curve_table(cost: dict | None) -> list[str]:
     rows = {r["nodes"]: r for r in cost["curve"]}
     t1 = rows[min(rows)]["pass_ms"]["median"]
     lines = [f"**8B-shaped target (Llama-3.1-8B Q4_K_M, random weights), one verification pass by tree size** "
-             f"(measured: `scripts/gpu_llama_cost.py`, {cost['context']}-token context, median of {cost['repeats']}; "
+             f"(measured: `benchmarks/gpu/llama_cost.py`, {cost['context']}-token context, median of {cost['repeats']}; "
              f"flash attention {'on' if cost['device'].get('flash_attn') else 'off'}):", "",
              "| tree nodes T | depth | pass ms | inside llama_decode ms | T / T=1 |", "|---:|---:|---:|---:|---:|"]
     for n, r in sorted(rows.items()):
@@ -104,9 +113,9 @@ def draft_table(cost: dict | None) -> list[str]:
 
 
 def host_rows(host: dict | None) -> dict[str, dict[str, float]]:
-    """Per shape: the median over rounds of each figure bench_host_step printed."""
+    """Per shape: the median over rounds of each figure the host_step suite printed."""
     out: dict[str, dict[str, float]] = {}
-    for r in (host or {}).get("rounds", []):
+    for r in _rows(host):
         out.setdefault(r["shape"], {k: [] for k in ("step_ms", "decode_ms", "host_ms", "head_process_ms", "draft_ms")})
         for k in out[r["shape"]]:
             out[r["shape"]][k].append(r[k])
@@ -117,8 +126,8 @@ def host_table(host: dict | None) -> list[str]:
     rows = host_rows(host)
     if not rows:
         return ["", "**8B-shaped host step**: not measured (see the steps below)."]
-    lines = ["", f"**8B-shaped engine step** (measured: `scripts/bench_host_step.py --drafter head`, {host['steps']} steps x "
-             f"{len(host['rounds']) // max(1, len(rows))} rounds, medians; host = the step less llama_decode and the "
+    lines = ["", f"**8B-shaped engine step** (measured: `python -m benchmarks host_step --drafter head`, {host['steps']} steps x "
+             f"{len(_rows(host)) // max(1, len(rows))} rounds, medians; host = the step less llama_decode and the "
              "head's llama_process):", "",
              "| shape | step ms | llama_decode ms | head llama_process ms | host ms | of which drafting |",
              "|---|---:|---:|---:|---:|---:|"]
@@ -170,9 +179,9 @@ def prediction_table(host: dict | None, gpu: str) -> list[str]:
 def bench_table(bench: dict | None) -> list[str]:
     if not bench:
         return ["", "**SmolLM2-135M + the shipped head**: not measured (see the steps below)."]
-    methods = bench["methods"]
+    methods = bench.get("methods") or {r["method"]: r for r in _rows(bench)}
     none = (methods.get("homespec none") or {}).get("tokens_per_s")
-    lines = ["", f"**SmolLM2-135M-Instruct Q4_1 + the shipped EAGLE-3.1 head** (measured: `scripts/bench_llamacpp.py`, "
+    lines = ["", f"**SmolLM2-135M-Instruct Q4_1 + the shipped EAGLE-3.1 head** (measured: `python -m benchmarks llamacpp`, "
              f"{bench['prompts']} test prompts x {bench['max_tokens']} tokens, greedy, decode time):", "",
              "| method | tok/s | vs homespec none | tokens per target pass | = none's answers | = llama-server plain's |",
              "|---|---:|---:|---:|---:|---:|"]

@@ -2,8 +2,8 @@
 cost measurements (scripts/gpu_check.sh, docs/gpu.md, "The 8B figures"): a pass reads every weight once
 whatever values they hold, so its cost follows from the shapes and types alone.
 
-    python scripts/gpu_shaped.py vocab MODEL.gguf OUT.gguf       the tokenizer of MODEL alone (prepare, on the CPU)
-    python scripts/gpu_shaped.py models VOCAB.gguf DIR [--shape 8b|tiny]   DIR/target.gguf and DIR/head.gguf
+    python benchmarks/gpu/shaped.py vocab MODEL.gguf OUT.gguf       the tokenizer of MODEL alone (prepare, on the CPU)
+    python benchmarks/gpu/shaped.py models VOCAB.gguf DIR [--shape 8b|tiny]   DIR/target.gguf and DIR/head.gguf
 
 * target: the catalogue's `llama-3.1-8b` at Q4_K_M with the tensor types homespec predicts for llama.cpp's
   quantiser (homespec.quant.predict: Q4_K; Q6_K for attn_v and ffn_down of the use_more_bits layers and for
@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 TARGET_ID, HEAD_ID = "llama-3.1-8b", "eagle3-llama3.1-8b"

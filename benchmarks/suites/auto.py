@@ -1,7 +1,7 @@
 """`--method auto` against plain decoding and each forced method, side by side on this machine.
 
-    .venv/bin/python scripts/bench_auto.py [--edit 30] [--chat 20] [--tokens 128] [--rounds 3]
-        [--threads 2] [--out docs/results/2026-12-04] [--only edit,chat,serve]
+    python -m benchmarks auto [--edit 30] [--chat 20] [--tokens 128] [--rounds 3]
+        [--threads 2] [--only edit,chat,serve] [--json FILE]
 
 Four measurements, each a ratio taken in one run (SmolLM2 Q4_1 on llama.cpp, greedy, the guard on
 as the CLI has it; every answer from an empty cache):
@@ -21,7 +21,8 @@ as the CLI has it; every answer from an empty cache):
           alternating by round): total tokens over the round's wall time; auto's /metrics counters
           per drafter.
 
-Writes edit.json, chat.json, serve.json and summary.json into --out; prints the summary.
+One row per measurement (edit, chat, serve: bench's JSON summary or the serve rounds); the ratios are
+the summary's; prints the summary.
 """
 
 from __future__ import annotations
@@ -33,15 +34,11 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_serve import Proc, complete, free_port  # noqa: E402
-
-from homespec.engine.options import RunOptions  # noqa: E402
+from benchmarks.harness import RUNS, Proc, add_rounds, add_threads, free_port
+from benchmarks.results import Result
+from benchmarks.suites.serve import complete
+from homespec.engine.options import RunOptions
 
 NEAR_TIE = 1.6
 FORCED = ("ngram", "suffix", "eagle3")
@@ -161,7 +158,7 @@ def serve_bench(a) -> dict:
     chat_ids = [encode_prompt(tok, list(i.turns[:1]), True) for i in items("test", "chat", 100)[-n:]]
     if len(edit_ids) < n or len(chat_ids) < n:
         raise SystemExit(f"error: {a.rounds} rounds need {n} code and {n} chat prompts; hint: lower --rounds")
-    logs = Path(a.out) / "serve-logs"
+    logs = RUNS / "auto-serve-logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs = {}
     for method in ("auto", "none"):
@@ -190,43 +187,40 @@ def serve_bench(a) -> dict:
             "requests_per_client": a.per_client}
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--edit", type=int, default=30, help="edit prompts (the first N of edit.jsonl)")
     p.add_argument("--chat", type=int, default=20, help="chat prompts (the first N of test.jsonl's chat)")
     p.add_argument("--tokens", type=int, default=128)
-    p.add_argument("--rounds", type=int, default=4, help="serve: rounds per server")
+    add_rounds(p, 4)
     p.add_argument("--per-client", type=int, default=2, help="serve: requests each client sends per round")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(ROOT / "docs" / "results" / "2026-12-04"))
+    add_threads(p, 2)
     p.add_argument("--only", default="edit,chat,serve")
-    a = p.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+
+
+def run(a: argparse.Namespace) -> Result:
     todo = set(a.only.split(","))
-    summary: dict = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else {}
+    summary: dict = {}
+    rows: list[dict] = []
     if "edit" in todo:
         edit_items = items("edit", None, a.edit)
         edit = lockstep_bench(edit_items, ("none", *FORCED, "auto"), a)
         edit["greedy"] = greedy_check(edit, edit_items, a)
-        (out / "edit.json").write_text(json.dumps(edit, indent=1) + "\n")
+        rows.append({"part": "edit", **edit})
         summary["edit"] = ratios(edit) | {"greedy": edit["greedy"], "prompts": len(edit_items)}
     if "chat" in todo:
         chat_items = items("test", "chat", a.chat)
         chat = lockstep_bench(chat_items, ("none", "auto"), a)
         chat["greedy"] = greedy_check(chat, chat_items, a)
-        (out / "chat.json").write_text(json.dumps(chat, indent=1) + "\n")
+        rows.append({"part": "chat", **chat})
         summary["chat"] = ratios(chat) | {"greedy": chat["greedy"], "prompts": len(chat_items)}
     if "serve" in todo:
         serve = serve_bench(a)
-        (out / "serve.json").write_text(json.dumps(serve, indent=1) + "\n")
+        rows.append({"part": "serve", **serve})
         summary["serve"] = {k: serve[k] for k in ("auto_over_none", "round_ratios", "median_round_ratio",
                                                     "drafter_counters")}
     summary["settings"] = {"tokens": a.tokens, "threads": a.threads, "model": "embedded SmolLM2-135M-Instruct Q4_1"}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
-    return 0
+    figures = {f"{part}_{k}": v for part, s in summary.items() if part != "settings"
+               for k, v in s.items() if k in ("auto_over_none", "auto_over_best_forced", "median_round_ratio")}
+    return Result(rows=rows, ratios=figures, detail=summary)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

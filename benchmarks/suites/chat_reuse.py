@@ -1,11 +1,10 @@
 """`homespec chat`'s time to first token per turn, with prompt reuse and without (--no-cache-prompt).
 
-    .venv/bin/python scripts/bench_chat_reuse.py [--turns 8] [--doc-tokens 1200] [--tokens 96] [--rounds 2]
-        [--json FILE]
+    python -m benchmarks chat_reuse [--turns 8] [--doc-tokens 1200] [--tokens 96] [--rounds 2] [--json FILE]
 
 Runs `homespec chat` (the defaults: the embedded SmolLM2, its head, the guard) on the same lines read from
 stdin: a first message carrying a document of about --doc-tokens tokens (homespec's long-prompt material),
-then questions about it (scripts/bench_reuse.py's). Each round runs both modes, the order alternating. Per
+then questions about it (the reuse suite's). Each round runs both modes, the order alternating. Per
 turn: the readout's `ttft` (from sending the message to the answer's first token). Printed: medians per
 turn, the last turn's over the first's with reuse, and the whole conversation's wall time both ways.
 """
@@ -21,9 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.harness import add_rounds, alternate
+from benchmarks.results import Result
+from benchmarks.suites.reuse import QUESTIONS, document
+
 TTFT = re.compile(r"ttft (\d+\.\d+) s")
 
 
@@ -43,33 +44,30 @@ def run_chat(lines: list[str], tokens: int, reuse: bool) -> dict:
     return {"ttft_s": ttft, "wall_s": wall}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--doc-tokens", type=int, default=1200)
     ap.add_argument("--tokens", type=int, default=96)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--json")
-    a = ap.parse_args()
-    from bench_reuse import QUESTIONS, document
+    add_rounds(ap, 2)
 
+
+def run(a: argparse.Namespace) -> Result:
     doc = " ".join(document(a.doc_tokens).split())  # one line: chat reads a message per line
     lines = [f"Read this document. {doc} {QUESTIONS[0]}"] + [QUESTIONS[i % len(QUESTIONS)] for i in range(1, a.turns)]
-    runs: dict[str, list[dict]] = {"reuse": [], "fresh": []}
-    for rnd in range(a.rounds):
-        for mode in (("reuse", "fresh") if rnd % 2 == 0 else ("fresh", "reuse")):
-            runs[mode].append(run_chat(lines, a.tokens, reuse=mode == "reuse"))
-            print(f"round {rnd + 1} {mode}: ttft {runs[mode][-1]['ttft_s']}, {runs[mode][-1]['wall_s']:.1f} s", flush=True)
+
+    def arm(mode: str) -> dict:
+        r = run_chat(lines, a.tokens, reuse=mode == "reuse")
+        print(f"{mode}: ttft {r['ttft_s']}, {r['wall_s']:.1f} s", flush=True)
+        return r
+
+    runs = alternate({"reuse": lambda: arm("reuse"), "fresh": lambda: arm("fresh")}, a.rounds)
     med = {m: [statistics.median(r["ttft_s"][i] for r in runs[m]) for i in range(a.turns)] for m in runs}
     wall = {m: statistics.median(r["wall_s"] for r in runs[m]) for m in runs}
     summary = {"ttft_s": med, "last_over_first_ttft_reuse": round(med["reuse"][-1] / med["reuse"][0], 3),
                "wall_s": {m: round(w, 1) for m, w in wall.items()}, "fresh_over_reuse_wall": round(wall["fresh"] / wall["reuse"], 3)}
     print(json.dumps(summary, indent=1))
-    if a.json:
-        from homespec.atomic import write_text
+    rows = [{"mode": m, "round": i + 1, **r} for m, rs in runs.items() for i, r in enumerate(rs)]
+    return Result(rows=rows, ratios={k: summary[k] for k in ("last_over_first_ttft_reuse", "fresh_over_reuse_wall")},
+                  detail={"turns": a.turns, "doc_tokens": a.doc_tokens, "tokens": a.tokens, "rounds": a.rounds,
+                          "ttft_s": med, "wall_s": summary["wall_s"]})
 
-        write_text(a.json, json.dumps({"args": vars(a), "runs": runs, "summary": summary}, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    main()

@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, add_threads, use_tests
+from benchmarks.results import Result
+
 CODEX_DIR = ROOT / "tests" / "codex"
 KEY = "codex-measure-key"
 
@@ -87,8 +89,7 @@ def _wait(proc: subprocess.Popen, deadline: float, stop_when: Callable[[], bool]
     return proc.returncode
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--prompt", default="say hi")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a run may take to pass")
@@ -98,15 +99,16 @@ def main() -> None:
                    "slot's cache, as any earlier Codex session on the server does)")
     p.add_argument("--url", help="a running server's base URL (…/v1; default: start one)")
     p.add_argument("--key", default=KEY)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", type=Path)
-    args = p.parse_args()
+    add_threads(p, 2)
+
+
+def run(args: argparse.Namespace) -> Result:
     binary, why = codex_binary()
     if binary is None:
         sys.exit(f"error: {why}")
     server = None
     if args.url is None:
-        sys.path.insert(0, str(ROOT / "tests"))
+        use_tests()
         from test_server import Server
 
         server = Server("--ctx", "12288", "--parallel", "1", "--threads", str(args.threads), "--max-tokens", "256",
@@ -136,9 +138,5 @@ def main() -> None:
     out = {"codex": version, "prompt": args.prompt, "timeout_s": args.timeout, "warmup": warm, "runs": runs,
            "passed": sum(r["pass"] for r in runs)}
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+    return Result(rows=runs, detail={k: v for k, v in out.items() if k != "runs"})
 
-
-if __name__ == "__main__":
-    main()

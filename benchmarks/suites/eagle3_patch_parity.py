@@ -10,8 +10,8 @@ norm_output off: homespec.backends.llamacpp.head_twin), converted in f16 by head
 on the first dev prompts (chat template) with llama.cpp's own eagle3 graph
 (homespec.heads.llamacpp_draft). No torch.
 
-    python scripts/eagle3_patch_parity.py --save before.npz
-    python scripts/eagle3_patch_parity.py --compare before.npz
+    python -m benchmarks eagle3_patch_parity --save before.npz
+    python -m benchmarks eagle3_patch_parity --compare before.npz
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import smollm2, usage_error
+from benchmarks.results import Result
 
 
 def draft_all(prompts: int, k: int, cache: Path) -> dict[str, np.ndarray]:
@@ -31,12 +31,12 @@ def draft_all(prompts: int, k: int, cache: Path) -> dict[str, np.ndarray]:
     from homespec.backends.llamacpp.head_convert import head_gguf
     from homespec.backends.llamacpp.lib import import_llama_cpp
     from homespec.backends.tokenizer import load_tokenizer
-    from homespec.embedded import DEFAULT_HEAD, smollm2_path
+    from homespec.embedded import DEFAULT_HEAD
     from homespec.heads.llamacpp_draft import LlamaCppEagle3
     from homespec.promptsets import load_prompts
 
     import_llama_cpp()
-    target = smollm2_path()
+    target = smollm2()
     conv = head_gguf(DEFAULT_HEAD, target, dtype="f16", patched=False, cache_dir=cache)
     tok = load_tokenizer(str(target))
     ids = [tok.encode(tok.chat_prompt([{"role": "user", "content": it.turns[0]}], add_generation_prompt=True),
@@ -52,34 +52,36 @@ def draft_all(prompts: int, k: int, cache: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--save", type=Path)
     ap.add_argument("--compare", type=Path)
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/homespec-parity-cache"))
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
     if (a.save is None) == (a.compare is None):
-        ap.error("pass one of --save FILE or --compare FILE")
+        usage_error("pass one of --save FILE or --compare FILE", "--save with the build before, --compare after")
     now = draft_all(a.prompts, a.k, a.cache)
     if a.save:
         np.savez(a.save, **now)
-        return 0
+        return Result(detail={"saved": str(a.save), "prompts": a.prompts, "k": a.k})
     before = dict(np.load(a.compare))
-    same = 0
+    same, rows = 0, []
     for n in range(a.prompts):
         t0, t1 = before[f"tokens{n}"], now[f"tokens{n}"]
         equal = np.array_equal(t0, t1) and np.array_equal(before[f"logits{n}"], now[f"logits{n}"])
         same += equal
         finite = np.isfinite(before[f"logits{n}"])
         diff = float(np.abs(before[f"logits{n}"][finite] - now[f"logits{n}"][finite]).max())
+        rows.append({"prompt": n, "tokens_equal": bool(np.array_equal(t0, t1)), "bit_identical": bool(equal),
+                     "max_logit_difference": diff})
         print(f"prompt {n}: tokens {t1.tolist()} {'==' if np.array_equal(t0, t1) else '!='} {t0.tolist()}, "
               f"max |logit difference| {diff:.3g}")
     print(f"features before {int(before['features'])}, now {int(now['features'])}; "
           f"{same}/{a.prompts} prompts bit-identical")
-    return 0 if same == a.prompts else 1
+    return Result(rows=rows, detail={"compared": str(a.compare), "prompts": a.prompts, "k": a.k,
+                                     "features_before": int(before["features"]), "features_now": int(now["features"])},
+                  status=0 if same == a.prompts else 1)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The batched engine at concurrency 1, 2, 4, 8 on SmolLM2: speculation on (eagle3 under the batch
 guard) against off (method none), measured side by side in one run on the same prompts.
 
-    .venv/bin/python scripts/bench_engine.py [--concurrency 1,2,4,8] [--tokens 32] [--rounds 2] [--json FILE]
+    python -m benchmarks engine [--concurrency 1,2,4,8] [--tokens 32] [--rounds 2] [--json FILE]
 
 Both engines are loaded at once (an idle engine's thread waits, costing nothing); for each
 concurrency the two run in turn, `--rounds` times alternating (off, on, on, off, ...), each a fixed
@@ -15,11 +15,12 @@ concurrency 4 / concurrency 1 total tokens/s. Stops by itself.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import threading
 import time
-from pathlib import Path
+
+from benchmarks.harness import add_rounds, add_threads, alternate
+from benchmarks.results import Result
 
 
 def run_clients(engine, prompts, concurrency: int, tokens: int, speculate: bool) -> dict:
@@ -80,15 +81,15 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[k]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--concurrency", default="1,2,4,8")
     ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=2)
+    add_rounds(ap, 2)
     ap.add_argument("--ctx", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--json")
-    a = ap.parse_args()
+    add_threads(ap)
+
+
+def run(a: argparse.Namespace) -> Result:
     levels = [int(c) for c in a.concurrency.split(",")]
 
     from homespec.engine.core import Engine
@@ -108,12 +109,13 @@ def main() -> None:
     try:
         for c in levels:
             prompts = pool[: max(4, 2 * c)]
-            runs: dict[str, list[dict]] = {"off": [], "on": []}
-            for i in range(a.rounds):
-                order = [("off", off, False), ("on", on, True)]
-                for name, eng, spec in order if i % 2 == 0 else order[::-1]:
-                    runs[name].append(run_clients(eng, prompts, c, a.tokens, spec))
-                    print(f"c={c} {name}: {runs[name][-1]}", flush=True)
+
+            def arm(name: str, eng, spec: bool, c: int = c, prompts: list = prompts) -> dict:
+                r = run_clients(eng, prompts, c, a.tokens, spec)
+                print(f"c={c} {name}: {r}", flush=True)
+                return r
+
+            runs = alternate({"off": lambda: arm("off", off, False), "on": lambda: arm("on", on, True)}, a.rounds)
             out["levels"][c] = {k: {"runs": v, "median_total_tok_s": statistics.median(r["total_tok_s"] for r in v)}
                                 for k, v in runs.items()}
         out["guard"] = on.guard.as_json() if on.guard is not None else None
@@ -121,8 +123,13 @@ def main() -> None:
         off.close()
         on.close()
     report(out, levels)
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    rows = [{"concurrency": c, "speculation": k, "round": i + 1, **r}
+            for c, lv in out["levels"].items() for k in ("off", "on") for i, r in enumerate(lv[k]["runs"])]
+    ratios = {f"on_over_off_c{c}": out["levels"][c]["ratio_on_off"] for c in levels}
+    ratios |= {k: v for k, v in out.items() if k.startswith("c4_over_c1_")}
+    detail = {k: v for k, v in out.items() if k != "levels" and not k.startswith("c4_over_c1_")}
+    detail["median_total_tok_s"] = {c: {k: lv[k]["median_total_tok_s"] for k in ("off", "on")} for c, lv in out["levels"].items()}
+    return Result(rows=rows, ratios=ratios, detail=detail)
 
 
 def report(out: dict, levels: list[int]) -> None:
@@ -142,6 +149,3 @@ def report(out: dict, levels: list[int]) -> None:
             out[f"c4_over_c1_{k}"] = round(r, 3)
             print(f"concurrency 4 / concurrency 1 total tokens/s, speculation {k}: {r:.2f}x")
 
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """Where a batched engine step's time goes: the step's wall time against the time inside
 llama_decode, plain decoding (method none) on SmolLM2, at each concurrency.
 
-    .venv/bin/python scripts/bench_engine_step.py [--concurrency 1,8] [--tokens 48] [--rounds 2] [--threads 1]
+    python -m benchmarks engine_step [--concurrency 1,8] [--tokens 48] [--rounds 2] [--threads 1]
 
 Per run: total tokens/s, engine steps, and per step the wall time of Engine.step, the
 seconds inside llama_decode, and the difference (the engine's own per-step cost: batch building,
@@ -15,23 +15,21 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.harness import add_rounds, add_threads
+from benchmarks.results import Result
+from benchmarks.suites.engine import run_clients
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--concurrency", default="1,8")
     ap.add_argument("--tokens", type=int, default=48)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
-    a = ap.parse_args()
+    add_rounds(ap, 2)
+    add_threads(ap, 1)
 
-    from bench_engine import run_clients
 
+def run(a: argparse.Namespace) -> Result:
     from homespec.engine.api import EngineRequest
     from homespec.engine.core import Engine
     from homespec.promptsets import load_prompts
@@ -47,9 +45,11 @@ def main() -> None:
     engine.start()
     ids = [encode_prompt(engine.tokenizer, p.turns, True) for p in load_prompts("test")]
     pool = [p for p in ids if 24 <= len(p) <= 96]
+    rows = []
     try:
         answers = [final(engine.submit(EngineRequest(prompt_ids=tuple(p), max_tokens=24))).token_ids for p in pool[:8]]
-        print("greedy ids hash", hashlib.sha1(json.dumps(answers).encode()).hexdigest()[:12])
+        answers_hash = hashlib.sha1(json.dumps(answers).encode()).hexdigest()[:12]
+        print("greedy ids hash", answers_hash)
         for c in levels:
             for _ in range(a.rounds):
                 acc.update(step=0.0, decode=0.0, n=0)
@@ -58,8 +58,11 @@ def main() -> None:
                 print(f"c={c} total {r['total_tok_s']:.1f} tok/s, {n} steps; per step {acc['step'] / n * 1e3:.2f} ms, "
                       f"llama_decode {acc['decode'] / n * 1e3:.2f} ms, engine {own / n * 1e3:.2f} ms "
                       f"({own / acc['step'] * 100:.1f} %)", flush=True)
+                rows.append({"concurrency": c, "total_tok_s": r["total_tok_s"], "steps": n,
+                             "step_ms": acc["step"] / n * 1e3, "decode_ms": acc["decode"] / n * 1e3, "engine_ms": own / n * 1e3})
     finally:
         engine.close()
+    return Result(rows=rows, detail={"tokens": a.tokens, "threads": a.threads, "greedy_ids_hash": answers_hash})
 
 
 def _time_steps(engine, acc: dict) -> None:
@@ -82,6 +85,3 @@ def _time_steps(engine, acc: dict) -> None:
     engine.step = timed_step
     ll.llama_decode = timed_decode
 
-
-if __name__ == "__main__":
-    main()

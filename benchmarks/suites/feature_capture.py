@@ -2,7 +2,7 @@
 only, the EAGLE drafter's feature capture on (features extracted and handed to the drafter every
 step, as under a guard that keeps plain decoding) and off, rounds alternating, same prompt.
 
-    .venv/bin/python scripts/bench_feature_capture.py [--rounds 6] [--prompt-tokens 1800] [--json FILE]
+    python -m benchmarks feature_capture [--rounds 6] [--prompt-tokens 1800] [--json FILE]
 
 Prints each round's tokens/s of both settings, their medians and the ratio on/off. The spread of
 the rounds is this machine's noise for a 64-token answer.
@@ -13,17 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from pathlib import Path
+
+from benchmarks.harness import ROOT, add_rounds
+from benchmarks.results import Result
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=6)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_rounds(ap, 6)
     ap.add_argument("--prompt-tokens", type=int, default=1800)
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--json")
-    a = ap.parse_args()
 
+
+def run(a: argparse.Namespace) -> Result:
     from homespec.engine.guard import BatchGuard
     from homespec.engine.run import decode
     from homespec.session import RunOptions, Session
@@ -34,7 +35,7 @@ def main() -> None:
                                 draft_tokens=5))
     b, d = s.backend, s.drafter
     layers = d.feature_layers
-    text = (Path(__file__).resolve().parent.parent / "docs" / "speculative.md").read_text()[:12000]
+    text = (ROOT / "docs" / "speculative.md").read_text()[:12000]
     ids = prompt_tokens(s, [{"role": "user", "content": "Summarise this:\n" + text}], True)[: a.prompt_tokens]
     res: dict[str, list[float]] = {"on": [], "off": []}
     try:
@@ -54,11 +55,7 @@ def main() -> None:
            "median_on": round(statistics.median(res["on"]), 2), "median_off": round(statistics.median(res["off"]), 2)}
     out["ratio_on_off"] = round(out["median_on"] / out["median_off"], 4)
     print(json.dumps(out, indent=1))
-    if a.json:
-        from homespec.atomic import write_text
+    rows = [{"round": i + 1, "capture": k, "tokens_per_s": round(x, 2)} for k, v in res.items() for i, x in enumerate(v)]
+    return Result(rows=rows, ratios={"on_over_off": out["ratio_on_off"]},
+                  detail={k: out[k] for k in ("prompt_tokens", "tokens", "feature_layers", "median_on", "median_off")})
 
-        write_text(a.json, json.dumps(out, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    main()

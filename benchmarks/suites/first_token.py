@@ -18,7 +18,6 @@ each run imported torch (HOMESPEC's own code is not asked: a stand-in `sitecusto
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,6 +25,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.harness import add_rounds, add_threads
+from benchmarks.results import Result
 
 PROMPT = "Name three colours."
 # sitecustomize that reports at exit whether torch was imported (it imports nothing itself)
@@ -81,15 +83,15 @@ def torch_import_s() -> float:
     return float(out.stdout)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--checkout", action="append", required=True, help="NAME=DIR (repeat)")
     ap.add_argument("--commands", default="generate,chat")
     ap.add_argument("--method", default="none")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    add_rounds(ap, 5)
+    add_threads(ap, 2)
+
+
+def run(a: argparse.Namespace) -> Result:
     checkouts = dict(c.split("=", 1) for c in a.checkout)
     names = list(checkouts)
     probe_dir = Path(tempfile.mkdtemp(prefix="homespec-ttft-"))
@@ -112,9 +114,5 @@ def main() -> None:
             print(f"{command} {'wall' if key == 'seconds' else 'CPU'}: median "
                   + ", ".join(f"{n} {v:.2f} s" for n, v in med.items())
                   + (f"; {names[0]} - {names[1]}: {med[names[0]] - med[names[1]]:+.2f} s" if len(names) == 2 else ""))
-    if a.json:
-        Path(a.json).write_text(json.dumps({"method": a.method, "threads": a.threads, "rounds": rows}, indent=1))
+    return Result(rows=rows, detail={"method": a.method, "threads": a.threads})
 
-
-if __name__ == "__main__":
-    main()

@@ -22,12 +22,11 @@ switches to its tiled kernel, so its rows equal the one-token path) and llama-cp
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import add_threads
+from benchmarks.results import Result
 
 
 def lcpp_generate(llm, prompt: list[int], max_tokens: int, eos: frozenset[int]) -> tuple[list[int], float]:
@@ -53,18 +52,15 @@ def rescore_argmax(llm, prompt: list[int], output: list[int]) -> list[int]:
     return [int(i) for i in scores.argmax(axis=-1)]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--draft", default=None, help="EAGLE head dir (default: the shipped head)")
-    ap.add_argument("--threads", type=int, default=None)
+    add_threads(ap)
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--topk", type=int, default=1)
     ap.add_argument("--nodes", type=int, default=5)
-    ap.add_argument("--json", default=None)
-    return ap.parse_args(argv)
 
 
 def open_sessions(args: argparse.Namespace) -> dict:
@@ -197,8 +193,7 @@ def print_report(report: dict) -> None:
     print(f"eagle3 first-divergence rate per token: {report['eagle3_divergence_per_token']}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run(args: argparse.Namespace) -> Result:
     from homespec.promptsets import load_prompts
 
     sessions = open_sessions(args)
@@ -215,13 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         "scorers": forcing,
     }
     print_report(report)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     for s in sessions.values():
         s.close()
     refs["own"].close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    methods = report.pop("methods")
+    return Result(rows=[{"method": n, **r} for n, r in methods.items()],
+                  ratios={f"{n}_over_plain": r["speedup_vs_plain"] for n, r in methods.items() if n != "plain"},
+                  detail=report)

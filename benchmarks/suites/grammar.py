@@ -22,8 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import add_threads
+from benchmarks.results import Result
+
 
 SCHEMAS = {
     "person": ({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
@@ -153,21 +154,22 @@ def summary(result: dict) -> dict:
             "tok_s_free": statistics.median(r["free_tok_s"] for r in spec)}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default="none,eagle3,ngram")
     p.add_argument("--samples", type=int, default=2)
     p.add_argument("--tokens", type=int, default=160)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", type=Path)
-    p.add_argument("--replay", type=Path, help="recompute the mask figures from this run's JSON (and write them there)")
-    args = p.parse_args()
+    add_threads(p, 2)
+    p.add_argument("--replay", type=Path, help="recompute the mask figures from this run's results file (and write them there)")
+
+
+def run(args: argparse.Namespace) -> Result:
     if args.replay is not None:
-        out = json.loads(args.replay.read_text())
+        doc = json.loads(args.replay.read_text())
+        out = doc.get("detail", doc)  # a results file keeps the runs in its detail
         out["mask"] = mask_cost(out["runs"][0]["rows"])
-        args.replay.write_text(json.dumps(out, indent=1))
+        args.replay.write_text(json.dumps(doc, indent=1))
         print(json.dumps(out["mask"]))
-        return
+        return Result(detail={"replayed": str(args.replay), "mask": out["mask"]})
     results = [run_method(m, args) for m in args.methods.split(",")]
     out = {"summary": [summary(r) for r in results], "mask": mask_cost(results[0]["rows"]), "runs": results}
     for s in out["summary"]:
@@ -178,9 +180,5 @@ def main() -> None:
     print(f"mask: {m['mask_ms_per_token']:.3f} ms per token (mean {m['mask_ms_mean']:.3f}, "
           f"{100 * m['share_over_1ms']:.1f} % over 1 ms, max {m['mask_ms_max']:.1f}), "
           f"{m['prune_ms_per_node']:.3f} ms per drafted node pruned, over {m['tokens']} tokens")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+    return Result(rows=out["summary"], detail={"mask": m, "runs": results})
 
-
-if __name__ == "__main__":
-    main()

@@ -28,9 +28,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, add_rounds, add_threads
+from benchmarks.results import Result
+
 INNOCENT = {"model": "x", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}
 
 
@@ -80,13 +81,13 @@ def beside(base: str, big: dict) -> tuple[float, tuple[int, float]]:
     return s, got[0]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_rounds(ap, 5)
     ap.add_argument("--properties", type=int, default=10_000)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None, help="also write the figures to this file")
-    a = ap.parse_args(argv)
+    add_threads(ap, 2)
+
+
+def run(a: argparse.Namespace) -> Result:
     load0 = os.getloadavg()[0]
     print(f"load average at the start: {load0:.2f} on {os.cpu_count()} CPUs", flush=True)
     proc, base = start_server(a.threads)
@@ -117,12 +118,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'/'.join(map(str, r['big_status']))} in {r['big_s']:.2f} s")
     load1 = os.getloadavg()[0]
     print(f"load average at the end: {load1:.2f}")
-    if a.json:
-        Path(a.json).write_text(json.dumps({"properties": a.properties, "cpus": os.cpu_count(),
-                                            "load_average": [round(load0, 2), round(load1, 2)], "rows": rows},
-                                           indent=2) + "\n")
-    return 0
+    return Result(rows=[{"schema": kind, **r} for kind, r in rows.items()],
+                  ratios={f"beside_over_alone_{kind}": round(r["ratio"], 3) for kind, r in rows.items()},
+                  detail={"properties": a.properties, "load_average": [round(load0, 2), round(load1, 2)]})
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,7 +5,7 @@
 # every line of each table measured side by side (prompts interleaved). JSON and Markdown go to OUT
 # (default runs/bench-head/). Extra arguments pass through to every `homespec bench`, e.g. --draft DIR.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="${OUT:-runs/bench-head}"
 LIMIT="${LIMIT:-20}"
 N="${N:-64}"

@@ -13,19 +13,18 @@ causal target's features of a prefix are those of the prefix's rows; llama.cpp's
 batch-invariant, so they differ from a pass over the prefix alone by the batch-vs-single noise,
 docs/backends.md): the comparison between dtypes is exact, the absolute tau an estimate of a live run's.
 
-    python scripts/bench_head_dtype.py --split test --prompts 16 --tokens 64 --k 4 --json-out FILE
+    python scripts/bench_head_dtype.py --split test --prompts 16 --tokens 64 --k 4 --json FILE
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import add_threads, smollm2
+from benchmarks.results import Result
+from homespec.embedded import DEFAULT_HEAD
 
 
 def prompt_ids(split: str, n: int, target: Path) -> list[list[int]]:
@@ -56,15 +55,7 @@ def replay(d, ctx: list[int], reply: list[int], k: int) -> tuple[int, list[list[
     return passes, chains
 
 
-def main() -> int:
-    from homespec.backends.llamacpp.exports import eagle3_features
-    from homespec.backends.llamacpp.head_convert import head_gguf
-    from homespec.backends.llamacpp.lib import import_llama_cpp
-    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
-    from homespec.embedded import DEFAULT_HEAD, smollm2_path
-    from homespec.heads.llamacpp_draft import LlamaCppEagle3
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--head", default=str(DEFAULT_HEAD))
     ap.add_argument("--target", default=None)
     ap.add_argument("--split", default="test")
@@ -73,11 +64,18 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--dtypes", default="f16,q8_0")
     ap.add_argument("--twin", action="store_true", help="also the head's EAGLE-3 twin (f16), as a build without the patch runs it")
-    ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1: no spinning thread barriers on a busy machine)")
-    ap.add_argument("--json-out", type=Path)
-    a = ap.parse_args()
+    add_threads(ap, 1)  # 1: no spinning thread barriers on a busy machine
+
+
+def run(a: argparse.Namespace) -> Result:
+    from homespec.backends.llamacpp.exports import eagle3_features
+    from homespec.backends.llamacpp.head_convert import head_gguf
+    from homespec.backends.llamacpp.lib import import_llama_cpp
+    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
+    from homespec.heads.llamacpp_draft import LlamaCppEagle3
+
     import_llama_cpp()
-    target = Path(a.target) if a.target else smollm2_path()
+    target = Path(a.target) if a.target else smollm2()
     ids = prompt_ids(a.split, a.prompts, target)
     tok = LlamaCppTokenizer(str(target))
     eos = set(tok.eos_ids)
@@ -109,12 +107,7 @@ def main() -> int:
         base = rows[0]["tau"]
         for r in rows[1:]:
             print(f"{r['kind']} {r['dtype']}: tau {100 * (r['tau'] / base - 1):+.2f} % against {rows[0]['dtype']}")
-    if a.json_out:
-        doc = {"head": a.head, "target": str(target), "split": a.split, "prompts": a.prompts, "tokens": a.tokens,
-               "k": a.k, "llama_eagle3_features": eagle3_features(), "rows": rows}
-        a.json_out.write_text(json.dumps(doc, indent=1) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Result(rows=rows, ratios={f"tau_{r['kind']}_{r['dtype']}_over_first": round(r["tau"] / rows[0]["tau"], 4)
+                                     for r in rows[1:]},
+                  detail={"head": a.head, "target": str(target), "split": a.split, "prompts": a.prompts,
+                          "tokens": a.tokens, "k": a.k, "llama_eagle3_features": eagle3_features()})

@@ -3,18 +3,21 @@ huggingface_hub's HTTP client, side by side with huggingface_hub's HfFileSystem 
 5 MiB blocks), both against the hub-shaped server of the test suite (tests/hub_server.py) on
 127.0.0.1 serving the embedded SmolLM2 file. Prints JSON: requests and bytes each way.
 
-    PYTHONPATH=. python scripts/bench_header_reads.py [FILE.gguf]
+    python -m benchmarks header_reads [--model FILE.gguf]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from benchmarks.harness import add_model, smollm2, use_tests
+from benchmarks.results import Result
+
+use_tests()
 
 
 def _hits(hub) -> dict:
@@ -22,12 +25,14 @@ def _hits(hub) -> dict:
             "calls": [f"{h.method} {h.path.split('?')[0]} {h.range or ''}".strip() for h in hub.log]}
 
 
-def main() -> None:
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_model(ap, "the GGUF the hub serves (default: the embedded SmolLM2)")
+
+
+def run(a: argparse.Namespace) -> Result:
     from hub_server import Hub, Repo, start
 
-    from homespec.embedded import smollm2_path
-
-    model = Path(sys.argv[1]) if len(sys.argv) > 1 else smollm2_path()
+    model = Path(a.model) if a.model else smollm2()
     hub = Hub(repos={"org/model-GGUF": Repo({"model-Q4_1.gguf": model})})
     httpd = start(hub)
     os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=tempfile.mkdtemp(), HF_HUB_DISABLE_TELEMETRY="1")
@@ -45,7 +50,6 @@ def main() -> None:
     httpd.shutdown()
     print(json.dumps({"file": model.name, "file_bytes": model.stat().st_size, "header_bytes": header.data_offset,
                       "homespec": ours, "hf_file_system": theirs}, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+    return Result(rows=[{"reader": "homespec", **ours}, {"reader": "hf_file_system", **theirs}],
+                  ratios={"bytes_hf_over_homespec": round(theirs["bytes"] / ours["bytes"], 2) if ours["bytes"] else None},
+                  detail={"file": model.name, "file_bytes": model.stat().st_size, "header_bytes": header.data_offset})

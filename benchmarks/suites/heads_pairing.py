@@ -7,12 +7,17 @@
 3. `homespec pull` of a head from a Hugging Face hub on 127.0.0.1 (tests/hub_server.py) stopped by Ctrl-C
    mid-file, then run again: what the second run asked for (the HTTP Range) and sent.
 
-    .venv/bin/python scripts/measure_heads_pairing.py > docs/results/2026-12-06/heads-pairing/run.md
+    python -m benchmarks heads_pairing > docs/results/2026-12-06/heads-pairing/run.md
+
+The report is Markdown on stdout; the results file keeps the same text under detail.markdown.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import hashlib
+import io
 import os
 import signal
 import subprocess
@@ -21,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the generated targets and the local hub the tests use
+from benchmarks.harness import ROOT, use_tests
+from benchmarks.results import Result
+
+use_tests()
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
@@ -108,14 +115,18 @@ def pull_resume(tmp: Path) -> None:
     httpd.shutdown()
 
 
-def main() -> None:
-    print("# Heads pair with their targets at run time\n")
-    print(f"Measured with `scripts/measure_heads_pairing.py` on this machine ({os.cpu_count()} CPUs).\n")
-    refusal()
-    with tempfile.TemporaryDirectory() as d:
-        fetch_note(Path(d))
-        pull_resume(Path(d))
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    pass  # the common flags alone
 
 
-if __name__ == "__main__":
-    main()
+def run(a: argparse.Namespace) -> Result:
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        print("# Heads pair with their targets at run time\n")
+        print(f"Measured with `python -m benchmarks heads_pairing` on this machine ({os.cpu_count()} CPUs).\n")
+        refusal()
+        with tempfile.TemporaryDirectory() as d:
+            fetch_note(Path(d))
+            pull_resume(Path(d))
+    print(text.getvalue(), end="")
+    return Result(detail={"markdown": text.getvalue()})

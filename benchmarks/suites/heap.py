@@ -21,6 +21,9 @@ import subprocess
 import sys
 import time
 
+from benchmarks.harness import ROOT, add_rounds, alternate
+from benchmarks.results import Result
+
 
 def _train(steps: int) -> float:
     import torch
@@ -77,23 +80,26 @@ def _child(work: str) -> None:
     print(json.dumps({"seconds": seconds, "minor_faults": faults}))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--json", default=None)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_rounds(ap, 3)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
     if a.child:
         _child(a.child)
-        return
-    out = {}
+        return Result()
+    out, rows = {}, []
     for work in ("train", "decode"):
-        runs: dict[str, list[dict]] = {"on": [], "off": []}
-        for _ in range(a.rounds):
-            for mode in ("on", "off"):
-                env = {**os.environ, "HOMESPEC_KEEP_HEAP": "1" if mode == "on" else "0"}
-                r = subprocess.run([sys.executable, __file__, "--child", work], env=env, capture_output=True, text=True, check=True)
-                runs[mode].append(json.loads(r.stdout.strip().splitlines()[-1]))
+
+        def fresh(mode: str, work: str = work) -> dict:
+            env = {**os.environ, "HOMESPEC_KEEP_HEAP": "1" if mode == "on" else "0"}
+            r = subprocess.run([sys.executable, "-m", "benchmarks", "heap", "--child", work, "--no-json"], env=env,
+                               capture_output=True, text=True, check=True, cwd=ROOT)
+            return json.loads(r.stdout.strip().splitlines()[-1])
+
+        runs = alternate({"on": lambda: fresh("on"), "off": lambda: fresh("off")}, a.rounds)
+        rows += [{"work": work, "heap_kept": mode, "round": i + 1, **r} for mode, rs in runs.items() for i, r in enumerate(rs)]
         on = statistics.median(r["seconds"] for r in runs["on"])
         off = statistics.median(r["seconds"] for r in runs["off"])
         out[work] = {"on_s": round(on, 3), "off_s": round(off, 3), "speedup": round(off / on, 3),
@@ -101,10 +107,5 @@ def main() -> None:
                      "faults_off": int(statistics.median(r["minor_faults"] for r in runs["off"]))}
         print(f"{work:6s}  heap kept {on:7.2f} s   default {off:7.2f} s   {off / on:.2f}x   "
               f"minor faults {out[work]['faults_on']:,} vs {out[work]['faults_off']:,}", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    return Result(rows=rows, ratios={f"{w}_off_over_on": r["speedup"] for w, r in out.items()}, detail=out)
 
-
-if __name__ == "__main__":
-    main()

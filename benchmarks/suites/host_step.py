@@ -2,7 +2,7 @@
 pass (batch filling, ctypes, reading the logits, drafting, verification, commit, detokenising,
 handing the step to its consumer), one lane on a llama.cpp target.
 
-    .venv/bin/python scripts/bench_host_step.py [--shapes plain,chain5] [--steps 150] [--rounds 3]
+    python -m benchmarks host_step [--shapes plain,chain5] [--steps 150] [--rounds 3]
         [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
         [--gpu-layers N] [--rollback N] [--json FILE]
 
@@ -49,13 +49,15 @@ drafts back: undo / the plain step's time is the per-step cost of undoing a reje
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from benchmarks.harness import add_model, add_rounds, add_threads, smollm2
+from benchmarks.results import Result
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 TREE_DEPTH, TREE_TOPK = 6, 8  # the planner's default tree (homespec.plan.settings)
@@ -261,14 +263,13 @@ def _depth(parents: list[int]) -> int:
     return max(d)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--shapes", default="plain,chain5")
     ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    add_rounds(ap, 3)
+    add_threads(ap, 2)
     ap.add_argument("--accept", choices=("all", "none"), default="all")
-    ap.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2)")
+    add_model(ap)
     ap.add_argument("--drafter", choices=("oracle", "head"), default="oracle",
                     help="oracle: fixed trees of the target's own tokens; head: the shipped EAGLE head in llama.cpp")
     ap.add_argument("--head", default=None, help="--drafter head: this eagle3 GGUF (default: the shipped head, converted)")
@@ -276,13 +277,13 @@ def main() -> None:
     ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
     ap.add_argument("--rollback", type=int, default=None,
                     help="a hybrid model's per-token snapshots (n_rs_seq; default: the widest chain's drafts)")
-    ap.add_argument("--json", default=None, help="also write the rounds as JSON to FILE")
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
 
     import llama_cpp
 
     from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.embedded import smollm2_path
     from homespec.engine.run import decode
     from homespec.session.encode import encode_prompt
     from homespec.speculative.steps import Limits
@@ -290,7 +291,7 @@ def main() -> None:
     shapes = a.shapes.split(",")
     widest = max(len(shape_parents(s)) for s in shapes)
     longest = max(_depth(shape_parents(s)) for s in shapes) + 1  # tokens a fully accepted step emits
-    path = a.model or str(smollm2_path())
+    path = a.model or str(smollm2())
     n_answer = a.steps * longest + 16
     from homespec.engine.options import model_traits
 
@@ -344,12 +345,6 @@ def main() -> None:
                   f"{row['tokens_per_step']:.2f} tokens/step", flush=True)
     backend_mode = backend.rollback_mode
     backend.close()
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"model": path, "threads": a.threads, "accept": a.accept, "drafter": a.drafter, "head": a.head,
-                       "rollback_mode": backend_mode, "n_rs_seq": n_rs,
-                       "gpu_layers": a.gpu_layers, "steps": a.steps, "rounds": results}, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+    return Result(rows=results, detail={"model": path, "threads": a.threads, "accept": a.accept, "drafter": a.drafter,
+                                        "head": a.head, "rollback_mode": backend_mode, "n_rs_seq": n_rs,
+                                        "gpu_layers": a.gpu_layers, "steps": a.steps})

@@ -21,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, use_tests
+from benchmarks.results import Result
+
 HEAD = "homespec/data/heads/smollm2-135m-instruct"
 
 
@@ -86,7 +88,7 @@ def inputs(d: Path) -> list[tuple[int, str, list[str], int, str | None]]:
 
 def _no_template_model(d: Path) -> Path:
     """A tiny GGUF with SmolLM2's vocabulary and no chat template (tests/tiny_models.py)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    use_tests()
     import tiny_models
 
     fields = tiny_models._tokenizer_fields
@@ -134,13 +136,13 @@ def judge(r: dict, expected: int, in_session: bool = False) -> tuple[bool, str]:
     return r["exit"] == expected and clean and shaped, first
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--cap-gib", type=float, default=2.0)
     ap.add_argument("--limit-s", type=float, default=10.0)
     ap.add_argument("--only", type=int, default=None, help="one class")
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> Result:
     rows = []
     with tempfile.TemporaryDirectory(prefix="homespec-hostile-") as tmp:
         for cls, what, args, expected, stdin in inputs(Path(tmp)):
@@ -159,12 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     for cls, rs in sorted(by_class.items()):
         slowest = max(r["seconds"] for r in rs)
         print(f"class {cls:>2}: {sum(r['passed'] for r in rs)}/{len(rs)} passed, slowest {slowest:.2f} s")
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"cap_gib": a.cap_gib, "limit_s": a.limit_s, "cpus": os.cpu_count(),
-                                            "load_average": round(os.getloadavg()[0], 2), "rows": rows}, indent=2) + "\n")
-    return 0 if all(r["passed"] for r in rows) else 1
+    return Result(rows=rows, detail={"cap_gib": a.cap_gib, "limit_s": a.limit_s,
+                                     "load_average": round(os.getloadavg()[0], 2)},
+                  status=0 if all(r["passed"] for r in rows) else 1)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

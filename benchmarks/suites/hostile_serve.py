@@ -28,9 +28,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, add_threads
+from benchmarks.results import Result
+
 TEMPLATE = ROOT / "homespec" / "data" / "templates" / "chatml-tools.jinja"
 ASK = [{"role": "user", "content": "Is the sea blue? Answer yes or no."}]
 
@@ -249,23 +250,16 @@ def run_drain(threads: int, streams: int, signals: tuple[str, ...]) -> dict:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_threads(ap, 2)
     ap.add_argument("--streams", type=int, default=10)
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> Result:
     rows = run_requests(a.threads) + run_queue(a.threads)
     drains = [run_drain(a.threads, a.streams, sig) for sig in (("SIGTERM",), ("SIGINT", "SIGINT"))]
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"cpus": os.cpu_count(),
-                                            "load_average": round(os.getloadavg()[0], 2),
-                                            "requests": rows, "drain": drains}, indent=2) + "\n")
     ok = all(r["passed"] for r in rows) and all(d["clean_ends"] == d["streams"] and d["exit_code"] == 0 and
                                                 not d["traceback_in_log"] for d in drains)
-    return 0 if ok else 1
+    return Result(rows=rows, detail={"load_average": round(os.getloadavg()[0], 2), "drain": drains},
+                  status=0 if ok else 1)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

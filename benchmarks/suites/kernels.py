@@ -16,9 +16,11 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from benchmarks.harness import add_model, smollm2, use_tests
+from benchmarks.results import Result
+
+use_tests()
 
 
 def _timer(device):
@@ -42,7 +44,7 @@ def _timer(device):
     return run
 
 
-def bench_ops(reps: int) -> None:
+def bench_ops(reps: int) -> list[dict]:
     import torch
     from test_kernels import greedy_case, random_tree, sampled_case
 
@@ -72,12 +74,15 @@ def bench_ops(reps: int) -> None:
         f"compact_kv ({len(path)} rows, 30x3x64)": lambda impl: kernels.compact_kv(k, v, 1000, nodes, impl=impl),
     }
     print(f"{'operation':40} " + " ".join(f"{i + ' us':>12}" for i in impls))
+    rows = []
     for name, fn in ops.items():
         times = [timer(lambda: fn(impl), reps) for impl in impls]
         print(f"{name:40} " + " ".join(f"{t:12.1f}" for t in times))
+        rows += [{"operation": name, "impl": impl, "device": device.type, "us": round(t, 2)} for impl, t in zip(impls, times)]
+    return rows
 
 
-def bench_end_to_end(model: str, n_tokens: int) -> None:
+def bench_end_to_end(model: str, n_tokens: int) -> list[dict]:
     import torch
 
     from homespec.backends.torch.backend import TorchBackend
@@ -89,6 +94,7 @@ def bench_end_to_end(model: str, n_tokens: int) -> None:
     be = TorchBackend.load(model, device=device, max_context=2048)
     prompt = be.tokenizer.encode("List the numbers from one to forty, in words, separated by commas: one, two, three,")
     print(f"\nend to end, torch backend on {device}, n-gram drafts, {n_tokens} tokens")
+    rows = []
     for mode in ("torch", "auto"):
         os.environ["HOMESPEC_KERNELS"] = mode
         from homespec.kernels import selected
@@ -100,27 +106,26 @@ def bench_end_to_end(model: str, n_tokens: int) -> None:
         dt = time.perf_counter() - t0
         made = sum(len(s.tokens) for s in steps)
         print(f"  kernels={mode:5} ({selected(device) if mode == 'auto' else 'torch'}): {made / dt:7.1f} tok/s")
+        rows.append({"operation": "end to end", "impl": mode, "device": device, "tokens_per_s": round(made / dt, 2)})
     os.environ.pop("HOMESPEC_KERNELS", None)
+    return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", help="GGUF file or HF directory for the end-to-end run (default: the embedded SmolLM2)")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_model(ap, "GGUF file or HF directory for the end-to-end run (default: the embedded SmolLM2)")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (default: torch's choice)")
     ap.add_argument("--skip-e2e", action="store_true")
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
     if a.threads:
         import torch
 
         torch.set_num_threads(a.threads)
-    bench_ops(a.reps)
+    rows = bench_ops(a.reps)
     if not a.skip_e2e:
-        from homespec.embedded import smollm2_path
+        rows += bench_end_to_end(a.model or str(smollm2()), a.tokens)
+    return Result(rows=rows, detail={"reps": a.reps, "tokens": a.tokens, "threads": a.threads})
 
-        bench_end_to_end(a.model or str(smollm2_path()), a.tokens)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,8 @@
 """homespec beside llama.cpp's own server: the same prompts, target and head, side by side in one run.
 
-    python scripts/bench_llamacpp.py --draft-gguf TWIN.gguf --draft HEAD_DIR [--limit 8] [--max-tokens 64]
-           [--server BIN] [--groups LIST] [--rounds N] [--json-out FILE] [--markdown FILE]
-    python scripts/bench_llamacpp.py --plain-only [...]      llama-server plain and homespec none alone
+    python -m benchmarks llamacpp --draft-gguf TWIN.gguf --draft HEAD_DIR [--limit 8] [--max-tokens 64]
+           [--server BIN] [--groups LIST] [--rounds N] [--json FILE] [--markdown FILE]
+    python -m benchmarks llamacpp --plain-only [...]      llama-server plain and homespec none alone
 
 Methods, each over homespec's held-out test prompts (chat template, the same token ids for all), run in
 groups (`--groups`, a comma list; default server-plain,server-eagle3,none-eagle3,chain):
@@ -24,17 +24,15 @@ layers as its defaults do (all on a GPU that holds them), homespec as its planne
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from homespec.bench.llamaserver import identical, run_server, table  # noqa: E402
+from benchmarks.harness import ROOT, RUNS, add_model, add_rounds, add_threads, smollm2, usage_error
+from benchmarks.results import Result
+from homespec.bench.llamaserver import identical, run_server, table
 
 
 def default_server() -> Path:
@@ -136,43 +134,42 @@ def make_group(name: str, a: Any, binary: Path | None, model: str, prompts: list
     }[name]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--draft-gguf", default=None, help="the head exported with `homespec draft export`")
     ap.add_argument("--draft", default=None, help="the same head for homespec (an EAGLE-3 layout directory)")
     ap.add_argument("--plain-only", action="store_true", help="only llama-server plain and homespec none (no head)")
-    ap.add_argument("--model", default=None, help="target GGUF (default: the embedded SmolLM2)")
+    add_model(ap, "target GGUF (default: the embedded SmolLM2)")
     ap.add_argument("--server", default=None, help="llama-server binary (default: build_llamacpp_tools.sh's)")
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--ctx", type=int, default=2048)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    add_threads(ap, os.cpu_count() or 1)
     ap.add_argument("--spec-n-max", type=int, default=4, help="llama-server --spec-draft-n-max (chain length)")
-    ap.add_argument("--rounds", type=int, default=2, help="rounds over all methods, order reversed every other round")
+    add_rounds(ap, 2)
     ap.add_argument("--also-draft", default=None, help="another head for homespec alone (e.g. the EAGLE-3.1 head the twin came from)")
     ap.add_argument("--groups", default="server-plain,server-eagle3,none-eagle3,chain",
                     help=f"comma list of: {', '.join(GROUPS)}")
     ap.add_argument("--keep-going", action="store_true",
                     help="a group that fails is recorded with its error and the others run on")
-    ap.add_argument("--json-out", default=None)
     ap.add_argument("--markdown", default=None)
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
     if a.plain_only:
         a.groups = "server-plain,none"
     if any(g not in NO_HEAD for g in _group_names(a.groups)) and not (a.draft_gguf and a.draft):
-        ap.error("--draft-gguf and --draft are needed (or --plain-only)")
+        usage_error("these groups run the head: --draft-gguf and --draft are needed", "pass both, or --plain-only")
 
     from homespec.backends.tokenizer import load_tokenizer
-    from homespec.embedded import smollm2_path
     from homespec.promptsets import load_prompts
     from homespec.session.encode import encode_prompt
 
-    model = a.model or str(smollm2_path())
+    model = a.model or str(smollm2())
     wanted = _group_names(a.groups)
     binary = (Path(a.server) if a.server else default_server()) if any(g.startswith("server-") for g in wanted) else None
     tok = load_tokenizer(model)
     prompts = [encode_prompt(tok, list(i.turns[:1]), chat=True) for i in load_prompts("test")[: a.limit]]
-    logs = Path(a.json_out or "bench").with_suffix("")
+    logs = Path(a.json or RUNS / "llamacpp").with_suffix("")  # the servers' logs
     spec = ["--spec-type", "draft-eagle3", "--spec-draft-model", a.draft_gguf, "--spec-draft-n-max", str(a.spec_n_max),
             "--spec-draft-p-min", "0"]
     groups = [make_group(g, a, binary, model, prompts, spec, logs) for g in wanted]
@@ -191,17 +188,13 @@ def main() -> None:
         if name in rows:
             for r in rows.values():
                 r[key] = identical(r["outputs"], rows[name]["outputs"])
-    result = {"model": model, "draft": a.draft, "draft_gguf": a.draft_gguf, "prompts": len(prompts),
+    detail = {"model": model, "draft": a.draft, "draft_gguf": a.draft_gguf, "prompts": len(prompts),
               "max_tokens": a.max_tokens, "threads": a.threads, "ctx": a.ctx, "spec_n_max": a.spec_n_max,
-              "rounds": a.rounds, "groups": _group_names(a.groups),
-              "server": str(binary) if binary else None, "methods": rows}
+              "rounds": a.rounds, "groups": _group_names(a.groups), "server": str(binary) if binary else None}
     md = table(rows) if "llama-server plain" in rows else ""
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(result, indent=1) + "\n")
     print(md or "\n".join(f"{n}: {r['tokens_per_s']:.1f} tokens/s" for n, r in rows.items()))
     if a.markdown:
         Path(a.markdown).write_text(md)
-
-
-if __name__ == "__main__":
-    main()
+    base = (rows.get("llama-server plain") or {}).get("tokens_per_s")
+    ratios = {n: round(r["tokens_per_s"] / base, 3) for n, r in rows.items() if base and r.get("tokens_per_s")}
+    return Result(rows=[{"method": n, **r} for n, r in rows.items()], ratios=ratios, detail=detail)

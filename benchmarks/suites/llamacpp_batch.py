@@ -17,6 +17,9 @@ import statistics
 import sys
 import time
 
+from benchmarks.harness import add_model, add_threads, smollm2
+from benchmarks.results import Result
+
 PROMPTS = [
     "Name three primary colours.",
     "What is the capital of France?",
@@ -172,20 +175,18 @@ def capture_overhead(model: str, threads: int | None, repeats: int) -> dict[str,
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="GGUF file (default: the embedded SmolLM2-135M Q4_1)")
-    ap.add_argument("--threads", type=int, default=None)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_model(ap, "GGUF file (default: the embedded SmolLM2-135M Q4_1)")
+    add_threads(ap)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--tokens", type=int, default=48)
-    ap.add_argument("--json", default=None, help="also write the results here")
-    args = ap.parse_args(argv)
 
+
+def run(args: argparse.Namespace) -> Result:
     from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.embedded import smollm2_path
 
-    model = args.model or str(smollm2_path())
+    model = args.model or str(smollm2())
     results: dict[str, object] = {"model": model, "threads": args.threads}
 
     def report(key: str, value: object) -> None:
@@ -198,13 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             b.set_feature_layers((2, 15, 27))
             report(f"verify cost flash_attn={fa}", measure_costs(b, args.repeats))
             report(f"noise flash_attn={fa}", noise_floor(b, args.prompts, args.tokens))
-    text = json.dumps(results, indent=1)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as fh:
-            fh.write(text)
-    return 0
+    print(json.dumps(results, indent=1))
+    rows = [{"measurement": k, "figures": v} for k, v in results.items() if k not in ("model", "threads")]
+    return Result(rows=rows, detail={"model": model, "threads": args.threads, "repeats": args.repeats,
+                                     "prompts": args.prompts, "tokens": args.tokens})
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,7 +9,7 @@
 #   adapt     guard + cost-aware draft depth
 # JSON/Markdown go to OUT (default runs/bench-long/). Extra arguments pass through (e.g. --draft DIR).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="${OUT:-runs/bench-long}"
 LIMIT="${LIMIT:-10}"
 N="${N:-64}"

@@ -25,19 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_auto import items  # noqa: E402
-
-from homespec.engine.methods import LOOKUP_DEPTH as DEPTH  # noqa: E402  the longest chain auto's lookups offer
+from benchmarks.harness import add_threads
+from benchmarks.results import Result
+from benchmarks.suites.auto import items
+from homespec.engine.methods import LOOKUP_DEPTH as DEPTH  # the longest chain auto's lookups offer
 
 LANES = (1, 4)
 MAX_ROWS = max(LANES) + DEPTH
@@ -144,14 +139,14 @@ def ceilings(runs, categories, curve: dict, lanes: int) -> dict:
     return {k: round(p / b, 3) for k, (p, b) in sorted(by.items())}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--edit", type=int, default=30)
     ap.add_argument("--chat", type=int, default=20)
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args()
+    add_threads(ap, 2)
+
+
+def run(a: argparse.Namespace) -> Result:
     curve = cost_curve(a.threads)
     print("ms by rows:", {r: round(t * 1e3, 2) for r, t in curve.items()}, flush=True)
     sets = {"edit": items("edit", None, a.edit), "chat": items("test", "chat", a.chat)}
@@ -161,11 +156,8 @@ def main() -> int:
         cats = [i.category for i in chosen]
         out["ceiling"][name] = {f"{n} lane{'s' if n > 1 else ''}": ceilings(runs, cats, curve, n) for n in LANES}
         print(name, json.dumps(out["ceiling"][name]), flush=True)
-    if a.out is not None:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(out, indent=1) + "\n")
-    return 0
+    rows = [{"set": name, "lanes": lanes, "by_category": c} for name, d in out["ceiling"].items() for lanes, c in d.items()]
+    return Result(rows=rows, ratios={f"{name}_{lanes.replace(' ', '_')}": c["all"] for name, d in out["ceiling"].items()
+                                     for lanes, c in d.items() if "all" in c},
+                  detail={k: v for k, v in out.items() if k != "ceiling"})
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

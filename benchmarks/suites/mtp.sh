@@ -7,11 +7,11 @@
 #     with a random tiny head, on the hybrid), over the packaged edit prompts;
 #  2. --method ngram against none on a Qwen3-Next-style hybrid (no llama.cpp snapshots: replay);
 #  3. the per-step cost of undoing rejected drafts in the recurrent state against a plain step
-#     (scripts/bench_host_step.py: chains of 5 whose drafts are all given back, and all taken), for
+#     (the host_step suite: chains of 5 whose drafts are all given back, and all taken), for
 #     llama.cpp's per-token snapshots (qwen35moe) and a saved state restored and replayed (qwen3next).
 # JSON, Markdown and the logs go to OUT (default runs/bench-mtp/). LIMIT prompts of N tokens.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="${OUT:-runs/bench-mtp}"
 LIMIT="${LIMIT:-6}"
 N="${N:-64}"
@@ -43,7 +43,7 @@ $HS bench --model "$M/qwen3next.gguf" --methods none,ngram "${BENCH[@]}" \
   --json-out "$OUT/qwen3next.json" --markdown "$OUT/qwen3next.md" "$@" | tee "$OUT/qwen3next.txt"
 for model in qwen35moe-mtp qwen3next; do
   for accept in none all; do
-    $PY scripts/bench_host_step.py --model "$M/$model.gguf" --shapes plain,chain5 --steps "$STEPS" --rounds 3 \
+    $PY -m benchmarks host_step --model "$M/$model.gguf" --shapes plain,chain5 --steps "$STEPS" --rounds 3 \
       --accept "$accept" --json "$OUT/undo-$model-$accept.json" | tee "$OUT/undo-$model-$accept.txt"
   done
 done

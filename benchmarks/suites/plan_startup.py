@@ -1,6 +1,6 @@
 """`homespec plan` wall time next to `python -c pass`, measured side by side in one run.
 
-    .venv/bin/python scripts/bench_plan_startup.py [--repeat 7]
+    python -m benchmarks plan_startup [--repeat 7]
 
 Prints the median of each and their ratio; the ratio, not the absolute time, is the figure to
 compare across machines.
@@ -10,39 +10,28 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import time
-from pathlib import Path
+
+from benchmarks.harness import alternate, timed_run
+from benchmarks.results import Result
 
 HOMESPEC = [sys.executable, "-m", "homespec", "plan", "--gpu", "4090", "--model", "llama-3.1-70b-q4", "--json"]
 BASELINE = [sys.executable, "-c", "pass"]
 
 
-def timed(cmd: list[str]) -> float:
-    t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True)
-    if r.returncode not in (0, 3):
-        raise SystemExit(f"error: {' '.join(cmd)} exited {r.returncode}: {r.stderr.decode()[-300:]}")
-    return time.perf_counter() - t
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeat", type=int, default=7)
-    args = ap.parse_args()
-    timed(HOMESPEC)  # warm the page cache
-    plan_t, base_t = [], []
-    for _ in range(args.repeat):  # interleaved, so machine noise hits both alike
-        base_t.append(timed(BASELINE))
-        plan_t.append(timed(HOMESPEC))
-    p, b = statistics.median(plan_t), statistics.median(base_t)
+
+
+def run(args: argparse.Namespace) -> Result:
+    timed_run(HOMESPEC, ok=(0, 3))  # warm the page cache
+    # interleaved, so machine noise hits both alike
+    t = alternate({"python -c pass": lambda: timed_run(BASELINE),
+                   "homespec plan": lambda: timed_run(HOMESPEC, ok=(0, 3))}, args.repeat)
+    b, p = statistics.median(t["python -c pass"]), statistics.median(t["homespec plan"])
     print(f"python -c pass : {b * 1e3:8.1f} ms (median of {args.repeat})")
     print(f"homespec plan  : {p * 1e3:8.1f} ms (median of {args.repeat})")
     print(f"ratio          : {p / b:8.1f}x")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    sys.exit(main())
+    rows = [{"arm": arm, "round": i, "seconds": round(s, 4)} for arm, ss in t.items() for i, s in enumerate(ss)]
+    return Result(rows=rows, ratios={"plan_over_python": round(p / b, 2)},
+                  detail={"repeat": args.repeat, "command": HOMESPEC[1:]})

@@ -2,7 +2,7 @@
 accepts, by match length, on homespec's dev sets: the guard's prior for each lookup and the plan's
 figures for each workload (homespec/data/profiles/lookup_acceptance.json).
 
-    .venv/bin/python scripts/record_lookups.py [--limit 20] [--tokens 128] [--threads 2]
+    python -m benchmarks record_lookups [--limit 20] [--tokens 128] [--threads 2] [--out FILE]
 
 Workloads: `chat` (dev.jsonl's chat prompts) and `code-edit` (edit-dev.jsonl). Each lookup drafts
 alone with no guard (its whole chain of 8 every step it finds one), greedy, on the embedded SmolLM2;
@@ -17,11 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from homespec.engine.options import RunOptions  # noqa: E402
-from homespec.promptsets import load_prompts  # noqa: E402
+from benchmarks.harness import ROOT, add_threads
+from benchmarks.results import Result
+from homespec.engine.options import RunOptions
+from homespec.promptsets import load_prompts
 
 OUT = ROOT / "homespec" / "data" / "profiles" / "lookup_acceptance.json"
 WORKLOADS = {"chat": ("dev", "chat"), "code-edit": ("edit-dev", None)}
@@ -51,15 +50,16 @@ def record(source: str, items, tokens: int, threads: int | None) -> dict:
         session.close()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, help="prompts per workload")
     parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    add_threads(parser)
+    parser.add_argument("--out", type=Path, default=OUT, help="the profile to write (default: the packaged one)")
+
+
+def run(args: argparse.Namespace) -> Result:
     out = {"model": "embedded SmolLM2-135M-Instruct Q4_1", "backend": "llamacpp", "max_tokens": args.tokens,
-           "chain": DEPTH, "made_by": "scripts/record_lookups.py", "workloads": {}}
+           "chain": DEPTH, "made_by": "python -m benchmarks record_lookups", "workloads": {}}
     for workload, (split, category) in WORKLOADS.items():
         items = [i for i in load_prompts(split) if category is None or i.category == category][:args.limit]
         out["workloads"][workload] = {"prompts": f"{split}.jsonl" + (f" ({category})" if category else ""),
@@ -67,8 +67,6 @@ def main() -> int:
                                       "sources": {s: record(s, items, args.tokens, args.threads) for s in SOURCES}}
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    rows = [{"workload": w, "source": s, "steps": r["steps"]} for w, d in out["workloads"].items() for s, r in d["sources"].items()]
+    return Result(rows=rows, detail=out)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

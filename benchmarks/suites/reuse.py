@@ -30,8 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.harness import Proc, add_rounds, add_threads, alternate, free_port
+from benchmarks.results import Result
+
 
 QUESTIONS = ["Summarise the document in three sentences.", "Who is the person most associated with it?",
              "What problems has it faced?", "What are the plans for next year?",
@@ -94,7 +95,6 @@ def agents(client, doc: str, tokens: int) -> list[dict]:
 def host_ram(cache_ram: int, threads: int, method: str, doc_tokens: int, tokens: int) -> dict:
     """A's second turn after two other conversations took both slots, on a server with --cache-ram."""
     import openai
-    from bench_serve import Proc, free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "homespec", "serve", "--port", str(port), "--parallel", "2", "--ctx", "4096",
@@ -117,28 +117,23 @@ def host_ram(cache_ram: int, threads: int, method: str, doc_tokens: int, tokens:
             "same_turn_fresh": {k: fresh[k] for k in keys}}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--doc-tokens", type=int, default=1200)
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=2)
+    add_rounds(ap, 2)
     ap.add_argument("--method", default="eagle3")
-    ap.add_argument("--threads", type=int, default=2)
+    add_threads(ap, 2)
     ap.add_argument("--cache-ram", type=int, default=0, help="MiB: also run the host-RAM scenario")
     ap.add_argument("--only-cache-ram", action="store_true", help="run the host-RAM scenario alone")
-    ap.add_argument("--json")
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
     if a.only_cache_ram:
         out = host_ram(a.cache_ram or 512, a.threads, a.method, a.doc_tokens, a.tokens)
         print(json.dumps(out, indent=1))
-        if a.json:
-            from homespec.atomic import write_text
-
-            write_text(a.json, json.dumps({"args": vars(a), "cache_ram": out}, indent=1) + "\n")
-        return
+        return Result(rows=[{"turn": k, **v} for k, v in out.items()], detail={"cache_ram_mib": a.cache_ram or 512})
     import openai
-    from bench_serve import Proc, free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "homespec", "serve", "--port", str(port), "--parallel", "2", "--ctx", "4096",
@@ -146,22 +141,24 @@ def main() -> None:
     server = Proc("homespec serve", cmd, port, Path("/tmp/bench_reuse_server.log")).wait_ready()
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=600)
     doc = document(a.doc_tokens)
-    runs: dict[str, list[dict]] = {"reuse": [], "fresh": []}
+
+    def arm(mode: str) -> dict:
+        r = conversation(client, doc, a.turns, a.tokens, cache_prompt=mode == "reuse")
+        print(f"{mode}: {r['wall_s']:.1f} s", flush=True)
+        return r
+
     try:
-        for rnd in range(a.rounds):
-            order = ("reuse", "fresh") if rnd % 2 == 0 else ("fresh", "reuse")
-            for mode in order:
-                runs[mode].append(conversation(client, doc, a.turns, a.tokens, cache_prompt=mode == "reuse"))
-                print(f"round {rnd + 1} {mode}: {runs[mode][-1]['wall_s']:.1f} s", flush=True)
+        runs = alternate({"reuse": lambda: arm("reuse"), "fresh": lambda: arm("fresh")}, a.rounds)
         two = agents(client, doc, a.tokens)
     finally:
         server.stop()
     out = summarise(runs, two, a)
     print(json.dumps(out["summary"], indent=1))
-    if a.json:
-        from homespec.atomic import write_text
-
-        write_text(a.json, json.dumps(out, indent=1) + "\n")
+    rows = [{"mode": m, "round": i + 1, **r} for m, rs in runs.items() for i, r in enumerate(rs)]
+    s = out["summary"]
+    return Result(rows=rows, ratios={k: s[k] for k in ("last_over_first_ttft_reuse", "fresh_over_reuse_wall")},
+                  detail={"summary": s, "agents": two, "turns": a.turns, "doc_tokens": a.doc_tokens,
+                          "tokens": a.tokens, "method": a.method, "threads": a.threads})
 
 
 def summarise(runs: dict[str, list[dict]], two: list[dict], a: argparse.Namespace) -> dict:
@@ -181,6 +178,3 @@ def summarise(runs: dict[str, list[dict]], two: list[dict], a: argparse.Namespac
     }
     return {"args": vars(a), "runs": runs, "agents": two, "summary": summary}
 
-
-if __name__ == "__main__":
-    main()

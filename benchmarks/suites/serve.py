@@ -29,52 +29,16 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import Proc, add_rounds, add_threads, free_port, smollm2
+from benchmarks.results import Result
 
-
-class Proc:
-    """A server subprocess on 127.0.0.1; `url` once it answers GET /health."""
-
-    def __init__(self, name: str, cmd: list[str], port: int, log: Path) -> None:
-        self.name, self.port, self.log = name, port, log.open("w")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-
-    def wait_ready(self, timeout_s: float = 300.0) -> "Proc":
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"error: {self.name} exited ({self.proc.returncode}); see {self.log.name}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.5)
-        raise SystemExit(f"error: {self.name} did not come up in {timeout_s:.0f} s; see {self.log.name}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def complete(port: int, ids: list[int], tokens: int) -> tuple[float, float, int]:
@@ -304,32 +268,30 @@ def _paired(a: list[dict], b: list[dict]) -> list[float]:
     return [round(x["total_tok_s"] / y["total_tok_s"], 3) for x, y in zip(a, b)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--concurrency", default="1,2,4,8")
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=2)
+    add_rounds(ap, 2)
     ap.add_argument("--ctx", type=int, default=512)
     # one thread each: two threads per server spin on each other at llama.cpp's barriers whenever
     # the shared CPU deschedules one, which stalls single requests for tens of seconds
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads(ap, 1)
     ap.add_argument("--servers", default=None,
                     help="which servers, comma-separated from on,off,plain,draft (default: all four)")
     ap.add_argument("--server", default=None, help="llama-server binary (default: homespec's cache)")
     ap.add_argument("--server-draft", default=None, help="eagle3 GGUF for llama-server's drafter")
     ap.add_argument("--logs", default="/tmp", help="folder for the servers' logs")
-    ap.add_argument("--json")
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> Result:
     levels = [int(c) for c in a.concurrency.split(",")]
     unknown = set(a.servers.split(",")) - set(SERVER_KEYS) if a.servers else set()
     if unknown or a.servers == "":
         raise SystemExit(f"error: --servers {a.servers!r}: pick from {','.join(SERVER_KEYS)}\n"
                          "hint: e.g. --servers on,off,plain")
 
-    from homespec.embedded import smollm2_path
-
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the servers are stopped on the way out
-    model = str(smollm2_path())
+    model = str(smollm2())
     prompts = test_prompts(model, 2 * max(levels))
     ceiling = decode_ceiling(model, prompts, a)
     procs = start_servers(a, model, max(levels), Path(a.logs))
@@ -342,9 +304,10 @@ def main() -> None:
     table = report(out, levels)
     print(table)
     out["table"] = table
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    rows = [{"concurrency": c, "server": name, "round": i + 1, **r}
+            for c, lv in out["levels"].items() for name, m in lv.items() if isinstance(m, dict) and "runs" in m
+            for i, r in enumerate(m["runs"])]
+    ratios = {f"{k}_c{c}": v for c, lv in out["levels"].items() for k, v in lv.get("ratios", {}).items()}
+    ratios |= {f"c4_over_c1_{n}": v for n, v in out.get("c4_over_c1", {}).items()}
+    return Result(rows=rows, ratios=ratios, detail=out)
 
-
-if __name__ == "__main__":
-    main()

@@ -30,16 +30,14 @@ import argparse
 import http.client
 import json
 import random
-import statistics
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT, add_threads, use_tests
+from benchmarks.results import Result
+
 
 KINDS = (("stream", 25), ("cancel", 10), ("malformed", 10), ("tools", 10), ("schema", 10), ("whole", 10),
          ("anthropic", 15), ("responses", 10))
@@ -252,18 +250,18 @@ def _pct(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q * len(values)))] if values else None
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--url", help="a running server's base URL (default: start one)")
     p.add_argument("--pid", type=int, help="the running server's process id, for its RSS")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", type=Path)
-    args = p.parse_args()
+    add_threads(p, 2)
+
+
+def run(args: argparse.Namespace) -> Result:
     server = None
     if args.url is None:
-        sys.path.insert(0, str(ROOT / "tests"))
+        use_tests()
         from test_server import Server
 
         server = Server("--ctx", "2048", "--threads", str(args.threads), "--parallel", "4", "--queue", "64",
@@ -278,12 +276,8 @@ def main() -> None:
         if server is not None:
             server.stop()
     print(json.dumps({k: v for k, v in out.items() if k != "failed_checks"}, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
     ok = out["lost"] == 0 and out["lanes_free"] and not out["failed_checks"] and (
         out["rss_growth"] is None or out["rss_growth"] <= 0.10)
-    sys.exit(0 if ok else 1)
+    rows = [{"kind": k, **v} for k, v in out["by_kind"].items()]
+    return Result(rows=rows, detail={k: v for k, v in out.items() if k != "by_kind"}, status=0 if ok else 1)
 
-
-if __name__ == "__main__":
-    main()
