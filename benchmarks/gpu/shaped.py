@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{a.out}: {write_vocab(a.model, a.out)} bytes")
         return 0
     if not Path(a.vocab).is_file():
-        print(f"error: no vocabulary file {a.vocab}\nhint: make it with `gpu_shaped.py vocab MODEL.gguf OUT.gguf`", file=sys.stderr)
+        print(f"error: no vocabulary file {a.vocab}\nhint: make it with `python benchmarks/gpu/shaped.py vocab MODEL.gguf OUT.gguf`", file=sys.stderr)
         return 2
     info = make_models(a.vocab, a.out, a.shape, a.seed)
     print(f"{info['target']}: {info['target_bytes'] / 2**30:.2f} GiB ({info['target_model']}); "

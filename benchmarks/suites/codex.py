@@ -1,6 +1,6 @@
 """Codex CLI against `homespec serve`: `codex exec PROMPT` N times, each timed.
 
-    .venv/bin/python scripts/measure_codex.py [--runs 5] [--prompt "say hi"] [--url URL --key KEY] [--json FILE]
+    .venv/bin/python -m benchmarks codex [--runs 5] [--prompt "say hi"] [--url URL --key KEY] [--json FILE]
 
 Codex CLI is the npm package @openai/codex pinned in tests/codex/package.json, installed there
 with npm on first use. Without --url the script starts a server on 127.0.0.1 (the embedded

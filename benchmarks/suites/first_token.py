@@ -1,7 +1,7 @@
 """Time from starting `homespec generate` / `homespec chat` to its first answer token, for two or more
 checkouts side by side, in alternating rounds.
 
-    .venv/bin/python scripts/bench_first_token.py --checkout before=/path/a --checkout after=/path/b \
+    .venv/bin/python -m benchmarks first_token --checkout before=/path/a --checkout after=/path/b \
         [--commands generate,chat] [--method none] [--rounds 5] [--threads 2]
 
 Each run is a fresh process (`python -m homespec ...` with the checkout as its working directory and

@@ -1,6 +1,6 @@
 """GGUF backend, measured in one run: speed, exactness, and llama-cpp-python's own speculation.
 
-    .venv/bin/python scripts/bench_gguf.py [--prompts 20] [--max-tokens 64] [--draft HEAD_DIR] [--json out.json]
+    .venv/bin/python -m benchmarks gguf [--prompts 20] [--max-tokens 64] [--draft HEAD_DIR] [--json out.json]
 
 Side by side on homespec's held-out test prompts (greedy, interleaved per prompt):
   plain       llama-cpp-python's Llama.generate, one token per decode (the reference)

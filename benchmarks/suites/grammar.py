@@ -1,8 +1,8 @@
 """Structured output under speculation, measured: validity, the mask's cost, tokens per target pass.
 
-    .venv/bin/python scripts/bench_grammar.py [--methods none,eagle3,ngram] [--samples 2] [--tokens 160]
+    .venv/bin/python -m benchmarks grammar [--methods none,eagle3,ngram] [--samples 2] [--tokens 160]
         [--threads 2] [--json FILE]
-    .venv/bin/python scripts/bench_grammar.py --replay FILE    # the mask figures again, from a run's JSON
+    .venv/bin/python -m benchmarks grammar --replay FILE    # the mask figures again, from a run's JSON
 
 On the embedded SmolLM2 (the engine, one lane, --ctx 2048, no guard: every step drafts), for each
 schema of SCHEMAS and each method: one greedy answer and `--samples` sampled ones (temperature 0.8,

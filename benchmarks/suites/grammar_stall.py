@@ -1,6 +1,6 @@
 """An innocent request beside a huge response_format, measured side by side on a real server.
 
-    .venv/bin/python scripts/bench_grammar_stall.py [--rounds 5] [--properties 10000] [--threads 2]
+    .venv/bin/python -m benchmarks grammar_stall [--rounds 5] [--properties 10000] [--threads 2]
         [--json FILE]
 
 Starts `homespec serve` (the embedded SmolLM2, plain decoding, 2 slots) and, for each big schema,

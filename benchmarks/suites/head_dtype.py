@@ -13,7 +13,7 @@ causal target's features of a prefix are those of the prefix's rows; llama.cpp's
 batch-invariant, so they differ from a pass over the prefix alone by the batch-vs-single noise,
 docs/backends.md): the comparison between dtypes is exact, the absolute tau an estimate of a live run's.
 
-    python scripts/bench_head_dtype.py --split test --prompts 16 --tokens 64 --k 4 --json FILE
+    python -m benchmarks head_dtype --split test --prompts 16 --tokens 64 --k 4 --json FILE
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """homespec.heap on and off, side by side: the same torch CPU work in fresh processes, alternating.
 
-    .venv/bin/python scripts/bench_heap.py [--rounds 3] [--json FILE]
+    .venv/bin/python -m benchmarks heap [--rounds 3] [--json FILE]
 
 Workloads (each timed inside its own process, after a warm-up):
   train     training-time-test steps (forward + backward, 5 unroll steps) of a head shaped for the

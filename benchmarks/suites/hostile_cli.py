@@ -1,6 +1,6 @@
 """The command line against a hostile new user's inputs, each under a memory cap and a time limit.
 
-    .venv/bin/python scripts/hostile_cli.py [--cap-gib 2] [--limit-s 10] [--only CLASS] [--json FILE]
+    .venv/bin/python -m benchmarks hostile_cli [--cap-gib 2] [--limit-s 10] [--only CLASS] [--json FILE]
 
 Every input runs as `homespec ...` in a child process whose address space is capped at --cap-gib
 (RLIMIT_AS, as `prlimit --as` does) and which is killed after --limit-s. An input passes when it

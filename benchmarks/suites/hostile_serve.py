@@ -1,6 +1,6 @@
 """`homespec serve` against a hostile new user's requests, and a shutdown during 10 streams.
 
-    .venv/bin/python scripts/hostile_serve.py [--threads 2] [--streams 10] [--json FILE]
+    .venv/bin/python -m benchmarks hostile_serve [--threads 2] [--streams 10] [--json FILE]
 
 1. Requests: a server (the embedded SmolLM2, plain decoding, 2 slots, the ChatML template with
    tools) gets each request of the list below; a request passes when its status is the one it

@@ -1,7 +1,7 @@
 """Time the speculative loop's kernels against their torch references, and the torch backend's
 tokens/s with and without kernels.
 
-    python scripts/bench_kernels.py [--model PATH] [--tokens 128] [--reps 200] [--threads N] [--skip-e2e]
+    python -m benchmarks kernels [--model PATH] [--tokens 128] [--reps 200] [--threads N] [--skip-e2e]
 
 On a CUDA GPU every usable implementation (Triton, CUDA C++) is timed beside the reference at
 sizes of a real step (a 60-node tree, a 49,152-token vocabulary, a 30-layer cache); without one

@@ -1,7 +1,7 @@
 """Measure the llama.cpp backend on this machine: decode and verification cost, feature-capture
 overhead, and the batch-vs-single noise floor. The numbers in docs/backends.md come from here.
 
-    .venv/bin/python scripts/bench_llamacpp_batch.py [--model FILE] [--threads N] [--prompts 20] [--json out.json]
+    .venv/bin/python -m benchmarks llamacpp_batch [--model FILE] [--threads N] [--prompts 20] [--json out.json]
 
 Timings are the minimum over repeats (the least-disturbed run; a busy machine only adds time),
 with the median alongside. With --threads 1 llama.cpp computes on the calling thread, so the

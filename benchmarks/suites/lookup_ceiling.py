@@ -1,13 +1,13 @@
 """The most copying drafts could win on this machine: every lookup chain cut with hindsight,
 against plain decoding, priced by this machine's measured cost of a pass by rows.
 
-    .venv/bin/python scripts/lookup_ceiling.py [--edit 30] [--chat 20] [--tokens 128] [--threads 2]
+    .venv/bin/python -m benchmarks lookup_ceiling [--edit 30] [--chat 20] [--tokens 128] [--threads 2]
         [--out docs/results/2026-12-06/lookup-ceiling.json]
 
 1. Cost of a pass: the llama.cpp backend on the embedded SmolLM2, after a 400-token prefill, verifies
    chains of r = 1..12 rows, every row count in turn each round, 25 rounds; t(r) = the median.
 2. Greedy answers (`--method none`) to the edit set's first --edit prompts and the test set's first
-   --chat chat prompts (the sets scripts/bench_auto.py measures).
+   --chat chat prompts (the sets benchmarks/suites/auto.py measures).
 3. At every position of every answer, the chain each lookup offers there (prompt lookup: this
    sequence's longest match; suffix: the same search plus a store of the answers before it), and how
    many of its tokens the answer goes on with: known only afterwards, which is the hindsight.

@@ -32,6 +32,6 @@ def run(args: argparse.Namespace) -> Result:
     print(f"python -c pass : {b * 1e3:8.1f} ms (median of {args.repeat})")
     print(f"homespec plan  : {p * 1e3:8.1f} ms (median of {args.repeat})")
     print(f"ratio          : {p / b:8.1f}x")
-    rows = [{"arm": arm, "round": i, "seconds": round(s, 4)} for arm, ss in t.items() for i, s in enumerate(ss)]
+    rows = [{"arm": arm, "round": i + 1, "seconds": round(s, 4)} for arm, ss in t.items() for i, s in enumerate(ss)]
     return Result(rows=rows, ratios={"plan_over_python": round(p / b, 2)},
                   detail={"repeat": args.repeat, "command": HOMESPEC[1:]})

@@ -1,6 +1,6 @@
 """Prompt reuse, measured: multi-turn conversations against `homespec serve` with and without it.
 
-    .venv/bin/python scripts/bench_reuse.py [--turns 8] [--doc-tokens 1200] [--tokens 128] [--rounds 2]
+    .venv/bin/python -m benchmarks reuse [--turns 8] [--doc-tokens 1200] [--tokens 128] [--rounds 2]
         [--method eagle3] [--threads 2] [--json FILE]
 
 One server on 127.0.0.1 (the embedded SmolLM2, 2 slots, --ctx 4096) answers, through the official `openai`

@@ -1,6 +1,6 @@
 """`homespec serve` under load: concurrency 1, 2, 4, 8 against real servers on 127.0.0.1, side by side.
 
-    .venv/bin/python scripts/bench_serve.py [--concurrency 1,2,4,8] [--tokens 128] [--rounds 2]
+    .venv/bin/python -m benchmarks serve [--concurrency 1,2,4,8] [--tokens 128] [--rounds 2]
         [--threads 1] [--ctx 512] [--server-draft TWIN.gguf] [--servers on,off,plain,draft] [--json FILE]
 
 Servers, all started at once on the embedded SmolLM2 with --parallel (llama-server -np) = the largest

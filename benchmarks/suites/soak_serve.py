@@ -1,6 +1,6 @@
 """A bounded soak of `homespec serve`: many clients, every kind of request, for a fixed time.
 
-    .venv/bin/python scripts/soak_serve.py [--clients 16] [--seconds 300] [--url URL --pid PID] [--json FILE]
+    .venv/bin/python -m benchmarks soak_serve [--clients 16] [--seconds 300] [--url URL --pid PID] [--json FILE]
 
 Without --url it starts a server on 127.0.0.1 (the embedded SmolLM2, 4 slots, --ctx 2048, the ChatML
 template with tools, the default drafter and guard) and stops it at the end. `--clients` threads send,
