@@ -1,7 +1,7 @@
 """What every suite shares: paths, machine facts, common flags and the side-by-side timing helpers.
 
 Suites compare speeds side by side in one run, never against a figure from another run: a shared machine
-drifts more than most of the effects measured (docs/style.md's "compare speeds in lockstep"). `alternate`
+drifts more than most of the effects measured (docs/benchmarks.md, "Comparing speeds"). `alternate`
 runs each arm once per round, the order reversed every other round, so a drift reaches every arm alike;
 `timed_run` times one subprocess from start to exit.
 """
