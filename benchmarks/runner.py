@@ -17,6 +17,7 @@ from pathlib import Path
 
 from benchmarks import harness, results
 from benchmarks.results import Result
+from homespec.errors import HomespecError
 
 SUITES = Path(__file__).resolve().parent / "suites"
 
@@ -46,7 +47,7 @@ def _default_json(suite: str) -> Path:
     return harness.RUNS / f"{suite}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
 
 
-def run_python(suite: str, argv: list[str]) -> tuple[Result, object]:
+def run_python(suite: str, argv: list[str]) -> tuple[Result, argparse.Namespace]:
     module = importlib.import_module(f"benchmarks.suites.{suite}")
     p = harness.parser(suite, module.__doc__)
     module.add_arguments(p)
@@ -54,13 +55,16 @@ def run_python(suite: str, argv: list[str]) -> tuple[Result, object]:
     return module.run(args), args
 
 
-def run_shell(suite: str, path: Path, argv: list[str]) -> tuple[Result, object]:
+def run_shell(suite: str, path: Path, argv: list[str]) -> tuple[Result, argparse.Namespace]:
     """A shell suite with its own flags: every argument goes to it but --json FILE and --no-json."""
     out_json, no_json, rest = None, False, []
     it = iter(argv)
     for a in it:
         if a == "--json":
-            out_json = Path(next(it))
+            value = next(it, None)
+            if value is None:
+                harness.usage_error("--json needs a file", f"python -m benchmarks {suite} [ARGS] --json FILE")
+            out_json = Path(value)
         elif a == "--no-json":
             no_json = True
         else:
@@ -82,10 +86,12 @@ def main(argv: list[str]) -> int:
         print(f"error: no suite {suite!r}\nhint: one of: {', '.join(found)}", file=sys.stderr)
         return 2
     path = found[suite]
-    result, args = run_shell(suite, path, rest) if path.suffix == ".sh" else run_python(suite, rest)
-    if result is None:
-        result = Result()
-    if not getattr(args, "no_json", False):
+    try:
+        result, args = run_shell(suite, path, rest) if path.suffix == ".sh" else run_python(suite, rest)
+    except HomespecError as e:  # what homespec itself would say: one line, the fix, its exit status
+        print(f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else ""), file=sys.stderr)
+        return e.exit_code
+    if not args.no_json:
         command = [Path(sys.executable).name, "-m", "benchmarks", *argv]
         doc = results.document(suite, command, harness.machine(), result)
         results.write(args.json or _default_json(suite), doc)

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import ROOT, RUNS, add_model, add_rounds, add_threads, smollm2, usage_error
+from benchmarks.harness import ROOT, RUNS, add_model, add_rounds, add_threads, llama_server, smollm2, usage_error
 from benchmarks.results import Result
 from homespec.bench.llamaserver import identical, run_server, table
 
@@ -166,10 +166,11 @@ def run(a: argparse.Namespace) -> Result:
 
     model = a.model or str(smollm2())
     wanted = _group_names(a.groups)
-    binary = (Path(a.server) if a.server else default_server()) if any(g.startswith("server-") for g in wanted) else None
+    binary = (llama_server(a.server) if a.server else default_server()) if any(g.startswith("server-") for g in wanted) else None
     tok = load_tokenizer(model)
     prompts = [encode_prompt(tok, list(i.turns[:1]), chat=True) for i in load_prompts("test")[: a.limit]]
     logs = Path(a.json or RUNS / "llamacpp").with_suffix("")  # the servers' logs
+    logs.parent.mkdir(parents=True, exist_ok=True)
     spec = ["--spec-type", "draft-eagle3", "--spec-draft-model", a.draft_gguf, "--spec-draft-n-max", str(a.spec_n_max),
             "--spec-draft-p-min", "0"]
     groups = [make_group(g, a, binary, model, prompts, spec, logs) for g in wanted]
