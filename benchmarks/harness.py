@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import socket
 import statistics
 import subprocess
@@ -55,12 +56,16 @@ def machine() -> dict[str, Any]:
     from homespec.hardware.cpu import read_host
     from homespec.hardware.nvidia import read_nvml
 
-    host = read_host()
+    try:
+        host = read_host()
+        cpu, cores = host.cpu_name, host.cpu_cores
+    except ImportError:  # no psutil (a machine homespec did not set up): the OS's own figures
+        cpu, cores = platform.processor() or platform.machine(), os.cpu_count() or 0
     try:
         gpus = [g.name for g in read_nvml()]
-    except Exception:  # no driver: a CPU machine, not an error
+    except Exception:  # no driver or no NVML binding: no NVIDIA GPU to name, not an error
         gpus = []
-    return {"cpu": host.cpu_name, "cores": host.cpu_cores, "gpu": gpus}
+    return {"cpu": cpu, "cores": cores, "gpu": gpus}
 
 
 # --- flags ------------------------------------------------------------------------------------------------
