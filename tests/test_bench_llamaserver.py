@@ -1,4 +1,4 @@
-"""homespec.bench.llamaserver (bench --against llama-server, scripts/bench_llamacpp.py): llama-server's
+"""homespec.bench.llamaserver (bench --against llama-server, benchmarks/suites/llamacpp.py): llama-server's
 figures and the side-by-side table, from real llama-server
 responses (recorded under tests/data/, made by the server that scripts/build_llamacpp_tools.sh builds), and from
 a live llama-server on 127.0.0.1 when that binary is built on this machine (it is not on CI)."""

@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted([*(ROOT / "homespec").rglob("*.py"), *(ROOT / "tools").rglob("*.py"), *(ROOT / "scripts").glob("*.py")])
+SOURCES = sorted([*(ROOT / "homespec").rglob("*.py"), *(ROOT / "tools").rglob("*.py"), *(ROOT / "scripts").glob("*.py"),
+                  *(ROOT / "benchmarks").rglob("*.py")])
 
 
 def _contracts() -> set[int]:

@@ -1,4 +1,4 @@
-"""The GPU check's CPU side (scripts/gpu_check.sh and its gpu_*.py helpers): the plan's arithmetic (what
+"""The GPU check's CPU side (scripts/gpu_check.sh, scripts/gpu_plan.py and its helpers in benchmarks/gpu/): the plan's arithmetic (what
 each call carries, how many calls, the device seconds) on this tree, the 8B-shaped files' blocks and a tiny
 twin that llama.cpp loads, the cost script, the report, the environment check and the script's usage
 errors. The whole rehearsal, `bash scripts/gpu_check.sh --dry-run`, is the slow test at the end."""
@@ -17,11 +17,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
+HELPERS = ROOT / "benchmarks" / "gpu"
 MIB = 1 << 20
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"gpu_check_{name}", SCRIPTS / f"{name}.py")
+def _script(name: str, folder: Path = HELPERS):
+    spec = importlib.util.spec_from_file_location(f"gpu_check_{name}", folder / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -30,13 +31,12 @@ def _script(name: str):
 
 @pytest.fixture(scope="module")
 def plan_mod():
-    return _script("gpu_plan")
+    return _script("gpu_plan", SCRIPTS)
 
 
 @pytest.fixture(scope="module")
 def shaped():
-    sys.path.insert(0, str(SCRIPTS))
-    return _script("gpu_shaped")
+    return _script("shaped")
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +187,7 @@ def test_the_tiny_twin_loads_and_decodes_in_llama_cpp(tiny_models):
 
 def test_the_cost_script_measures_passes_and_drafts_without_torch(tiny_models, tmp_path):
     out = tmp_path / "cost.json"
-    p = subprocess.run([sys.executable, str(SCRIPTS / "gpu_notorch.py"), str(SCRIPTS / "gpu_llama_cost.py"),
+    p = subprocess.run([sys.executable, str(HELPERS / "notorch.py"), str(HELPERS / "llama_cost.py"),
                         "--target", tiny_models["target"], "--head", tiny_models["head"], "--ctx", "32", "--nodes", "1,2,8",
                         "--depths", "2", "--repeats", "2", "--warmup", "0", "--threads", "1", "--json", str(out)],
                        capture_output=True, text=True, timeout=300)
@@ -200,12 +200,18 @@ def test_the_cost_script_measures_passes_and_drafts_without_torch(tiny_models, t
 
 
 def test_notorch_runs_code_where_torch_cannot_be_imported():
-    p = subprocess.run([sys.executable, str(SCRIPTS / "gpu_notorch.py"), "-"], input="import torch\n",
+    p = subprocess.run([sys.executable, str(HELPERS / "notorch.py"), "-"], input="import torch\n",
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "import of torch halted" in p.stderr
 
 
 # --- the report ---------------------------------------------------------------------------------
+
+
+def _envelope(suite: str, rows: list[dict], detail: dict) -> dict:
+    """A results file as `python -m benchmarks SUITE --json FILE` writes it (benchmarks/results.py)."""
+    return {"suite": suite, "date": "2026-12-06T00:00:00Z", "machine": {"cpu": "Xeon", "cores": 16, "gpu": ["H100"]},
+            "command": ["python", "-m", "benchmarks", suite], "rows": rows, "ratios": {}, "detail": detail}
 
 
 def _results(tmp_path: Path, dry: bool) -> Path:
@@ -222,19 +228,20 @@ def _results(tmp_path: Path, dry: bool) -> Path:
                                                 "curve": curve, "drafts": drafts}))
     rounds = [{"shape": s, "step_ms": ms, "decode_ms": ms - 2, "host_ms": 1.0, "head_process_ms": 0.5, "draft_ms": 0.3, "round": 1}
               for s, ms in (("plain", 10.0), ("chain5", 12.0), ("tree48", 15.0))]
-    (d / "host-8b.json").write_text(json.dumps({"steps": 48, "rounds": rounds}))
+    (d / "host-8b.json").write_text(json.dumps(_envelope("host_step", rounds, {"steps": 48})))
     methods = {"homespec none": {"tokens_per_s": 400.0, "tokens_per_pass": 1.0, "identical_to_homespec_none": 1.0},
                "homespec eagle3 (forced, tree 6/8/48)": {"tokens_per_s": 600.0, "tokens_per_pass": 3.1,
                                                          "identical_to_homespec_none": 1.0},
                "server-eagle3 (failed)": {"error": "HomespecError: llama-server exited (1)"}}
-    (d / "bench-smollm2.json").write_text(json.dumps({"prompts": 8, "max_tokens": 128, "methods": methods}))
+    rows = [{"method": name, **r} for name, r in methods.items()]
+    (d / "bench-smollm2.json").write_text(json.dumps(_envelope("llamacpp", rows, {"prompts": 8, "max_tokens": 128})))
     (d / "summary-part1.json").write_text(json.dumps({"procedure": 2, "part": 1, "calls": 3, "kind": "first", "dry_run": dry,
                                                       "seconds": 300, "steps": [{"step": "env", "status": "ok", "seconds": 9, "note": ""}]}))
     return d
 
 
 def test_the_report_marks_measured_and_derived_figures_and_names_the_gpu(tmp_path):
-    mod = _script("gpu_report")
+    mod = _script("report")
     d = _results(tmp_path, dry=False)
     doc = tmp_path / "gpu.md"
     doc.write_text(f"# page\nbefore\n{mod.BEGIN}\nold\n{mod.END}\nafter\n")
@@ -252,7 +259,7 @@ def test_the_report_marks_measured_and_derived_figures_and_names_the_gpu(tmp_pat
 
 
 def test_a_dry_runs_report_says_so(tmp_path):
-    mod = _script("gpu_report")
+    mod = _script("report")
     assert "A dry run on the CPU" in mod.render([_results(tmp_path, dry=True)])
 
 
@@ -260,7 +267,7 @@ def test_a_dry_runs_report_says_so(tmp_path):
 
 
 def test_env_check_names_what_is_missing(tmp_path):
-    mod = _script("gpu_env")
+    mod = _script("env")
     names = {n for n, _, _ in mod.requirements()}
     assert {"typer", "gguf", "numpy", "torch", "pytest", "diskcache"} <= names and "llama-cpp-python" not in names
     missing = mod.probe_dist("homespec-no-such-dist", "1.0")

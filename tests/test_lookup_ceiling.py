@@ -1,8 +1,8 @@
-"""scripts/lookup_ceiling.py: the hindsight schedule it reports as the most copying could win."""
+"""The lookup_ceiling suite (benchmarks/suites/lookup_ceiling.py): the hindsight schedule it reports as the most copying could win."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from pathlib import Path
 
 import pytest
@@ -12,10 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def ceiling():
-    spec = importlib.util.spec_from_file_location("lookup_ceiling", ROOT / "scripts" / "lookup_ceiling.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("benchmarks.suites.lookup_ceiling")
 
 
 CURVE = {r: 10.0 + 5.0 * r for r in range(1, 13)}  # t(r) = 10 + 5 r: 15 for one row, 35 for five

@@ -3,23 +3,20 @@
 tool, web_search), on the embedded SmolLM2 through the generic tool format: every request answered,
 none refused, and a clean exit where the run ends within the bound.
 Skipped, with the reason, where node or npm is missing or the npm registry cannot be reached.
-scripts/measure_codex.py times five runs (docs/server.md, "Clients")."""
+`python -m benchmarks codex` times five runs (docs/server.md, "Clients")."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 
 import pytest
-from test_server import ROOT, Server  # the subprocess server of tests/test_server.py
+from test_server import Server  # the subprocess server of tests/test_server.py
 
 pytestmark = pytest.mark.slow
 
 
 def _measure():
-    spec = importlib.util.spec_from_file_location("measure_codex", ROOT / "scripts" / "measure_codex.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("benchmarks.suites.codex")
 
 
 def test_codex_exec_says_hi():

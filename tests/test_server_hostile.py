@@ -303,7 +303,7 @@ def test_class4_a_schema_too_large_to_compile_in_time_is_a_400_and_stalls_no_one
 
 def test_class4_a_large_schema_compiles_beside_innocent_requests(server):
     """3,000 required properties compile (a second) on the compiler's thread, not the engine's: the
-    requests beside it are answered meanwhile (their times: scripts/bench_grammar_stall.py)."""
+    requests beside it are answered meanwhile (their times: benchmarks/suites/grammar_stall.py)."""
     body = _ask_body(max_tokens=6, response_format={"type": "json_schema", "json_schema": {
         "name": "form", "schema": _huge_schema(3_000, True)}})
     with ThreadPoolExecutor(3) as pool:

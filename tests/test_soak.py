@@ -1,12 +1,11 @@
-"""A short soak of `homespec serve` (scripts/soak_serve.py, whose 5-minute run is in docs/server.md):
+"""A short soak of `homespec serve` (`python -m benchmarks soak_serve`, whose 5-minute run is in docs/server.md):
 16 clients for 15 s mixing streamed, cancelled, malformed, tool-calling, schema-constrained, Anthropic
 Messages and chained Responses requests against one real server. Afterwards: no request lost (each got an answer or an HTTP error),
 every lane free and no live sequence, every forced call a call and every schema answer valid."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 
 import pytest
 from test_server import ROOT, Server  # the subprocess server of tests/test_server.py
@@ -15,11 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def _soak_module():
-    spec = importlib.util.spec_from_file_location("soak_serve", ROOT / "scripts" / "soak_serve.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["soak_serve"] = mod  # its dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("benchmarks.suites.soak_serve")
 
 
 def test_sixteen_clients_of_every_kind_lose_nothing():

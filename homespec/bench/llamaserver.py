@@ -1,4 +1,4 @@
-"""llama.cpp's own server beside homespec (`homespec bench --against llama-server`, scripts/bench_llamacpp.py).
+"""llama.cpp's own server beside homespec (`homespec bench --against llama-server`, benchmarks/suites/llamacpp.py).
 
 A `Server` is one llama-server process on 127.0.0.1 (the binary scripts/build_llamacpp_tools.sh builds from the
 llama.cpp that llama-cpp-python vendors); requests are greedy, uncached `/completion` calls on token ids, so the

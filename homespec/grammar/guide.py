@@ -32,7 +32,7 @@ class Guide:
         self.n_vocab = n_vocab
         self.eos = tuple(eos)
         self._words = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)  # llguidance's bitmask
-        self.mask_s = 0.0  # seconds spent computing masks (the figure bench_grammar reports)
+        self.mask_s = 0.0  # seconds spent computing masks (the figure the grammar benchmark reports)
         self.masks_computed = 0
 
     # --- masks --------------------------------------------------------------------------------

@@ -166,6 +166,6 @@ def load_source(path: Path = MATERIAL_PATH) -> LongSource:
     except FileNotFoundError:
         raise HomespecError(
             f"the packaged long-context material {path} is missing",
-            hint="regenerate it with `python scripts/build_prompts.py`",
+            hint="regenerate it with `python -m benchmarks build_prompts`",
         ) from None
     return source_from_json(obj)

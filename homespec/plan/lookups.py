@@ -2,7 +2,7 @@
 a plan expects of each drafter on one: the same choice the guard makes step by step
 (homespec.speculative.choice), made once from the plan's cost of a pass by rows.
 
-The record, homespec/data/profiles/lookup_acceptance.json (scripts/record_lookups.py: each lookup
+The record, homespec/data/profiles/lookup_acceptance.json (benchmarks/suites/record_lookups.py: each lookup
 drafting alone over a dev set), holds per workload and lookup, for each match-length bucket b,
 how many drafts came from such a match (`tried[0]`, out of all the steps) and how many reached
 each depth (`hits[j-1]` of `tried[j-1]`). So a step offers a chain from bucket b with share

@@ -1,0 +1,350 @@
+"""Host time per engine step outside llama_decode: what homespec's Python costs around each target
+pass (batch filling, ctypes, reading the logits, drafting, verification, commit, detokenising,
+handing the step to its consumer), one lane on a llama.cpp target.
+
+    python -m benchmarks host_step [--shapes plain,chain5] [--steps 150] [--rounds 3]
+        [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
+        [--gpu-layers N] [--rollback N] [--json FILE]
+
+Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
+with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
+is the difference. A shape is the tree every step verifies:
+
+* `plain`: the root alone, plain decoding's 1-token step;
+* `chainN`: the root and N-1 drafted tokens in a chain;
+* `treeN`: an N-node EAGLE-2 style tree (`TREE_DEPTH` levels, `TREE_TOPK` children per node,
+  grown by homespec.speculative.tree.build_dynamic_tree from seeded random log-probs).
+
+The drafts come from an oracle (no model runs for them, so their own cost is only the tree's
+bookkeeping): with `--accept all` the first child at every level is the target's own greedy next
+token, read from a plain run of the same prompt beforehand, so a chain's whole path is accepted and
+each step emits N tokens; with `--accept none` no drafted token is right. Per round the script
+prints the median step, the median time inside llama_decode, and the host time (median and mean)
+split into drafting (Step.t_draft), the rest of the target pass outside llama_decode (Step.t_verify
+less llama_decode: batch filling, sequence ids, logits and features out of llama.cpp's buffers) and
+the rest of the step (verification, commit, resync, detokenising, responses). Run alternating
+rounds against another checkout to compare.
+
+`--drafter head` drafts with the real EAGLE head in llama.cpp instead (`--head GGUF`, else the shipped head
+beside the embedded model; `backends/llamacpp/head.py`, the guard off so every step drafts the shape: `chainN` a chain of N-1,
+`treeN` the planner's 6-deep, 8-wide tree of N nodes); `llama_process`, the head's graph calls, is timed like
+llama_decode, and the host time leaves both out: Python, ctypes, batch filling, the tree's bookkeeping,
+verification.
+
+On a shared machine the host time read around a real llama_decode moves with the load (the
+decode's threads and the neighbours' compete with the Python for the cores); `--stub-decode`
+replaces llama_decode with a call that returns at once, after the prompt's prefill and the answer
+are computed for real, so a step is host work alone (the logits read are the last real decode's).
+Its p10 (the 10th percentile of the steps) is the steadiest figure for comparing two checkouts.
+
+On a hybrid model (a recurrent state beside attention: Qwen3.5, Qwen3-Next) the target is loaded
+with `--rollback N` per-token snapshots (default: the widest chain's drafts, as a run drafting that
+chain loads it), and the two calls that give rejected drafts back (backends/llamacpp/rollback.py)
+are timed like llama_decode: `save` (before_verify: the state copied on the device before a chain
+its snapshots do not cover: every chain under replay) and `undo` (keep: the snapshot selected, or
+the copy restored and the kept tokens decoded again). With `--accept none` every step gives its
+drafts back: undo / the plain step's time is the per-step cost of undoing a rejected draft.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from benchmarks.harness import add_model, add_rounds, add_threads, smollm2
+from benchmarks.results import Result
+
+PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+TREE_DEPTH, TREE_TOPK = 6, 8  # the planner's default tree (homespec.plan.settings)
+
+
+@dataclass
+class Timed:
+    """What the wrapped clocks add up, reset per step."""
+
+    decode_s: float = 0.0
+    process_s: float = 0.0  # the head's llama_process calls (--drafter head)
+    save_s: float = 0.0  # a recurrent state saved before a chain (rollback.before_verify)
+    undo_s: float = 0.0  # rejected drafts given back by a recurrent state (rollback.keep)
+    steps: list[dict] = field(default_factory=list)
+
+
+def shape_parents(shape: str, seed: int = 0) -> list[int]:
+    """The parent array of a shape name: plain, chainN or treeN."""
+    if shape == "plain":
+        return [-1]
+    if shape.startswith("chain"):
+        n = int(shape[5:])
+        return list(range(-1, n - 1))
+    if shape.startswith("tree"):
+        from homespec.speculative.tree import build_dynamic_tree
+
+        n = int(shape[4:])
+        rng = np.random.default_rng(seed)
+
+        def step(tokens: np.ndarray, rows: np.ndarray, depth: int) -> np.ndarray:
+            x = rng.standard_normal((tokens.shape[0], 64))
+            return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+        return build_dynamic_tree(step, 0, depth=min(TREE_DEPTH, n - 1), topk=TREE_TOPK, total=n).parents.tolist()
+    raise SystemExit(f"error: unknown shape {shape!r} (plain, chainN, treeN)")
+
+
+class OracleDrafter:
+    """Proposes a fixed tree shape every step; along first children it places the target's own
+    greedy answer (accept='all') or a wrong token (accept='none'); other nodes are wrong tokens."""
+
+    name = "oracle"
+
+    def __init__(self, parents: list[int], answer: list[int], prompt_len: int, vocab: int, accept: str):
+        from homespec.contracts.drafter import DraftShape
+
+        self.parents, self.answer, self.prompt_len, self.vocab = parents, answer, prompt_len, vocab
+        self.right = accept == "all"  # draft the right tokens along first children
+        self.depth = depth = [0] * len(parents)
+        for i in range(1, len(parents)):
+            depth[i] = depth[parents[i]] + 1
+        first = {}
+        for i in range(1, len(parents)):
+            first.setdefault(parents[i], i)
+        self.first_child = set(first.values())  # on the root's first-child path when its parent is
+        self._shape = DraftShape(max(1, max(depth)), max(1, max((parents.count(p) for p in set(parents[1:])), default=1)),
+                                 max(2, len(parents)))
+
+    def begin(self, prompt, forward, *, kept=0) -> None:
+        pass
+
+    def trim(self, keep: int) -> int:
+        return keep
+
+    def offers(self, root, context):
+        from homespec.contracts.drafter import Offer
+
+        return (Offer(self.name),)
+
+    def propose(self, root: int, context):
+        from homespec.contracts.tree import DraftTree
+
+        done = len(context) + 1 - self.prompt_len  # answer tokens emitted so far, the root included
+        tokens = [root]
+        on_path = [True]
+        for i in range(1, len(self.parents)):
+            p = self.parents[i]
+            path = on_path[p] and i in self.first_child
+            on_path.append(path)
+            k = done + self.depth[i] - 1
+            right = self.answer[k] if k < len(self.answer) else 0
+            tokens.append(right if path and self.right else (right + 1 + i) % self.vocab)
+        return DraftTree.of(tokens, self.parents)
+
+    def accept(self, tokens, features, next_token) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    @property
+    def shape(self):
+        return self._shape
+
+    def limits(self):
+        from homespec.contracts.drafter import ShapeLimits
+
+        return ShapeLimits()
+
+    def set_shape(self, depth: int, total: int):
+        return self._shape
+
+
+def head_drafter(net, backend, shape: str):
+    """The EAGLE drafter in llama.cpp, forced to `shape` (a chain of N-1 or a 6-deep, 8-wide tree of N)."""
+    from homespec.speculative.drafters.eagle3 import HeadDrafter
+
+    n = int(shape[5:] if shape.startswith("chain") else shape[4:])
+    depth, topk = (n - 1, 1) if shape.startswith("chain") else (TREE_DEPTH, TREE_TOPK)
+    net.reset(0)
+    net._next_lane = 0  # one lane, taken again by each round's drafter
+    return HeadDrafter(net, depth=depth, topk=topk, total=n, width=3 * backend.hidden_size)
+
+
+def open_head(backend, topk: int, path: str | None = None):
+    """An eagle3 GGUF in llama.cpp beside `backend` (one lane): `path`, else the shipped head converted."""
+    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+    from homespec.backends.llamacpp.head_convert import head_gguf
+    from homespec.embedded import DEFAULT_HEAD
+    from homespec.plan.memory import head_cells
+
+    info = read_head_file(path or head_gguf(DEFAULT_HEAD, backend.model_path).path, backend.n_vocab)
+    backend.set_feature_layers(info.layers)
+    cells = head_cells(backend.max_context, info.window, info.sinks, TREE_DEPTH + 2, topk)
+    return LlamaCppHead(info, backend, lanes=1, cells_per_lane=cells, topk=topk)
+
+
+def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: int, accept: str, t: Timed,
+            head=None) -> dict:
+    """One round: `steps` engine steps of `shape` after the prompt's prefill."""
+    from homespec.engine.api import EngineRequest
+    from homespec.engine.assemble import RunParts
+    from homespec.engine.core import Engine
+    from homespec.engine.lanes import OneLane
+    from homespec.engine.options import RunOptions
+    from homespec.engine.responses import StepFigures
+
+    parents = shape_parents(shape)
+    if head is not None and len(parents) > 1:
+        drafter = head_drafter(head, backend, shape)
+    else:
+        drafter = OracleDrafter(parents, answer, len(prompt), backend.n_vocab, accept) if len(parents) > 1 else None
+    backend.reset()
+    parts = RunParts(OneLane(backend), [drafter], None, backend.model_path, None,
+                     drafter.shape if drafter else None, RunOptions(), backend=backend, stop_at_eos=False)
+    engine = Engine(parts, queue_size=1, cache_prompt=False)
+    handle = engine.submit(EngineRequest(tuple(prompt), max_tokens=10**6))
+    engine.step()  # the prefill
+    handle.take()
+    rows = []
+    for _ in range(steps):
+        t.decode_s = t.process_s = t.save_s = t.undo_s = 0.0
+        t0 = time.perf_counter()
+        engine.step()
+        wall = time.perf_counter() - t0
+        figs = [r.step for r in handle.take()[0] if isinstance(r, StepFigures)]
+        s = figs[-1]
+        rows.append({"wall": wall - t.process_s, "decode": t.decode_s, "draft": s.t_draft - t.process_s,
+                     "process": t.process_s, "pass_other": s.t_verify - t.decode_s,
+                     "emitted": len(s.tokens), "accepted": s.accepted, "save": t.save_s, "undo": t.undo_s})
+    handle.cancel()
+    engine.step()
+    return summarise(shape, rows)
+
+
+def summarise(shape: str, rows: list[dict]) -> dict:
+    ms = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
+    host = [r["wall"] - r["decode"] for r in rows]
+    rest = [h - r["draft"] - r["pass_other"] for h, r in zip(host, rows)]
+    return {"shape": shape, "steps": len(rows), "step_ms": ms([r["wall"] for r in rows]),
+            "decode_ms": ms([r["decode"] for r in rows]), "host_ms": ms(host),
+            "host_mean_ms": round(statistics.fmean(host) * 1e3, 3),
+            "host_p10_ms": round(float(np.percentile(host, 10)) * 1e3, 3),
+            "draft_ms": ms([r["draft"] for r in rows]), "pass_other_ms": ms([r["pass_other"] for r in rows]),
+            "head_process_ms": ms([r.get("process", 0.0) for r in rows]),
+            "rest_ms": ms(rest), "tokens_per_step": round(statistics.fmean(r["emitted"] for r in rows), 3),
+            "save_ms": ms([r["save"] for r in rows]), "undo_ms": ms([r["undo"] for r in rows])}
+
+
+def time_rollback(t: Timed) -> None:
+    """Time the recurrent state's save and undo (the backends call them through the module)."""
+    from homespec.backends.llamacpp import rollback
+
+    real_save, real_keep = rollback.before_verify, rollback.keep
+
+    def save(*args, **kw):
+        t0 = time.perf_counter()
+        real_save(*args, **kw)
+        t.save_s += time.perf_counter() - t0
+
+    def keep(*args, **kw):
+        t0 = time.perf_counter()
+        real_keep(*args, **kw)
+        t.undo_s += time.perf_counter() - t0
+
+    rollback.before_verify, rollback.keep = save, keep
+
+
+def _depth(parents: list[int]) -> int:
+    d = [0] * len(parents)
+    for i in range(1, len(parents)):
+        d[i] = d[parents[i]] + 1
+    return max(d)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--shapes", default="plain,chain5")
+    ap.add_argument("--steps", type=int, default=150)
+    add_rounds(ap, 3)
+    add_threads(ap, 2)
+    ap.add_argument("--accept", choices=("all", "none"), default="all")
+    add_model(ap)
+    ap.add_argument("--drafter", choices=("oracle", "head"), default="oracle",
+                    help="oracle: fixed trees of the target's own tokens; head: the shipped EAGLE head in llama.cpp")
+    ap.add_argument("--head", default=None, help="--drafter head: this eagle3 GGUF (default: the shipped head, converted)")
+    ap.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1: all)")
+    ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
+    ap.add_argument("--rollback", type=int, default=None,
+                    help="a hybrid model's per-token snapshots (n_rs_seq; default: the widest chain's drafts)")
+
+
+def run(a: argparse.Namespace) -> Result:
+    import llama_cpp
+
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
+    from homespec.engine.run import decode
+    from homespec.session.encode import encode_prompt
+    from homespec.speculative.steps import Limits
+
+    shapes = a.shapes.split(",")
+    widest = max(len(shape_parents(s)) for s in shapes)
+    longest = max(_depth(shape_parents(s)) for s in shapes) + 1  # tokens a fully accepted step emits
+    path = a.model or str(smollm2())
+    n_answer = a.steps * longest + 16
+    from homespec.engine.options import model_traits
+
+    recurrent = model_traits(path).recurrent
+    rollback = (widest - 1 if a.rollback is None else a.rollback) if recurrent else 0
+    settings = BackendSettings(n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
+                               n_gpu_layers=a.gpu_layers, rollback=rollback)
+    backend = LlamaCppBackend(path, settings, max_leaves=1 if recurrent else max(1, widest - 1))
+    prompt = encode_prompt(backend.tokenizer, [PROMPT], chat=True)
+    if a.stub_decode or a.drafter == "head":  # no oracle: its tokens only need to exist
+        answer = [0] * n_answer
+    else:
+        answer = [tok for s in decode(backend, None, prompt, limits=Limits(max_tokens=n_answer, stop_at_eos=False))
+                  for tok in s.tokens]
+
+    t = Timed()
+    time_rollback(t)
+    real = llama_cpp.llama_decode
+
+    def timed_decode(ctx, batch):
+        t0 = time.perf_counter()
+        rc = 0 if a.stub_decode else real(ctx, batch)
+        t.decode_s += time.perf_counter() - t0
+        return rc
+
+    llama_cpp.llama_decode = timed_decode  # the backend calls it through the module: every call is timed
+    real_process = llama_cpp.llama_process
+
+    def timed_process(ctx, kind, batch):
+        t0 = time.perf_counter()
+        rc = real_process(ctx, kind, batch)
+        t.process_s += time.perf_counter() - t0
+        return rc
+
+    llama_cpp.llama_process = timed_process  # the head's graph calls, likewise
+    head = open_head(backend, max(TREE_TOPK, 1), a.head) if a.drafter == "head" else None
+    n_rs = backend._ll.llama_n_rs_seq(backend._ctx)
+    mode = f", recurrent state: {backend.rollback_mode} (n_rs_seq {n_rs})" if recurrent else ""
+    print(f"{path.rsplit('/', 1)[-1]}{mode}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
+          f"{', llama_decode stubbed' if a.stub_decode else ''}; torch imported: {sys.modules.get('torch') is not None}", flush=True)
+    results = []
+    for r in range(a.rounds):
+        for shape in shapes:
+            row = measure(backend, prompt, answer, shape, a.steps, a.accept, t, head) | {"round": r + 1}
+            results.append(row)
+            print(f"round {r + 1} {shape:8} step {row['step_ms']:7.3f} ms  llama_decode {row['decode_ms']:7.3f} ms  "
+                  f"host {row['host_ms']:6.3f} ms (p10 {row['host_p10_ms']:.3f}, mean {row['host_mean_ms']:.3f}): draft {row['draft_ms']:.3f}, "
+                  f"pass outside llama_decode {row['pass_other_ms']:.3f}, rest {row['rest_ms']:.3f}; "
+                  f"head's llama_process {row['head_process_ms']:.3f} ms; "
+                  f"recurrent state: save {row['save_ms']:.3f} ms, undo {row['undo_ms']:.3f} ms; "
+                  f"{row['tokens_per_step']:.2f} tokens/step", flush=True)
+    backend_mode = backend.rollback_mode
+    backend.close()
+    return Result(rows=results, detail={"model": path, "threads": a.threads, "accept": a.accept, "drafter": a.drafter,
+                                        "head": a.head, "rollback_mode": backend_mode, "n_rs_seq": n_rs,
+                                        "gpu_layers": a.gpu_layers, "steps": a.steps})
