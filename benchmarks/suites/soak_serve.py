@@ -64,6 +64,7 @@ class Outcome:
     seconds: float = 0.0
     check: bool = True  # the answer is what its kind promises (valid JSON, a call)
     reused: bool | None = None  # responses: the chained request's prompt came from a slot's cache
+    error: str | None = None  # lost: what the client raised, so that a loss can be read back
 
 
 def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
@@ -99,8 +100,9 @@ def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
     except (openai.APIStatusError, _anthropic_status()) as e:
         return Outcome(kind, f"http-{e.status_code // 100}xx", seconds=time.perf_counter() - t0,
                        check=e.status_code == 503)  # busy: the queue was full, said with Retry-After
-    except Exception:  # noqa: BLE001 - a dropped connection, a timeout: the request is lost
-        return Outcome(kind, "lost", seconds=time.perf_counter() - t0, check=False)
+    except Exception as e:  # noqa: BLE001 - a dropped connection, a timeout: the request is lost
+        return Outcome(kind, "lost", seconds=time.perf_counter() - t0, check=False,
+                       error=f"{type(e).__name__}: {e}"[:300])
 
 
 def _stream(client, messages, kind: str, t0: float) -> Outcome:
@@ -225,6 +227,7 @@ def report(base: str, outcomes: list[Outcome], rss: list[tuple[float, int]], wal
     return {
         "requests": len(outcomes), "by_kind": by, "lost": sum(o.result == "lost" for o in outcomes),
         "failed_checks": [asdict(o) for o in outcomes if not o.check][:20],
+        "lost_errors": [o.error for o in outcomes if o.result == "lost"][:20],
         "lanes_free": all(not s["is_processing"] for s in slots), "live_sequences": live,
         "ttft_p50_s": _pct(ttft, 0.5), "ttft_p95_s": _pct(ttft, 0.95),
         "tok_s_per_stream_p50": _pct(sorted(per_stream), 0.5),
