@@ -125,13 +125,24 @@ class Running:
 
     # --- decode --------------------------------------------------------------------------------
 
-    def offers(self) -> tuple[Offer, ...]:
-        """What this lane's drafter can draft this step (a lookup's chain is found now)."""
+    @property
+    def chain_reach(self) -> int:
+        """The longest chain this lane's lookups can offer (0: none, a model drafter alone)."""
+        return getattr(self.drafter, "chain_reach", 0) if self.drafter is not None else 0
+
+    def offers(self, chains: bool = True) -> tuple[Offer, ...]:
+        """What this lane's drafter can draft this step (a lookup's chain is found now; `chains`
+        False: the guard found that no chain could pay, so the lookups do not search)."""
         if self.drafter is None:
             return ()
         t0 = time.perf_counter()
         find = getattr(self.drafter, "offers", None)  # a drafter without offers() drafts when chosen
-        out = find(self.root, self.context) if find is not None else (Offer(self.drafter.name),)
+        if find is None:
+            out: tuple[Offer, ...] = (Offer(self.drafter.name),)
+        elif chains or not self.chain_reach:
+            out = find(self.root, self.context)
+        else:
+            out = find(self.root, self.context, chains=False)
         self.t_offer = time.perf_counter() - t0
         return out
 
