@@ -145,7 +145,8 @@ class Lanes(Protocol):
 
     `decode(work)` takes at most one PrefillWork or TreeWork per lane and returns one Forward per
     item: a tree's logits [T, V] in node order, a prefill chunk's last row (or none) and features
-    for every row. `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
+    for every row; the logits may be a view of the backend's own buffer, valid until the next
+    decode (the step reads them first). `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
     keeps a lane's first `keep` committed tokens and drops the rest (False when the memory cannot
     be cut there: the lane is then empty); `free(lane)` empties it. Built on llama.cpp's sequence
     ids (backends/llamacpp/multi.py), or over one single-sequence Backend (engine/lanes.py).

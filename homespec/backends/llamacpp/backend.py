@@ -157,8 +157,10 @@ class LlamaCppBackend(LlamaCppCore):
         self._n_past = len(tokens)
         return logits
 
-    def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
-        """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H]."""
+    def verify(self, tokens: Sequence[int], parents: Sequence[int], *, view: bool = False) -> Forward:
+        """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H].
+        `view`: logits in node order already (a plain step, a chain) stay in llama.cpp's buffer,
+        valid until the next decode (the engine's step reads them first; engine/lanes.py)."""
         tokens = [int(t) for t in tokens]
         parents = check_tree(tokens, parents)
         layout = tree_layout(parents)
@@ -186,7 +188,7 @@ class LlamaCppBackend(LlamaCppCore):
             logits = np.concatenate([p[0] for p in parts], axis=0)[list(back)]
             feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)[list(back)]
         else:
-            logits, feats, _ = self._decode_rows(rows, logit_order=back, row_order=back)
+            logits, feats, _ = self._decode_rows(rows, logit_order=back, row_order=back, view=view)
         return Forward(logits=logits, features=feats)
 
     def commit(self, path: Sequence[int]) -> None:
