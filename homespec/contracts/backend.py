@@ -38,6 +38,18 @@ from homespec.errors import ContractError
 class Forward:
     logits: np.ndarray  # [T, V] float32: next-token logits per position / tree node
     features: np.ndarray | None = None  # [T, k*H] float32: captured layer inputs, in feature_layers order
+    # node i's logits are logits[rows[i]]: a tree's rows left in the pass's batch order, ungathered
+    # (a 48-node tree's 48 x V floats are not copied to be arg-maxed); None: logits[i]
+    rows: tuple[int, ...] | None = None
+
+    def picks(self) -> np.ndarray:
+        """[T] the target's greedy token after each node (numpy argmax: the first of equal maxima)."""
+        top = self.logits.argmax(-1)
+        return top if self.rows is None else top[list(self.rows)]
+
+    def node_logits(self) -> np.ndarray:
+        """[T, V] the logits in node order (gathered where `rows` says the pass left them in its own)."""
+        return self.logits if self.rows is None else self.logits[np.asarray(self.rows, dtype=np.intp)]
 
 
 @dataclass(frozen=True, slots=True)
