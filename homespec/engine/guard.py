@@ -27,6 +27,8 @@ Where a lane's drafters offer more than one candidate (`--method auto`: prompt l
 store and the EAGLE head; or a lookup alone), `choose_lanes` prices each lane's candidates with
 the same cost table and picks per lane (homespec.engine.choice); a lookup's chain is priced by
 its own statistics by match length (`copies`), the head's tree by alpha and draft_level above.
+Before the lookups search at all, `chains_can_pay` asks whether any chain could pay accepted in
+full; where none could, they skip the search that step (homespec.engine.step).
 """
 
 from __future__ import annotations
