@@ -329,6 +329,25 @@ def test_commit_of_root_only_and_repeated_steps_stay_consistent(sm, prompt):
     assert float(np.abs(got - want).max()) <= LOGIT_ATOL
 
 
+def test_a_viewed_tree_picks_what_its_copied_logits_pick(sm, prompt):
+    """verify(view=True) leaves a tree's logits in llama.cpp's buffer in batch order (Forward.rows
+    maps the nodes): the greedy picks and the node-ordered logits are the copied verify's."""
+    toks, par = [100, 200, 201, 300, 301, 400], [-1, 0, 0, 1, 2, 0]
+    sm.reset()
+    sm.prefill(prompt)
+    want = sm.verify(toks, par)
+    sm.reset()
+    sm.prefill(prompt)
+    got = sm.verify(toks, par, view=True)
+    assert got.rows is not None and sorted(got.rows) == list(range(len(toks)))
+    assert got.picks().tolist() == want.logits.argmax(-1).tolist()
+    assert float(np.abs(got.node_logits() - want.logits).max()) == 0.0
+    if want.features is not None:
+        assert float(np.abs(got.features - want.features).max()) == 0.0
+    chain = sm.verify([100, 200, 300], [-1, 0, 1], view=True)  # a chain is in node order already
+    assert chain.rows is None and chain.logits.shape[0] == 3
+
+
 def test_rollback_restores_logits(sm, prompt):
     sm.reset()
     first = sm.prefill(prompt)

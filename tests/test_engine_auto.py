@@ -77,10 +77,22 @@ def _within_floor(ids, reference, answers, smollm2_path) -> int:
     return same
 
 
+def _price(engine, per_row: float, base: float = 0.0) -> None:
+    """Give the guard a cost table before any pass: `base + per_row x rows` for 2 .. 16 rows, as
+    often as a median needs (this machine's real passes then refine it)."""
+    from homespec.speculative.guard import SAMPLES
+
+    for rows in range(2, 17):
+        for _ in range(SAMPLES):
+            engine.guard.record_pass(rows, base + per_row * rows)
+
+
 @pytest.mark.parametrize("guard", [False, True])
 def test_one_lane_greedy_auto_equals_plain(prompts, plain, guard, smollm2_path):
     ids, reference = plain
     eng = _open("auto", 1, guard=guard)
+    if guard:  # rows priced as a GPU's (nearly free): copying pays, whatever this CPU's rows cost
+        _price(eng, 1e-5, base=0.001)
     try:
         answers = _answers(eng, ids)
         stats = eng.stats()
@@ -96,6 +108,23 @@ def test_one_lane_greedy_auto_equals_plain(prompts, plain, guard, smollm2_path):
     assert sum(v[2] for v in by.values()) == stats.spec_num_accepted_tokens
     if not guard:  # forced: the longest chain when a lookup finds one, else the head's draft
         assert "eagle3" in by
+
+
+def test_where_no_chain_can_pay_the_lookups_do_not_search(prompts, plain, smollm2_path):
+    """Rows priced as a loaded CPU's (every row a whole forward's worth): even a chain of 8 accepted
+    in full would lose, so the lookups do not search and every step is plain, the answers plain
+    decoding's own."""
+    ids, reference = plain
+    eng = _open("auto", 1, guard=True)
+    _price(eng, 1.0)
+    try:
+        answers = _answers(eng, ids)
+        guard = eng.guard
+    finally:
+        eng.close()
+    assert _within_floor(ids, reference, [a.token_ids for a in answers], smollm2_path) == len(ids)
+    assert not {s.drafter for a in answers for s in a.steps} & {"ngram", "suffix"}
+    assert guard.unsearched >= sum(len(a.steps) - 2 for a in answers)  # (nearly) every step after the first token
 
 
 def test_lanes_copying_beside_lanes_chatting_equal_plain(prompts, plain, smollm2_path):

@@ -129,3 +129,44 @@ def test_plain_decodings_cost_is_measured_again_when_old():
     assert g.choose(1) == 0
     g.record_pass(1, 0.010)
     assert g.choose(1) == 4
+
+
+def test_no_chain_can_pay_on_compute_bound_rows():
+    """A CPU on one thread (measured: 1 row 6.8 ms, 2 rows 17.4, 9 rows 61): even a lookup's chain
+    of 8 accepted in full loses to plain decoding, so the lookups need not search."""
+    g = BatchGuard(depth=4, prior=PRIOR)
+    for rows, ms in ((1, 6.8), (2, 17.4), (9, 61.0), (128, 700.0)):
+        g.record_pass(rows, ms / 1e3)
+    assert not g.chains_can_pay(1, 0, 8)
+
+
+def test_a_chain_can_pay_where_rows_are_cheap():
+    """A GPU (rows nearly free) or a CPU where a few rows cost little more than one: a full chain pays."""
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 + 0.00001 * rows)
+    assert g.chains_can_pay(1, 0, 8)
+    g = BatchGuard(depth=4, prior=PRIOR)
+    for rows, ms in ((1, 10.0), (2, 25.0), (9, 60.0)):
+        g.record_pass(rows, ms / 1e3)
+    assert g.chains_can_pay(1, 0, 8)  # 9 tokens in 60 ms against 1 in 10
+    assert not g.chains_can_pay(1, 0, 2)  # 3 tokens in 30 ms at best: no better than plain
+
+
+def test_a_no_stands_until_the_table_is_read_again():
+    """The verdict is kept RECHECK passes (no per-step price), then read off the costs measured since."""
+    from homespec.speculative.guard import RECHECK, SAMPLES
+
+    g = BatchGuard(depth=4, prior=PRIOR)
+    for rows, ms in ((1, 6.8), (2, 17.4), (9, 61.0)):
+        g.record_pass(rows, ms / 1e3)
+    assert not g.chains_can_pay(1, 0, 8)
+    for _ in range(SAMPLES):
+        g.record_pass(9, 0.020)  # the machine's other work is gone: 9 rows now cost 3 rows' time
+    assert not g.chains_can_pay(1, 0, 8)  # fewer than RECHECK passes since the verdict
+    for _ in range(RECHECK):
+        g.record_pass(1, 0.0068)
+    assert g.chains_can_pay(1, 0, 8)
+
+
+def test_a_forced_guard_always_lets_the_lookups_search():
+    g = BatchGuard(depth=4, forced=True)
+    assert g.chains_can_pay(1, 0, 8)

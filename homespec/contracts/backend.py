@@ -38,6 +38,18 @@ from homespec.errors import ContractError
 class Forward:
     logits: np.ndarray  # [T, V] float32: next-token logits per position / tree node
     features: np.ndarray | None = None  # [T, k*H] float32: captured layer inputs, in feature_layers order
+    # node i's logits are logits[rows[i]]: a tree's rows left in the pass's batch order, ungathered
+    # (a 48-node tree's 48 x V floats are not copied to be arg-maxed); None: logits[i]
+    rows: tuple[int, ...] | None = None
+
+    def picks(self) -> np.ndarray:
+        """[T] the target's greedy token after each node (numpy argmax: the first of equal maxima)."""
+        top = self.logits.argmax(-1)
+        return top if self.rows is None else top[list(self.rows)]
+
+    def node_logits(self) -> np.ndarray:
+        """[T, V] the logits in node order (gathered where `rows` says the pass left them in its own)."""
+        return self.logits if self.rows is None else self.logits[np.asarray(self.rows, dtype=np.intp)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +157,8 @@ class Lanes(Protocol):
 
     `decode(work)` takes at most one PrefillWork or TreeWork per lane and returns one Forward per
     item: a tree's logits [T, V] in node order, a prefill chunk's last row (or none) and features
-    for every row. `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
+    for every row; the logits may be a view of the backend's own buffer, valid until the next
+    decode (the step reads them first). `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
     keeps a lane's first `keep` committed tokens and drops the rest (False when the memory cannot
     be cut there: the lane is then empty); `free(lane)` empties it. Built on llama.cpp's sequence
     ids (backends/llamacpp/multi.py), or over one single-sequence Backend (engine/lanes.py).

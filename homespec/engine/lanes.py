@@ -9,6 +9,7 @@ backend has it (llama.cpp: it knows when a cache cannot be cut) else `backend.ro
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Sequence
 
 from homespec.contracts.backend import Forward, PrefillWork, TreeWork
@@ -32,6 +33,9 @@ class OneLane:
         self.n_vocab = backend.n_vocab
         self.name, self.device = backend.name, backend.device
         self.model_path = backend.model_path
+        # a backend that can hand a tree's logits out uncopied (llama.cpp's buffer): the step reads
+        # them before the next pass, as the Lanes contract says
+        self._view = "view" in inspect.signature(backend.verify).parameters
 
     @property
     def tokenizer(self) -> "Tokenizer":
@@ -64,6 +68,8 @@ class OneLane:
         self._check(item.lane)
         if isinstance(item, PrefillWork):
             return [self.backend.prefill(item.tokens)]
+        if self._view:
+            return [self.backend.verify(item.tokens, item.parents, view=True)]
         return [self.backend.verify(item.tokens, item.parents)]
 
     def commit(self, lane: int, path: Sequence[int]) -> None:

@@ -28,7 +28,7 @@ from homespec.engine.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.logprobs import token_logprobs
 from homespec.speculative.sampling import rng_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
-from homespec.speculative.verify import verify_greedy, verify_sampled
+from homespec.speculative.verify import verify_greedy, verify_picks, verify_sampled
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Lanes
@@ -109,7 +109,7 @@ class Running:
             return
         t1 = time.perf_counter()
         self.root = pick(self._allowed(fwd.logits[-1:])[0], self.sampler, self.generator)
-        self._follow([self.root], fwd.logits, (-1,))
+        self._follow([self.root], fwd, (-1,))
         self.context = list(self.prompt)
         if self.drafter is not None:  # its state holds the kept prefix; the features cover the rest
             feats = (self._feats[0] if len(self._feats) == 1 else np.concatenate(self._feats)) if self._feats else None
@@ -125,13 +125,24 @@ class Running:
 
     # --- decode --------------------------------------------------------------------------------
 
-    def offers(self) -> tuple[Offer, ...]:
-        """What this lane's drafter can draft this step (a lookup's chain is found now)."""
+    @property
+    def chain_reach(self) -> int:
+        """The longest chain this lane's lookups can offer (0: none, a model drafter alone)."""
+        return getattr(self.drafter, "chain_reach", 0) if self.drafter is not None else 0
+
+    def offers(self, chains: bool = True) -> tuple[Offer, ...]:
+        """What this lane's drafter can draft this step (a lookup's chain is found now; `chains`
+        False: the guard found that no chain could pay, so the lookups do not search)."""
         if self.drafter is None:
             return ()
         t0 = time.perf_counter()
         find = getattr(self.drafter, "offers", None)  # a drafter without offers() drafts when chosen
-        out = find(self.root, self.context) if find is not None else (Offer(self.drafter.name),)
+        if find is None:
+            out: tuple[Offer, ...] = (Offer(self.drafter.name),)
+        elif chains or not self.chain_reach:
+            out = find(self.root, self.context)
+        else:
+            out = find(self.root, self.context, chains=False)
         self.t_offer = time.perf_counter() - t0
         return out
 
@@ -165,13 +176,15 @@ class Running:
         """Accept, commit and emit this step's tokens. -> the step (for the guard and the stats)."""
         t0 = time.perf_counter()
         tree = self.tree
-        logits = self._allowed(fwd.logits, self.masks)  # [T, V]
-        if self.sampler is None and tree.size == 1:  # plain greedy decoding: the root's argmax
-            verdict = Verdict((0,), int(logits[0].argmax()))
-        elif self.sampler is None:
-            verdict = verify_greedy(tree, logits)
+        if self.sampler is None and self.guide is None:  # greedy: argmax where the logits lie, no copy
+            picks = fwd.picks()  # [T]
+            verdict = Verdict((0,), int(picks[0])) if tree.size == 1 else verify_picks(tree, picks)
         else:
-            verdict = verify_sampled(tree, logits, self.sampler, self.generator)
+            logits = self._allowed(fwd.node_logits(), self.masks)  # [T, V]
+            if self.sampler is None:
+                verdict = verify_greedy(tree, logits)
+            else:
+                verdict = verify_sampled(tree, logits, self.sampler, self.generator)
         backend.commit(self.lane, verdict.path)
         path_tokens = [int(tree.tokens[i]) for i in verdict.path]
         if self.drafter is not None:
@@ -182,7 +195,7 @@ class Running:
             self.drafter_len = len(self.context)
         new = cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
         new = new[:max(0, self.limits.max_tokens - self.n_out)]
-        self._follow(path_tokens[1:] + [verdict.next_token], fwd.logits, verdict.path, new)
+        self._follow(path_tokens[1:] + [verdict.next_token], fwd, verdict.path, new)
         self.n_out += len(new)
         n_past = backend.n_past(self.lane)
         finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.lane_ctx)
@@ -203,15 +216,16 @@ class Running:
             return logits
         return self.guide.constrain(logits, masks if masks is not None else self.guide.mask()[None, :])
 
-    def _follow(self, emitted: list[int], logits: np.ndarray, rows: tuple[int, ...],
+    def _follow(self, emitted: list[int], fwd: Forward, rows: tuple[int, ...],
                 kept: list[int] | None = None) -> None:
         """The grammar consumes the emitted tokens; `kept` (the ones the answer keeps, default all)
-        are scored on the raw logits[rows] they were drawn from (homespec.speculative.logprobs)."""
+        are scored on the raw logits of the nodes `rows` they were drawn from
+        (homespec.speculative.logprobs)."""
         if self.guide is not None:
             self.guide.advance(emitted)
         top = self.handle.request.logprobs
         if top is not None:
-            self.scores = token_logprobs(logits[list(rows)], emitted if kept is None else kept, top)
+            self.scores = token_logprobs(fwd.node_logits()[list(rows)], emitted if kept is None else kept, top)
 
     # --- responses -----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from homespec.speculative.choice import forced
+from homespec.speculative.choice import PLAIN, forced
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward, Lanes, PrefillWork, TreeWork
@@ -83,18 +83,27 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
 def _choose(decoding: list["Running"], guard: "BatchGuard | None",
             extra: int) -> tuple[list["Running"], list["Choice"]]:
     """What each decoding lane drafts this step; without a guard, every drafter its longest
-    chain or its own full shape (homespec.speculative.choice.forced). A lane whose lookup fails is
-    failed alone and left out."""
+    chain or its own full shape (homespec.speculative.choice.forced). Where no lookup's chain could
+    pay this step even accepted in full (BatchGuard.chains_can_pay), the lookups do not search;
+    where nothing is then on offer, the step is plain without a choice. A lane whose lookup
+    fails is failed alone and left out."""
+    reach = max((r.chain_reach for r in decoding), default=0)
+    chains = guard is None or not reach or guard.chains_can_pay(len(decoding), extra, reach)
     kept, offers = [], []
     for r in decoding:
         try:
-            offers.append(r.offers())
+            offers.append(r.offers(chains))
         except Exception as e:  # noqa: BLE001
             fail_alone(r, e)
             continue
         kept.append(r)
     if guard is None:
         return kept, [forced(o, None) for o in offers]
+    if not chains:
+        guard.unsearched += len(kept)
+    if not chains and not any(offers):
+        guard.skip()
+        return kept, [PLAIN] * len(kept)
     return kept, guard.choose_lanes(offers, extra)
 
 

@@ -27,6 +27,8 @@ Where a lane's drafters offer more than one candidate (`--method auto`: prompt l
 store and the EAGLE head; or a lookup alone), `choose_lanes` prices each lane's candidates with
 the same cost table and picks per lane (homespec.speculative.choice); a lookup's chain is priced by
 its own statistics by match length (`copies`), the head's tree by alpha and draft_level above.
+Before the lookups search at all, `chains_can_pay` asks whether any chain could pay accepted in
+full; where none could, they skip the search that step (homespec.engine.step).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from homespec.speculative.choice import PLAIN, Choice, CopyStats, choose_each, f
 
 SAMPLES = 5  # passes per row count whose median is its cost: one outlier moves nothing
 REFRESH = 128  # passes after which the plain step's own row count is measured again
+RECHECK = 16  # passes after which a step's "no chain can pay" verdict is read off the table again
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
 NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)
 
@@ -68,6 +71,7 @@ class BatchGuard:
     wins: int = 0
     spec_steps: int = 0  # sequence-steps that verified a draft
     plain_steps: int = 0  # sequence-steps decoded plainly (the first token of an answer not counted)
+    unsearched: int = 0  # sequence-steps whose lookups did not search: no chain could pay (chains_can_pay)
     copies: CopyStats = field(default_factory=CopyStats)  # known chains' acceptance by source and match length
     # per drafter: [sequence-steps it drafted, tokens drafted, tokens accepted]
     by_source: dict[str, list[int]] = field(default_factory=dict)
@@ -76,6 +80,7 @@ class BatchGuard:
     _samples: dict[int, deque] = field(default_factory=dict)  # rows -> the latest SAMPLES seconds
     _when: dict[int, int] = field(default_factory=dict)  # rows -> the pass that last measured them
     _passes: int = 0
+    _hopeless: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (n, extra, chain) -> pass checked
 
     # --- deciding ------------------------------------------------------------------------------
 
@@ -122,6 +127,39 @@ class BatchGuard:
         self._plain_left = max(0, self._plain_left - 1)
         self.chosen = max((c.depth or 0 for c in out), default=0)
         return out
+
+    def chains_can_pay(self, n: int, extra_rows: int, chain: int) -> bool:
+        """Could any lookup's chain (at most `chain` tokens per lane) beat plain decoding this step,
+        even accepted in full? The bound: every drafted row emits a token, so r draft rows over
+        the n lanes are worth (n + r) / cost(n + r + extra); none of r = 1 .. n.chain beating
+        plain by the margin means no offer can pay whatever its statistics, and the lookups need
+        not search at all this step (on a CPU where 2 rows cost 2.5x one, the usual case). A
+        verdict of no stands for RECHECK passes, then is read off the table again."""
+        if self.forced:
+            return True
+        if chain < 1 or n < 1:
+            return False
+        if len(self.costs) < 2:
+            return True  # too little measured: let the lookups offer (the choice stays plain anyway)
+        key = (n, extra_rows, chain)
+        when = self._hopeless.get(key)
+        if when is not None and self._passes - when < RECHECK:
+            return False
+        table = self.table()
+        bar = n / self.cost(n + extra_rows, table) * (1 + self.margin)
+        if any((n + r) / self.cost(n + r + extra_rows, table) >= bar for r in range(1, n * chain + 1)):
+            self._hopeless.pop(key, None)
+            return True
+        if len(self._hopeless) > 64:
+            self._hopeless.clear()
+        self._hopeless[key] = self._passes
+        return False
+
+    def skip(self) -> None:
+        """A step decoded plainly without asking the drafters (nothing on offer could pay, or
+        only a model drafter is left and the backoff holds it): the backoff counts it."""
+        self._plain_left = max(0, self._plain_left - 1)
+        self.chosen = 0
 
     @property
     def plain_left(self) -> int:
@@ -260,7 +298,7 @@ class BatchGuard:
     def as_json(self) -> dict:
         return {"speculative_steps": self.spec_steps, "plain_steps": self.plain_steps, "fallbacks": self.losses,
                 "forced": self.forced, "depth": self.depth, "chosen": self.chosen,
-                "speculative_steps_won": self.wins, "speculative_steps_lost": self.losses,
+                "speculative_steps_won": self.wins, "steps_without_lookup": self.unsearched, "speculative_steps_lost": self.losses,
                 "predicted_speedup": None if self.predicted is None else round(self.predicted, 4),
                 "draft_level_ms": round(self.draft_level_s * 1e3, 3),
                 "alpha": [round(self.alpha(d), 3) for d in range(1, self.depth + 1)],

@@ -42,8 +42,16 @@ def verify_greedy(tree: DraftTree, logits: np.ndarray) -> Verdict:
     exactly plain greedy decoding's.
     """
     _check_shapes(tree, logits)
+    return verify_picks(tree, logits.argmax(-1))  # [T] the target's greedy token after each node
+
+
+def verify_picks(tree: DraftTree, target: np.ndarray) -> Verdict:
+    """verify_greedy from the target's argmax after each node, `target` [T] (read where the
+    logits lie, without gathering them: Forward.picks)."""
+    if target.shape != (tree.size,):
+        raise ContractError(f"greedy picks must be [T={tree.size}], got {tuple(target.shape)}",
+                            hint="pass one argmax per node of this tree")
     parents = check_parents(tree.parents)  # a malformed tree is refused before the walk
-    target = logits.argmax(-1)  # [T] the target's greedy token after each node
     return greedy_path(tree.tokens.tolist(), parents, target.tolist())
 
 

@@ -112,8 +112,11 @@ class LlamaCppBackend(LlamaCppCore):
         self._n_past = len(tokens)
         return logits
 
-    def verify(self, tokens: Sequence[int], parents: Sequence[int]) -> Forward:
-        """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H]."""
+    def verify(self, tokens: Sequence[int], parents: Sequence[int], *, view: bool = False) -> Forward:
+        """Evaluate a draft tree without committing it. -> logits [T, V], features [T, k*H].
+        `view`: the logits stay in llama.cpp's buffer, valid until the next decode (the engine's
+        step reads them first; engine/lanes.py), in the batch's row order: Forward.rows maps a
+        tree's nodes to them (a plain step's root and a chain are in node order already)."""
         tokens = [int(t) for t in tokens]
         parents = check_tree(tokens, parents)
         layout = tree_layout(parents)
@@ -140,6 +143,9 @@ class LlamaCppBackend(LlamaCppCore):
             parts = [self._decode_rows([row]) for row in rows]
             logits = np.concatenate([p[0] for p in parts], axis=0)[list(back)]
             feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)[list(back)]
+        elif view:  # the logits stay in batch order, in llama.cpp's buffer: node i's is row back[i]
+            logits, feats, _ = self._decode_rows(rows, row_order=back, view=True)
+            return Forward(logits=logits, features=feats, rows=None if layout.n_seq == 1 else tuple(back))
         else:
             logits, feats, _ = self._decode_rows(rows, logit_order=back, row_order=back)
         return Forward(logits=logits, features=feats)

@@ -73,7 +73,9 @@ class MultiSeqBackend(LlamaCppCore):
         node order; a prefill: its last row, or none) and features [rows, k*H] or None.
 
         The logits every item hands out, and the features, are gathered out of llama.cpp's buffers
-        in one copy each, already in item and node order; each item's share is a view of them."""
+        in one copy each, already in item and node order; each item's share is a view of them.
+        Logits already in that order (lanes' plain roots, chains) are not copied: they are read
+        before the next decode (the Lanes contract)."""
         rows: list[Row] = []
         row_order: list[int] = []  # the batch row of each feature row handed out, item by item
         backs: list[Sequence[int] | None] = []  # per tree: node -> row within the item
@@ -89,7 +91,7 @@ class MultiSeqBackend(LlamaCppCore):
                 row_order.extend(first + r for r in back)
                 backs.append(back)
         logit_order, spans = _logit_rows(work, backs, rows)
-        logits, feats, _ = self._decode_rows(rows, logit_order=logit_order, row_order=row_order)
+        logits, feats, _ = self._decode_rows(rows, logit_order=logit_order, row_order=row_order, view=True)
         out, at_row = [], 0
         for item, (lo, hi) in zip(work, spans):
             n = len(item.tokens)

@@ -64,13 +64,23 @@ class AutoDrafter:
         """What every part keeps: the least of what each could."""
         return min(d.trim(keep) for d in self.parts)  # lookups keep all: they hold no position
 
-    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+    @property
+    def chain_reach(self) -> int:
+        """The longest chain the lookups offer (what the guard bounds a lookup's worth by)."""
+        return max(d.shape.depth for d in self.lookups)
+
+    def offers(self, root: int, context: Sequence[int], *, chains: bool = True) -> tuple[Offer, ...]:
+        """Every part's offer; `chains` False (the guard found that no chain could pay this step):
+        the model drafter's alone, without searching the context."""
+        model = (Offer(self.model.name),) if self.model is not None else ()
+        if not chains:
+            return model
         seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
         found = matches(seq)  # the lookups' shared search (their default n-grams: 3 down to 1)
         out: tuple[Offer, ...] = ()
         for d in self.lookups:
             out += d.offer_in(seq, found)
-        return out + ((Offer(self.model.name),) if self.model is not None else ())
+        return out + model
 
     def propose(self, root: int, context: Sequence[int]) -> "DraftTree":
         if self.model is not None:

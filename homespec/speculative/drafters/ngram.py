@@ -91,8 +91,15 @@ class NgramDrafter:
         )
         return merge_paths(int(root), conts)
 
-    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+    @property
+    def chain_reach(self) -> int:
+        """The longest chain it offers (what the guard bounds a lookup's worth by)."""
+        return self.num_draft
+
+    def offers(self, root: int, context: Sequence[int], *, chains: bool = True) -> tuple[Offer, ...]:
         """The continuation of the longest earlier match of `context + [root]`'s newest tokens."""
+        if not chains:  # the guard found that no chain could pay this step: no search
+            return ()
         seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
         return self.offer_in(seq, matches(seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram))
 

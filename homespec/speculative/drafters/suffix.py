@@ -139,8 +139,15 @@ class SuffixDrafter:
     def trim(self, keep: int) -> int:
         return keep  # the context is searched afresh each step; the store keeps no lane's position
 
-    def offers(self, root: int, context: Sequence[int]) -> tuple[Offer, ...]:
+    @property
+    def chain_reach(self) -> int:
+        """The longest chain it offers (what the guard bounds a lookup's worth by)."""
+        return self.num_draft
+
+    def offers(self, root: int, context: Sequence[int], *, chains: bool = True) -> tuple[Offer, ...]:
         """The chain most earlier occurrences of the longest match continue with."""
+        if not chains:  # the guard found that no chain could pay this step: no search
+            return ()
         seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
         return self.offer_in(seq, matches(seq))
 
