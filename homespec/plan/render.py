@@ -5,6 +5,7 @@ from __future__ import annotations
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 from homespec.plan.lookups import outlook_line
+from homespec.quant.weights import active_params, group_weights
 
 ITEM_ORDER = ("weights", "weights (CPU repack)", "weights (AMX)", "calibration", "draft weights", "target KV", "recurrent state", "draft KV", "compute", "output buffer", "tree scratch", "draft embeddings", "prompt cache", "reserve")
 
@@ -128,8 +129,6 @@ def _workload_json(plan: Plan) -> dict:
 
 def _family_json(m) -> dict:
     """The architecture-family facts the plan used (absent keys: a dense model)."""
-    from homespec.quant.weights import active_params, group_weights
-
     out: dict = {}
     if m.tensors:
         out["n_params"] = group_weights(m).n_params

@@ -11,6 +11,7 @@ from dataclasses import replace
 from homespec.plan.devices import GIB
 from homespec.plan.fit import FITS, NO_FIT, Plan, solve
 from homespec.plan.render import gib
+from homespec.quant.predict import predict_tensors
 from homespec.types import Machine
 
 # Smaller file types to try, largest first (llama.cpp's usual ladder).
@@ -95,10 +96,6 @@ def short_gpu_name(name: str) -> str:
 def _smaller_quant(plan: Plan) -> str | None:
     model = plan.model
     if model.format != "catalogue" or not model.quant or model.quant.startswith("EXL2"):
-        return None
-    try:
-        from homespec.quant.predict import predict_tensors
-    except ImportError:  # pragma: no cover - the catalogue ships with the package
         return None
     current = sum(t.n_bytes for t in model.tensors or ())
     for q in QUANT_LADDER:

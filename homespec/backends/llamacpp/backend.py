@@ -30,7 +30,7 @@ from homespec.backends.llamacpp.tree import (
     tree_leaves,
     tree_layout,
 )
-from homespec.backends.settings import BackendSettings, check_settings
+from homespec.backends.settings import BackendSettings, check_settings, settings_from_plan
 from homespec.contracts.tree import check_path, check_tree
 from homespec.errors import HomespecError, UsageError
 
@@ -82,8 +82,6 @@ class LlamaCppBackend(LlamaCppCore):
     def from_plan(cls, model_path: str | os.PathLike[str], plan: Any, **kw: Any) -> "LlamaCppBackend":
         """Start the backend a plan describes (`plan.settings`, or the settings object itself).
         A planned tree of N nodes has at most N - 1 leaves: that sizes the sequence table."""
-        from homespec.backends.settings import settings_from_plan
-
         src = getattr(plan, "settings", plan)
         tree_tokens = getattr(src, "tree_tokens", None)
         if tree_tokens and "max_leaves" not in kw:
