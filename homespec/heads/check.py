@@ -43,7 +43,7 @@ class ChainPair:
 
 def homespec_chains(head: "Eagle3Head", target: str | os.PathLike[str], contexts: Sequence[Sequence[int]],
                     k: int) -> list[list[int]]:
-    # torch side: the llama.cpp half of the comparison needs none
+    # torch side: only homespec's half of the comparison drafts in torch
     from homespec.nets.eagle3_drafter import Eagle3Drafter
 
     out = []
