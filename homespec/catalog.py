@@ -17,6 +17,7 @@ from functools import cache
 
 from homespec.draft_specs import derived_draft, draft_names, draft_spec, mtp_draft
 from homespec.errors import HomespecError, UsageError
+from homespec.formats.families import CATALOGUE_KEYS, complete
 from homespec.quant.exl2 import exl2_tensors
 from homespec.quant.names import normalize_quant
 from homespec.quant.predict import predict_tensors
@@ -274,8 +275,6 @@ def _replace(spec: ModelSpec, **changes) -> ModelSpec:
 
 def _model_spec(m: dict) -> ModelSpec:
     """A catalogue entry's shape; the MoE / MLA / hybrid / MTP keys (docs/catalogue.md) are optional."""
-    from homespec.formats.families import CATALOGUE_KEYS, complete
-
     p = m.get("swa_pattern")
     swa = tuple(i for i in range(m["n_layer"]) if i % p < p - 1) if p else ()
     if m.get("sliding_window") and not p:

@@ -57,6 +57,7 @@ def draft_spec(d: dict, target: str) -> DraftSpec:
     tensors = draft_tensors(d)
     acceptance = ()
     if d.get("acceptance"):  # a head shipped with homespec: its recorded acceptance (homespec/data/heads/)
+        # startup: `homespec plan` reads no acceptance file for a catalogue model
         from homespec.formats.acceptance import read_records
 
         acceptance = read_records(HEADS_DIR / d["acceptance"])

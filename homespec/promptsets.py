@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from homespec import userfiles
 from homespec.errors import HomespecError, UsageError
 
 SPLITS = ("train", "dev", "test", "long", "edit", "edit-dev")
@@ -110,8 +111,6 @@ def read_prompts_file(path: str | os.PathLike[str], default_category: str = "use
     a directory or a missing file is refused before it is read), or one compressed with xz
     (`.jsonl.xz`, bounded once decompressed). Blank lines are skipped; "id" and "category" are
     optional."""
-    from homespec import userfiles
-
     name = os.fspath(path)
     if name.endswith(".xz"):
         if userfiles.regular(name, flag, userfiles.PROMPTS).stat().st_size > userfiles.PROMPTS.limit:

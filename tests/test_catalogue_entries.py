@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from homespec.catalog import load_catalog
-from homespec.errors import UsageError
 from homespec.quant.shapes import model_tensor_shapes
 from homespec.quant.tables import profiles_dir
 

@@ -165,6 +165,7 @@ def find_server(explicit: str | None) -> Path:
 
 def test_prompts(model: str, most: int) -> list[list[int]]:
     from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.settings import BackendSettings
     from homespec.promptsets import load_prompts
     from homespec.session.encode import encode_prompt
 

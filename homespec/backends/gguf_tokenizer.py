@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from homespec.atomic import write_text
 from homespec.backends.template import ChatTemplate, Templated
 from homespec.errors import FormatError
+from homespec.formats.gguf import read_gguf_header
 
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -150,8 +152,6 @@ class GGUFTokenizer(Templated):
     protocol of homespec.contracts.backend, as homespec.backends.llamacpp.tokenizer has it."""
 
     def __init__(self, model_path: str | os.PathLike):
-        from homespec.formats.gguf import read_gguf_header
-
         path = os.fspath(model_path)
         md = read_gguf_header(path, keep_arrays=_KEYS).metadata
         self._tok, self._kind = build(md, path)
@@ -199,8 +199,6 @@ class GGUFTokenizer(Templated):
         """The rebuilt tokenizer as a tokenizer.json (what llguidance reads a vocabulary from for
         constrained decoding), written once per vocabulary under the user's cache."""
         import hashlib
-
-        from homespec.atomic import write_text
 
         text = self._tok.to_str()
         root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

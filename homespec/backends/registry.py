@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from homespec.backends.llamacpp.tree import MAX_SEQ as LLAMA_MAX_SEQ
+from homespec.backends.llamacpp.backend import LlamaCppBackend
+from homespec.backends.llamacpp.drafters import open_head, open_mtp
+from homespec.backends.llamacpp.multi import MultiSeqBackend
+from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, MAX_SEQ as LLAMA_MAX_SEQ, tree_leaves
 from homespec.backends.settings import BackendSettings, exl2_for_plan, settings_from_plan, torch_settings
 from homespec.errors import UsageError
 from homespec.plan.place import PLACERS, Placer
@@ -59,7 +62,7 @@ class BackendEntry:
 
 
 def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
-    from homespec.backends.torch.backend import TorchBackend, use_threads
+    from homespec.backends.torch.backend import TorchBackend, use_threads  # torch side: loaded for a torch target only
 
     use_threads(a.threads)
     if plan is not None:
@@ -68,7 +71,7 @@ def _load_torch(path: str, plan: Any, a: LoadArgs) -> "Backend":
 
 
 def _torch_device(device: str) -> None:
-    from homespec.backends.torch.devices import check_device
+    from homespec.backends.torch.devices import check_device  # torch side: loaded for a torch target only
 
     check_device(device)
 
@@ -76,8 +79,6 @@ def _torch_device(device: str) -> None:
 def _load_llamacpp(path: str, plan: Any, a: LoadArgs) -> "Backend":
     if Path(path).is_dir():
         raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
-    from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.backends.llamacpp.tree import DEFAULT_MAX_LEAVES, tree_leaves
 
     kw: dict[str, Any] = {"verify_mode": "exact" if a.exact else "batch",
                           "max_leaves": 1 if a.chains else max(DEFAULT_MAX_LEAVES, tree_leaves(a.tree_nodes))}
@@ -88,7 +89,7 @@ def _load_llamacpp(path: str, plan: Any, a: LoadArgs) -> "Backend":
 
 
 def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":
-    from homespec.backends.exl2.backend import Exl2Backend  # raises a clear error without CUDA
+    from homespec.backends.exl2.backend import Exl2Backend  # torch side (EXL2); a clear error without CUDA
 
     if plan is not None:
         return Exl2Backend.from_settings(exl2_for_plan(plan, model_dir=path))
@@ -96,20 +97,14 @@ def _load_exl2(path: str, plan: Any, a: LoadArgs) -> "Backend":
 
 
 def _llamacpp_lanes(path: str, settings: Any, lanes: int, lane_ctx: int, leaves_per_lane: int) -> "Backend":
-    from homespec.backends.llamacpp.multi import MultiSeqBackend
-
     return MultiSeqBackend(path, settings, lanes=lanes, lane_ctx=lane_ctx, leaves_per_lane=leaves_per_lane)
 
 
 def _llamacpp_head(target: Any, where: Path, opt: Any) -> Any:
-    from homespec.backends.llamacpp.drafters import open_head
-
     return open_head(target, where, opt)
 
 
 def _llamacpp_mtp(target: Any, opt: Any) -> Any:
-    from homespec.backends.llamacpp.drafters import open_mtp
-
     return open_mtp(target, opt)
 
 

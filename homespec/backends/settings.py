@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homespec.errors import UsageError
+from homespec.formats.exl2 import model_spec_from_exl2_dir
 from homespec.limits import CTX
-from homespec.plan.devices import HOST
+from homespec.plan.devices import HOST, devices_for
 from homespec.plan.lines import LineKind
-from homespec.plan.settings import DEFAULT_BATCH, KV_TYPES, v_cache_needs_flash_attn
+from homespec.plan.place.exl2 import reserve
+from homespec.plan.settings import DEFAULT_BATCH, EXL2_CACHE, KV_TYPES, v_cache_needs_flash_attn
 from homespec.types import ModelSpec
 
 if TYPE_CHECKING:
@@ -134,8 +136,6 @@ class Exl2Settings:
 
 def check_exl2_dir(model_dir: str | os.PathLike) -> ModelSpec:
     """The directory's ModelSpec, or a UsageError/FormatError naming what is wrong with it."""
-    from homespec.formats.exl2 import model_spec_from_exl2_dir
-
     path = Path(model_dir)
     if not path.exists():
         raise UsageError(f"no EXL2 model directory at '{path}'", hint="pass a directory made by exllamav2's convert_exl2")
@@ -159,8 +159,6 @@ def exl2_settings(
     The plan's --kv-type maps onto an exllamav2 cache class through plan.settings.EXL2_CACHE, and
     max_input_len is capped at the context as load_autosplit does (homespec.plan.memory.exl2_input_len).
     """
-    from homespec.plan.settings import EXL2_CACHE
-
     spec = check_exl2_dir(model_dir)
     src = getattr(plan, "settings", plan)
     if src is not None and getattr(src, "backend", "exl2") != "exl2":
@@ -191,8 +189,6 @@ def _planned_reserves(plan: Any) -> tuple[int, ...]:
     machine = getattr(plan, "machine", None)
     if machine is None:
         return ()
-    from homespec.plan.devices import devices_for
-    from homespec.plan.place.exl2 import reserve
 
     planned = {i.device: i.bytes for i in plan.items if i.kind == LineKind.RESERVE}
     gpus = [d for d in devices_for(machine) if d.is_gpu]

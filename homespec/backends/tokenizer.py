@@ -19,11 +19,11 @@ from typing import Any, Sequence
 
 from typing import TYPE_CHECKING
 
+from homespec.backends.gguf_tokenizer import GGUFTokenizer, UnsupportedTokenizer
 from homespec.backends.template import ChatTemplate, Templated
 from homespec.errors import FormatError, HomespecError
 
 if TYPE_CHECKING:
-    from homespec.backends.gguf_tokenizer import GGUFTokenizer
     from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 
 
@@ -118,14 +118,13 @@ def load_tokenizer(model_path: str, *, prefer: str = "llamacpp") -> "LlamaCppTok
 
 
 def _gguf_tokenizer(path: str, prefer: str) -> "LlamaCppTokenizer | GGUFTokenizer":
-    from homespec.backends.gguf_tokenizer import GGUFTokenizer, UnsupportedTokenizer
-
     if prefer == "tokenizers" or not _llama_cpp_installed():
         try:
             return GGUFTokenizer(path)
         except UnsupportedTokenizer:
             if not _llama_cpp_installed():
                 raise
+    # numpy: only when llama.cpp reads the GGUF's tokenizer
     from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 
     return LlamaCppTokenizer(path)

@@ -4,8 +4,9 @@ Results go to stdout (rich tables or --json); progress and diagnostics to stderr
 Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 plan does not fit. HOMESPEC_DEBUG=1 shows tracebacks.
 
 One module per command; each registers itself on `app` when imported, and the imports below run
-in the order `homespec --help` lists the commands. Heavy libraries (torch, llama_cpp, numpy) are
-imported inside the commands, so `homespec plan` starts fast.
+in the order `homespec --help` lists the commands. What a command runs (the planner, the engine,
+the server) it reads from homespec.cli.lazy, which imports each module on first use, so `homespec
+plan` loads neither the engine nor torch, llama_cpp or numpy.
 """
 
 from __future__ import annotations

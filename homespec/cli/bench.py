@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from homespec import limits
+from homespec.cli import lazy
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt, ThreadsOpt,
@@ -52,9 +53,7 @@ def _check_output_file(flag: str, path: Optional[str], example: str) -> None:
     """A results file that cannot be written (a directory, a FIFO, a folder this process may not
     write in) is refused before the bench runs, not after (homespec.userfiles)."""
     if path is not None:
-        from homespec.userfiles import writable
-
-        writable(path, flag, example)
+        lazy.writable(path, flag, example)
 
 
 @app.command(cls=_BenchCommand)
@@ -93,9 +92,6 @@ def bench(
     """Run methods side by side on a prompt set: tokens/s, speedup, acceptance, latency, exactness."""
     from rich.progress import Progress
 
-    from homespec.bench.run import run_bench, summary
-    from homespec.session.encode import prompt_tokens
-
     names = _method_names(methods)
     if json_file == "-":
         json_stdout, json_file = True, None
@@ -118,20 +114,18 @@ def bench(
         def token_prompts(session):
             if items is None:
                 return _long_token_prompts(session, ctx, max_tokens, limit)
-            asked[:] = [prompt_tokens(session, list(i.turns[:1]), True) for i in items]
+            asked[:] = [lazy.prompt_tokens(session, list(i.turns[:1]), True) for i in items]
             return asked
 
-        result = run_bench(opts, names, token_prompts,
-                           max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
-                           by_context=long,
-                           bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep,
-                           categories=[i.category for i in items] if items else None)
-    record, side = summary(result), ""
+        result = lazy.run_bench(opts, names, token_prompts,
+                                max_tokens=max_tokens, temperature=temperature, seed=seed, progress=tick,
+                                by_context=long,
+                                bin_size=1024 if long else 64, repeat=repeat, lockstep=lockstep,
+                                categories=[i.category for i in items] if items else None)
+    record, side = lazy.bench_summary(result), ""
     if server_bin is not None:
         rows = _run_against(result, asked, server_bin, server_draft, server_draft_n, max_tokens, ctx, threads)
-        from homespec.bench.llamaserver import as_json, table
-
-        record["against_llama_server"], side = as_json(rows), table(rows)
+        record["against_llama_server"], side = lazy.llama_server_json(rows), lazy.llama_server_table(rows)
     _write_results(result, record, side, json_stdout, json_file, markdown_file, plot_file)
 
 
@@ -140,9 +134,8 @@ PACKAGED = ("test", "dev", "edit", "edit-dev")  # the sets --prompts names (trai
 
 def _prompt_items(prompts: Optional[str], category: Optional[str]) -> list:
     """--prompts (a packaged set's name or a JSONL file) and --category, as prompt items."""
-    from homespec.promptsets import load_prompts, read_prompts_file
-
-    items = load_prompts(prompts or "test") if prompts is None or prompts in PACKAGED else read_prompts_file(prompts)
+    items = (lazy.load_prompts(prompts or "test") if prompts is None or prompts in PACKAGED
+             else lazy.read_prompts_file(prompts))
     if category is None:
         return items
     wanted = {c.strip() for c in category.split(",") if c.strip()}
@@ -164,26 +157,22 @@ def _method_names(methods: str) -> list[str]:
 def _write_results(result, record: dict, side: str, json_stdout: bool, json_file: Optional[str],
                    markdown_file: Optional[str], plot_file: Optional[str]) -> None:
     """The table (or JSON) on stdout, and the files asked for; `side`: the table beside llama-server."""
-    from homespec.atomic import write_bytes
-    from homespec.bench.report import markdown, plot, render
-    from homespec.userfiles import write_error
-
     if json_stdout:
         print(json.dumps(record, indent=2))
     else:
-        render(result, _stdout())
+        lazy.render_bench(result, _stdout())
         if side:
             print("\nbeside llama-server (same prompts, greedy):\n" + side)
-    table = markdown(result) + ("\n" + side if side else "") if markdown_file else ""
+    table = lazy.bench_markdown(result) + ("\n" + side if side else "") if markdown_file else ""
     for flag, path, write in (
-            ("--json-out", json_file, lambda p: write_bytes(p, (json.dumps(record, indent=2) + "\n").encode())),
-            ("--markdown", markdown_file, lambda p: write_bytes(p, table.encode())),
-            ("--plot", plot_file, lambda p: plot(result, p))):
+            ("--json-out", json_file, lambda p: lazy.write_bytes(p, (json.dumps(record, indent=2) + "\n").encode())),
+            ("--markdown", markdown_file, lambda p: lazy.write_bytes(p, table.encode())),
+            ("--plot", plot_file, lambda p: lazy.bench_plot(result, p))):
         if path:
             try:
                 write(path)
             except OSError as e:  # a disk that filled during the run
-                raise write_error(e, path, flag) from None
+                raise lazy.write_error(e, path, flag) from None
 
 
 def _check_against(against: Optional[str], server: Optional[str], server_draft: Optional[str], temperature: float,
@@ -204,9 +193,7 @@ def _check_against(against: Optional[str], server: Optional[str], server_draft: 
         if not Path(server_draft).is_file():
             raise UsageError(f"--server-draft {server_draft} is not a file",
                              hint="export one with `homespec draft export HEAD --format gguf --out FILE`")
-    from homespec.bench.llamaserver import find_server
-
-    return find_server(server)
+    return lazy.find_llama_server(server)
 
 
 def _run_against(result, prompts, server_bin, server_draft, n_max, max_tokens, ctx, threads):
@@ -214,12 +201,11 @@ def _run_against(result, prompts, server_bin, server_draft, n_max, max_tokens, c
     import tempfile
     from pathlib import Path
 
-    from homespec.bench.llamaserver import against
-
     log_dir = Path(tempfile.mkdtemp(prefix="homespec-llama-server-"))
     print(f"bench: llama-server on the same prompts (logs in {log_dir})", file=sys.stderr)
-    return against(result, prompts, server=server_bin, draft_gguf=server_draft, n_max=n_max, max_tokens=max_tokens,
-                   ctx=ctx, threads=threads or os.cpu_count() or 1, log_dir=log_dir)
+    return lazy.against_llama_server(result, prompts, server=server_bin, draft_gguf=server_draft, n_max=n_max,
+                                     max_tokens=max_tokens, ctx=ctx, threads=threads or os.cpu_count() or 1,
+                                     log_dir=log_dir)
 
 
 LONG_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # 512: the short reference
@@ -228,9 +214,6 @@ LONG_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # 512: the short refer
 def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[list[int]]:
     """Documents, code files and multi-turn histories of each size that fits the context, sized
     with the model's own tokenizer (a words-to-tokens guess is off by tens of percent)."""
-    from homespec.longprompts import long_prompts
-    from homespec.session.encode import prompt_tokens
-
     budget = ctx - max_tokens - 16
     sizes = [n for n in LONG_SIZES if n <= budget]
     if not sizes:
@@ -240,7 +223,7 @@ def _long_token_prompts(session, ctx: int, max_tokens: int, limit: int) -> list[
     for n in sizes:
         request = n
         for _ in range(4):  # rescale the request until the longest prompt lands at 0.85-1.1 n tokens
-            batch = [prompt_tokens(session, list(i.turns), True) for i in long_prompts(request, per, seed=n)]
+            batch = [lazy.prompt_tokens(session, list(i.turns), True) for i in lazy.long_prompts(request, per, seed=n)]
             longest = max(len(b) for b in batch)
             if 0.85 * n <= longest <= min(budget, int(n * 1.1)):
                 break

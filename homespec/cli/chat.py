@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec.cli import lazy
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DraftOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt, SeedOpt, TemperatureOpt,
@@ -70,34 +71,26 @@ def chat(
     """
     from rich.console import Console
 
-    from homespec.chat.app import Chat, repl
-    from homespec.chat.store import ChatFile, find, load
-    from homespec.plan.render import render as render_plan
-    from homespec.session import Session
-    from homespec.engine.options import lookup_without_head
-    from homespec.engine.setup import set_up
-    from homespec.speculative.sampling import Sampler
-    from homespec.termline import stage
-
-    saved = load(find(None if resume == "latest" else resume)) if resume is not None else None  # before loading
+    saved = lazy.load_chat(lazy.find_chat(None if resume == "latest" else resume)) if resume is not None else None  # before loading
     if saved is not None and model is None and saved.model and os.path.exists(saved.model):
         model = saved.model  # continue with the model it was saved with
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
                    draft_topk=draft_topk, draft_tokens=draft_tokens, threads=threads, window=window, draft_dtype=draft_dtype, guard=guard,
                    adapt=adapt).options()
-    opts = lookup_without_head(opts)  # no shipped head in this install: still speculate, with prompt lookup
-    setup = set_up(opts)  # bad arguments are refused before the loading line; the plan made once
-    with stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
-                           f"({opts.method} on {backend})"):
-        session = Session.from_setup(setup)
+    opts = lazy.lookup_without_head(opts)  # no shipped head in this install: still speculate, with prompt lookup
+    setup = lazy.set_up(opts)  # bad arguments are refused before the loading line; the plan made once
+    with lazy.stage(sys.stderr, f"loading {os.path.basename(model) if model else 'the embedded SmolLM2-135M'} "
+                                f"({opts.method} on {backend})"):
+        session = lazy.Session.from_setup(setup)
     try:
         if session.plan is not None:
-            render_plan(session.plan, Console(stderr=True))
-        c = Chat(session, sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
-                 max_tokens=max_tokens, system=system, seed=seed, file=ChatFile.new(), cache_prompt=cache_prompt)
+            lazy.render_plan(session.plan, Console(stderr=True))
+        c = lazy.Chat(session, sampler=lazy.Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed),
+                      max_tokens=max_tokens, system=system, seed=seed, file=lazy.ChatFile.new(),
+                      cache_prompt=cache_prompt)
         if saved is not None:
             c.resume(saved)
-        code = repl(c)
+        code = lazy.repl(c)
     finally:
         session.close()
     if code:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec.cli import lazy
 from homespec.cli.app import draft_app
 
 
@@ -24,9 +25,7 @@ def draft_export(
     force: Annotated[bool, typer.Option("--force", help="Replace --out even if homespec did not write it.")] = False,
 ) -> None:
     """Write a draft head for another engine: llama.cpp's eagle3 GGUF or vLLM's speculators layout."""
-    from homespec.heads.export import check_args, export_head
-
-    check_args(fmt, out, dtype)  # usage errors before torch loads
-    result = export_head(head, fmt, out, target=target, twin=eagle3_twin, force=force, dtype=dtype, check=check,
-                         verifier=verifier, say=lambda m: print(m, file=sys.stderr))
+    lazy.check_export_args(fmt, out, dtype)  # usage errors before torch loads
+    result = lazy.export_head(head, fmt, out, target=target, twin=eagle3_twin, force=force, dtype=dtype, check=check,
+                              verifier=verifier, say=lambda m: print(m, file=sys.stderr))
     print(json.dumps(result.to_dict(), indent=2))

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec.cli import lazy
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, JsonOpt, MethodOpt, ModelOpt,
@@ -47,33 +48,25 @@ def generate(
     json_out: JsonOpt = False,
 ) -> None:
     """Generate text with speculative decoding, showing tokens/s and acceptance."""
-    from homespec.engine.setup import set_up
-    from homespec.session import Session, final
-    from homespec.session.encode import checked_prompts
-    from homespec.speculative.steps import Limits
-    from homespec.speculative.sampling import Sampler
-
     if (prompt is None) == (prompts is None):
         raise UsageError("give exactly one of --prompt and --prompts", hint='e.g. --prompt "Why is the sky blue?"')
     if prompts is not None:
-        from homespec.promptsets import read_prompts_file
-
-        items = [list(i.turns[:1]) for i in read_prompts_file(prompts)]
+        items = [list(i.turns[:1]) for i in lazy.read_prompts_file(prompts)]
     else:
         items = [[prompt]]
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
                    draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
                    window=window, draft_dtype=draft_dtype, guard=guard, adapt=adapt).options()
-    setup = set_up(opts)  # options checked, model resolved, plan made: once
-    token_items = checked_prompts(setup, items, chat, system, max_tokens, source=prompts)  # before any weights load
-    sampler = Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    session = Session.from_setup(setup)
+    setup = lazy.set_up(opts)  # options checked, model resolved, plan made: once
+    token_items = lazy.checked_prompts(setup, items, chat, system, max_tokens, source=prompts)  # before any weights load
+    sampler = lazy.Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    session = lazy.Session.from_setup(setup)
     try:
         for ids in token_items:
-            stream = session.stream(ids, sampler=sampler, limits=Limits(max_tokens=max_tokens), stop=tuple(stop or ()),
+            stream = session.stream(ids, sampler=sampler, limits=lazy.Limits(max_tokens=max_tokens), stop=tuple(stop or ()),
                                     seed=seed)
             if json_out:
-                print(json.dumps(_result_json(session, final(stream))), flush=True)
+                print(json.dumps(_result_json(session, lazy.final(stream))), flush=True)
             else:
                 _print_answer(session, stream)
     finally:
@@ -82,13 +75,11 @@ def generate(
 
 def _print_answer(session, stream) -> None:
     """generate without --json: the text as it comes on stdout, its figures on stderr."""
-    from homespec.session import Finish, TextDelta
-
     for r in stream:
-        if isinstance(r, TextDelta) and r.text:
+        if isinstance(r, lazy.TextDelta) and r.text:
             sys.stdout.write(r.text)
             sys.stdout.flush()
-        elif isinstance(r, Finish):
+        elif isinstance(r, lazy.Finish):
             res = r
     print()
     guard, o = session.guard, session.options

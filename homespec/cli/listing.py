@@ -3,9 +3,13 @@ optionally the plan's verdict for it on a given machine."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from homespec.errors import HomespecError
+from homespec.formats.gguf import file_type_name, read_gguf_header
+from homespec.plan.api import PlanRequest, make_plan
+from homespec.plan.machine import machine_from_args
+from homespec.sources.heads_here import list_heads as found_heads
 from homespec.sources.stores import Found, find_all
 
 VERDICT_WORDS = {"fits": "fits", "fits_offloaded": "fits with offload", "does_not_fit": "does not fit"}
@@ -26,8 +30,6 @@ class LocalModel:
 
 
 def _describe(found: Found) -> LocalModel:
-    from homespec.formats.gguf import file_type_name, read_gguf_header
-
     try:
         header = read_gguf_header(found.path)
     except HomespecError as e:
@@ -38,10 +40,6 @@ def _describe(found: Found) -> LocalModel:
 
 
 def _verdict(model: LocalModel, gpu: str, ctx: int | None) -> LocalModel:
-    from dataclasses import replace
-
-    from homespec.plan.api import PlanRequest, make_plan
-
     if model.error or model.arch == "eagle3":
         return model
     try:  # planned from the file itself, as `homespec plan --model PATH` would
@@ -56,8 +54,6 @@ def list_models(gpu: str | None = None, ctx: int | None = None) -> list[LocalMod
     (`gpu` checked first, as `plan --gpu` checks it: a name the catalogue lacks is a usage error
     even when no model is found)."""
     if gpu is not None:
-        from homespec.plan.machine import machine_from_args
-
         machine_from_args(gpu)
     models = [_describe(f) for f in find_all()]
     if gpu is not None:
@@ -67,7 +63,5 @@ def list_models(gpu: str | None = None, ctx: int | None = None) -> list[LocalMod
 
 def list_heads() -> list[LocalModel]:
     """The EAGLE heads in the hub cache and homespec's store, each with the model it drafts for."""
-    from homespec.sources.heads_here import list_heads as found_heads
-
     return [LocalModel(h.source, h.name, str(h.path), h.size, "eagle3", h.layout, kind="head", pairs_with=h.pairs_with)
             for h in found_heads()]

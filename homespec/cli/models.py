@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from homespec.cli import lazy
 from homespec.cli.app import _stdout, app
 from homespec import limits
 from homespec.cli.options import JsonOpt, number
@@ -21,16 +22,13 @@ def models(
 ) -> None:
     """List the GGUF models Ollama, LM Studio and the Hugging Face cache hold, with the name to pass to
     --model, and the EAGLE heads here, with the name to pass to --draft and the model each drafts for."""
-    from homespec.cli.listing import list_heads, list_models
-    from homespec.sources.stores import cache_dir, lmstudio_roots, ollama_roots
-
-    found, heads = list_models(gpu, ctx), list_heads()
+    found, heads = lazy.list_models(gpu, ctx), lazy.list_heads()
     if json_out:
         print(json.dumps([asdict(m) for m in [*found, *heads]], indent=2))
         return
     console = _stdout()
     if not found:
-        where = [*map(str, ollama_roots()), *map(str, lmstudio_roots()), str(cache_dir())]
+        where = [*map(str, lazy.ollama_roots()), *map(str, lazy.lmstudio_roots()), str(lazy.cache_dir())]
         console.print("no models found in " + ", ".join(where))
     else:
         _models_table(console, found, gpu is not None)
@@ -50,14 +48,13 @@ def _heads_table(console, heads) -> None:
 
 
 def _models_table(console, found, with_plan: bool) -> None:
-    from homespec.cli.listing import VERDICT_WORDS
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
     for col in ("source", "--model", "quant", "size", "arch", *(("plan",) if with_plan else ())):
         table.add_column(col, justify="right" if col == "size" else "left")
     for m in found:
-        plan = VERDICT_WORDS.get(m.verdict or "", m.error or "-") if with_plan else None
+        plan = lazy.VERDICT_WORDS.get(m.verdict or "", m.error or "-") if with_plan else None
         row = [m.source, m.name, m.quant or "?", f"{m.size_bytes / 2**30:.2f} GiB", m.arch or (m.error or "?")]
         table.add_row(*row, *((plan,) if plan is not None else ()))
     console.print(table)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from homespec import limits
+from homespec.cli import lazy
 from homespec.plan.settings import CPU_DRAFT, DEFAULT_CTX, GPU_DRAFT
 
 if TYPE_CHECKING:
@@ -116,12 +117,10 @@ class RunArgs:
     def options(self) -> "RunOptions":
         """The RunOptions of these arguments: --threads capped (saying so), the draft shape the user
         left open filled from what the target runs on (homespec.engine.options.draft_shape)."""
-        from homespec.engine.options import RunOptions, draft_shape
-
         threads = threads_for_run(self.threads)  # its note comes before the machine is probed
-        depth, topk, nodes = draft_shape(self.backend, self.device, self.draft_depth, self.draft_topk,
-                                         self.draft_tokens, self.method)
-        return RunOptions(model=self.model, draft=self.draft, method=self.method, backend=self.backend,
-                          device=self.device, ctx=self.ctx, draft_depth=depth, draft_topk=topk, draft_tokens=nodes,
-                          threads=threads, exact=self.exact, window=self.window, draft_dtype=self.draft_dtype,
-                          guard=self.guard, adapt=self.adapt)
+        depth, topk, nodes = lazy.draft_shape(self.backend, self.device, self.draft_depth, self.draft_topk,
+                                              self.draft_tokens, self.method)
+        return lazy.RunOptions(model=self.model, draft=self.draft, method=self.method, backend=self.backend,
+                               device=self.device, ctx=self.ctx, draft_depth=depth, draft_topk=topk,
+                               draft_tokens=nodes, threads=threads, exact=self.exact, window=self.window,
+                               draft_dtype=self.draft_dtype, guard=self.guard, adapt=self.adapt)

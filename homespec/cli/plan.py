@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from homespec import limits
+from homespec.cli import lazy
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import CtxOpt, DepthOpt, DraftDtypeOpt, JsonOpt, NodesOpt, TopkOpt, number
 from homespec.errors import EXIT_NO_FIT
@@ -45,10 +46,7 @@ def plan(
     json_out: JsonOpt = False,
 ) -> None:
     """Budget memory for the target, the draft head and both KV caches; say whether it fits and how fast it runs."""
-    from homespec.plan.api import PlanRequest, make_plan
-    from homespec.plan.render import render, to_json
-
-    p = make_plan(PlanRequest(
+    p = lazy.make_plan(lazy.PlanRequest(
         model=model, gpu=gpu, draft=draft, quant=quant, ctx=ctx, kv_type=kv_type, flash_attn=flash_attn,
         ubatch=ubatch, backend=backend, draft_tokens=draft_tokens, draft_depth=draft_depth, draft_topk=draft_topk,
         ram=ram, calibrate=calibrate, n_cpu_moe=n_cpu_moe, parallel=parallel, swa_full=swa_full,
@@ -59,16 +57,14 @@ def plan(
             print(note, file=sys.stderr)
     emitted = None
     if emit:
-        from homespec.plan.emit import emit as emit_command
-
-        emitted = emit_command(p, emit, model, draft, gpu_memory_utilization=gpu_memory_utilization)
+        emitted = lazy.emit_command(p, emit, model, draft, gpu_memory_utilization=gpu_memory_utilization)
         for note in emitted.notes:  # what the command still needs before it runs as printed
             print(f"warning: {note}", file=sys.stderr)
     if json_out:
-        print(json.dumps(to_json(p) | ({"emit": emitted.as_json()} if emitted else {}), indent=2))
+        print(json.dumps(lazy.plan_json(p) | ({"emit": emitted.as_json()} if emitted else {}), indent=2))
     elif emitted:
         print(emitted.text())
     else:
-        render(p, _stdout())
+        lazy.render_plan(p, _stdout())
     if not p.fits:
         raise typer.Exit(EXIT_NO_FIT)

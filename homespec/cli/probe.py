@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from homespec.cli import lazy
 from homespec.cli.app import _stdout, app
 from homespec.cli.options import JsonOpt
 
@@ -12,18 +13,12 @@ from homespec.cli.options import JsonOpt
 def probe(json_out: JsonOpt = False) -> None:
     """Find this machine's GPUs (NVIDIA via NVML, Apple Silicon via sysctl), RAM and CPU, the CPU's
     instruction sets that llama.cpp uses, and what the installed llama.cpp build does with them."""
-    from homespec.backends.llamacpp.amx import build_report
-    from homespec.hardware.isa import cpu_flags, cpu_isa
-    from homespec.hardware.probe import probe as run_probe, probe_json
-
-    m = run_probe()
-    isa = cpu_isa(cpu_flags())
-    build = build_report(isa.get("AMX", False))
+    m = lazy.run_probe()
+    isa = lazy.cpu_isa(lazy.cpu_flags())
+    build = lazy.build_report(isa.get("AMX", False))
     if json_out:
-        print(json.dumps({**probe_json(m), "cpu_isa": isa, "llama_cpp": build}, indent=2))
+        print(json.dumps({**lazy.probe_json(m), "cpu_isa": isa, "llama_cpp": build}, indent=2))
         return
-    from homespec.hardware.render import render_cpu_build, render_machine
-
     console = _stdout()
-    render_machine(m, console)
-    render_cpu_build(isa, build, console)
+    lazy.render_machine(m, console)
+    lazy.render_cpu_build(isa, build, console)

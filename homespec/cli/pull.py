@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from homespec.cli import lazy
 from homespec.cli.app import app
 from homespec.cli.options import JsonOpt
 
@@ -19,9 +20,7 @@ def pull(
     json_out: JsonOpt = False,
 ) -> None:
     """Fetch a draft head or a model into the Hugging Face cache (resumable; nothing is fetched twice)."""
-    from homespec.sources.pull import pull as fetch
-
-    pulled = fetch(name, with_draft=draft)
+    pulled = lazy.pull(name, with_draft=draft)
     if json_out:
         print(json.dumps([asdict(p) | {"path": str(p.path)} for p in pulled], indent=2))
         return

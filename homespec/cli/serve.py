@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from homespec import limits
+from homespec.cli import lazy
 from homespec.cli.app import app
 from homespec.cli.options import (
     AdaptOpt, BackendOpt, CtxOpt, DepthOpt, DeviceOpt, DraftOpt, ExactOpt, GuardOpt, MethodOpt, ModelOpt, NodesOpt,
@@ -58,8 +59,6 @@ def serve(
     /slots, /health, /metrics.
     Ctrl-C or SIGTERM stops taking requests and lets running answers finish (up to 10 s).
     """
-    from homespec.server.launch import Serving, launch
-
     if api_key is not None and not api_key.strip():
         raise UsageError("--api-key is empty", hint="pass a key (any secret string), or leave --api-key out")
     origins = cors_origins(cors)
@@ -69,11 +68,12 @@ def serve(
     opts = RunArgs(model=model, draft=draft, method=method, backend=backend, ctx=ctx, draft_depth=draft_depth,
                    draft_topk=draft_topk, draft_tokens=draft_tokens, device=device, threads=threads, exact=exact,
                    window=window, draft_dtype=draft_dtype, guard=guard, adapt=adapt).options()
-    launch(opts, Serving(host=host, port=port, api_key=api_key, alias=alias, parallel=parallel, queue=queue,
-                         cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
-                         cors=origins, reasoning_format=reasoning_format,
-                         template_file=Path(chat_template_file) if chat_template_file is not None else None,
-                         max_tokens=max_tokens, store_responses=store_responses, store_bytes=store_mib << 20))
+    serving = lazy.Serving(host=host, port=port, api_key=api_key, alias=alias, parallel=parallel, queue=queue,
+                           cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
+                           cors=origins, reasoning_format=reasoning_format,
+                           template_file=Path(chat_template_file) if chat_template_file is not None else None,
+                           max_tokens=max_tokens, store_responses=store_responses, store_bytes=store_mib << 20)
+    lazy.launch(opts, serving)
 
 
 def cors_origins(value: str | None) -> tuple[str, ...]:

@@ -9,8 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from homespec import interrupt, limits
+from homespec.cli import lazy
 from homespec.cli.app import draft_app
 from homespec.cli.options import number
+from homespec.train import train_head
 from homespec.train.config import TrainConfig  # light (no torch): the defaults of `draft train`
 
 _TRAIN = TrainConfig()  # the option defaults below: one source for the CLI and the library
@@ -38,9 +40,6 @@ def draft_train(
     data_from: Annotated[Optional[list[str]], typer.Option("--data-from", help="Also train on the data in this directory (another run's OUT/data, same target); repeatable.")] = None,
 ) -> None:
     """Train an EAGLE-3.1 draft head for a target by self-distillation (resumable)."""
-    from homespec.train import train_head
-    from homespec.train.progress import RichProgress
-
     # the config checks its settings as it is made; train_head checks --target, --out, --init and
     # --data-from on disk, all before any data is generated or any model loaded
     config = TrainConfig(target=target, out=out, prompts=prompts, tokens=tokens, epochs=epochs, device=device,
@@ -48,7 +47,7 @@ def draft_train(
                          backend=backend, eagle3=eagle3, freeze_lm_head=freeze_lm_head, hidden_weight=hidden_weight,
                          init=init, skip_shards=skip_shards, keep_vocab=keep_vocab, data_from=tuple(data_from or ()))
     kept = (lambda: f"what {out} holds is kept: rerun the same command to resume" if os.path.isdir(out) else None)
-    with interrupt.keeping(kept), RichProgress() as progress:
+    with interrupt.keeping(kept), lazy.RichProgress() as progress:
         result = train_head(config, progress=progress)
     print(json.dumps({"head_dir": str(result.head_dir), "steps": result.steps, "final_loss": result.final_loss,
                       "tau": result.tau, "head_bytes": result.head_bytes, "draft_vocab": result.draft_vocab,

@@ -27,7 +27,6 @@ from homespec.errors import HomespecError
 log = logging.getLogger("homespec.engine")
 
 if TYPE_CHECKING:
-    from homespec.contracts.backend import Tokenizer
     from homespec.engine.responses import Response
     from homespec.grammar import Grammar
     from homespec.speculative.sampling import Sampler

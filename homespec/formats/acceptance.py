@@ -20,14 +20,13 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from homespec.atomic import write_text
 from homespec.types import AcceptanceRecord
 
 FILE = "acceptance.json"
 
 
 def write_record(head_dir: str | os.PathLike[str], shapes: Sequence[dict[str, Any]], **about: Any) -> Path:
-    from homespec.atomic import write_text
-
     path = Path(head_dir) / FILE
     write_text(path, json.dumps({**about, "shapes": list(shapes)}, indent=1) + "\n")
     return path

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from homespec.errors import FormatError
+from homespec.formats.hf import read_safetensors_header
 
 # safetensors dtype -> numpy dtype ("BF16" is widened by _widen_bf16)
 _ST_NUMPY = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
@@ -51,8 +52,6 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 
 def safetensors_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    from homespec.formats.hf import read_safetensors_header
-
     entries = read_safetensors_header(path)
     raw = np.memmap(path, dtype=np.uint8, mode="r")
     out: dict[str, np.ndarray] = {}

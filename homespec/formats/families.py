@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from homespec.quant.family_shapes import deltanet_state
+
 # llm_arch_is_recurrent (llama-arch.cpp): every layer is a recurrent layer, there is no KV cache.
 RECURRENT_ARCHS = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 # llm_arch_is_hybrid: attention layers hold KV, the others a recurrent state.
@@ -167,8 +169,6 @@ def hf_family_fields(c: dict, arch: str) -> dict:
 def complete(spec):
     """Derived fields of a catalogue / config.json spec: recurrent layers and their state, MLA's cache view."""
     from dataclasses import replace
-
-    from homespec.quant.family_shapes import deltanet_state
 
     changes: dict = {}
     if spec.arch in _DELTANET and spec.linear_num_value_heads:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Collection
 
 from homespec.errors import FormatError
+from homespec.formats.http import open_source
+from homespec.quant.tables import GGML_TYPES
 from homespec.types import TensorInfo
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -88,8 +90,6 @@ def ggml_types() -> dict[int, tuple[str, int, int]]:
     Q8_1 only: gguf-py says 40 bytes, ggml's block_q8_1 is 2 halves + 32 int8 = 36 bytes.
     """
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    from homespec.quant.tables import GGML_TYPES
 
     return {int(t): (t.name, *GGML_TYPES.get(t.name, GGML_QUANT_SIZES[t]))
             for t in GGMLQuantizationType if t in GGML_QUANT_SIZES}
@@ -310,8 +310,6 @@ def parse_gguf(source, *, max_bytes: int = MAX_BYTES, label: str = "GGUF",
 def read_gguf_header(source: str | os.PathLike, *, max_bytes: int = MAX_BYTES, timeout_s: float = 30.0,
                      keep_arrays: Collection[str] = ()) -> GGUFHeader:
     """Read a GGUF header from a local path or an http(s) URL, touching at most `max_bytes` bytes."""
-    from homespec.formats.http import open_source
-
     src = open_source(source, timeout_s)
     try:
         return parse_gguf(src, max_bytes=max_bytes, label=os.fspath(source), keep_arrays=keep_arrays)

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from homespec import userfiles
 from homespec.errors import FormatError, UsageError
+from homespec.formats.families import complete, hf_family_fields
+from homespec.quant.names import normalize_quant
+from homespec.quant.predict import predict_tensors
 from homespec.types import ModelSpec, TensorInfo
 
 _MAX_ST_HEADER = 100 * 1024 * 1024  # the safetensors library refuses larger headers too
@@ -204,7 +207,6 @@ def model_shape_from_config(cfg: dict, name: str, source: str, fmt: str = "hf") 
         window = None  # Qwen2 configs carry a window they do not use
     rope = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else {}
     theta = c.get("rope_theta", rope.get("rope_theta"))
-    from homespec.formats.families import complete, hf_family_fields
 
     return complete(ModelSpec(
         name=name,
@@ -259,9 +261,6 @@ def tensors_from_safetensors(model: ModelSpec, entries: tuple[STTensor, ...]) ->
 
 def with_quant(model: ModelSpec, quant: str) -> ModelSpec:
     """The model with tensors predicted for a GGUF file type or an EXL2 bits-per-weight."""
-    from homespec.quant.names import normalize_quant
-    from homespec.quant.predict import predict_tensors
-
     q = normalize_quant(quant)
     tensors = predict_tensors(model, q)
     return replace(model, quant=q, tensors=tensors, n_params=sum(t.n_elements for t in tensors))

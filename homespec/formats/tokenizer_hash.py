@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from homespec.errors import FormatError
+from homespec.formats.gguf import read_gguf_header
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
 _PAD = re.compile(r"^\[PAD(\d+)\]$")
@@ -48,8 +49,6 @@ def gguf_tokens_digest(tokens: list[str]) -> str:
 
 def gguf_tokenizer_digest(path: str | os.PathLike) -> str | None:
     """The hash of a GGUF's vocabulary, read from its header alone; None when it carries no tokens."""
-    from homespec.formats.gguf import read_gguf_header
-
     tokens = read_gguf_header(path, keep_arrays=(TOKENS_KEY,)).metadata.get(TOKENS_KEY)
     return gguf_tokens_digest(tokens) if isinstance(tokens, list) and tokens else None
 

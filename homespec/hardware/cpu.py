@@ -6,6 +6,8 @@ import os
 import platform
 from dataclasses import dataclass
 
+from homespec.hardware.apple import _sysctl
+
 
 @dataclass(frozen=True, slots=True)
 class HostReading:
@@ -25,8 +27,6 @@ def _cpu_name() -> str:
     except OSError:
         pass
     if platform.system() == "Darwin":
-        from homespec.hardware.apple import _sysctl
-
         return _sysctl("machdep.cpu.brand_string") or platform.machine()
     return platform.processor() or platform.machine()
 

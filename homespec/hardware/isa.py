@@ -7,6 +7,8 @@ crash on some virtualised hosts (docs/backends.md, "AMX"). ARM: NEON (asimd), do
 
 from __future__ import annotations
 
+from homespec.errors import UsageError
+
 # (name shown, /proc/cpuinfo flag)
 X86 = (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AVX-512 VNNI", "avx512_vnni"), ("AVX-512 BF16", "avx512_bf16"),
        ("AVX-VNNI", "avx_vnni"), ("AMX", "amx_int8"))
@@ -61,8 +63,6 @@ AMX_CHOICES = ("auto", "on", "off")
 def amx_choice() -> str:
     """HOMESPEC_LLAMA_AMX, checked: auto (the default), on or off."""
     import os
-
-    from homespec.errors import UsageError
 
     choice = os.environ.get("HOMESPEC_LLAMA_AMX", "auto").strip().lower() or "auto"
     if choice not in AMX_CHOICES:

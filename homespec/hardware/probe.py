@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from homespec.catalog import load_catalog
 from homespec.errors import HomespecError
 from homespec.hardware.apple import SysctlReading, catalogue_id, gpu_from_sysctl, read_sysctl
 from homespec.hardware.cpu import read_host
@@ -13,8 +14,6 @@ from homespec.types import GPU, Machine
 def _catalogue_bandwidth(reading: SysctlReading) -> float | None:
     """Apple chips do not report bandwidth; the catalogue knows it for the Macs it lists."""
     try:
-        from homespec.catalog import load_catalog
-
         return load_catalog().gpu(catalogue_id(reading)).bandwidth_gbs
     except HomespecError:  # a Mac the catalogue does not list: bandwidth stays unknown
         return None

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.backend import LlamaCppBackend
+from homespec.backends.settings import BackendSettings
+from homespec.heads.llamacpp_draft import LlamaCppEagle3
+
 if TYPE_CHECKING:
     from homespec.nets.eagle3 import Eagle3Head
 
@@ -40,8 +44,7 @@ class ChainPair:
 
 def homespec_chains(head: "Eagle3Head", target: str | os.PathLike[str], contexts: Sequence[Sequence[int]],
                     k: int) -> list[list[int]]:
-    from homespec.backends.llamacpp.backend import LlamaCppBackend
-    from homespec.backends.settings import BackendSettings
+    # torch side: only homespec's half of the comparison drafts in torch
     from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
     out = []
@@ -61,8 +64,6 @@ def homespec_chains(head: "Eagle3Head", target: str | os.PathLike[str], contexts
 def compare_chains(head: "Eagle3Head", target: str | os.PathLike[str], draft_gguf: str | os.PathLike[str],
                    contexts: Sequence[Sequence[int]], k: int = 4) -> list[ChainPair]:
     """Both sides' greedy k-token chains for every context (module docstring)."""
-    from homespec.heads.llamacpp_draft import LlamaCppEagle3
-
     ours = homespec_chains(head, target, contexts, k)
     pairs = []
     n_ctx = max(256, max(len(c) for c in contexts) + k + 8)
@@ -136,8 +137,6 @@ def compare_steps(head: "Eagle3Head", target: str | os.PathLike[str], draft_gguf
                   contexts: Sequence[Sequence[int]], k: int, embed: np.ndarray) -> list[StepPair]:
     """For every context: the target's features from llama.cpp, then the chain on both sides
     (reference_chain and homespec.heads.llamacpp_draft.LlamaCppEagle3.draft)."""
-    from homespec.heads.llamacpp_draft import LlamaCppEagle3
-
     pairs = []
     n_ctx = max(256, max(len(c) for c in contexts) + k + 8)
     with LlamaCppEagle3(target, draft_gguf, n_ctx=n_ctx) as theirs:

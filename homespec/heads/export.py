@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from homespec import userfiles
-from homespec.errors import UsageError
+from homespec.backends.llamacpp.exports import runs_eagle31
+from homespec.backends.llamacpp.lib import import_llama_cpp
+from homespec.backends.tokenizer import load_tokenizer
+from homespec.embedded import smollm2_path
+from homespec.errors import HomespecError, UsageError
+from homespec.formats.eagle import draft_spec_from_checkpoint
+from homespec.heads import gguf, speculators
+from homespec.heads.check import compare_chains
+from homespec.heads.twin import calibration_features, eagle3_twin, fc_norm_scales
 
 FORMATS = ("gguf", "speculators", "hf")
 DTYPES = ("f32", "f16", "bf16")
@@ -57,10 +65,7 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
                 force: bool = False, dtype: str | None = None, check: bool = True, verifier: str | None = None,
                 say: Callable[[str], None] = lambda _m: None) -> ExportResult:
     """Load the head against its target, make its EAGLE-3 twin if asked, write `fmt` to `out`."""
-    from homespec.embedded import smollm2_path
-    from homespec.formats.eagle import draft_spec_from_checkpoint
-    from homespec.heads import gguf
-    from homespec.nets.eagle3 import load_head
+    from homespec.nets.eagle3 import load_head  # torch: loaded after the arguments are checked
 
     check_args(fmt, out, dtype)
     spec = draft_spec_from_checkpoint(head_dir)
@@ -72,8 +77,6 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
     if fmt == "gguf":
         gguf.check_overwrite(out_p, force, gguf.is_exported_gguf)
     else:
-        from homespec.heads import speculators
-
         speculators.check_overwrite(out_p, force)
     target_path = str(target or smollm2_path())
     header = gguf.read_target(target_path)
@@ -81,8 +84,6 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
     dtype = dtype or (spec.dtype if spec.dtype in DTYPES else "f32")
     kind, scales = ("eagle3.1" if head.config.fc_norm or head.config.norm_output else "eagle3"), None
     if twin:
-        from homespec.heads.twin import calibration_features, eagle3_twin, fc_norm_scales
-
         if head.config.fc_norm:
             say("calibrating the EAGLE-3 twin's feature norm on the target's features (dev prompts)")
             feats = calibration_features(target_path, head.config.feature_layers(header.n_layer))
@@ -99,8 +100,6 @@ def export_head(head_dir: str, fmt: str, out: str, *, target: str | None = None,
 def _write(head: Any, header: Any, fmt: str, out_p: Path, dtype: str, name: str, check: bool, target_path: str,
            verifier: str | None, say: Callable[[str], None]) -> tuple[int, list[Any]]:
     """Write the head as `fmt` to `out_p` (a GGUF checked against llama.cpp first) -> (bytes, check pairs)."""
-    from homespec.heads import gguf, speculators
-
     pairs: list[Any] = []
     if fmt == "gguf":
         # written and checked beside --out, then renamed: a file that fails the check replaces nothing
@@ -121,9 +120,6 @@ def _write(head: Any, header: Any, fmt: str, out_p: Path, dtype: str, name: str,
 
 def _need_patched_build(head_dir: str) -> None:
     """The check of a 3.1 file drafts with it in llama.cpp: the installed build must carry the patch."""
-    from homespec.backends.llamacpp.exports import runs_eagle31
-    from homespec.backends.llamacpp.lib import import_llama_cpp
-
     import_llama_cpp()
     if not runs_eagle31():
         raise UsageError(f"{head_dir} is an EAGLE-3.1 head and the installed llama.cpp lacks homespec's EAGLE-3.1 "
@@ -134,10 +130,6 @@ def _need_patched_build(head_dir: str) -> None:
 
 def _check(head: Any, target: str, out: Path, say: Callable[[str], None]) -> list[Any]:
     """llama.cpp drafts with the written file what homespec drafts with the head, or the file goes."""
-    from homespec.backends.tokenizer import load_tokenizer
-    from homespec.errors import HomespecError
-    from homespec.heads.check import compare_chains
-
     say("checking that llama.cpp drafts with the file what homespec drafts with the head")
     tok = load_tokenizer(target)
     texts = ("The capital of France is", "def add(a, b):\n    return", "Once upon a time, there was a")

@@ -20,6 +20,7 @@ import numpy as np
 from homespec.backends.llamacpp.head_gguf import (ARCH, DTYPES, MARK_KEY, TargetHeader, permute_qk, read_target,
                                                   write_eagle3_gguf as write_arrays)
 from homespec.errors import HomespecError, UsageError
+from homespec.formats.gguf import read_gguf_header
 
 if TYPE_CHECKING:
     from homespec.nets.eagle3 import Eagle3Head
@@ -41,8 +42,6 @@ def is_exported_gguf(path: Path) -> bool:
     if not path.is_file():
         return False
     try:
-        from homespec.formats.gguf import read_gguf_header
-
         return MARK_KEY in read_gguf_header(path).metadata
     except (HomespecError, ValueError, OSError):
         return False

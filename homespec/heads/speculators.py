@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from homespec.atomic import write_text, write_with
+from homespec.embedded import smollm2_path
 from homespec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -104,15 +106,13 @@ def write(head: "Eagle3Head", out: Path, *, fmt: str, dtype: str, target: str, l
     """Write config.json + model.safetensors to `out` (each file atomically); returns the weights' bytes."""
     from safetensors.torch import save_file
 
-    from homespec.atomic import write_text, write_with
-
     out.mkdir(parents=True, exist_ok=True)
     if fmt == "hf":
         import copy
 
         import torch
 
-        from homespec.nets.eagle3 import save_head
+        from homespec.nets.eagle3 import save_head  # torch side, like the import above
 
         cast = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
         save_head(copy.deepcopy(head).cpu().to(cast), out)
@@ -120,7 +120,6 @@ def write(head: "Eagle3Head", out: Path, *, fmt: str, dtype: str, target: str, l
         cfg[MARK] = "homespec"
         write_text(out / "config.json", json.dumps(cfg, indent=2) + "\n")
         return (out / "model.safetensors").stat().st_size
-    from homespec.embedded import smollm2_path
 
     try:
         embedded = Path(target).resolve() == smollm2_path().resolve()

@@ -21,7 +21,7 @@ def eagle3_twin(head: "Eagle3Head", scales: Sequence[float] | None) -> "Eagle3He
     norm_before_fc norm with the per-feature `scales` (fc_norm_scales)."""
     import torch
 
-    from homespec.nets.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head  # torch side, like the import above
 
     w = head.fc.weight
     arrays = {k: v.detach().float().cpu().numpy() for k, v in head.state_dict().items() if k != "embed_tokens.weight"}

@@ -65,7 +65,7 @@ def _load(impl: str) -> Any:
     """The module / library object of one implementation, or _Unavailable with the reason."""
     try:
         if impl == "torch":
-            import homespec.kernels.reference as ref
+            import homespec.kernels.reference as ref  # torch: the reference loads only when chosen
 
             return ref
         if impl == "triton":
@@ -174,7 +174,7 @@ def selected(device: "str | torch.device") -> str:
 
 
 def _path_choice(path: "torch.Tensor", length: "torch.Tensor", nxt: "torch.Tensor") -> "PathChoice":
-    from homespec.kernels.reference import PathChoice
+    from homespec.kernels.reference import PathChoice  # torch: the reference loads only when chosen
 
     return PathChoice(path=path, length=length.long().reshape(()), next_token=nxt.long().reshape(()))
 

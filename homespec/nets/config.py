@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from homespec.errors import FormatError
+from homespec.formats.gguf import read_gguf_header
+from homespec.formats.hf import load_config
 
 # GGUF architectures whose converter permutes the q/k rows (llama.cpp `LlamaModel.permute`): their
 # RoPE rotates adjacent pairs (rope type NORM); the others use the NEOX/HF half-split pairing.
@@ -140,8 +142,6 @@ def config_from_gguf(header: Any, rope_freqs: Sequence[float] | None = None) -> 
 
 def read_gguf_config(path: str | Path) -> LlamaConfig:
     """The config of a GGUF file (header only, plus the tiny rope_freqs tensor when present)."""
-    from homespec.formats.gguf import read_gguf_header
-
     header = read_gguf_header(path)
     rope = next((t for t in header.tensors if t.name == "rope_freqs.weight"), None)
     freqs = None
@@ -223,8 +223,6 @@ def config_from_hf(cfg: Mapping[str, Any], path: str = "") -> LlamaConfig:
 
 
 def read_hf_config(directory: str | Path) -> LlamaConfig:
-    from homespec.formats.hf import load_config
-
     if not (Path(directory) / "config.json").exists():
         raise FormatError(f"{directory}: no config.json", hint="pass a Hugging Face model directory or a .gguf file")
     return config_from_hf(load_config(directory), str(directory))

@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from homespec.atomic import write_with
 from homespec.errors import FormatError, HomespecError
+from homespec.formats.hf import load_config, load_safetensors
 from homespec.nets.config import llama3_freq_factors
 from homespec.nets.eagle3_config import Eagle3Config, canonical_key
 
@@ -210,8 +212,6 @@ class Eagle3Head(nn.Module):
 
 
 def _read_weights(directory: Path) -> dict[str, torch.Tensor]:
-    from homespec.formats.hf import load_safetensors
-
     st, pt = directory / "model.safetensors", directory / "pytorch_model.bin"
     if not st.is_file() and not pt.is_file():
         raise FormatError(f"{directory}: no model.safetensors or pytorch_model.bin", hint="download the head's weights too")
@@ -228,8 +228,6 @@ def _read_weights(directory: Path) -> dict[str, torch.Tensor]:
 def read_config(directory: Path) -> Eagle3Config:
     """A head directory's config.json (read as homespec.formats.hf reads every config.json); a
     malformed one is a FormatError naming it, never a TypeError from deep inside."""
-    from homespec.formats.hf import load_config
-
     if not (directory / "config.json").exists():
         raise FormatError(f"{directory}: no config.json", hint="pass the directory of an EAGLE-3 head")
     cfg = load_config(directory)
@@ -298,8 +296,6 @@ def _check_target(c: Eagle3Config, n_layer: int, hidden: int, vocab: int, where:
 def save_head(head: Eagle3Head, directory: str | Path) -> None:
     """Write config.json + model.safetensors (the published layout, with d2t/t2d) atomically."""
     from safetensors.torch import save_file
-
-    from homespec.atomic import write_with
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

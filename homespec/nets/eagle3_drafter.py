@@ -28,6 +28,7 @@ import torch
 from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
 from homespec.contracts.tree import DraftTree
 from homespec.errors import HomespecError
+from homespec.heap import keep_freed_memory
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend, Forward
@@ -69,8 +70,6 @@ class Eagle3DrafterBase(ABC):
         nodes including the root; window: attend only to the newest `window` committed entries
         (keeps acceptance flat on long contexts, docs/speculative.md); source: where the head was
         loaded from (reported by `homespec bench --json`)."""
-        from homespec.heap import keep_freed_memory
-
         keep_freed_memory()  # draft steps' temporaries reuse heap memory (homespec.heap)
         c = head.config
         if backend.hidden_size != c.target_hidden_size or backend.n_vocab != c.vocab_size:

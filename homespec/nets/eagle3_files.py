@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from homespec.errors import FormatError, UsageError
+from homespec.formats.arrays import read_arrays
+from homespec.formats.hf import load_config, safetensors_files
 from homespec.nets.eagle3_config import Eagle3Config, canonical_key
 
 
@@ -32,8 +34,6 @@ class HeadFiles:
 
 def weight_files(directory: Path) -> tuple[Path, ...]:
     """The head's weight files: its safetensors (one or sharded), else pytorch_model.bin."""
-    from homespec.formats.hf import safetensors_files
-
     st = safetensors_files(directory)
     if st:
         index = directory / "model.safetensors.index.json"
@@ -78,9 +78,6 @@ def _layout(raw_keys: list[str], cfg: dict) -> str:
 
 def read_head(directory: str | Path) -> HeadFiles:
     """Config and weights of the head in `directory`, checked against each other."""
-    from homespec.formats.arrays import read_arrays
-    from homespec.formats.hf import load_config
-
     d = Path(directory)
     cfg = load_config(d)
     config = Eagle3Config.from_dict(cfg, str(d))

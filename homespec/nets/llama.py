@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from homespec.errors import ContractError, HomespecError
+from homespec.kernels import compact_kv  # one launch on a GPU; the torch reference elsewhere
 from homespec.nets.config import LlamaConfig
 
 
@@ -231,8 +232,6 @@ class LlamaModel:
         if self.n_past + n > self.max_context:
             raise HomespecError("context full while committing", hint="start a new conversation or use a larger --ctx")
         if list(nodes) != list(range(n)):
-            from homespec.kernels import compact_kv  # one launch on a GPU; the torch reference elsewhere
-
             compact_kv(self.k_cache, self.v_cache, self.n_past, torch.as_tensor(list(nodes), dtype=torch.long))
         self.n_past += n
 

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 
 from homespec.errors import FormatError, HomespecError
+from homespec.formats.gguf import read_gguf_header
+from homespec.formats.hf import load_safetensors, safetensors_files
 from homespec.nets.config import PERMUTED_QK_ARCHS, LlamaConfig, config_from_gguf, read_hf_config, tensor_offsets
 from homespec.nets.llama import LayerWeights, LlamaModel
 
@@ -78,8 +80,6 @@ def read_gguf_tensors(path: str) -> tuple[LlamaConfig, dict[str, np.ndarray]]:
     are memory-mapped and dequantised by the gguf package."""
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
-
-    from homespec.formats.gguf import read_gguf_header
 
     header = read_gguf_header(path)
     offsets = tensor_offsets(header)
@@ -149,8 +149,6 @@ def load_gguf_model(path: str, *, device: str, dtype: torch.dtype, max_context: 
 
 
 def read_hf_tensors(directory: str) -> dict[str, torch.Tensor]:
-    from homespec.formats.hf import load_safetensors, safetensors_files
-
     files = safetensors_files(directory)
     if not files:
         raise FormatError(f"{directory}: no *.safetensors files", hint="the download is incomplete: fetch the model's *.safetensors files")

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from homespec.catalog import derived_draft, load_catalog
+from homespec.embedded import shipped_head
 from homespec.errors import UsageError
 from homespec.hardware.isa import amx_choice, installed_variant
-from homespec.plan.fit import Plan, solve
+from homespec.plan.devices import AMD_GTT_HINT
+from homespec.plan.fit import FITS, Plan, solve
 from homespec.plan.lookups import WORKLOADS, workload_outlook
+from homespec.plan.machine import machine_from_args
 from homespec.plan.network import link_from_arg
 from homespec.plan.parallel import fewest_pushed, most_sequences
+from homespec.plan.render import gib
 from homespec.plan.settings import DEFAULT_CTX, EXL2_CACHE, Settings, draft_shape
 from homespec.plan.suggest import advise
+from homespec.sources.resolve import resolve
 from homespec.types import DraftSpec, Machine, ModelSpec
 
 # The chain an MTP draft proposes per step when --draft-depth is not given (homespec's default): the
@@ -35,7 +41,7 @@ def _paired(model: str | None) -> tuple[str, str | None] | None:
 
     if model is None or not Path(model).exists():
         return None
-    from homespec.sources.pairing import pair
+    from homespec.sources.pairing import pair  # startup: heads are paired for a model file only
 
     p = pair(model)
     if p.head is not None:
@@ -52,9 +58,6 @@ def default_draft(model: str, target: ModelSpec) -> tuple[str | None, str | None
     The embedded model gets the head that ships with homespec (the one a run loads); a model the
     catalogue pairs with a head gets that head; anything else a trainable EAGLE-3.1 head shaped like
     one of its decoder layers, which no run can load until it is trained: the note says so."""
-    from homespec.catalog import derived_draft, load_catalog
-    from homespec.embedded import shipped_head
-
     head = shipped_head(model)
     if head is not None:
         return str(head), None
@@ -115,9 +118,6 @@ class PlanRequest:
 
 def make_plan(req: PlanRequest) -> Plan:
     """The solved plan for `req`: what `homespec plan` prints and what a run starts its target with."""
-    from homespec.plan.machine import machine_from_args
-    from homespec.sources.resolve import resolve
-
     if req.workload is not None and req.workload not in WORKLOADS:
         raise UsageError(f"unknown workload '{req.workload}'", hint=f"use --workload {' or '.join(WORKLOADS)}")
     if req.max_parallel and req.parallel != 1:
@@ -175,7 +175,6 @@ def _base_notes(gpu: str | None) -> list[str]:
     """Which configuration a chip named without its memory size (`--gpu m3-ultra`) was planned as."""
     if not gpu or gpu.strip().lower() in ("auto", "none", "cpu"):
         return []
-    from homespec.catalog import load_catalog
 
     cat = load_catalog()
     return [n for n in (cat.base_note(name) for name in gpu.split(",") if name.strip()) if n]
@@ -219,10 +218,6 @@ def cpu_buffers_for(machine: Machine) -> str:
 
 def _unified_limit_note(plan: Plan) -> str | None:
     """When a unified GPU's own limit (not the pool) keeps weights off it, name the setting that raises it."""
-    from homespec.plan.devices import AMD_GTT_HINT
-    from homespec.plan.fit import FITS
-    from homespec.plan.render import gib
-
     gpu = next((u.device for u in plan.devices if u.device.is_gpu and u.device.unified), None)
     host = next((u.device for u in plan.devices if not u.device.is_gpu), None)
     if gpu is None or host is None or plan.verdict == FITS or gpu.capacity_bytes >= host.capacity_bytes:
@@ -236,7 +231,7 @@ def _solve(target: ModelSpec, head: DraftSpec | None, machine: Machine, settings
            calibrate: str | None) -> Plan:
     if calibrate is None:
         return advise(solve(target, head, machine, settings))
-    from homespec.plan.calibrate import load_calibration
+    from homespec.plan.calibrate import load_calibration  # startup: only with --calibrate
 
     cal = load_calibration(calibrate)
     if cal.tau is not None and head is not None:

@@ -17,8 +17,12 @@ from homespec.errors import UsageError
 from homespec.plan.emit_remote import (ray_commands, remotes, rpc_flags, rpc_notes, rpc_server_commands,
                                        vllm_parallel_flags)
 from homespec.plan.fit import Plan
+from homespec.plan.render import verdict_line
 from homespec.plan.vllm_kv import DEFAULT_UTILIZATION, vllm_kv
+from homespec.sources.names import HubRef, parse
+from homespec.sources.pick import split_info
 from homespec.types import DraftSpec, ModelSpec
+from homespec.userfiles import existing
 
 TARGETS = ("llama-server", "vllm")
 
@@ -71,8 +75,6 @@ def emit(plan: Plan, target: str, model_arg: str | None = None, draft_arg: str |
         raise UsageError(f"unknown --emit target '{target}'", hint="use --emit llama-server or --emit vllm")
     notes: list[str] = []
     if not plan.fits:
-        from homespec.plan.render import verdict_line
-
         notes.append(f"the plan does not fit, so this command cannot load as planned: {verdict_line(plan)}")
     if target == "llama-server":
         cmd, more = _llama_server(plan, model_arg, draft_arg)
@@ -153,10 +155,6 @@ def _gguf_target(m: ModelSpec, model_arg: str | None) -> tuple[str, str, list[st
 def _hub_repo_tag(arg: str | None, resolved: str) -> str | None:
     """`org/repo:TAG` for llama-server's -hf when --model named a hub repo (not one file): homespec
     picks the file by llama.cpp's own rule (homespec.sources.pick), so -hf fetches the file planned."""
-    from homespec.userfiles import existing
-    from homespec.sources.names import HubRef, parse
-    from homespec.sources.pick import split_info
-
     ref = parse(arg) if arg and existing(arg) is None else None
     if not isinstance(ref, HubRef) or ref.file is not None or ref.revision != "main":
         return None

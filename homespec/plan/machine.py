@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from homespec.catalog import load_catalog
 from homespec.errors import UsageError
 from homespec.hardware.isa import apple_features
+from homespec.hardware.probe import probe
 from homespec.types import GPU, Machine
 
 GIB = 1 << 30
@@ -20,8 +22,6 @@ def machine_from_args(gpu_arg: str | None, ram_gib: float | None = None, remotes
     --ram says otherwise (a named Mac brings its own unified memory). None means `auto`; an empty
     string is a mistake, never a silent probe. `remotes` (`--remote 3090@host2`) adds other machines'
     GPUs, served by llama.cpp's RPC backend: they come first, as llama.cpp puts RPC devices first."""
-    from homespec.hardware.probe import probe
-
     arg = "auto" if gpu_arg is None else gpu_arg.strip()
     if not arg:
         raise UsageError("--gpu is empty", hint=_GPU_HINT)
@@ -55,8 +55,6 @@ DEFAULT_RPC_PORT = 50052  # ggml-rpc-server's default port (tools/rpc/rpc-server
 def remote_gpus(specs: tuple[str, ...]) -> tuple[GPU, ...]:
     """The GPUs of other machines, `NAMES@HOST[:PORT]` each (catalogue names, one machine per spec), in the
     order given: the order of llama-server's --rpc list, which is llama.cpp's device order."""
-    from homespec.catalog import load_catalog
-
     cat, out, seen = load_catalog(), [], set()
     for spec in specs:
         names, at, where = spec.strip().partition("@")
@@ -78,8 +76,6 @@ def remote_gpus(specs: tuple[str, ...]) -> tuple[GPU, ...]:
 
 
 def _catalogue_machine(arg: str, host: Machine) -> Machine:
-    from homespec.catalog import load_catalog
-
     names = [n.strip() for n in arg.split(",")]
     if any(not n for n in names):
         raise UsageError(f"--gpu '{arg}' has an empty name", hint="separate catalogue names with single commas, e.g. --gpu 4090,3090")

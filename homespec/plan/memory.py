@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from homespec.errors import UsageError
 from homespec.formats.families import RS_ROLLBACK_ARCHS
-from homespec.plan.settings import Settings
+from homespec.plan.settings import EXL2_CACHE, Settings
+from homespec.quant.tables import GGML_TYPES
 from homespec.quant.weights import group_weights
 from homespec.types import DraftSpec, ModelSpec
 
@@ -37,8 +38,6 @@ EXL2_MAX_INPUT_LEN = 2048
 
 def _kv_block(kv_type: str) -> tuple[int, int]:
     """(elements per block, bytes per block) of a KV element type, from the ggml type table."""
-    from homespec.quant.tables import GGML_TYPES
-
     return GGML_TYPES[kv_type.upper()]
 
 
@@ -243,8 +242,6 @@ def draft_kv_bytes(draft: DraftSpec, s: Settings, on_gpu: bool) -> int:
 
 
 def _exl2_mode(kv_type: str) -> str:
-    from homespec.plan.settings import EXL2_CACHE
-
     return EXL2_CACHE[kv_type]
 
 

@@ -6,6 +6,7 @@ from homespec.plan.devices import GIB, device_label
 from homespec.plan.fit import FITS, FITS_OFFLOADED, Plan
 from homespec.plan.lines import LineKind
 from homespec.plan.lookups import outlook_line
+from homespec.quant.weights import active_params, group_weights
 
 
 def gib(n: int) -> str:
@@ -128,8 +129,6 @@ def _workload_json(plan: Plan) -> dict:
 
 def _family_json(m) -> dict:
     """The architecture-family facts the plan used (absent keys: a dense model)."""
-    from homespec.quant.weights import active_params, group_weights
-
     out: dict = {}
     if m.tensors:
         out["n_params"] = group_weights(m).n_params

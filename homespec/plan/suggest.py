@@ -12,7 +12,7 @@ from homespec.plan.devices import GIB, device_label
 from homespec.plan.fit import FITS, NO_FIT, Plan, solve
 from homespec.plan.lines import LineKind
 from homespec.plan.render import gib
-from homespec.types import Machine
+from homespec.quant.predict import predict_tensors
 
 # Smaller file types to try, largest first (llama.cpp's usual ladder).
 QUANT_LADDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K")
@@ -96,10 +96,6 @@ def short_gpu_name(name: str) -> str:
 def _smaller_quant(plan: Plan) -> str | None:
     model = plan.model
     if model.format != "catalogue" or not model.quant or model.quant.startswith("EXL2"):
-        return None
-    try:
-        from homespec.quant.predict import predict_tensors
-    except ImportError:  # pragma: no cover - the catalogue ships with the package
         return None
     current = sum(t.n_bytes for t in model.tensors or ())
     for q in QUANT_LADDER:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from homespec.embedded import smollm2_path
 from homespec.errors import UsageError
 from homespec.userfiles import existing
 from homespec.sources.names import HubRef, LMStudioRef, OllamaRef, SourceRef, parse
@@ -23,11 +24,11 @@ from homespec.sources.names import HubRef, LMStudioRef, OllamaRef, SourceRef, pa
 def _local(ref: SourceRef) -> Path | None:
     """A store on this machine: the file, or None for a hub name."""
     if isinstance(ref, OllamaRef):
-        from homespec.sources.stores import resolve_ollama
+        from homespec.sources.stores import resolve_ollama  # startup: a catalogue name reads no store
 
         return resolve_ollama(ref)
     if isinstance(ref, LMStudioRef):
-        from homespec.sources.stores import resolve_lmstudio
+        from homespec.sources.stores import resolve_lmstudio  # startup: a catalogue name reads no store
 
         return resolve_lmstudio(ref)
     return None
@@ -49,6 +50,7 @@ def resolve_for_plan(name: str) -> str:
     local = _local(ref)
     if local is not None:
         return str(local)
+    # startup: a catalogue name loads no hub code
     from homespec.sources.hub import HubRepo, cached_path, config_dir, locate
 
     hub = locate(ref)
@@ -68,7 +70,7 @@ def is_head_repo(name: str) -> bool:
     """`name` is a bare hub repo holding an EAGLE-3 head (fetched whole), not a GGUF model repo."""
     if not is_hub_repo(name):
         return False
-    from homespec.sources.hub import is_head_repo as hub_is_head_repo
+    from homespec.sources.hub import is_head_repo as hub_is_head_repo  # startup: a catalogue name loads no hub code
 
     return hub_is_head_repo(source_ref(name))
 
@@ -77,8 +79,6 @@ def resolve_for_run(name: str | None) -> str:
     """A local model file or directory for `name`: None -> the embedded SmolLM2, an existing path
     as given, a store name -> its file, a hub name -> downloaded into the hub cache."""
     if name is None:
-        from homespec.embedded import smollm2_path
-
         return str(smollm2_path())
     path = existing(name)
     if path is not None:
@@ -96,6 +96,7 @@ def resolve_for_run(name: str | None) -> str:
     local = _local(ref)
     if local is not None:
         return str(local)
+    # startup: a catalogue name loads no hub code
     from homespec.sources.hub import HubRepo, download, locate, model_snapshot
 
     hub = locate(ref)
@@ -109,7 +110,7 @@ def resolve_head_for_run(name: str) -> Path:
         return path
     ref = source_ref(name)
     if is_head_repo(name):
-        from homespec.sources.hub import snapshot
+        from homespec.sources.hub import snapshot  # startup: a catalogue name loads no hub code
 
         return snapshot(ref.repo, ref.revision)
     if ref is not None:  # a GGUF draft model, by any spelling

@@ -16,9 +16,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from homespec.catalog import load_catalog
 from homespec.embedded import HEADS_DIR
 from homespec.errors import HomespecError
-from homespec.sources.stores import cached_hub_files
+from homespec.formats.eagle import is_eagle_config
+from homespec.formats.gguf import read_gguf_header
+from homespec.formats.hf import load_config
+from homespec.sources.stores import cache_dir, cached_hub_files
 
 SIDECAR_PREFIX = "eagle3-"  # llama.cpp common/download.cpp find_best_eagle3: files named eagle3-*.gguf
 _WEIGHTS = (".safetensors", ".bin")
@@ -107,8 +111,6 @@ class FoundHead:
 
 
 def _catalogue_name(repo: str, file: str | None) -> dict | None:
-    from homespec.catalog import load_catalog
-
     for entry in load_catalog().draft_entries:
         if entry.get("repo") == repo and entry.get("file") == file:
             return entry
@@ -120,10 +122,7 @@ def _named_target(path: Path) -> str:
     --model-name), a speculators config's verifier, an EAGLE config's target_model."""
     try:
         if path.is_file():
-            from homespec.formats.gguf import read_gguf_header
-
             return str(read_gguf_header(path).metadata.get("general.name") or "")
-        from homespec.formats.hf import load_config
 
         cfg = load_config(path)
     except (HomespecError, OSError, ValueError):  # a listing shows what it can read
@@ -144,9 +143,6 @@ def _found(source: str, path: Path, entry: dict | None, name: str) -> FoundHead:
 
 
 def _cached_heads(repo: str) -> list[FoundHead]:
-    from homespec.formats.eagle import is_eagle_config
-    from homespec.formats.hf import load_config
-
     cached = cached_hub_files(repo, "main")
     if cached is None:
         return []
@@ -167,13 +163,10 @@ def _cached_heads(repo: str) -> list[FoundHead]:
 
 def list_heads() -> list[FoundHead]:
     """Every head in the Hugging Face cache and in homespec's store."""
-    from homespec.sources.stores import cache_dir
-
     out: list[FoundHead] = []
     root = cache_dir()
     for folder in sorted(root.glob("models--*--*")) if root.is_dir() else []:
         out += _cached_heads(folder.name[len("models--"):].replace("--", "/", 1))
-    from homespec.catalog import load_catalog
 
     shipped = {e["acceptance"]: e for e in load_catalog().draft_entries if e.get("acceptance")}
     for head in store_heads():

@@ -18,15 +18,13 @@ from typing import Iterator
 
 from homespec import interrupt
 from homespec.errors import EXIT_USAGE, HomespecError, UsageError
-from homespec.formats.http import hub_endpoint
+from homespec.formats.http import check_network_allowed, hub_endpoint
 from homespec.sources import pick
 from homespec.sources.names import HubRef
 from homespec.sources.stores import cache_dir, cached_hub_files
 
 
 def _check_network() -> None:
-    from homespec.formats.http import check_network_allowed
-
     check_network_allowed(hub_endpoint())
 
 
@@ -231,8 +229,6 @@ def _fetch_blob(repo: str, part: str, revision: str) -> None:
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
-
-    from homespec.formats.http import check_network_allowed
 
     meta = get_hf_file_metadata(hf_hub_url(repo, part, revision=revision, endpoint=hub_endpoint()),
                                 endpoint=hub_endpoint())

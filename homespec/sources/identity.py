@@ -19,7 +19,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from homespec.catalog import load_catalog
 from homespec.errors import UsageError
+from homespec.formats.eagle import draft_spec_from_checkpoint, feature_layers
+from homespec.formats.gguf import read_gguf_header, read_model_header
+from homespec.formats.gguf_model import draft_spec_from_gguf, model_spec_from_gguf, target_layers
+from homespec.formats.hf import load_config, model_shape_from_config
+from homespec.formats.tokenizer_hash import (
+    TOKENS_KEY, directory_tokenizer_digest, gguf_tokenizer_digest, gguf_tokens_digest,
+)
 
 _NORM = re.compile(r"[\s_]+")
 
@@ -71,8 +79,6 @@ def _stamp(path: str) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=32)
 def _tokenizer_of(path: str, size: int, mtime: int) -> str | None:
-    from homespec.formats.tokenizer_hash import directory_tokenizer_digest, gguf_tokenizer_digest
-
     p = Path(path)
     if p.is_dir():
         return directory_tokenizer_digest(p)
@@ -100,15 +106,10 @@ def target_identity(path: str | os.PathLike) -> TargetIdentity:
     p = Path(path)
     names = [p.stem if p.is_file() else p.name, p.parent.name]
     if p.is_dir() or p.suffix == ".json":  # a Hugging Face folder, or its config.json
-        from homespec.formats.hf import load_config, model_shape_from_config
-
         folder = p if p.is_dir() else p.parent
         names[0] = folder.name
         spec = model_shape_from_config(load_config(p), folder.name, str(folder))
     else:
-        from homespec.formats.gguf import read_model_header
-        from homespec.formats.gguf_model import model_spec_from_gguf
-
         header = read_model_header(p)
         if header.arch == "eagle3":
             raise UsageError(f"{p} is an EAGLE-3 draft head, not a target model", hint="pass it as --draft")
@@ -126,8 +127,6 @@ def target_identity(path: str | os.PathLike) -> TargetIdentity:
 
 def entry_identity(entry: dict) -> HeadIdentity:
     """A catalogue head's target: its [[draft]] table and the catalogue model it names."""
-    from homespec.catalog import load_catalog
-
     catalog = load_catalog()
     model = catalog.target_entry(entry)
     ids = entry.get("layer_ids")
@@ -147,8 +146,6 @@ def path_identity(path: str | os.PathLike) -> HeadIdentity:
     p = Path(path)
     if p.is_file():
         return _gguf_identity(p)
-    from homespec.formats.eagle import draft_spec_from_checkpoint, feature_layers
-    from homespec.formats.tokenizer_hash import directory_tokenizer_digest
 
     spec = draft_spec_from_checkpoint(p)
     return HeadIdentity(name=p.name, target_hidden=spec.target_hidden, target_vocab=spec.target_vocab,
@@ -156,10 +153,6 @@ def path_identity(path: str | os.PathLike) -> HeadIdentity:
 
 
 def _gguf_identity(p: Path) -> HeadIdentity:
-    from homespec.formats.gguf import read_gguf_header
-    from homespec.formats.gguf_model import draft_spec_from_gguf, target_layers
-    from homespec.formats.tokenizer_hash import TOKENS_KEY, gguf_tokens_digest
-
     header = read_gguf_header(p, keep_arrays=(TOKENS_KEY,))
     if header.arch != "eagle3":
         raise UsageError(f"{p} is a {header.arch or 'non-eagle3'} GGUF, not an EAGLE-3 head",

@@ -22,7 +22,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from homespec.catalog import load_catalog
+from homespec.embedded import shipped_head
 from homespec.errors import HomespecError, UsageError
+from homespec.sources.heads_here import local_copy, sidecars, store_heads
 from homespec.sources.identity import (
     HeadIdentity, TargetIdentity, entry_identity, mismatch, name_matches, path_identity, target_identity,
 )
@@ -54,8 +57,6 @@ def _path_fits(path: Path, target: TargetIdentity, *, exact: bool) -> bool:
 def candidates(target: TargetIdentity) -> list[dict]:
     """Catalogue heads made for this model, in the catalogue's order of preference: the identity
     fits, and the model is named after the head's target or has the vocabulary the head records."""
-    from homespec.catalog import load_catalog
-
     out = []
     for entry in load_catalog().draft_entries:
         head = entry_identity(entry)
@@ -75,16 +76,11 @@ def fetch_note(entry: dict, target: TargetIdentity) -> str:
 
 def pair(model_path: str | os.PathLike) -> Pairing:
     """The head `--draft auto` drafts with for the local model at `model_path` (see the module)."""
-    from homespec.embedded import shipped_head
-
     shipped = shipped_head(str(model_path))
     if shipped is not None:
-        from homespec.catalog import load_catalog
-
         entry = next((e["id"] for e in load_catalog().draft_entries if e.get("acceptance") == shipped.name), None)
         return Pairing(shipped, entry, "shipped")
     target = target_identity(model_path)
-    from homespec.sources.heads_here import local_copy, sidecars, store_heads
 
     for sidecar in sidecars(model_path):
         if _path_fits(sidecar, target, exact=True):

@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homespec.catalog import load_catalog
 from homespec.errors import UsageError
-from homespec.sources.names import HubRef
+from homespec.sources import pick
+from homespec.sources.find import is_head_repo, source_ref
+from homespec.sources.hub import HubFile, HubRepo, download, list_repo, locate, model_snapshot
+from homespec.sources.names import HubRef, LMStudioRef, OllamaRef
 
 if TYPE_CHECKING:
     from homespec.sources.hub import RepoFiles
@@ -51,8 +55,6 @@ def _head_files(files: list[str]) -> list[str]:
 
 def _pull_files(listing: "RepoFiles", files: list[str], revision: str = "main") -> tuple[Path, int]:
     """Every file of the listed repo into the cache (resumable). -> (the first file's path, bytes listed)."""
-    from homespec.sources.hub import HubFile, download
-
     missing = [f for f in files if f not in listing.files]
     if missing:
         raise UsageError(f"{listing.repo} has no {missing[0]}",
@@ -62,8 +64,6 @@ def _pull_files(listing: "RepoFiles", files: list[str], revision: str = "main") 
 
 
 def _pull_head_repo(repo: str, name: str, revision: str = "main") -> Pulled:
-    from homespec.sources.hub import list_repo
-
     listing = list_repo(repo, revision)
     files = _head_files(list(listing.files))
     first, size = _pull_files(listing, files, revision)
@@ -76,17 +76,12 @@ def pull_entry(entry: dict) -> Pulled:
         raise UsageError(f"{entry['id']} ships with homespec: there is nothing to pull",
                          hint="it is used as it is (`homespec models` lists it)")
     if entry.get("file"):
-        from homespec.sources.hub import list_repo
-
         path, size = _pull_files(list_repo(entry["repo"]), [entry["file"]])
         return Pulled("sidecar", entry["repo"], path, (entry["file"],), size, entry["id"])
     return _pull_head_repo(entry["repo"], entry["id"])
 
 
 def _pull_gguf(ref: HubRef, with_draft: bool) -> list[Pulled]:
-    from homespec.sources import pick
-    from homespec.sources.hub import download, list_repo, locate
-
     hub = locate(ref)
     path = download(hub)
     out = [Pulled("model", hub.repo, path, hub.parts, hub.size or 0, f"{hub.repo}/{hub.file}")]
@@ -101,10 +96,6 @@ def _pull_gguf(ref: HubRef, with_draft: bool) -> list[Pulled]:
 
 def pull(spelling: str, *, with_draft: bool = True) -> list[Pulled]:
     """Fetch what `spelling` names into the Hugging Face cache (see the module); what was fetched."""
-    from homespec.catalog import load_catalog
-    from homespec.sources.find import is_head_repo, source_ref
-    from homespec.sources.names import LMStudioRef, OllamaRef
-
     if not spelling or not spelling.strip():
         raise UsageError("pull needs a name", hint="e.g. homespec pull eagle3-llama3.1-8b, or org/repo:Q4_K_M")
     entry = load_catalog().draft_entry(spelling)
@@ -119,7 +110,6 @@ def pull(spelling: str, *, with_draft: bool = True) -> list[Pulled]:
                          hint="pass a head id (`homespec plan --help` names the catalogue), org/repo or org/repo:QUANT")
     if is_head_repo(spelling):
         return [_pull_head_repo(ref.repo, spelling, ref.revision)]
-    from homespec.sources.hub import HubRepo, locate, model_snapshot
 
     found = locate(ref)
     if isinstance(found, HubRepo):

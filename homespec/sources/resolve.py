@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from homespec.catalog import load_catalog, mtp_draft
+from homespec.embedded import smollm2_path
 from homespec.errors import UsageError
+from homespec.formats.http import is_url
+from homespec.sources.find import (
+    is_head_repo, is_hub_repo, resolve_for_plan, resolve_for_run, resolve_head_for_run, source_ref,
+)
+from homespec.sources.names import LMStudioRef, OllamaRef
 from homespec.userfiles import existing
 from homespec.types import DraftSpec, ModelSpec
 
@@ -45,7 +52,7 @@ def _is_gguf_file(path: Path) -> bool:
 
 
 def _gguf_header(arg: str):
-    from homespec.formats.gguf import read_model_header
+    from homespec.formats.gguf import read_model_header  # startup: a catalogue name reads no file format
 
     return read_model_header(arg)  # every part of a split model
 
@@ -57,7 +64,7 @@ def _no_quant_for_files(quant: str | None, what: str, has: str | None) -> None:
 
 
 def _model_from_gguf(arg: str, quant: str | None) -> ModelSpec:
-    from homespec.formats.gguf_model import model_spec_from_gguf
+    from homespec.formats.gguf_model import model_spec_from_gguf  # startup: a catalogue name reads no file format
 
     header = _gguf_header(arg)
     if header.arch == "eagle3":
@@ -68,7 +75,7 @@ def _model_from_gguf(arg: str, quant: str | None) -> ModelSpec:
 
 
 def _model_from_dir_or_config(path: Path, quant: str | None) -> ModelSpec:
-    from homespec.formats.eagle import is_eagle_config
+    from homespec.formats.eagle import is_eagle_config  # startup: a catalogue name reads no file format
     from homespec.formats.exl2 import is_exl2_config, model_spec_from_exl2_dir
     from homespec.formats.hf import load_config, model_spec_from_hf_config
 
@@ -103,8 +110,6 @@ def _model_from_path(path: Path, quant: str | None) -> ModelSpec:
 
 
 def _catalogue_model(name: str, quant: str | None) -> ModelSpec:
-    from homespec.catalog import load_catalog
-
     catalog = load_catalog()
     if quant:  # "qwen2.5-7b" + --quant q5 (a name with its own suffix takes no --quant)
         return catalog.quantised(catalog.entry(name), quant)
@@ -113,8 +118,6 @@ def _catalogue_model(name: str, quant: str | None) -> ModelSpec:
 
 def _model_spec(arg: str, quant: str | None = None) -> ModelSpec:
     """The target model named by --model (and --quant where the argument leaves it open)."""
-    from homespec.formats.http import is_url
-
     if not arg or not arg.strip():
         raise UsageError("--model is empty", hint="pass a catalogue name, a .gguf file, a directory or a URL")
     arg = _located(arg)  # org/repo[:QUANT], ollama:NAME, ... -> a local path or the file's hub URL
@@ -141,6 +144,7 @@ def draft_from_model(model: ModelSpec) -> DraftSpec:
 
 
 def _draft_from_gguf(arg: str) -> DraftSpec:
+    # startup: a catalogue name reads no file format
     from homespec.formats.gguf_model import draft_spec_from_gguf, model_spec_from_gguf
 
     header = _gguf_header(arg)
@@ -150,6 +154,7 @@ def _draft_from_gguf(arg: str) -> DraftSpec:
 
 
 def _draft_from_path(path: Path) -> DraftSpec:
+    # startup: a catalogue name reads no file format
     from homespec.formats.eagle import draft_spec_from_checkpoint, is_eagle_config
     from homespec.formats.hf import load_config
 
@@ -170,8 +175,6 @@ def _draft_from_path(path: Path) -> DraftSpec:
 
 
 def _catalogue_draft(name: str) -> DraftSpec:
-    from homespec.catalog import load_catalog
-
     catalog = load_catalog()
     try:
         return catalog.draft(name)
@@ -206,8 +209,6 @@ def check_pairing(draft: DraftSpec, target: ModelSpec) -> None:
 
 
 def _located(arg: str) -> str:
-    from homespec.sources.find import resolve_for_plan
-
     return resolve_for_plan(arg)
 
 
@@ -216,13 +217,9 @@ def _hub_draft(arg: str) -> DraftSpec | None:
     A bare repo the catalogue knows is the catalogue's head (no network); another bare repo holding
     an EAGLE-3 head is fetched into the hub cache (heads are small) and read there; a GGUF model repo
     is a draft model, its header read by range."""
-    from homespec.sources.find import is_head_repo, is_hub_repo, resolve_head_for_run, source_ref
-
     if source_ref(arg) is None:
         return None
     if is_hub_repo(arg):
-        from homespec.catalog import load_catalog
-
         try:
             return load_catalog().draft(arg)
         except UsageError:
@@ -233,17 +230,11 @@ def _hub_draft(arg: str) -> DraftSpec | None:
 
 def _draft_spec(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     """The draft named by --draft: None -> the catalogue's pairing for the target, 'none' -> no draft."""
-    from homespec.formats.http import is_url
-
     if is_auto(arg):
-        from homespec.catalog import load_catalog
-
         draft = load_catalog().draft_for(target)
     elif arg.strip().lower() in ("none", ""):
         return None
     elif arg.strip().lower() == "mtp":
-        from homespec.catalog import mtp_draft
-
         return mtp_draft(target)
     elif is_url(arg):
         draft = _draft_from_gguf(_located(arg))
@@ -288,10 +279,6 @@ class Resolved:
 
 def source_of(spelling: str | None) -> str:
     """embedded (no spelling), none, mtp, path, url, hub, ollama, lmstudio or catalogue."""
-    from homespec.formats.http import is_url
-    from homespec.sources.find import source_ref
-    from homespec.sources.names import LMStudioRef, OllamaRef
-
     if spelling is None:
         return "embedded"
     if spelling.strip().lower() in ("none", "", "mtp"):
@@ -309,8 +296,6 @@ def source_of(spelling: str | None) -> str:
 
 
 def _run_path(spelling: str | None, role: str) -> str:
-    from homespec.sources.find import resolve_head_for_run, resolve_for_run
-
     if role == "head" and spelling is not None:
         return str(resolve_head_for_run(spelling))
     return resolve_for_run(spelling)
@@ -325,8 +310,7 @@ def _run_head(spelling: str | None, target_path: str) -> tuple[str | None, str |
     """(path, note, source) of the head `spelling` names for the local target at `target_path`,
     checked against it before anything loads (homespec.sources.pairing): auto pairs one; a
     catalogue head that is not here is None with the line that fetches it; a hub repo is fetched."""
-    from homespec.sources import pairing
-    from homespec.sources.find import resolve_head_for_run, source_ref
+    from homespec.sources import pairing  # startup: heads are paired for a run, not for `homespec plan`
     from homespec.sources.identity import target_identity
 
     if is_auto(spelling):
@@ -337,7 +321,7 @@ def _run_head(spelling: str | None, target_path: str) -> tuple[str | None, str |
     target = target_identity(target_path)
     path = existing(spelling, "draft")
     if path is None and not _looks_like_path(spelling):
-        from homespec.catalog import load_catalog
+        # startup: heads are paired for a run, not for `homespec plan`
         from homespec.sources.heads_here import local_copy
 
         entry = load_catalog().draft_entry(spelling)
@@ -378,8 +362,6 @@ def resolve(spelling: str | None, role: Role = "model", purpose: Purpose = "plan
         return Resolved(spelling, role, purpose, _run_path(spelling, role), None, source)
     if role == "model":
         if spelling is None:
-            from homespec.embedded import smollm2_path
-
             spelling = str(smollm2_path())
         spec = _model_spec(spelling, quant)
     elif target is None:

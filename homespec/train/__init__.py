@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def train_head(config: TrainConfig, *, progress: "ProgressFn | None" = None) -> "TrainResult":
     """See homespec.train.api.train_head."""
-    from homespec.train.api import train_head as _train_head
+    from homespec.train.api import train_head as _train_head  # torch, and a cycle: train.api imports this package
 
     return _train_head(config, progress=progress)
 

@@ -24,12 +24,18 @@ import numpy as np
 
 from homespec.atomic import write_text
 from homespec.backends.registry import BACKENDS
+from homespec.engine.options import resolve_model_path
 from homespec.errors import HomespecError, UsageError
+from homespec.nets.config import read_gguf_config, read_hf_config
+from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
+from homespec.promptsets import load_prompts, read_prompts_file
 from homespec.train.config import TrainConfig
 from homespec.train.data import DataSummary, generate_data, target_settings
 from homespec.train.progress import ProgressFn
 from homespec.train.rundir import check_out, claim_out
 from homespec.train.shards import load_shards
+from homespec.train.vocab import build_vocab, count_tokens, save_vocab
+from homespec.train.warm import read_source, source_vocab, warm_start
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +53,6 @@ class TrainResult:
 
 def read_target_config(target: str) -> Any:
     """The target's LlamaConfig; a HomespecError for anything we cannot read."""
-    from homespec.nets.config import read_gguf_config, read_hf_config
-
     p = Path(target)
     if not p.exists():
         raise HomespecError(f"target {target} does not exist", hint="pass a GGUF file or a Hugging Face model directory")
@@ -67,7 +71,7 @@ def target_tables(target: str):
 
     p = Path(target)
     if p.is_dir():
-        from homespec.nets.load import read_hf_tensors
+        from homespec.nets.load import read_hf_tensors  # torch side: loaded after the options are checked
 
         t = read_hf_tensors(str(p))
         emb = t["model.embed_tokens.weight"].float()
@@ -108,7 +112,7 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
 
 
 def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
-    from homespec.nets.eagle3 import Eagle3Config
+    from homespec.nets.eagle3 import Eagle3Config  # torch side: loaded after the options are checked
 
     return Eagle3Config(
         hidden_size=cfg.n_embd, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head_kv,
@@ -139,7 +143,7 @@ def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> Tr
     or a device is checked here, before any data is generated or any model loaded."""
     import torch
 
-    from homespec.nets.eagle3 import Eagle3Head
+    from homespec.nets.eagle3 import Eagle3Head  # torch side, like the import above
     from homespec.train.ttt import Frozen, init_lm_head
 
     c, out = config, Path(config.out)
@@ -167,8 +171,6 @@ def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> Tr
     init_lm_head(head, frozen)
     warm = None
     if inputs.start is not None:
-        from homespec.train.warm import warm_start
-
         warm = warm_start(head, inputs.start, inputs.cfg, vocab.ids)
     state, head_bytes = _train_and_export(c, inputs, head, frozen, shards, vocab, warm, progress)
     losses = [r["loss"] for r in state.history if "loss" in r]
@@ -181,9 +183,6 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     """The checks that read the disk or probe a device, in the order a user meets them: --out
     first (nothing else is read before it), then the target, the prompts, --data-from, --init."""
     import torch
-
-    from homespec.engine.options import resolve_model_path
-    from homespec.promptsets import load_prompts, read_prompts_file
 
     check_out(Path(c.out))
     target = resolve_model_path(c.target)  # may download a hub model: after --out is known good
@@ -201,19 +200,13 @@ def _read_inputs(c: TrainConfig) -> _Inputs:
     extra = _read_data_from(c.data_from, Path(c.out), target, layers)  # checked before hours of generation
     start = None
     if c.init is not None:  # checked before hours of data generation, not after
-        from homespec.train.warm import read_source
-
         start = read_source(c.init, cfg, head_config(cfg, c.draft_vocab, c.eagle3))
     return _Inputs(target, cfg, backend, items, layers, extra, start)
 
 
 def _draft_vocab(c: TrainConfig, inputs: _Inputs, shards: Sequence[Any]) -> Any:
-    from homespec.train.vocab import build_vocab, count_tokens, save_vocab
-
     counts = count_tokens(shards, inputs.cfg.n_vocab)
     if c.keep_vocab:
-        from homespec.train.warm import source_vocab
-
         vocab = source_vocab(inputs.start, counts)
     else:
         vocab = build_vocab(counts, min(c.draft_vocab, inputs.cfg.n_vocab))
@@ -238,7 +231,7 @@ def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, s
     """Train (resuming OUT/train/checkpoint.pt), then export the head with its acceptance on the
     dev prompts for the default GPU tree and CPU chain (the guard's prior, homespec.formats.acceptance).
     -> (the final TrainState, the exported head's bytes)"""
-    from homespec.train.batches import sequence_refs
+    from homespec.train.batches import sequence_refs  # torch side: loaded after the inputs are checked
     from homespec.train.evaluate import AcceptanceMeter
     from homespec.train.export import export_head
     from homespec.train.loop import train
@@ -252,8 +245,6 @@ def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, s
     meta = checkpoint_meta(c, vocab, len(refs), warm)
     meter = None
     if c.eval_prompts:
-        from homespec.promptsets import load_prompts
-
         meter = AcceptanceMeter(inputs.target, load_prompts("dev")[:c.eval_prompts], backend=inputs.backend,
                                 device=c.device)
     try:
@@ -266,8 +257,6 @@ def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, s
         write_text(out / "train" / "history.json", json.dumps(state.history, indent=1) + "\n")
         head_bytes = export_head(head, out)
         if meter is not None:
-            from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
-
             meter.record(head, out, [GPU_DRAFT, CPU_DRAFT], split="dev", backend=inputs.backend)
     finally:
         if meter is not None:

@@ -25,11 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.batched import BatchedLlamaTarget, Row
+from homespec.backends.tokenizer import load_tokenizer
 from homespec.errors import HomespecError, UsageError
 from homespec.limits import surely_longer
 from homespec.promptsets import PromptItem
 from homespec.train.progress import Progress, ProgressFn
 from homespec.train.shards import FORMAT_VERSION, Record, read_manifest, shard_name, write_manifest, write_shard
+from homespec.train.torch_target import BatchedTorchTarget
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +79,8 @@ class _Slot:
 def open_target(target: str, *, backend: str, feature_layers: Sequence[int], parallel: int, n_ctx: int,
                 n_threads: int | None, device: str | None):
     if backend == "llamacpp":
-        from homespec.backends.llamacpp.batched import BatchedLlamaTarget
-
         return BatchedLlamaTarget(target, feature_layers=feature_layers, n_parallel=parallel, n_ctx=n_ctx, n_threads=n_threads)
     if backend == "torch":
-        from homespec.train.torch_target import BatchedTorchTarget
-
         return BatchedTorchTarget(target, feature_layers=feature_layers, n_parallel=parallel, n_ctx=n_ctx, device=device)
     raise UsageError(f"unknown backend {backend!r} for data generation", hint="use llamacpp (GGUF) or torch")
 
@@ -140,8 +139,6 @@ def generate_data(
         model = open_target(target, backend=backend, feature_layers=feature_layers, parallel=parallel,
                             n_ctx=parallel * seq_budget, n_threads=n_threads, device=device)
         try:
-            from homespec.backends.tokenizer import load_tokenizer
-
             run = _ShardRun(model, load_tokenizer(target), data_dir, manifest, order, shard_prompts,
                             max_new_tokens, seq_budget, tokens, done_gen, progress)
             run.shards(range(first, n_shards))
@@ -231,8 +228,6 @@ def _encode_chat(tok: Any, messages: list[dict[str, str]]) -> list[int]:
 def _run_shard(model: Any, tok: Any, items: Sequence[PromptItem], first_index: int, *, max_new_tokens: int,
                seq_budget: int, report) -> list[Record]:
     """Answer one shard's prompts with up to model.n_parallel sequences per decode."""
-    from homespec.backends.llamacpp.batched import Row
-
     model.clear()
     queue = list(enumerate(items, start=first_index))
     free = list(range(model.n_parallel))

@@ -12,7 +12,14 @@ from typing import Any, Sequence
 
 import torch
 
+from homespec.backends.llamacpp.backend import LlamaCppBackend
+from homespec.backends.settings import BackendSettings
+from homespec.backends.torch.backend import TorchBackend
+from homespec.engine.run import decode
+from homespec.formats.acceptance import write_record
 from homespec.nets.eagle3 import Eagle3Head
+from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
+from homespec.speculative.steps import Limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +36,8 @@ class AcceptanceMeter:
     def __init__(self, target: str, prompts: Sequence[Any], *, backend: str = "llamacpp", max_new_tokens: int = 64,
                  depth: int = 6, topk: int = 8, total: int = 48, n_ctx: int = 2048, device: str | None = None) -> None:
         if backend == "llamacpp":
-            from homespec.backends.llamacpp.backend import LlamaCppBackend
-            from homespec.backends.settings import BackendSettings
-
             self._backend = LlamaCppBackend(target, BackendSettings(n_ctx=n_ctx))
         else:
-            from homespec.backends.torch.backend import TorchBackend
-
             self._backend = TorchBackend.load(target, device=device, max_context=n_ctx)
         tok = self._backend.tokenizer
         self._prompts = [
@@ -47,10 +49,6 @@ class AcceptanceMeter:
 
     def measure(self, head: Eagle3Head, shape: tuple[int, int, int] | None = None) -> Acceptance:
         """shape: (depth, topk, total) instead of the meter's tree."""
-        from homespec.engine.run import decode
-        from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
-        from homespec.speculative.steps import Limits
-
         head = copy.deepcopy(head).float().cpu().eval()
         tree = dict(zip(("depth", "topk", "total"), shape)) if shape else self._tree
         drafter = Eagle3Drafter(head, self._backend, **tree)
@@ -71,8 +69,6 @@ class AcceptanceMeter:
 
     def record(self, head: Eagle3Head, head_dir, shapes, **about) -> list[dict]:
         """Measure `shapes` [(depth, topk, total), ...] and write the head's acceptance.json."""
-        from homespec.formats.acceptance import write_record
-
         rows = []
         for d, k, n in shapes:
             a = self.measure(head, (d, k, n))

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from homespec.heap import keep_freed_memory
 from homespec.nets.eagle3 import Eagle3Head
 from homespec.train.batches import SeqRef, epoch_plan, iterate
 from homespec.train.checkpoint import TrainState, load_checkpoint, save_checkpoint
@@ -47,8 +48,6 @@ def train(
     progress: ProgressFn | None = None,
 ) -> TrainState:
     """Train `head` in place; resumes from `checkpoint` when it exists (same `meta` required)."""
-    from homespec.heap import keep_freed_memory
-
     keep_freed_memory()  # half the CPU time went to page faults on fresh temporaries without it
     torch.manual_seed(cfg.seed)
     dev = cfg.device

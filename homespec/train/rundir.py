@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from homespec import __version__
-from homespec.atomic import write_text
+from homespec.atomic import nearest_existing, write_text
 from homespec.errors import HomespecError, UsageError
 
 MARKER = "homespec-run.json"
@@ -96,8 +96,6 @@ def _check_entries(out: Path) -> None:
 
 def _check_creatable(out: Path) -> None:
     """The nearest existing ancestor of a new --out is a directory homespec can write in."""
-    from homespec.atomic import nearest_existing
-
     parent = nearest_existing(out)
     if not parent.is_dir():
         raise UsageError(f"--out {out}: {parent} is a file, not a directory",

@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.batched import DecodeOut
 from homespec.errors import HomespecError
 
 
@@ -31,7 +32,7 @@ class BatchedTorchTarget:
                  device: str | None = None) -> None:
         import torch
 
-        from homespec.backends.torch.backend import TorchBackend
+        from homespec.backends.torch.backend import TorchBackend  # torch side, like the import above
 
         # the weights only: this class keeps its own per-sequence caches
         self._m = m = TorchBackend.load(model_path, device=device, max_context=1).model
@@ -52,8 +53,6 @@ class BatchedTorchTarget:
     def decode(self, rows):  # rows: Sequence[homespec.backends.llamacpp.batched.Row]
         import torch
 
-        from homespec.backends.llamacpp.batched import DecodeOut
-
         with torch.inference_mode():
             return DecodeOut(*self._decode(rows))
 
@@ -61,7 +60,7 @@ class BatchedTorchTarget:
         import torch
         import torch.nn.functional as F
 
-        from homespec.nets.llama import rms_norm, rope_tables
+        from homespec.nets.llama import rms_norm, rope_tables  # torch side, like the import above
 
         m = self._m
         dev = m.device
@@ -113,7 +112,7 @@ class BatchedTorchTarget:
         import torch
         import torch.nn.functional as F
 
-        from homespec.nets.llama import feed_forward, project_qkv
+        from homespec.nets.llama import feed_forward, project_qkv  # torch side, like the import above
 
         m, cfg = self._m, self._m.cfg
         ones = [s for s in spans if s[2] == 1]

@@ -19,6 +19,7 @@ from typing import Any
 
 from homespec import userfiles
 from homespec.errors import UsageError
+from homespec.train.vocab import vocab_of
 
 _ROWS = ("lm_head.weight", "d2t", "t2d", "embed_tokens.weight")
 
@@ -54,7 +55,7 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
     config; the draft vocabulary aside, which warm_start maps token by token)."""
     import torch
 
-    from homespec.nets.eagle3 import Eagle3Head, load_head
+    from homespec.nets.eagle3 import Eagle3Head, load_head  # torch side, like the import above
 
     src = Path(source)
     hint = "name the directory of an EAGLE-3 head (config.json + model.safetensors), e.g. a finished run's --out"
@@ -102,6 +103,4 @@ def warm_start(head: Any, source: Source, cfg: Any, draft_ids: Any) -> WarmStart
 def source_vocab(source: Source, counts: Any) -> Any:
     """The source head's draft vocabulary as a DraftVocab, its coverage measured on `counts`
     (occurrences per target id in the new run's data)."""
-    from homespec.train.vocab import vocab_of
-
     return vocab_of(source.head.draft_to_target.cpu().numpy(), counts)

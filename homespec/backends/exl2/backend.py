@@ -18,8 +18,10 @@ from homespec.backends.settings import Exl2Settings, exl2_settings
 from homespec.contracts.backend import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.backends.exl2.tree import (RopePatch, additive_mask, causal_parents, commit_plan,
                                          feature_module_indices)
+from homespec.backends.tokenizer import load_tokenizer
 from homespec.contracts.tree import check_path, check_tree, depth_list, is_chain
 from homespec.errors import HomespecError
+from homespec.kernels import compact_kv, tree_mask
 
 
 class Exl2Backend:
@@ -70,8 +72,6 @@ class Exl2Backend:
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
-            from homespec.backends.tokenizer import load_tokenizer
-
             self._tokenizer = load_tokenizer(self.model_path)
         return self._tokenizer
 
@@ -98,8 +98,6 @@ class Exl2Backend:
     def _run(self, ids: Sequence[int], parents: Sequence[int], *, last_only: bool = False) -> Forward:
         """One forward of `ids` after the cache, node i attending to the cache and its ancestors
         under `parents`; the cache's length is left at n_past + len(ids) (exllamav2 advances it)."""
-        from homespec.kernels import tree_mask
-
         past, t = self.n_past, len(ids)
         if past + t > self.max_context:
             raise HomespecError(f"context full: {past + t} tokens would exceed the context of {self.max_context}",
@@ -165,8 +163,6 @@ class Exl2Backend:
         self._last = None
 
     def _copy_rows(self, past: int, path: list[int]) -> None:
-        from homespec.kernels import compact_kv
-
         nodes = torch.as_tensor(path, dtype=torch.long)
         c = self.cache
         # exllamav2 cache tensors are [batch=1, max_seq, Hkv, D'] per layer: viewed as

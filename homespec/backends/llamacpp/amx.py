@@ -25,6 +25,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from homespec.atomic import write_text
+from homespec.backends.llamacpp.exports import missing_entry_points, runs_eagle31
 from homespec.backends.llamacpp.smoke_check import check_build
 from homespec.errors import HomespecError
 from homespec.hardware.isa import amx_choice, installed_variant
@@ -100,8 +102,6 @@ def read_verdict(lib_id: str) -> dict | None:
 
 
 def write_verdict(lib_id: str, result: Any, library: str) -> dict:
-    from homespec.atomic import write_text
-
     doc = {**asdict(result), "library": library, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
         write_text(verdict_dir() / f"{lib_id}.json", json.dumps(doc, indent=2) + "\n")
@@ -112,6 +112,7 @@ def write_verdict(lib_id: str, result: Any, library: str) -> dict:
 
 def record_installed(result: Any) -> None:
     """Setup's smoke test passed (or crashed) for the library now installed: remember it."""
+    # numpy via lib: `homespec probe` imports this module and reads the build in a child
     from homespec.backends.llamacpp.lib import import_llama_cpp
 
     ll = import_llama_cpp()
@@ -210,9 +211,8 @@ def build_report(cpu_has_amx: bool) -> dict | None:
 
 def _report_here(cpu_has_amx: bool) -> dict:
     """build_report's work, in the process that may load libllama."""
-    from homespec.backends.llamacpp.exports import missing_entry_points, runs_eagle31
-
     try:
+        # inside the try: a broken install is reported, not raised
         from homespec.backends.llamacpp.lib import import_llama_cpp
 
         ll = import_llama_cpp()

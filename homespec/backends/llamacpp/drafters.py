@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+from homespec.backends.llamacpp.head_convert import head_gguf
+from homespec.backends.llamacpp.mtp import LlamaCppMtp
 from homespec.contracts.drafter import MAX_DEPTH
 from homespec.plan.memory import head_cells
 
@@ -30,9 +33,6 @@ def open_head(target: Any, where: Path, opt: Any) -> OpenedHead:
     """The head at `where` (any layout homespec reads, or an eagle3 .gguf) as an eagle3 GGUF
     (converted once and cached, --draft-dtype) loaded beside `target`; the target is set to
     capture the head's layers before its first prefill."""
-    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
-    from homespec.backends.llamacpp.head_convert import head_gguf
-
     conv = head_gguf(where, target.model_path, dtype=opt.draft_dtype)
     if conv.note:
         print(f"note: {conv.note}", file=sys.stderr)
@@ -48,8 +48,6 @@ def open_head(target: Any, where: Path, opt: Any) -> OpenedHead:
 def open_mtp(target: Any, opt: Any) -> Any:
     """The target's own MTP layers (LlamaCppMtp) beside it; the target is set to hand out its rows'
     last hidden state before its first prefill."""
-    from homespec.backends.llamacpp.mtp import LlamaCppMtp
-
     lanes, lane_ctx = _lane_shape(target)
     cells = head_cells(lane_ctx, None, 0, max(opt.draft_depth, MAX_DEPTH), opt.draft_topk)
     net = LlamaCppMtp(target, lanes=lanes, cells_per_lane=cells, topk=opt.draft_topk, n_threads=opt.threads)

@@ -47,6 +47,7 @@ from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_lla
 from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates
 from homespec.errors import FormatError, HomespecError
+from homespec.formats.gguf import read_gguf_header
 
 _TARGET_LAYER_IDS = "_Z28llama_model_target_layer_idsPK11llama_model"
 _TARGET_LAYER_IDS_N = "_Z30llama_model_target_layer_ids_nPK11llama_model"
@@ -72,8 +73,6 @@ DEFAULT_SINKS = 4  # entries at the start a windowed head keeps seeing (Streamin
 def read_head_file(path: str | os.PathLike[str], n_vocab: int) -> HeadFile:
     """An eagle3 GGUF's header and its d2t table (mapped from the file, nothing else read).
     `n_vocab`: the target's vocabulary, which the head's ids must fall in."""
-    from homespec.formats.gguf import read_gguf_header
-
     p = os.fspath(path)
     h = read_gguf_header(p)
     meta = h.metadata

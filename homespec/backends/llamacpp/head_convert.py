@@ -29,9 +29,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp.head_gguf import (ARCH, DRAFT_SINKS, FC_NORM_KEY, NORM_OUTPUT_KEY, SINKS_KEY,
-                                                  TOKENIZER_ARRAYS, WINDOW_KEY)
+from homespec.atomic import write_text
+from homespec.backends.llamacpp.exports import runs_eagle31
+from homespec.backends.llamacpp.head_gguf import (
+    ARCH, DRAFT_SINKS, FC_NORM_KEY, NORM_OUTPUT_KEY, SINKS_KEY, TOKENIZER_ARRAYS, WINDOW_KEY, read_target,
+    write_eagle3_gguf,
+)
+from homespec.backends.llamacpp.head_twin import calibration_features, fc_norm_scales, twin_of
 from homespec.errors import FormatError, HomespecError, UsageError
+from homespec.formats.eagle import draft_spec_from_checkpoint
+from homespec.formats.gguf import ArrayInfo, read_gguf_header
+from homespec.nets.eagle3_files import head_files, read_head
 
 FORMAT_VERSION = 1  # bump when what the writer puts in a file changes: older cache entries are not reused
 DRAFT_DTYPES = ("f16", "q8_0")  # --draft-dtype
@@ -79,8 +87,6 @@ def head_gguf(head: str | os.PathLike[str], target_gguf: str | os.PathLike[str],
         raise UsageError(f"--draft-dtype {dtype} is not one of {', '.join(DRAFT_DTYPES)}",
                          hint="f16 keeps the head's acceptance; q8_0 halves its memory")
     if patched is None:
-        from homespec.backends.llamacpp.exports import runs_eagle31
-
         patched = runs_eagle31()
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     p, target = Path(head), target_shape(Path(target_gguf), root)
@@ -93,9 +99,6 @@ def head_gguf(head: str | os.PathLike[str], target_gguf: str | os.PathLike[str],
 
 def _converted(p: Path, target_gguf: Path, target: TargetShape, dtype: str, patched: bool, features: Features | None,
                root: Path) -> Converted:
-    from homespec.formats.eagle import draft_spec_from_checkpoint
-    from homespec.nets.eagle3_files import head_files
-
     spec = draft_spec_from_checkpoint(p)
     kind = "eagle3" if not (spec.fc_norm or spec.norm_output) else "eagle3.1" if patched else "eagle3-twin"
     key = hashlib.sha256(json.dumps([FORMAT_VERSION, kind, dtype, target.digest,
@@ -108,15 +111,12 @@ def _converted(p: Path, target_gguf: Path, target: TargetShape, dtype: str, patc
         return Converted(out, kind, note, True, window, DRAFT_SINKS if window else 0)
     config, tensors = _read_checked(p, target)
     if kind == "eagle3-twin":
-        from homespec.backends.llamacpp.head_twin import calibration_features, fc_norm_scales, twin_of
-
         scales = None
         if config.fc_norm:
             layers = config.feature_layers(target.n_layer)
             feats = features(layers) if features is not None else calibration_features(target_gguf, layers)
             scales = [float(s) for s in fc_norm_scales(feats, config.rms_norm_eps)]
         config, tensors = twin_of(config, tensors, scales)
-    from homespec.backends.llamacpp.head_gguf import read_target, write_eagle3_gguf
 
     write_eagle3_gguf(config, tensors, read_target(target_gguf), out, dtype=dtype, name=out.stem)
     window = config.draft_window
@@ -125,8 +125,6 @@ def _converted(p: Path, target_gguf: Path, target: TargetShape, dtype: str, patc
 
 def _read_checked(p: Path, target: TargetShape) -> tuple[Any, dict[str, np.ndarray]]:
     """The head's config and tensors, checked against the target as homespec.nets.eagle3.load_head checks."""
-    from homespec.nets.eagle3_files import read_head
-
     h = read_head(p)
     c = h.config
     if c.target_hidden_size != target.n_embd:
@@ -156,8 +154,6 @@ def _check_layers(layers: Sequence[int], n_layer: int, where: Path) -> None:
 
 def _given_gguf(p: Path, target: TargetShape, patched: bool) -> Converted:
     """An eagle3 GGUF checked against the target: architecture, target layers and width, vocabulary."""
-    from homespec.formats.gguf import ArrayInfo, read_gguf_header
-
     meta = read_gguf_header(p).metadata
     if meta.get("general.architecture") != ARCH:
         raise UsageError(f"--draft {p} is a {meta.get('general.architecture')!r} GGUF, not an eagle3 head",
@@ -185,8 +181,6 @@ def _given_gguf(p: Path, target: TargetShape, patched: bool) -> Converted:
 
 
 def _window_of(path: Path) -> int | None:
-    from homespec.formats.gguf import read_gguf_header
-
     window = read_gguf_header(path).metadata.get(WINDOW_KEY)
     return int(window) if window else None
 
@@ -204,7 +198,6 @@ def _remembered(path: Path, root: Path, kind: str, compute: Callable[[], dict]) 
     except (OSError, ValueError):
         pass
     value = compute()
-    from homespec.atomic import write_text
 
     write_text(memo, json.dumps(value))
     return value
@@ -228,8 +221,6 @@ def target_shape(path: Path, root: Path) -> TargetShape:
         raise UsageError(f"target {path} is not a file", hint="the EAGLE head drafts for a GGUF target")
 
     def compute() -> dict:
-        from homespec.formats.gguf import read_gguf_header
-
         meta = read_gguf_header(path, keep_arrays=TOKENIZER_ARRAYS).metadata
         arch = meta.get("general.architecture")
         n_layer, n_embd = meta.get(f"{arch}.block_count"), meta.get(f"{arch}.embedding_length")

@@ -32,7 +32,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from homespec.atomic import write_with
 from homespec.errors import FormatError, UsageError
+from homespec.formats.gguf import ArrayInfo, read_gguf_header
+from homespec.nets.config import llama3_freq_factors
 
 if TYPE_CHECKING:
     from homespec.nets.eagle3_config import Eagle3Config
@@ -86,8 +89,6 @@ def read_target(path: str | os.PathLike[str]) -> TargetHeader:
     """The target GGUF's depth, width, vocabulary and every tokenizer.* key with its GGUF type, from
     homespec's bounded header reader (no weights are read)."""
     from gguf import GGUFValueType
-
-    from homespec.formats.gguf import ArrayInfo, read_gguf_header
 
     p = Path(path)
     if not p.is_file():
@@ -152,8 +153,6 @@ def gguf_tensors(c: "Eagle3Config", tensors: Mapping[str, np.ndarray], dtype: st
         w = np.stack([np.asarray(tensors[f"fc_norm.{i}.weight"], np.float32) for i in range(3)])
         out.append(("fc_norm.weight", np.ascontiguousarray(w), None))
     if c.rope_scaling is not None:
-        from homespec.nets.config import llama3_freq_factors
-
         factors = llama3_freq_factors(c.head_dim, c.rope_theta, c.rope_scaling)
         out.append(("rope_freqs.weight", np.asarray(factors, np.float32), None))
     absolute = np.arange(c.draft_vocab_size, dtype=np.int64) + np.asarray(tensors["d2t"]).astype(np.int64)
@@ -168,8 +167,6 @@ def write_eagle3_gguf(c: "Eagle3Config", tensors: Mapping[str, np.ndarray], targ
                       dtype: str, name: str) -> int:
     """Write the head (`c`, published-name `tensors`) to `out` atomically; returns the file's size."""
     from gguf import GGUFWriter
-
-    from homespec.atomic import write_with
 
     if dtype not in _FILE_TYPES:
         raise UsageError(f"unknown draft dtype {dtype!r}", hint=f"use one of: {', '.join(DTYPES)}")

@@ -26,6 +26,10 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp.batched import BatchedLlamaTarget, Row
+from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
+from homespec.promptsets import load_prompts
+
 if TYPE_CHECKING:
     from homespec.nets.eagle3_config import Eagle3Config
 
@@ -60,10 +64,6 @@ def calibration_features(target_gguf: str | os.PathLike[str], layers: Sequence[i
                          reply: int = CALIBRATION_REPLY) -> np.ndarray:
     """The target's features [N, 3*H] at the head's layers on `prompts` dev prompts (chat template)
     and their greedy replies, all sequences decoded together (one llama_decode per reply step)."""
-    from homespec.backends.llamacpp.batched import BatchedLlamaTarget, Row
-    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
-    from homespec.promptsets import load_prompts
-
     target = os.fspath(target_gguf)
     tok = LlamaCppTokenizer(target)
     try:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from homespec.backends.llamacpp.exports import entry_point
 from homespec.contracts.backend import MemoryReport
 from homespec.errors import HomespecError
 
@@ -216,8 +217,6 @@ def memory_report(collector: LogCollector) -> MemoryReport:
 def layer_inp_entry_points(llama_cpp: Any) -> tuple[Any, Any] | None:
     """(set, get) for per-layer input extraction, or None when this build does not export them
     (llama-ext.h declares them as C++ functions: homespec.backends.llamacpp.exports has their names)."""
-    from homespec.backends.llamacpp.exports import entry_point
-
     lib = llama_cpp.llama_cpp._lib
     set_fn = entry_point("llama_set_embeddings_layer_inp", lib)
     get_fn = entry_point("llama_get_embeddings_layer_inp", lib)

@@ -15,6 +15,7 @@ from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputC
 from homespec.backends.llamacpp.lib import LogCollector, layer_inp_entry_points, reason
 from homespec.backends.settings import BackendSettings
 from homespec.errors import FormatError, HomespecError
+from homespec.formats.gguf import read_gguf_header
 
 # ggml_type ids (ggml.h) of the KV cache types llama.cpp accepts.
 GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
@@ -109,8 +110,6 @@ def token_embd(path: str, rows_per_chunk: int = 1024) -> np.ndarray:
     first (SmolLM2's 49k-token vocabulary: 160 MiB, briefly, for one tensor)."""
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
-
-    from homespec.formats.gguf import read_gguf_header
 
     header = read_gguf_header(path)
     offset = header.data_offset

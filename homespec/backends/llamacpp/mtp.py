@@ -38,6 +38,7 @@ from homespec.backends.llamacpp.lib import memory_report, reason
 from homespec.backends.llamacpp.load import GGML_TYPES
 from homespec.contracts.backend import MemoryReport
 from homespec.errors import HomespecError, UsageError
+from homespec.formats.gguf import read_gguf_header
 
 
 def mtp_layers(target: Any) -> int:
@@ -127,8 +128,6 @@ class LlamaCppMtp(LlamaCppHead):
 
 def mtp_weight_bytes(path: str) -> int:
     """Bytes of the MTP blocks' tensors in a GGUF (blk.i for i >= the trunk's block count)."""
-    from homespec.formats.gguf import read_gguf_header
-
     h = read_gguf_header(path)
     arch = h.metadata.get("general.architecture")
     n_all, nextn = int(h.metadata.get(f"{arch}.block_count", 0)), int(h.metadata.get(f"{arch}.nextn_predict_layers", 0))

@@ -33,8 +33,12 @@ import os
 import signal
 import sys
 
+from homespec.backends.llamacpp.amx import extra_bufts_allowed, record_installed
+from homespec.backends.llamacpp.exports import missing_entry_points
 from homespec.backends.llamacpp.smoke_check import (EXIT_ERROR, EXIT_LACKS, EXIT_PASS, EXIT_WRONG, EXPECT, N_DECODE,
                                                     PROMPT, check_build)
+from homespec.embedded import smollm2_path
+from homespec.errors import HomespecError
 
 
 # --- the child ----------------------------------------------------------------------------------
@@ -54,12 +58,8 @@ def _fault_wanted(extra_bufts: bool) -> int | None:
 
 def child_main() -> int:
     """Load the embedded model as homespec does, decode greedily, print one JSON line."""
-    from homespec.backends.llamacpp.amx import extra_bufts_allowed
-    from homespec.backends.llamacpp.exports import missing_entry_points
-    from homespec.embedded import smollm2_path
-    from homespec.errors import HomespecError
-
     try:
+        # numpy and libllama in the child alone: main() only spawns it
         from homespec.backends.llamacpp.backend import LlamaCppBackend
         from homespec.backends.settings import BackendSettings
 
@@ -95,8 +95,6 @@ def main(argv: list[str]) -> int:
     variant = argv[argv.index("--variant") + 1] if "--variant" in argv else ""
     result = check_build(variant=variant)
     if "--record" in argv and result.outcome in ("pass", "crash", "wrong"):
-        from homespec.backends.llamacpp.amx import record_installed
-
         record_installed(result)
     print(f"setup: {result.line()}", file=sys.stderr)
     if result.ok and result.missing:

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from homespec.backends.tokenizer import load_tokenizer
 from homespec.contracts.backend import Forward, MemoryReport, Tokenizer, check_rollback, nothing_verified
 from homespec.contracts.tree import check_path, check_tree, depth_list, is_chain
 from homespec.errors import HomespecError
+from homespec.heap import keep_freed_memory
 from homespec.kernels import tree_mask
 from homespec.nets.llama import LlamaModel
 from homespec.nets.load import load_model
@@ -53,8 +55,6 @@ class TorchBackend:
         dtype: str | torch.dtype | None = None,
         max_context: int | None = None,
     ) -> "TorchBackend":
-        from homespec.heap import keep_freed_memory
-
         keep_freed_memory()  # each step's temporaries reuse heap memory instead of fresh pages
         return cls(load_model(str(model_path), device=device, dtype=dtype, max_context=max_context), str(model_path))
 
@@ -70,7 +70,6 @@ class TorchBackend:
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:  # loaded on first use: numeric work needs no tokenizer
-            from homespec.backends.tokenizer import load_tokenizer
 
             # the rebuilt tokenizer for a GGUF: no llama.cpp in a torch process (docs/backends.md)
             self._tokenizer = load_tokenizer(self.model_path, prefer="tokenizers")
