@@ -59,7 +59,8 @@ def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
         last = Path(work) / "last.txt"
         cmd = [str(binary), "exec", "--skip-git-repo-check", "--sandbox", "read-only", "-c", "model_provider=homespec",
                "-c", f"model_providers.homespec={provider}", "-m", "smol", "--output-last-message", str(last), prompt]
-        env = {**os.environ, "CODEX_HOME": home, "HOMESPEC_CODEX_KEY": key}
+        # warnings too: a stream Codex drops and re-sends ("Reconnecting... n/5") is logged with its cause
+        env = {"RUST_LOG": "warn", **os.environ, "CODEX_HOME": home, "HOMESPEC_CODEX_KEY": key}
         t0 = time.monotonic()
         with tempfile.TemporaryFile(mode="w+") as err_file:
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err_file,
@@ -70,7 +71,7 @@ def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
             err = err_file.read()
         answer = last.read_text() if last.exists() else ""
     return {"exit": code, "seconds": round(seconds, 1), "answer": answer.strip(),
-            "errors": [line for line in err.splitlines() if "ERROR" in line][-3:]}
+            "errors": [line for line in err.splitlines() if "ERROR" in line or "WARN" in line][-12:]}
 
 
 def _wait(proc: subprocess.Popen, deadline: float, stop_when: Callable[[], bool] | None, grace: float) -> int | None:
