@@ -8,7 +8,7 @@ SmolLM2, one slot of --ctx 12288 tokens: Codex's own instructions and tool list 
 ~9,000 tokens, beyond SmolLM2's trained 8,192; `--max-tokens 256`, llama-server's -n: Codex sets no
 output limit). Codex reaches it as a custom provider speaking the Responses API
 (`-c model_providers.homespec={base_url=..., wire_api="responses", env_key=...}`), each run in a
-fresh CODEX_HOME and working folder, read-only sandbox, no approvals. A run passes when codex
+fresh working folder, all with one CODEX_HOME, read-only sandbox, no approvals. A run passes when codex
 exits 0 within --timeout seconds; its last message, exit code, time and (with the script's own server)
 the requests it made, as the server logged them (prompt and answer tokens, seconds, finish), are recorded.
 """
@@ -46,12 +46,13 @@ def codex_binary() -> tuple[Path | None, str]:
 
 
 def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
-              stop_when: Callable[[], bool] | None = None, grace: float = 30.0) -> dict:
+              stop_when: Callable[[], bool] | None = None, grace: float = 30.0, home: str | None = None) -> dict:
     """One `codex exec PROMPT` against the server at `base` (…/v1) -> exit code, seconds, last message.
     `stop_when`: polled while Codex runs; once true, Codex has `grace` seconds to end on its own and is
-    then stopped (its exit is None, as past `timeout`)."""
-    with tempfile.TemporaryDirectory(prefix="codex-home-") as home, tempfile.TemporaryDirectory(prefix="codex-work-") \
+    then stopped (its exit is None, as past `timeout`). `home`: Codex's CODEX_HOME (default a fresh one)."""
+    with tempfile.TemporaryDirectory(prefix="codex-home-") as fresh, tempfile.TemporaryDirectory(prefix="codex-work-") \
             as work:
+        home = home or fresh
         # Codex drops a stream that sends nothing for 300 s (and retries): a cold prompt of ~9,000 tokens on
         # a busy 2-core CPU takes longer than that to read, so the wait is raised to the run's own timeout
         provider = (f'{{name="homespec", base_url="{base}", wire_api="responses", env_key="HOMESPEC_CODEX_KEY", '
@@ -117,13 +118,16 @@ def main() -> None:
         base = args.url.rstrip("/")
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout.strip()
     runs, warm = [], []
+    # one CODEX_HOME for the whole measurement, as a user has one: Codex writes its path into the prompt
+    # (the skills' root), so a fresh one per run would change the prompt ~650 tokens before its end
+    home = tempfile.TemporaryDirectory(prefix="codex-home-")
     try:
         for _ in range(args.warmup):
-            warm.append(run_codex(binary, base, args.key, args.prompt, args.give_up))
+            warm.append(run_codex(binary, base, args.key, args.prompt, args.give_up, home=home.name))
             print(f"warm-up: exit {warm[-1]['exit']}, {warm[-1]['seconds']} s", flush=True)
         for i in range(args.runs):
             seen = len(server.err) if server is not None else 0
-            run = run_codex(binary, base, args.key, args.prompt, args.give_up)
+            run = run_codex(binary, base, args.key, args.prompt, args.give_up, home=home.name)
             if server is not None:  # the requests the run made, as the server logged them
                 run["requests"] = [line.strip().removeprefix("homespec serve: ") for line in server.err[seen:]
                                    if "POST /v1/responses" in line]
@@ -132,6 +136,7 @@ def main() -> None:
             print(f"run {i + 1}: exit {run['exit']}, {run['seconds']} s, pass {run['pass']}: {run['answer'][:80]!r}",
                   flush=True)
     finally:
+        home.cleanup()
         if server is not None:
             server.stop()
     out = {"codex": version, "prompt": args.prompt, "timeout_s": args.timeout, "warmup": warm, "runs": runs,
