@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,8 +65,10 @@ def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
         env = {"RUST_LOG": "warn", **os.environ, "CODEX_HOME": home, "HOMESPEC_CODEX_KEY": key}
         t0 = time.monotonic()
         with tempfile.TemporaryFile(mode="w+") as err_file:
+            # its own process group: `codex` is a node wrapper around the native binary, and stopping the
+            # wrapper alone left the binary running its turns against the server beside the next run's
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err_file,
-                                    stdin=subprocess.DEVNULL, text=True)
+                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True)
             code = _wait(proc, t0 + timeout, stop_when, grace)
             seconds = time.monotonic() - t0
             err_file.seek(0)
@@ -82,7 +85,7 @@ def _wait(proc: subprocess.Popen, deadline: float, stop_when: Callable[[], bool]
         if stop_when is not None and stop_when():
             deadline, stop_when = min(deadline, now + grace), None
         if now >= deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return None
         time.sleep(0.5)
