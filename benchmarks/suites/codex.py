@@ -8,7 +8,7 @@ SmolLM2, one slot of --ctx 12288 tokens: Codex's own instructions and tool list 
 ~9,000 tokens, beyond SmolLM2's trained 8,192; `--max-tokens 256`, llama-server's -n: Codex sets no
 output limit). Codex reaches it as a custom provider speaking the Responses API
 (`-c model_providers.homespec={base_url=..., wire_api="responses", env_key=...}`), each run in a
-fresh CODEX_HOME and working folder, read-only sandbox, no approvals. A run passes when codex
+fresh working folder, all with one CODEX_HOME, read-only sandbox, no approvals. A run passes when codex
 exits 0 within --timeout seconds; its last message, exit code, time and (with the script's own server)
 the requests it made, as the server logged them (prompt and answer tokens, seconds, finish), are recorded.
 """
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,12 +49,13 @@ def codex_binary() -> tuple[Path | None, str]:
 
 
 def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
-              stop_when: Callable[[], bool] | None = None, grace: float = 30.0) -> dict:
+              stop_when: Callable[[], bool] | None = None, grace: float = 30.0, home: str | None = None) -> dict:
     """One `codex exec PROMPT` against the server at `base` (…/v1) -> exit code, seconds, last message.
     `stop_when`: polled while Codex runs; once true, Codex has `grace` seconds to end on its own and is
-    then stopped (its exit is None, as past `timeout`)."""
-    with tempfile.TemporaryDirectory(prefix="codex-home-") as home, tempfile.TemporaryDirectory(prefix="codex-work-") \
+    then stopped (its exit is None, as past `timeout`). `home`: Codex's CODEX_HOME (default a fresh one)."""
+    with tempfile.TemporaryDirectory(prefix="codex-home-") as fresh, tempfile.TemporaryDirectory(prefix="codex-work-") \
             as work:
+        home = home or fresh
         # Codex drops a stream that sends nothing for 300 s (and retries): a cold prompt of ~9,000 tokens on
         # a busy 2-core CPU takes longer than that to read, so the wait is raised to the run's own timeout
         provider = (f'{{name="homespec", base_url="{base}", wire_api="responses", env_key="HOMESPEC_CODEX_KEY", '
@@ -61,18 +63,21 @@ def run_codex(binary: Path, base: str, key: str, prompt: str, timeout: float,
         last = Path(work) / "last.txt"
         cmd = [str(binary), "exec", "--skip-git-repo-check", "--sandbox", "read-only", "-c", "model_provider=homespec",
                "-c", f"model_providers.homespec={provider}", "-m", "smol", "--output-last-message", str(last), prompt]
-        env = {**os.environ, "CODEX_HOME": home, "HOMESPEC_CODEX_KEY": key}
+        # warnings too: a stream Codex drops and re-sends ("Reconnecting... n/5") is logged with its cause
+        env = {"RUST_LOG": "warn", **os.environ, "CODEX_HOME": home, "HOMESPEC_CODEX_KEY": key}
         t0 = time.monotonic()
         with tempfile.TemporaryFile(mode="w+") as err_file:
+            # its own process group: `codex` is a node wrapper around the native binary, and stopping the
+            # wrapper alone left the binary running its turns against the server beside the next run's
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=err_file,
-                                    stdin=subprocess.DEVNULL, text=True)
+                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True)
             code = _wait(proc, t0 + timeout, stop_when, grace)
             seconds = time.monotonic() - t0
             err_file.seek(0)
             err = err_file.read()
         answer = last.read_text() if last.exists() else ""
     return {"exit": code, "seconds": round(seconds, 1), "answer": answer.strip(),
-            "errors": [line for line in err.splitlines() if "ERROR" in line][-3:]}
+            "errors": [line for line in err.splitlines() if "ERROR" in line or "WARN" in line][-12:]}
 
 
 def _wait(proc: subprocess.Popen, deadline: float, stop_when: Callable[[], bool] | None, grace: float) -> int | None:
@@ -82,7 +87,7 @@ def _wait(proc: subprocess.Popen, deadline: float, stop_when: Callable[[], bool]
         if stop_when is not None and stop_when():
             deadline, stop_when = min(deadline, now + grace), None
         if now >= deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return None
         time.sleep(0.5)
@@ -118,13 +123,16 @@ def run(args: argparse.Namespace) -> Result:
         base = args.url.rstrip("/")
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout.strip()
     runs, warm = [], []
+    # one CODEX_HOME for the whole measurement, as a user has one: Codex writes its path into the prompt
+    # (the skills' root), so a fresh one per run would change the prompt ~650 tokens before its end
+    home = tempfile.TemporaryDirectory(prefix="codex-home-")
     try:
         for _ in range(args.warmup):
-            warm.append(run_codex(binary, base, args.key, args.prompt, args.give_up))
+            warm.append(run_codex(binary, base, args.key, args.prompt, args.give_up, home=home.name))
             print(f"warm-up: exit {warm[-1]['exit']}, {warm[-1]['seconds']} s", flush=True)
         for i in range(args.runs):
             seen = len(server.err) if server is not None else 0
-            run = run_codex(binary, base, args.key, args.prompt, args.give_up)
+            run = run_codex(binary, base, args.key, args.prompt, args.give_up, home=home.name)
             if server is not None:  # the requests the run made, as the server logged them
                 run["requests"] = [line.strip().removeprefix("homespec serve: ") for line in server.err[seen:]
                                    if "POST /v1/responses" in line]
@@ -133,6 +141,7 @@ def run(args: argparse.Namespace) -> Result:
             print(f"run {i + 1}: exit {run['exit']}, {run['seconds']} s, pass {run['pass']}: {run['answer'][:80]!r}",
                   flush=True)
     finally:
+        home.cleanup()
         if server is not None:
             server.stop()
     out = {"codex": version, "prompt": args.prompt, "timeout_s": args.timeout, "warmup": warm, "runs": runs,

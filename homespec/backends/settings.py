@@ -36,6 +36,9 @@ class BackendSettings:
     type_v: str = "f16"
     flash_attn: bool | None = None  # None = let the engine decide
     n_threads: int | None = None  # None = every CPU core
+    # fewer threads for a decode while that is measured to be faster (cores shared with other
+    # processes: backends/llamacpp/threads.py); False: always n_threads
+    adapt_threads: bool = True
     load_mtp: bool = False  # load the model's MTP layers too (a run that drafts with them: --method mtp)
     # draft tokens one verification may give back: where the model keeps a recurrent state, llama.cpp
     # keeps that many per-token snapshots of it (n_rs_seq; backends/llamacpp/rollback.py)

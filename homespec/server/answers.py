@@ -218,6 +218,6 @@ def _event(body: dict[str, Any]) -> str:
 
 
 def _log_answer(request: Request, fin: Finish) -> None:
-    log.info("%s %s: %d prompt + %d answer tokens, %.2f s, %.2f tokens per target pass, finish %s",
-             request.method, request.url.path, len(fin.prompt_token_ids), len(fin.token_ids),
-             fin.prefill_s + fin.decode_s, fin.mean_accepted, fin.finish)
+    log.info("%s %s: %d prompt (%d reused) + %d answer tokens, %.2f s (prompt %.2f s), %.2f tokens per target "
+             "pass, finish %s", request.method, request.url.path, len(fin.prompt_token_ids), fin.cached_tokens,
+             len(fin.token_ids), fin.prefill_s + fin.decode_s, fin.prefill_s, fin.mean_accepted, fin.finish)

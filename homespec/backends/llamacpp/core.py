@@ -11,6 +11,7 @@ Imported lazily (homespec plan never imports it); llama_cpp itself is imported i
 from __future__ import annotations
 
 import os
+import time
 from typing import Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ from homespec.backends.llamacpp.lib import (
 )
 from homespec.backends.llamacpp.load import choose_capture, flash_attn_active, load_model, new_context, token_embd
 from homespec.backends.llamacpp.rollback import Snapshots, rollback_mode
+from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
 from homespec.backends.settings import BackendSettings
 from homespec.contracts.backend import MemoryReport, Tokenizer
@@ -78,6 +80,9 @@ class LlamaCppCore:
         # llama.cpp clamps n_batch to n_ctx for a decoder; a larger llama_decode call would abort
         self._batch_cap = min(settings.n_batch, ll.llama_n_batch(self._ctx))
         self._batch_arrays = Batch(ll, self._batch_cap, seq_per_row)
+        # each decode's thread count, measured against the machine's load (backends/llamacpp/threads.py)
+        self._threads = ThreadTuner(int(ll.llama_n_threads(self._ctx)), fixed=not settings.adapt_threads)
+        self._threads_now = self._threads.n_threads
         self._logit_rows = HostRows(self.n_vocab)
         self._mem = ll.llama_get_memory(self._ctx)
         # how rejected draft tokens leave a recurrent state (backends/llamacpp/rollback.py)
@@ -187,7 +192,13 @@ class LlamaCppCore:
         """One llama_decode of at most n_batch rows. -> how many rows asked for logits."""
         n_out = self._batch_arrays.fill(rows)
         self._capture.begin()
+        n_threads = self._threads.pick(len(rows))
+        if n_threads != self._threads_now:
+            self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
+            self._threads_now = n_threads
+        t0 = time.perf_counter()
         run_decode(self._ll, self._ctx, self._batch_arrays.c, self._log, self._kv_full_hint)
+        self._threads.record(len(rows), n_threads, time.perf_counter() - t0)
         return n_out
 
     def _logits(self, n_out: int, order: Sequence[int] | np.ndarray | None, view: bool = False) -> np.ndarray:

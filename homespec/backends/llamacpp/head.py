@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -44,6 +45,7 @@ import numpy as np
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp, memory_report, reason
+from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates
 from homespec.errors import FormatError, HomespecError
@@ -140,6 +142,8 @@ class LlamaCppHead:
             self.device_topk = device_topk and self._ask_for_topk(topk)
             self._ctx = self._context(target, n_ctx=lanes * cells_per_lane, n_seq=n_seq, n_threads=n_threads)
         self._mem = ll.llama_get_memory(self._ctx)
+        self._threads_now = int(ll.llama_n_threads(self._ctx))
+        self._threads = ThreadTuner(self._threads_now, fixed=not target.settings.adapt_threads)
         self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # masked: the rows asked for
         self._batch = ll.llama_batch_ext_init(self._ctx)
         self._batch_cap = ll.llama_n_batch(self._ctx)
@@ -226,7 +230,7 @@ class LlamaCppHead:
                 idx = ll.llama_batch_ext_add_embd(self._batch, 0, rows[i])
                 self._set_pos(idx, i - lo)
                 ll.llama_batch_ext_set_output_logits(self._batch, idx, True)
-            self._process(ll.LLAMA_PROCESS_TYPE_ENCODE)
+            self._process(ll.LLAMA_PROCESS_TYPE_ENCODE, hi - lo)
             ptr = self._ext.llama_get_embeddings_nextn(self._ctx)
             out[lo:hi] = np.ctypeslib.as_array(ptr, shape=(hi - lo, self.n_embd))
         return out
@@ -244,7 +248,7 @@ class LlamaCppHead:
             hi = min(n, lo + self._batch_cap)
             rows = _Rows(g)
             self._fill([(int(tokens[i]), rows[i], pos0 + i, (ids.write,), False) for i in range(lo, hi)])
-            self._process(ll.LLAMA_PROCESS_TYPE_DECODE)
+            self._process(ll.LLAMA_PROCESS_TYPE_DECODE, hi - lo)
         ll.llama_memory_seq_cp(self._mem, ids.write, ids.base, -1, -1)
         ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
 
@@ -253,7 +257,7 @@ class LlamaCppHead:
         drafts the root's children: it stays in the lane's base sequence."""
         rows = _Rows(g.reshape(1, -1))
         self._fill([(int(token), rows[0], pos, (self._ids[lane].base,), True)])
-        self._process(self._ll.LLAMA_PROCESS_TYPE_DECODE)
+        self._process(self._ll.LLAMA_PROCESS_TYPE_DECODE, 1)
         return self._candidates(1, k)
 
     # --- tree levels ---------------------------------------------------------------------------
@@ -272,7 +276,7 @@ class LlamaCppHead:
                 ll.llama_memory_seq_rm(self._mem, s, -1, -1)
         rows = _Rows(hidden)
         self._fill([(int(t), rows[r], pos, (mine[r],), True) for r, t in enumerate(tokens)])
-        self._process(ll.LLAMA_PROCESS_TYPE_DECODE)
+        self._process(ll.LLAMA_PROCESS_TYPE_DECODE, len(tokens))
         return self._candidates(len(tokens), k)
 
     def end_tree(self, lane: int) -> None:
@@ -334,9 +338,15 @@ class LlamaCppHead:
         self._pos.value = pos
         self._ll.llama_batch_ext_set_pos(self._batch, idx, ctypes.byref(self._pos))
 
-    def _process(self, kind: int) -> None:
+    def _process(self, kind: int, n_rows: int) -> None:
+        n_threads = self._threads.pick(n_rows)  # the count measured fastest (backends/llamacpp/threads.py)
+        if n_threads != self._threads_now:
+            self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
+            self._threads_now = n_threads
+        t0 = time.perf_counter()
         with capture_log(self._log):
             rc = self._ll.llama_process(self._ctx, kind, self._batch)
+        self._threads.record(n_rows, n_threads, time.perf_counter() - t0)
         if rc != 0:
             raise HomespecError(f"the draft head's llama.cpp call failed (code {rc}): {reason(self._log, 'no detail')}",
                                 hint="code 1 means its KV cache is full: a larger --ctx helps")
