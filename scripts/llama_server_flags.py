@@ -9,7 +9,7 @@ LLAMA_CPP_DIR is the llama.cpp that llama-cpp-python vendors, e.g. from its sdis
 
 An option reaches llama-server when its `set_examples` names LLAMA_EXAMPLE_SERVER or LLAMA_EXAMPLE_COMMON (the
 default) and its `set_excludes` does not name the server (common/arg.cpp, `add_opt` in
-common_params_parser_init). tests/test_plan_emit.py checks every flag `homespec plan --emit llama-server` prints
+common_params_parser_init). tests/plan/test_plan_emit.py checks every flag `homespec plan --emit llama-server` prints
 against the file this writes, so the test needs no llama.cpp checkout.
 """
 

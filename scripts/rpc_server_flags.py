@@ -4,7 +4,7 @@
 
 LLAMA_CPP_DIR is the llama.cpp that llama-cpp-python vendors (see scripts/llama_server_flags.py for how to
 get it). The server parses its arguments by hand in tools/rpc/rpc-server.cpp (`arg == "-p" || arg ==
-"--port"`); tests/test_plan_emit.py checks every flag `homespec plan --emit llama-server` prints for another
+"--port"`); tests/plan/test_plan_emit.py checks every flag `homespec plan --emit llama-server` prints for another
 machine against the file this writes.
 """
 

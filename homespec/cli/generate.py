@@ -89,7 +89,7 @@ def _print_answer(session, stream) -> None:
 
 
 def _result_json(session, res) -> dict:
-    """generate --json: one answer's row (its keys are an interface: tests/test_cli_generate.py)."""
+    """generate --json: one answer's row (its keys are an interface: tests/cli/test_cli_generate.py)."""
     o = session.options
     row = {
         "text": res.text,

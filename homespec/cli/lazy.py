@@ -7,7 +7,7 @@ bindings and numpy. A command reads what it runs from here instead, as `lazy.mak
 use imports the module named in the table (a dictionary lookup once it is loaded) and returns the
 attribute, so a value replaced on its module is what the next use gets, as with an import in the
 function. The TYPE_CHECKING block names the same objects, for readers, type checkers and the import
-contracts (lint-imports reads it); tests/test_cli_lazy.py checks that the two agree.
+contracts (lint-imports reads it); tests/cli/test_cli_lazy.py checks that the two agree.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ text is what the window decodes to beyond the released piece. Two things are hel
   the text goes another way, dropped (with everything after it) once the stop string is complete.
 
 The pieces concatenate to exactly the full decode cut before the first stop string
-(tests/test_session.py checks this on the real SmolLM2 tokenizer).
+(tests/session/test_session.py checks this on the real SmolLM2 tokenizer).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from homespec.userfiles import existing
 
 TARGETS = ("llama-server", "vllm")
 
-# Every flag the llama-server command can carry. tests/test_plan_emit.py checks them against
+# Every flag the llama-server command can carry. tests/plan/test_plan_emit.py checks them against
 # tests/data/llama_server_flags.txt, the flags of llama.cpp's common/arg.cpp as vendored in
 # llama-cpp-python 0.3.36 (where --draft-max is removed in favour of --spec-draft-n-max).
 LLAMA_SERVER_FLAGS = ("-m", "--model-url", "-c", "-ngl", "-ub", "-fa", "--cache-type-k", "--cache-type-v",

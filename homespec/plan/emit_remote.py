@@ -15,7 +15,7 @@ import shlex
 from homespec.errors import UsageError
 from homespec.plan.fit import Plan
 
-# ggml-rpc-server's flags as the pinned llama.cpp parses them (tests/test_plan_emit.py checks them against
+# ggml-rpc-server's flags as the pinned llama.cpp parses them (tests/plan/test_plan_emit.py checks them against
 # tests/data/rpc_server_flags.txt, written from tools/rpc/rpc-server.cpp by scripts/rpc_server_flags.py).
 RPC_SERVER_FLAGS = ("--host", "--port", "--cache")
 RAY_PORT = 6379  # Ray's default GCS port (`ray start --head --port`)

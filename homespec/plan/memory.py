@@ -196,7 +196,7 @@ def head_compute_bytes(draft: DraftSpec, lanes: int, cells: int, topk: int) -> i
     the larger of the output phase (the draft-vocabulary logits of u rows, u x V_draft f32; the top-k
     of homespec's patch works on those, and no target-vocabulary row is built) and the attention phase
     (flash attention's f16 mask over every cell, plus the layer's few u x n_embd activations), plus
-    one hidden state. Checked against llama.cpp's own lines (tests/test_plan_llamacpp.py)."""
+    one hidden state. Checked against llama.cpp's own lines (tests/plan/test_plan_llamacpp.py)."""
     u = head_ubatch(lanes, topk)
     row = u * draft.n_embd * 4
     output = u * draft.draft_vocab * 4
@@ -264,7 +264,7 @@ def llamacpp_compute_bytes(model: ModelSpec, s: Settings, holds_output: bool, ba
         flash attention the f16 mask and the result, plus what the device's flash-attention node adds
         (fa_scratch_bytes: f16 copies of one layer's K and V on CUDA and Metal, none on the CPU).
     u = min(n_ubatch, n_batch, n_ctx): llama.cpp caps the batch at the context. Checked against
-    llama.cpp 0.3.36's own "compute buffer size" lines (tests/test_plan_llamacpp.py).
+    llama.cpp 0.3.36's own "compute buffer size" lines (tests/plan/test_plan_llamacpp.py).
     """
     u = min(s.n_ubatch, s.n_batch, s.n_ctx)
     n_ctx = kv_cells(model, s, -1)
@@ -306,7 +306,7 @@ def _ffn_phase(model: ModelSpec, s: Settings, u: int, n_ctx: int) -> int:
     An MoE layer keeps the chosen experts' gate, up and gated product at once (3 x u x n_expert_used x
     n_ff_exp f32, build_moe_ffn) beside the attention mask, which stays alive from the attention
     phase (f16 with flash attention, else f32): llama.cpp's compute buffer for tiny qwen3moe,
-    qwen3next and deepseek2 files with 8 x 4096-wide experts (tests/test_plan_families.py)."""
+    qwen3next and deepseek2 files with 8 x 4096-wide experts (tests/plan/test_plan_families.py)."""
     dense = model.n_ff if not model.is_moe or model.n_layer_dense_lead or model.moe_every > 1 else 0
     ffn = 2 * u * dense * 4
     if model.is_moe:

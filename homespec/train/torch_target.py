@@ -12,7 +12,7 @@ Why: a one-sequence step leaves most of the hardware idle, and reply tokens per 
 several-fold with the number of sequences decoded together (docs/training.md has the measured
 rates). Only the last row of each sequence goes through the output matrix (training recomputes
 logits from the stored hidden state). Numbers match one-sequence prefill to fp32 rounding
-(tests/test_train.py).
+(tests/train/test_train.py).
 
 Imported lazily (by homespec.train.data only).
 """

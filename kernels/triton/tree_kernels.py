@@ -2,7 +2,7 @@
 
 Each is a handful of microseconds of work that would otherwise be tens of tiny launches or a
 host round trip per node. They run on CUDA tensors, and on CPU tensors under TRITON_INTERPRET=1
-(how tests/test_kernels.py checks them against the torch reference).
+(how tests/kernels/test_kernels.py checks them against the torch reference).
 
 Loaded by homespec/kernels/select.py from this file's path (it ships as package data); the
 launch wrappers at the bottom are the only names it uses.

@@ -8,13 +8,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tiny_models import make_tiny_hf_dir  # noqa: E402
 
 from homespec.errors import HomespecError  # noqa: E402

@@ -3,14 +3,11 @@ extension; the CPU tests only interpret Triton and compile the CUDA sources)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from test_kernels import greedy_case, random_tree, sampled_case  # noqa: E402
+from tests.kernels.test_kernels import greedy_case, random_tree, sampled_case  # noqa: E402
 
 from homespec import kernels  # noqa: E402
 from homespec.kernels import reference as ref  # noqa: E402

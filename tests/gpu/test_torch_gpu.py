@@ -5,14 +5,11 @@ embedded model is installed)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tiny_models import make_tiny_hf_dir, write_word_tokenizer  # noqa: E402
 
 from homespec.errors import HomespecError  # noqa: E402
