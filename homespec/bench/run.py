@@ -20,12 +20,16 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
+import homespec
 from homespec.errors import UsageError
 from homespec.bench.categories import by_category
 from homespec.bench.sessions import MethodSessions, open_methods
 from homespec.session import Finish, RunOptions, Session, final
+from homespec.session.lockstep import lockstep as in_lockstep
 from homespec.speculative.methods import METHOD_NAMES, find_method, method_entry
 from homespec.engine.setup import set_up
+from homespec.speculative.sampling import Sampler
+from homespec.speculative.steps import Limits
 
 POSITION_BIN = 64  # generated-token position bins for the stability view
 
@@ -169,8 +173,6 @@ class BenchResult:
 
 
 def machine_info() -> dict:
-    import homespec
-
     info = {"platform": platform.platform(), "python": platform.python_version(), "homespec": homespec.__version__}
     try:
         import psutil
@@ -204,9 +206,6 @@ def run_bench(
     lockstep: bool = False,
     categories: Sequence[str] | None = None,
 ) -> BenchResult:
-    from homespec.speculative.steps import Limits
-    from homespec.speculative.sampling import Sampler
-
     bad = [m for m in methods if find_method(m) is None]
     if bad or not methods:
         raise UsageError(f"unknown method(s): {', '.join(bad) or '(none given)'}", hint=f"choose from: {', '.join(METHOD_NAMES)}")
@@ -263,8 +262,6 @@ def _answers(opened: MethodSessions, order: Sequence[str], ids: list[int], locks
     """Each method's answer to one prompt, in `order`. A method's guard is made (and its costs
     measured) on the method's target, before its first answer (Session.stream)."""
     if lockstep:  # every method on its own target, a step of each in turn
-        from homespec.session.lockstep import lockstep as in_lockstep
-
         streams = [opened.sessions[m].stream(list(ids), **run_kw) for m in order]
         yield from zip(order, in_lockstep(streams))
         return

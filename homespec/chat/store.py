@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from homespec import userfiles
+from homespec.atomic import write_text
 from homespec.errors import HomespecError, UsageError
 
 ENV_DIR = "HOMESPEC_CHATS_DIR"
@@ -68,8 +69,6 @@ class ChatFile:
 
     def write(self, messages: list[dict[str, str]], *, model: str | None, method: str | None) -> None:
         """Write the whole conversation (system message first, when there is one), atomically."""
-        from homespec.atomic import write_text
-
         data = {"format": FORMAT, "id": self.id, "created": self.created,
                 "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "model": model, "method": method,
                 "messages": messages}

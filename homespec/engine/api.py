@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
+from homespec.engine.responses import Finish
 from homespec.errors import HomespecError
 
 log = logging.getLogger("homespec.engine")
@@ -192,8 +193,6 @@ class Handle:
 def fail(handle: Handle, error: HomespecError) -> None:
     """End a request that the engine could not answer: `handle.error`, a Finish with no reason and
     what was said so far (nothing), and the end. For a request that never reached a slot."""
-    from homespec.engine.responses import Finish
-
     handle.error = error
     handle.put_all((Finish(None, "", (), tuple(handle.request.prompt_ids), (), 0.0, 0.0),), last=True)
 

@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from homespec.backends.registry import LoadArgs, backend_entry
 from homespec.backends.settings import settings_from_plan
+from homespec.engine.lanes import OneLane
+from homespec.speculative.choice import CopyStats, read_copy_prior
+from homespec.speculative.drafters.suffix import SuffixStore
+from homespec.speculative.guard import BatchGuard
 from homespec.speculative.methods import DraftInputs, clone_drafter, method_entry
 from homespec.engine.options import (
     RunOptions, auto_head, drafts_trees, drafts_with_mtp, head_dir, model_traits, resolve_model_path, rollback_for,
@@ -71,8 +75,6 @@ def prepare(setup: RunSetup, *, ubatch: int | None = None, target: "Backend | No
 
 
 def _one(setup: RunSetup, target: "Backend | None") -> RunParts:
-    from homespec.engine.lanes import OneLane
-
     opt, path = setup.options, setup.model_path
     backend = open_backend(path, opt, setup.plan) if target is None else target
     owned: list[Any] = [backend] if target is None else []
@@ -178,8 +180,6 @@ def lane_drafters(target: "Lanes", path: str, opt: RunOptions, parallel: int) ->
     """One drafter per lane (the first made, the others cloned: homespec.speculative.methods); EAGLE
     drafters share one head (its weights), each keeps its own KV; suffix drafters share one store of
     every lane's answers."""
-    from homespec.speculative.drafters.suffix import SuffixStore
-
     store = SuffixStore()
     first, _ = make_drafter(target, path, opt, store=store)
     if first is None:
@@ -191,8 +191,6 @@ def make_guard(drafter: "Drafter | None", opt: RunOptions) -> "BatchGuard | None
     """The guard over the drafters (with --no-guard: forced to full depth every step)."""
     if drafter is None:
         return None
-    from homespec.speculative.choice import CopyStats, read_copy_prior
-    from homespec.speculative.guard import BatchGuard
 
     shape = drafter.shape
     return BatchGuard(depth=shape.depth, nodes_per_level=(shape.total - 1) / shape.depth,

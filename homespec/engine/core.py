@@ -28,9 +28,14 @@ from typing import TYPE_CHECKING, Iterator
 from homespec.engine.api import (
     EngineClosed, EngineFailed, EngineRequest, EngineStats, Handle, QueueFull, as_error, fail,
 )
+from homespec.engine.assemble import prepare
+from homespec.engine.detok import Detokenizer
 from homespec.engine.host_cache import MIN_GAIN, MIN_SAVE, HostCache, Saved
 from homespec.engine.responses import Finish
 from homespec.engine.reuse import Lane, choose_lane, keep_for, reuse
+from homespec.engine.running import Running
+from homespec.engine.setup import set_up
+from homespec.engine.step import run_step
 from homespec.engine.supervise import Supervised
 from homespec.engine.tally import add_steps
 from homespec.errors import HomespecError, UsageError
@@ -87,8 +92,6 @@ class Engine:
              cache_ram: int = 0) -> "Engine":
         """Check and plan once (homespec.engine.setup.set_up: `parallel` None lets the plan choose the
         lanes), then open the engine that set-up describes (Engine.from_setup)."""
-        from homespec.engine.setup import set_up
-
         return cls.from_setup(set_up(opt, parallel=parallel), queue_size=queue_size, prefill_chunk=prefill_chunk,
                               ubatch=ubatch, cache_prompt=cache_prompt, cache_ram=cache_ram)
 
@@ -97,8 +100,6 @@ class Engine:
                    ubatch: int | None = None, cache_prompt: bool = True, cache_ram: int = 0) -> "Engine":
         """Load the target with KV for setup.parallel lanes of setup.lane_ctx tokens, a drafter per
         lane and the guard (homespec.engine.assemble.prepare)."""
-        from homespec.engine.assemble import prepare
-
         if queue_size < 0:
             raise UsageError(f"queue size {queue_size} is negative", hint="pass 0 (no waiting) or more")
         parts = prepare(setup, ubatch=ubatch)
@@ -237,8 +238,6 @@ class Engine:
     def step(self) -> None:
         """Admit, run one pass, hand out what it produced. Never raises for a request's failure:
         the requests of a failed pass get their error and the engine goes on."""
-        from homespec.engine.step import run_step
-
         with self._cond:
             if self._cancel_all:
                 for h in list(self._waiting):  # each leaves the queue as it is cancelled
@@ -267,9 +266,6 @@ class Engine:
 
     def _admit(self) -> None:
         """Waiting requests into free lanes, each into the lane that can reuse most of its prompt."""
-        from homespec.engine.detok import Detokenizer
-        from homespec.engine.running import Running
-
         while True:
             with self._cond:
                 free = [lane for lane in self._lanes if lane.running is None]
@@ -366,8 +362,6 @@ class Engine:
 
     def _end_unstarted(self, h: Handle) -> None:
         """A request cancelled before it took a lane: an empty answer, reason "cancelled"."""
-        from homespec.engine.responses import Finish
-
         h.put_all((Finish("cancelled", "", (), tuple(h.request.prompt_ids), (), 0.0, 0.0),), last=True)
         with self._cond:
             self._stats.requests_cancelled += 1

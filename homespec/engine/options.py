@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 
 from homespec import limits
 from homespec.backends.registry import BACKENDS, backend_entry
-from homespec.embedded import shipped_head
+from homespec.embedded import DEFAULT_HEAD, shipped_head
+from homespec.formats.gguf import read_model_header
+from homespec.formats.gguf_model import model_spec_from_gguf
+from homespec.hardware.probe import probe
+from homespec.limits import cap_threads, env_threads
+from homespec.sources.resolve import resolve
 from homespec.speculative.methods import find_method, lookup_depth, method_entry
 from homespec.errors import UsageError
 from homespec.plan.api import MTP_DEPTH
@@ -72,8 +77,6 @@ def draft_shape(backend: str, device: str | None, depth: int | None, topk: int |
 
 def _has_gpu() -> bool:
     """A GPU llama.cpp could use: probed without importing torch or llama_cpp."""
-    from homespec.hardware.probe import probe
-
     try:
         return bool(probe().gpus)
     except Exception:  # a broken driver is a CPU machine for this purpose
@@ -83,8 +86,6 @@ def _has_gpu() -> bool:
 def resolve_model_path(model: str | None, role: str = "model") -> str:
     """A local file or directory for --model/--draft: a path, a store name (ollama:, lmstudio:) or a
     hub name (org/repo[:QUANT], downloaded into the hub cache; a head's repo fetched whole)."""
-    from homespec.sources.resolve import resolve
-
     return resolve(model, role, "run").path
 
 
@@ -96,8 +97,6 @@ def default_head(model_path: str) -> Path | None:
 def lookup_without_head(opt: RunOptions) -> RunOptions:
     """--method eagle3 with neither --draft nor --model in an install that ships no head: prompt
     lookup (ngram) instead, with a note, so that the run still speculates (chat and serve)."""
-    from homespec.embedded import DEFAULT_HEAD
-
     method = find_method(opt.method)  # an unknown one is check_options' to refuse
     if method is None or not method.needs_head or opt.draft is not None or opt.model is not None:
         return opt
@@ -112,8 +111,6 @@ def lookup_without_head(opt: RunOptions) -> RunOptions:
 def threads_of(opt: RunOptions) -> int | None:
     """--threads, else HOMESPEC_THREADS, else None (the engine's own choice: every physical core);
     at most one per CPU this process may use (the CLI says so when it caps: homespec.cli.options)."""
-    from homespec.limits import cap_threads, env_threads
-
     threads, source = (opt.threads, "--threads") if opt.threads is not None else (env_threads(), "HOMESPEC_THREADS")
     return None if threads is None else cap_threads(threads, source)[0]
 
@@ -127,8 +124,6 @@ def tree_nodes(opt: RunOptions) -> int:
 
 @functools.lru_cache(maxsize=16)
 def _head(draft: str | None, model_path: str) -> "Resolved":
-    from homespec.sources.resolve import resolve
-
     return resolve(draft, "head", "run", target_path=model_path)
 
 
@@ -196,8 +191,6 @@ def model_traits(model_path: str) -> ModelTraits:
     models, nor for a catalogue name a plan resolves)."""
     if not Path(model_path).is_file():
         return ModelTraits()
-    from homespec.formats.gguf import read_model_header
-    from homespec.formats.gguf_model import model_spec_from_gguf
 
     spec = model_spec_from_gguf(read_model_header(model_path))
     return ModelTraits(mtp=spec.n_nextn_layer, recurrent=bool(spec.recurrent_layers))
@@ -266,8 +259,6 @@ def check_options(opt: RunOptions) -> str:
     if backend.gguf_only and any(Path(m).is_dir() for m in models):
         raise UsageError("the llamacpp backend runs GGUF files", hint="use --backend torch for a Hugging Face directory")
     if backend.gguf_only:
-        from homespec.formats.gguf import read_model_header
-
         for m in models:  # a truncated or damaged file is named as `plan` names it, before llama.cpp reads it
             read_model_header(m)
     if method.needs_mtp:

@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from homespec.engine.api import EngineRequest
+from homespec.engine.assemble import RunParts
+from homespec.engine.core import Engine, follow
+from homespec.engine.lanes import OneLane
+from homespec.engine.options import RunOptions
 from homespec.engine.responses import StepFigures
 from homespec.speculative.steps import Limits, Step
 
@@ -24,11 +28,6 @@ def decode(backend: "Backend", drafter: "Drafter | None", prompt: Sequence[int],
     """Decode from `prompt` (token ids) on an empty cache: the prefill's step, then one step per
     verification, until EOS (unless limits.stop_at_eos is False), `limits.max_tokens` or the
     context's end (the last step's `finish`). Closing the generator ends it early."""
-    from homespec.engine.assemble import RunParts
-    from homespec.engine.core import Engine, follow
-    from homespec.engine.lanes import OneLane
-    from homespec.engine.options import RunOptions
-
     parts = RunParts(OneLane(backend), [drafter], guard, getattr(backend, "model_path", ""), None,
                      drafter.shape if drafter is not None else None, RunOptions(), backend=backend,
                      text=False, stop_at_eos=limits.stop_at_eos)

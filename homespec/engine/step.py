@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from homespec.engine.api import as_error
 from homespec.speculative.choice import PLAIN, forced
 
 if TYPE_CHECKING:
@@ -149,7 +150,5 @@ def _learn(guard: "BatchGuard", r: "Running", step: "Step") -> None:
 def fail_alone(r: "Running", e: Exception) -> None:
     """One request's own failure: it ends with its error when the engine next reaps (its lane is
     then emptied); the requests beside it go on."""
-    from homespec.engine.api import as_error
-
     r.handle.error = as_error(e, r.handle)
     r.end(None)

@@ -22,6 +22,7 @@ from homespec.errors import HomespecError
 from homespec.server.errors import ApiError
 from homespec.server.schemas import CompletionRequest, Sampling
 from homespec.engine.responses import Finish, TextDelta
+from homespec.speculative.sampling import Sampler
 
 if TYPE_CHECKING:
     from homespec.engine.api import Handle
@@ -58,8 +59,6 @@ def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int
     `default`: the server's for a request without one (--max-tokens; None: the context's end, and
     either way no further than the context's end); `grammar`: what the answer must follow;
     `logprobs`: score each token with this many alternatives."""
-    from homespec.speculative.sampling import Sampler
-
     if body.n != 1:
         raise ApiError(400, f"n={body.n}: this server answers one choice per request", param="n")
     if not ids:

@@ -25,6 +25,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from homespec.server import errors
 from homespec.server.answers import AnswerStream
+from homespec.server.chat import chat_settings
 from homespec.server.completions import completion_routes
 from homespec.server.discovery import discovery_routes
 from homespec.server.guard import Guard
@@ -54,8 +55,6 @@ def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None,
     `chat`: what the chat template says (homespec.server.chat.chat_settings; default: read now);
     `max_tokens`: an answer's limit when its request sets none (--max-tokens); `store`: the stored
     Responses API answers (default: a store of the default bounds)."""
-    from homespec.server.chat import chat_settings
-
     reg, http_count = registry(engine, model_name)
     chat = chat if chat is not None else chat_settings(engine.tokenizer)
     store = store if store is not None else ResponseStore(keyed=bool(api_key))

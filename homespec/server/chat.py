@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homespec import userfiles
+from homespec.backends.template import ChatTemplate
 from homespec.chatformat import ToolFormat, tool_format
 from homespec.chatformat.generic import Generic
 from homespec.chatformat.reasoning import OPEN, opens_thinking
@@ -27,7 +29,6 @@ from homespec.server import constrain
 from homespec.server.errors import ApiError
 
 if TYPE_CHECKING:
-    from homespec.backends.template import ChatTemplate
     from homespec.contracts.backend import Tokenizer
     from homespec.grammar import Grammar
     from homespec.server.schemas import ChatRequest, Message
@@ -77,9 +78,6 @@ def checked_template(path: Path | str, like: "ChatTemplate | None" = None) -> "C
     """`--chat-template-file`'s template (with `like`'s BOS and EOS), read through
     homespec.userfiles (a FIFO, a device, a huge file refused unread) and refused at start if it
     does not render one user message with the message's own text in it."""
-    from homespec import userfiles
-    from homespec.backends.template import ChatTemplate
-
     flag = "--chat-template-file"
     source = userfiles.read_text(str(path), flag, userfiles.TEMPLATE)
     template = like.replaced(source, str(path)) if like is not None else ChatTemplate(source, "", "", str(path))

@@ -12,14 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homespec.engine.core import Engine
+from homespec.errors import HomespecError
+from homespec.server.app import create_app
+from homespec.server.chat import chat_settings, checked_template
+from homespec.server.run import bind, exposure_warning, log_to_stderr, serve as serve_app, url_of
+from homespec.server.store import ResponseStore
 from homespec.speculative.methods import method_entry
 from homespec.engine.options import RunOptions, lookup_without_head
 from homespec.engine.setup import set_up
+from homespec.termline import stage
 
 if TYPE_CHECKING:
     import socket
-
-    from homespec.engine.core import Engine
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,14 +60,8 @@ def launch(opts: RunOptions, s: Serving) -> None:
 def open_engine(opts: RunOptions, s: Serving) -> tuple["Engine", "socket.socket", str]:
     """Check and plan once (the lanes chosen inside the plan when --parallel is left out), bind, load
     and start the engine: -> (engine, socket, model path)."""
-    from homespec.engine.core import Engine
-    from homespec.server.run import bind
-    from homespec.termline import stage
-
     setup = set_up(lookup_without_head(opts), parallel=s.parallel)  # refused before anything binds or loads
     if s.template_file is not None:
-        from homespec.server.chat import checked_template
-
         checked_template(s.template_file)
     sock = bind(s.host, s.port)  # a port in use fails here, before the model loads
     try:
@@ -83,12 +82,6 @@ def serve_engine(engine, sock, *, host: str, api_key: str | None, name: str, max
                  max_tokens: int | None = None, store: tuple[int, int] = (256, 64 << 20)) -> None:
     """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
     a moment), for whatever supervises the server (systemd, a container) to restart it."""
-    from homespec.errors import HomespecError
-    from homespec.server.app import create_app
-    from homespec.server.chat import chat_settings
-    from homespec.server.run import exposure_warning, log_to_stderr, serve as serve_app, url_of
-    from homespec.server.store import ResponseStore
-
     log_to_stderr()
     try:
         chat = chat_settings(engine.tokenizer, template_file, reasoning_format)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from homespec.backends.tokenizer import load_tokenizer
 from homespec.errors import UsageError
 from homespec.limits import surely_longer
 
@@ -35,8 +36,6 @@ def encode_prompts(model_path: str, prompts: Sequence[Sequence[str]], chat: bool
                    system: str | None = None, *, prefer: str = "llamacpp") -> list[list[int]]:
     """Every prompt's token ids from the model's tokenizer alone: measured before the weights load.
     `prefer`: a GGUF's tokenizer from llama.cpp or rebuilt with `tokenizers` (homespec.backends.tokenizer)."""
-    from homespec.backends.tokenizer import load_tokenizer
-
     tok = load_tokenizer(model_path, prefer=prefer)
     try:
         return [encode_prompt(tok, turns, chat, system) for turns in prompts]

@@ -14,6 +14,7 @@ The spellings are in homespec.sources.names; the GGUF choice inside a repo in ho
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 from homespec.embedded import smollm2_path
 from homespec.errors import UsageError
@@ -21,16 +22,26 @@ from homespec.userfiles import existing
 from homespec.sources.names import HubRef, LMStudioRef, OllamaRef, SourceRef, parse
 
 
+def _stores() -> ModuleType:
+    """homespec.sources.stores, imported on the first store name (Ollama, LM Studio)."""
+    from homespec.sources import stores  # startup: a catalogue name reads no store
+
+    return stores
+
+
+def _hub() -> ModuleType:
+    """homespec.sources.hub, imported on the first hub name."""
+    from homespec.sources import hub  # startup: a catalogue name loads no hub code
+
+    return hub
+
+
 def _local(ref: SourceRef) -> Path | None:
     """A store on this machine: the file, or None for a hub name."""
     if isinstance(ref, OllamaRef):
-        from homespec.sources.stores import resolve_ollama  # startup: a catalogue name reads no store
-
-        return resolve_ollama(ref)
+        return _stores().resolve_ollama(ref)
     if isinstance(ref, LMStudioRef):
-        from homespec.sources.stores import resolve_lmstudio  # startup: a catalogue name reads no store
-
-        return resolve_lmstudio(ref)
+        return _stores().resolve_lmstudio(ref)
     return None
 
 
@@ -50,13 +61,11 @@ def resolve_for_plan(name: str) -> str:
     local = _local(ref)
     if local is not None:
         return str(local)
-    # startup: a catalogue name loads no hub code
-    from homespec.sources.hub import HubRepo, cached_path, config_dir, locate
-
-    hub = locate(ref)
-    if isinstance(hub, HubRepo):  # a transformers repo: its config.json is what a plan reads
-        return str(config_dir(hub))
-    cached = cached_path(hub)
+    hubs = _hub()
+    hub = hubs.locate(ref)
+    if isinstance(hub, hubs.HubRepo):  # a transformers repo: its config.json is what a plan reads
+        return str(hubs.config_dir(hub))
+    cached = hubs.cached_path(hub)
     return str(cached) if cached is not None else hub.url()
 
 
@@ -70,9 +79,7 @@ def is_head_repo(name: str) -> bool:
     """`name` is a bare hub repo holding an EAGLE-3 head (fetched whole), not a GGUF model repo."""
     if not is_hub_repo(name):
         return False
-    from homespec.sources.hub import is_head_repo as hub_is_head_repo  # startup: a catalogue name loads no hub code
-
-    return hub_is_head_repo(source_ref(name))
+    return _hub().is_head_repo(source_ref(name))
 
 
 def resolve_for_run(name: str | None) -> str:
@@ -96,11 +103,9 @@ def resolve_for_run(name: str | None) -> str:
     local = _local(ref)
     if local is not None:
         return str(local)
-    # startup: a catalogue name loads no hub code
-    from homespec.sources.hub import HubRepo, download, locate, model_snapshot
-
-    hub = locate(ref)
-    return str(model_snapshot(hub) if isinstance(hub, HubRepo) else download(hub))
+    hubs = _hub()
+    hub = hubs.locate(ref)
+    return str(hubs.model_snapshot(hub) if isinstance(hub, hubs.HubRepo) else hubs.download(hub))
 
 
 def resolve_head_for_run(name: str) -> Path:
@@ -110,9 +115,7 @@ def resolve_head_for_run(name: str) -> Path:
         return path
     ref = source_ref(name)
     if is_head_repo(name):
-        from homespec.sources.hub import snapshot  # startup: a catalogue name loads no hub code
-
-        return snapshot(ref.repo, ref.revision)
+        return _hub().snapshot(ref.repo, ref.revision)
     if ref is not None:  # a GGUF draft model, by any spelling
         return Path(resolve_for_run(name))
     raise UsageError(f"no draft head at '{name}'",

@@ -5,7 +5,8 @@ target "model", a "draft" model or an EAGLE "head"); `purpose` what the caller d
 reads shapes without downloading weights (a GGUF on the hub is read by range), "run" needs a local
 file a backend loads (a hub model is downloaded into the hub cache first). The spellings themselves
 are parsed in homespec.sources.names, found in stores by homespec.sources.stores and on the hub by
-homespec.sources.hub; the files are read by homespec.formats, which knows nothing of names.
+homespec.sources.hub; the files are read by homespec.formats (through homespec.sources.files,
+imported on the first name that is no catalogue name), which knows nothing of names.
 
 Order for --model: http(s) URL (a GGUF read by range) -> existing path (a .gguf file, a
 config.json, an HF or EXL2 directory) -> something that looks like a path but does not exist
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from types import ModuleType
 from typing import Literal
 
 from homespec.catalog import load_catalog, mtp_draft
@@ -41,72 +42,11 @@ def _looks_like_path(arg: str) -> bool:
             or (os.altsep is not None and os.altsep in arg))
 
 
-def _is_gguf_file(path: Path) -> bool:
-    if path.suffix.lower() == ".gguf":
-        return True
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"GGUF"
-    except OSError:
-        return False
+def _files() -> ModuleType:
+    """homespec.sources.files, imported on the first file, directory or URL named."""
+    from homespec.sources import files  # startup: a catalogue name reads no file format
 
-
-def _gguf_header(arg: str):
-    from homespec.formats.gguf import read_model_header  # startup: a catalogue name reads no file format
-
-    return read_model_header(arg)  # every part of a split model
-
-
-def _no_quant_for_files(quant: str | None, what: str, has: str | None) -> None:
-    if quant:
-        raise UsageError(f"--quant {quant} does not apply to {what}: it is already {has or 'quantised'}",
-                         hint="drop --quant, or pass a catalogue name or a Hugging Face config.json to choose one")
-
-
-def _model_from_gguf(arg: str, quant: str | None) -> ModelSpec:
-    from homespec.formats.gguf_model import model_spec_from_gguf  # startup: a catalogue name reads no file format
-
-    header = _gguf_header(arg)
-    if header.arch == "eagle3":
-        raise UsageError(f"{arg} is an EAGLE-3 draft head, not a target model", hint="pass it as --draft")
-    spec = model_spec_from_gguf(header)
-    _no_quant_for_files(quant, arg, spec.quant)
-    return spec
-
-
-def _model_from_dir_or_config(path: Path, quant: str | None) -> ModelSpec:
-    from homespec.formats.eagle import is_eagle_config  # startup: a catalogue name reads no file format
-    from homespec.formats.exl2 import is_exl2_config, model_spec_from_exl2_dir
-    from homespec.formats.hf import load_config, model_spec_from_hf_config
-
-    cfg = load_config(path)
-    if is_eagle_config(cfg):
-        raise UsageError(f"{path} is an EAGLE-3 draft head, not a target model", hint="pass it as --draft")
-    if is_exl2_config(cfg):
-        spec = model_spec_from_exl2_dir(path)
-        _no_quant_for_files(quant, str(path), spec.quant)
-        return spec
-    return model_spec_from_hf_config(path, quant)
-
-
-def _model_from_path(path: Path, quant: str | None) -> ModelSpec:
-    if path.is_dir():
-        if (path / "config.json").is_file():
-            return _model_from_dir_or_config(path, quant)
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) == 1:
-            return _model_from_gguf(str(ggufs[0]), quant)
-        if ggufs:
-            raise UsageError(f"{path} holds {len(ggufs)} GGUF files", hint="pass one of them: " +
-                             ", ".join(g.name for g in ggufs[:4]))
-        raise UsageError(f"{path} is not a model directory (no config.json, no .gguf file)",
-                         hint="pass a .gguf file, a Hugging Face / EXL2 model directory, or a catalogue name")
-    if _is_gguf_file(path):
-        return _model_from_gguf(str(path), quant)
-    if path.suffix.lower() == ".json":
-        return _model_from_dir_or_config(path, quant)
-    raise UsageError(f"{path} is not a model file (neither GGUF nor config.json)",
-                     hint="pass a .gguf file, a Hugging Face / EXL2 model directory, or a catalogue name")
+    return files
 
 
 def _catalogue_model(name: str, quant: str | None) -> ModelSpec:
@@ -122,56 +62,13 @@ def _model_spec(arg: str, quant: str | None = None) -> ModelSpec:
         raise UsageError("--model is empty", hint="pass a catalogue name, a .gguf file, a directory or a URL")
     arg = _located(arg)  # org/repo[:QUANT], ollama:NAME, ... -> a local path or the file's hub URL
     if is_url(arg):
-        return _model_from_gguf(arg, quant)
+        return _files().model_from_gguf(arg, quant)
     path = existing(arg)
     if path is not None:
-        return _model_from_path(path, quant)
+        return _files().model_from_path(path, quant)
     if _looks_like_path(arg):
         raise UsageError(f"no such file or directory: {arg}", hint="check the path (or give a catalogue name)")
     return _catalogue_model(arg, quant)
-
-
-def draft_from_model(model: ModelSpec) -> DraftSpec:
-    """A small model used whole as the draft (classic speculative decoding)."""
-    weights = sum(t.n_bytes for t in model.tensors) if model.tensors else 0
-    return DraftSpec(
-        name=model.name, kind="model", target="", n_layer=model.n_layer, n_embd=model.n_embd,
-        n_head=model.n_head, n_head_kv=model.n_head_kv, head_dim=model.head_dim, n_ff=model.n_ff,
-        draft_vocab=model.n_vocab, target_vocab=model.n_vocab, target_hidden=model.n_embd,
-        weight_bytes=weights, dtype=(model.quant or "").lower(), source=model.source, tensors=model.tensors,
-        model=model,
-    )
-
-
-def _draft_from_gguf(arg: str) -> DraftSpec:
-    # startup: a catalogue name reads no file format
-    from homespec.formats.gguf_model import draft_spec_from_gguf, model_spec_from_gguf
-
-    header = _gguf_header(arg)
-    if header.arch == "eagle3":
-        return draft_spec_from_gguf(header)
-    return draft_from_model(model_spec_from_gguf(header))
-
-
-def _draft_from_path(path: Path) -> DraftSpec:
-    # startup: a catalogue name reads no file format
-    from homespec.formats.eagle import draft_spec_from_checkpoint, is_eagle_config
-    from homespec.formats.hf import load_config
-
-    if path.is_file() and _is_gguf_file(path):
-        return _draft_from_gguf(str(path))
-    if path.is_dir() and not (path / "config.json").is_file():
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) == 1:
-            return _draft_from_gguf(str(ggufs[0]))
-        raise UsageError(f"{path} is not a draft: no config.json and {len(ggufs)} .gguf files",
-                         hint="pass an EAGLE-3 checkpoint directory, a .gguf file, or a catalogue draft name")
-    if path.is_file() and path.suffix.lower() != ".json":
-        raise UsageError(f"{path} is not a draft file (neither GGUF nor config.json)",
-                         hint="pass an EAGLE-3 checkpoint directory, a .gguf file, or a catalogue draft name")
-    if is_eagle_config(load_config(path)):
-        return draft_spec_from_checkpoint(path)
-    return draft_from_model(_model_from_dir_or_config(path, None))
 
 
 def _catalogue_draft(name: str) -> DraftSpec:
@@ -180,7 +77,7 @@ def _catalogue_draft(name: str) -> DraftSpec:
         return catalog.draft(name)
     except UsageError as draft_error:
         try:  # a catalogue *model* named as the draft: classic draft-model speculation
-            return draft_from_model(catalog.model(name))
+            return _files().draft_from_model(catalog.model(name))
         except UsageError:
             raise draft_error from None
 
@@ -224,8 +121,8 @@ def _hub_draft(arg: str) -> DraftSpec | None:
             return load_catalog().draft(arg)
         except UsageError:
             if is_head_repo(arg):
-                return _draft_from_path(resolve_head_for_run(arg))
-    return _draft_from_gguf(_located(arg))  # a GGUF draft model: its header, by range
+                return _files().draft_from_path(resolve_head_for_run(arg))
+    return _files().draft_from_gguf(_located(arg))  # a GGUF draft model: its header, by range
 
 
 def _draft_spec(arg: str | None, target: ModelSpec) -> DraftSpec | None:
@@ -237,13 +134,13 @@ def _draft_spec(arg: str | None, target: ModelSpec) -> DraftSpec | None:
     elif arg.strip().lower() == "mtp":
         return mtp_draft(target)
     elif is_url(arg):
-        draft = _draft_from_gguf(_located(arg))
+        draft = _files().draft_from_gguf(_located(arg))
     elif (hub := _hub_draft(arg)) is not None:
         draft = hub
     else:
         path = existing(arg, "draft")
         if path is not None:
-            draft = _draft_from_path(path)
+            draft = _files().draft_from_path(path)
         elif _looks_like_path(arg):
             raise UsageError(f"no such file or directory: {arg}", hint="check the path (or give a catalogue draft name)")
         else:
@@ -372,4 +269,4 @@ def resolve(spelling: str | None, role: Role = "model", purpose: Purpose = "plan
     return Resolved(spelling, role, purpose, _read_from(spec, source), spec, source)
 
 
-__all__ = ["PURPOSES", "ROLES", "Resolved", "check_pairing", "draft_from_model", "is_auto", "resolve", "source_of"]
+__all__ = ["PURPOSES", "ROLES", "Resolved", "check_pairing", "is_auto", "resolve", "source_of"]

@@ -5,11 +5,11 @@ An entry says how to make the method's drafter for a lane, how to clone it for a
 same head's weights, the same suffix store, its own state), how large a tree one verification of
 it holds, and what it needs: an EAGLE head, a draft model, the target's features; whether it is a
 lookup (its chains come from text already written). Adding a method is one drafter module under
-homespec/speculative/drafters/ and one entry here. The drafters are imported only when one is
-made; beside a torch or EXL2 target the EAGLE head runs in torch (homespec.speculative.drafters.eagle3_torch
-over homespec.nets.eagle3_drafter, the one drafter that imports torch), imported here alone: on a GGUF
-the head (eagle3) and the model's own MTP layers (mtp) run in llama.cpp, and no method loads torch
-(docs/architecture.md, "Where each part runs").
+homespec/speculative/drafters/ and one entry here. The drafters are imported at the top, but for one:
+beside a torch or EXL2 target the EAGLE head runs in torch (homespec.speculative.drafters.eagle3_torch
+over homespec.nets.eagle3_drafter, the one drafter that imports torch), imported here alone, and only
+when it is made: on a GGUF the head (eagle3) and the model's own MTP layers (mtp) run in llama.cpp,
+and no method loads torch (docs/architecture.md, "Where each part runs").
 """
 
 from __future__ import annotations
@@ -18,13 +18,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from homespec.backends.registry import backend_entry
 from homespec.errors import UsageError
+from homespec.formats.acceptance import read_prior
+from homespec.plan.acceptance import MTP_ACCEPT
+from homespec.speculative.drafters.auto import AutoDrafter
+from homespec.speculative.drafters.draft_model import DraftModelDrafter
+from homespec.speculative.drafters.eagle3 import HeadDrafter
+from homespec.speculative.drafters.mtp import MtpDrafter
+from homespec.speculative.drafters.ngram import NgramDrafter
+from homespec.speculative.drafters.suffix import SuffixDrafter
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Backend, Lanes
     from homespec.contracts.drafter import Drafter
-    from homespec.speculative.drafters.auto import AutoDrafter
-    from homespec.speculative.drafters.eagle3 import HeadDrafter
     from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
     from homespec.speculative.drafters.suffix import SuffixStore
 
@@ -96,27 +103,21 @@ def lookup_depth(opt: DraftOptions) -> int:
 
 
 def _ngram(depth: int, max_ngram: int = 3) -> "Drafter":
-    from homespec.speculative.drafters.ngram import NgramDrafter
-
     return NgramDrafter(max_ngram=max_ngram, num_draft=depth)
 
 
 def _suffix(depth: int, store: "SuffixStore | None") -> "Drafter":
-    from homespec.speculative.drafters.suffix import SuffixDrafter
-
     return SuffixDrafter(store, num_draft=depth)
 
 
 def _eagle(target: "Backend | Lanes", where: Path, opt: DraftOptions) -> "Drafter":
     """An EAGLE-3 drafter with the head in `where`, and its recorded acceptance as the guard's prior:
     in llama.cpp beside a llama.cpp target, else the torch head beside the torch or EXL2 target."""
-    from homespec.backends.registry import backend_entry
-    from homespec.formats.acceptance import read_prior
-
     if backend_entry(target.name).open_head is not None:
         drafter = _eagle_in_target(target, where, opt)
         drafter.expected_acceptance = read_prior(where, opt.draft_depth, opt.draft_topk, opt.draft_tokens)
         return drafter
+    # torch side: only a torch or EXL2 target loads these (the GGUF run path never imports torch)
     from homespec.nets.eagle3 import load_head
     from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
 
@@ -133,9 +134,6 @@ def _eagle_in_target(target: "Backend | Lanes", where: Path, opt: DraftOptions) 
     """The head in the target's own engine (llama.cpp: an eagle3 GGUF in a context beside the
     target, homespec.backends.registry open_head), one network for every lane of the target (each
     lane's drafter clones this one's)."""
-    from homespec.backends.registry import backend_entry
-    from homespec.speculative.drafters.eagle3 import HeadDrafter
-
     head = backend_entry(target.name).open_head(target, where, opt)
     return HeadDrafter(head.net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
                        width=len(head.layers) * target.hidden_size, window=head.window or 0,
@@ -147,14 +145,10 @@ def _mtp(target: "Backend | Lanes", opt: DraftOptions) -> "Drafter":
     homespec.backends.registry open_mtp), one network for every lane of the target, with the EAGLE
     drafter's policy; the guard's prior is the planner's assumed MTP acceptance
     (homespec.plan.acceptance.MTP_ACCEPT)."""
-    from homespec.backends.registry import backend_entry
-
     open_mtp = backend_entry(target.name).open_mtp
     if open_mtp is None:
         raise UsageError(f"--method mtp runs a model's MTP layers in llama.cpp, not the {target.name} backend",
                          hint="use --backend llamacpp with a GGUF that has MTP layers")
-    from homespec.plan.acceptance import MTP_ACCEPT
-    from homespec.speculative.drafters.mtp import MtpDrafter
 
     net = open_mtp(target, opt)
     drafter = MtpDrafter(net, depth=opt.draft_depth, topk=opt.draft_topk, total=opt.draft_tokens,
@@ -167,8 +161,6 @@ def _auto(i: DraftInputs) -> "Drafter":
     """The lookups and, behind one lane, the model drafter (homespec.speculative.choice): the model's own MTP
     layers where it has them (they beat a separate head: docs/speculative.md), else the EAGLE head
     when there is one."""
-    from homespec.speculative.drafters.auto import AutoDrafter
-
     if i.mtp:  # a chain, as llama-server drafts them: a tree's levels would each take the host a top-k over
         # the whole vocabulary (MTP layers have no draft vocabulary, and the device top-k is the eagle3 graph's)
         model = _mtp(i.target, replace(i.opt, draft_topk=1, draft_tokens=i.opt.draft_depth + 1))
@@ -179,8 +171,6 @@ def _auto(i: DraftInputs) -> "Drafter":
 
 
 def _draft_model(i: DraftInputs) -> "Drafter":
-    from homespec.speculative.drafters.draft_model import DraftModelDrafter
-
     if i.draft_model.n_vocab != i.target.n_vocab:
         i.draft_model.close()
         raise UsageError(f"the draft model has {i.draft_model.n_vocab} tokens, the target {i.target.n_vocab}",
@@ -201,8 +191,6 @@ def clone_drafter(first: "Drafter", target: "Backend | Lanes", store: "SuffixSto
 
 
 def _clone_auto(first: "AutoDrafter", target: "Backend | Lanes", store: "SuffixStore | None") -> "Drafter":
-    from homespec.speculative.drafters.auto import AutoDrafter
-
     model = clone_drafter(first.model, target, store) if first.model is not None else None
     return AutoDrafter([clone_drafter(d, target, store) for d in first.lookups], model)
 
@@ -214,7 +202,7 @@ def _clone_eagle(first: "HeadDrafter | Eagle3Drafter", target: "Backend | Lanes"
                         window=first.window or 0, source=first.source, feature_layers=first.feature_layers)
         d.expected_acceptance = first.expected_acceptance
         return d
-    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter
+    from homespec.speculative.drafters.eagle3_torch import Eagle3Drafter  # torch side, as in _eagle
 
     d = Eagle3Drafter(first.head, target, depth=first.depth, topk=first.topk, total=first.total,
                       window=first.window, capacity=first.cache.capacity, source=first.source)

@@ -3,8 +3,8 @@
 `train_head(TrainConfig(...))` is the whole pipeline; config.py holds every setting with its
 default; the stages live in their own modules: data.py (the target answers prompts, features
 recorded), vocab.py (draft vocabulary), ttt.py (training-time test loss), loop.py (optimiser,
-schedule, checkpoints), evaluate.py (held-out acceptance), export.py. torch and llama_cpp are
-imported only when a stage runs.
+schedule, checkpoints), evaluate.py (held-out acceptance), export.py. torch is imported with
+api.py, when train_head runs; llama_cpp when data is generated on it.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@
 Every stage resumes: rerunning the same command skips finished shards and continues training
 from the last checkpoint. With `init`, training starts from an existing head's weights
 (homespec.train.warm) instead of a fresh head.
+
+This module imports torch and the torch-side stages at its top: homespec.train imports it only when
+train_head runs, so `homespec --help` and `homespec plan` never load it.
 """
 
 from __future__ import annotations
@@ -21,19 +24,27 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from homespec.atomic import write_text
 from homespec.backends.registry import BACKENDS
 from homespec.engine.options import resolve_model_path
 from homespec.errors import HomespecError, UsageError
 from homespec.nets.config import read_gguf_config, read_hf_config
+from homespec.nets.eagle3 import Eagle3Config, Eagle3Head
+from homespec.nets.load import read_hf_tensors
 from homespec.plan.settings import CPU_DRAFT, GPU_DRAFT
 from homespec.promptsets import load_prompts, read_prompts_file
+from homespec.train.batches import sequence_refs
 from homespec.train.config import TrainConfig
 from homespec.train.data import DataSummary, generate_data, target_settings
+from homespec.train.evaluate import AcceptanceMeter
+from homespec.train.export import export_head
+from homespec.train.loop import train
 from homespec.train.progress import ProgressFn
 from homespec.train.rundir import check_out, claim_out
 from homespec.train.shards import load_shards
+from homespec.train.ttt import Frozen, init_lm_head
 from homespec.train.vocab import build_vocab, count_tokens, save_vocab
 from homespec.train.warm import read_source, source_vocab, warm_start
 
@@ -67,12 +78,8 @@ def read_target_config(target: str) -> Any:
 
 def target_tables(target: str):
     """(embeddings [V, H], output matrix [V, H]) as float32 torch tensors; tied models share one."""
-    import torch
-
     p = Path(target)
     if p.is_dir():
-        from homespec.nets.load import read_hf_tensors  # torch side: loaded after the options are checked
-
         t = read_hf_tensors(str(p))
         emb = t["model.embed_tokens.weight"].float()
         return emb, t.get("lm_head.weight", emb).float()
@@ -112,8 +119,6 @@ def _read_data_from(dirs: Sequence[str | os.PathLike[str]], out: Path, target: s
 
 
 def head_config(cfg: Any, draft_vocab: int, eagle3: bool):
-    from homespec.nets.eagle3 import Eagle3Config  # torch side: loaded after the options are checked
-
     return Eagle3Config(
         hidden_size=cfg.n_embd, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head_kv,
         head_dim=cfg.head_dim, intermediate_size=cfg.n_ff, vocab_size=cfg.n_vocab, draft_vocab_size=draft_vocab,
@@ -141,10 +146,6 @@ def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> Tr
 
     `config` checked its own settings when it was made (TrainConfig.check); what needs the disk
     or a device is checked here, before any data is generated or any model loaded."""
-    import torch
-
-    from homespec.nets.eagle3 import Eagle3Head  # torch side, like the import above
-    from homespec.train.ttt import Frozen, init_lm_head
 
     c, out = config, Path(config.out)
     inputs = _read_inputs(c)
@@ -182,8 +183,6 @@ def train_head(config: TrainConfig, *, progress: ProgressFn | None = None) -> Tr
 def _read_inputs(c: TrainConfig) -> _Inputs:
     """The checks that read the disk or probe a device, in the order a user meets them: --out
     first (nothing else is read before it), then the target, the prompts, --data-from, --init."""
-    import torch
-
     check_out(Path(c.out))
     target = resolve_model_path(c.target)  # may download a hub model: after --out is known good
     if c.device.startswith("cuda") and not torch.cuda.is_available():
@@ -231,11 +230,6 @@ def _train_and_export(c: TrainConfig, inputs: _Inputs, head: Any, frozen: Any, s
     """Train (resuming OUT/train/checkpoint.pt), then export the head with its acceptance on the
     dev prompts for the default GPU tree and CPU chain (the guard's prior, homespec.formats.acceptance).
     -> (the final TrainState, the exported head's bytes)"""
-    from homespec.train.batches import sequence_refs  # torch side: loaded after the inputs are checked
-    from homespec.train.evaluate import AcceptanceMeter
-    from homespec.train.export import export_head
-    from homespec.train.loop import train
-
     out = Path(c.out)
     refs = sequence_refs(shards, max_len=max(64, c.batch_tokens // 2))
     if not refs:

@@ -17,8 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from homespec import userfiles
 from homespec.errors import UsageError
+from homespec.nets.eagle3 import Eagle3Head, load_head
 from homespec.train.vocab import vocab_of
 
 _ROWS = ("lm_head.weight", "d2t", "t2d", "embed_tokens.weight")
@@ -53,9 +56,6 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
     """Load the head to start from and check it before any data is generated: a head of this
     target (load_head's checks), of the kind this run trains, shaped as `config` (this run's head
     config; the draft vocabulary aside, which warm_start maps token by token)."""
-    import torch
-
-    from homespec.nets.eagle3 import Eagle3Head, load_head  # torch side, like the import above
 
     src = Path(source)
     hint = "name the directory of an EAGLE-3 head (config.json + model.safetensors), e.g. a finished run's --out"
@@ -83,8 +83,6 @@ def read_source(source: str | os.PathLike[str], cfg: Any, config: Any) -> Source
 def warm_start(head: Any, source: Source, cfg: Any, draft_ids: Any) -> WarmStart:
     """Copy the source head's weights into `head` (shaped as read_source checked), a fresh head
     whose lm_head already holds the target's rows of `draft_ids`, the new draft vocabulary's ids."""
-    import torch
-
     old = source.head
     with torch.no_grad():
         theirs = old.state_dict()
