@@ -5,6 +5,8 @@ embedded model is installed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import torch
 from tiny_models import make_tiny_hf_dir, write_word_tokenizer  # noqa: E402
 
 from homespec.errors import HomespecError  # noqa: E402
-from homespec.engine.run import decode# noqa: E402
+from homespec.engine.run import decode  # noqa: E402
 from homespec.speculative.steps import Limits
 
 pytestmark = pytest.mark.gpu
