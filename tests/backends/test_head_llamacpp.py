@@ -191,6 +191,33 @@ def test_a_trimmed_head_drafts_as_a_fresh_one(head_file, target, tok):
     net.close()
 
 
+def test_a_windowed_head_trims_a_prompt_longer_than_its_cache(head_file, target, tok):
+    """trim(keep) writes a long prompt's waiting entries as the window sees them (the next request reuses
+    the prompt): a cache of a window's cells holds them, where writing every entry overflowed it
+    (llama.cpp's code 1), and the drafts after are those of a head begun afresh with the same window."""
+    from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
+    from homespec.plan.memory import head_cells
+
+    info = read_head_file(head_file.path, target.n_vocab)
+    target.set_feature_layers(info.layers)
+    net = LlamaCppHead(info, target, lanes=2, cells_per_lane=head_cells(1024, 16, info.sinks, 4, 4), topk=4,
+                       n_threads=2)
+    first = tok.encode(TEXTS[1] * 14)
+    second = first + tok.encode(" and the end")
+    assert len(first) > 256  # more than the head's cells, padded (16 + sinks + a tree's)
+    reused, fresh = _drafter(net, target, window=16), _drafter(net, target, window=16)
+    fwd, _ = _prefill(target, first)
+    reused.begin(first, fwd)
+    assert reused.trim(len(first)) == len(first) - 1  # the newest token's entry waits for its root
+    fwd2, root2 = _prefill(target, second)
+    keep = len(first) - 1
+    reused.begin(second, type(fwd2)(logits=fwd2.logits, features=fwd2.features[keep:]), kept=keep)
+    fresh.begin(second, fwd2)
+    a, b = reused.propose(root2, second), fresh.propose(root2, second)
+    assert a.tokens.tolist() == b.tokens.tolist() and np.allclose(a.probs, b.probs, atol=2e-3)
+    net.close()
+
+
 def test_the_device_picks_the_children_the_host_would(head_file, target, tok):
     from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
 

@@ -168,25 +168,39 @@ class HeadDrafter:
                                 f"the context has {committed} tokens", hint="a committed token was not accepted")
         lo = self._visible_from(seed_pos)  # entries below lo (but the sinks) are never attended again
         self.net.forget(self.lane, self.sinks, min(lo, seed_pos - 1))  # the entry before the seed stays: llama.cpp wants positions to follow on
-        spans = [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos)]
-        spans = [(a, b) for a, b in spans if b > a]
-        take = np.array([p - first for a, b in spans for p in range(a, b)] + [seed_pos - first], dtype=np.int64)
-        g = self.net.encode(feats[take])  # [n, H] only the rows the head will use
-        i = 0
-        for a, b in spans:
-            self.net.write(self.lane, self._tokens[a - first:b - first], g[i:i + b - a], a)
-            i += b - a
+        g = self._write_spans(feats, first, [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos)],
+                              seed_pos)
         self._seed = _Seed(root, self.net.seed(self.lane, root, g[-1], seed_pos, self.topk))
         self.written = committed
         self._feats, self._tokens = None, []
 
     def _write_waiting(self, n: int) -> None:
-        """Write the first n waiting entries (at most those whose next token is known)."""
-        feats = np.concatenate(self._feats)
+        """Write the first n waiting entries (at most those whose next token is known), as the window
+        sees them: the next seed sits at position `end` or later, so entries below its window (but the
+        sinks) are never attended again and are neither written nor kept. A prompt longer than the
+        head's cache (a window's cells) fits, as in a catch-up."""
+        feats = self._feats[0] if len(self._feats) == 1 else np.concatenate(self._feats)
         n = min(n, len(self._tokens))
-        if n > 0:
-            self.net.write(self.lane, self._tokens[:n], self.net.encode(feats[:n]), self.written)
-            self.written += n
+        if n <= 0:
+            return
+        first, end = self.written, self.written + n
+        lo = self._visible_from(end)
+        self.net.forget(self.lane, self.sinks, min(lo, end - 1))
+        self._write_spans(feats, first, [(first, min(end, self.sinks)), (max(first, lo), end)])
+        self.written = end
+
+    def _write_spans(self, feats: np.ndarray, first: int, spans: list[tuple[int, int]],
+                     seed_pos: int | None = None) -> np.ndarray:
+        """Encode only the rows of `spans` (and of `seed_pos`) and write the spans' entries; the
+        encoded rows are returned (the seed's is the last)."""
+        spans = [(a, b) for a, b in spans if b > a]
+        rows = [p - first for a, b in spans for p in range(a, b)] + ([] if seed_pos is None else [seed_pos - first])
+        g = self.net.encode(feats[np.array(rows, dtype=np.int64)])  # [n, H] only the rows the head will use
+        i = 0
+        for a, b in spans:
+            self.net.write(self.lane, self._tokens[a - first:b - first], g[i:i + b - a], a)
+            i += b - a
+        return g
 
     def _visible_from(self, seed_pos: int) -> int:
         """The first position (past the sinks) the seed and the tree attend to."""
