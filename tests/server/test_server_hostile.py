@@ -160,7 +160,11 @@ def test_a_queued_stream_sends_no_chunk_before_its_turn(one_slot):
         time.sleep(0.02)
     s = _raw_stream(one_slot.port)
     try:
-        waiting = _read_for(s, 1.5)
+        deadline = time.monotonic() + 30
+        while one_slot.metrics(key=None)["homespec:num_requests_waiting"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        waiting = _read_for(s, 0.3)  # while it waits (the first answer's 200 tokens outlast this on any CPU)
         assert one_slot.metrics(key=None)["homespec:num_requests_waiting"] == 1
         assert b"data:" not in waiting  # no role chunk while it waits: a client would time its first token from it
         leave.set()  # the first client leaves: the queued request runs
