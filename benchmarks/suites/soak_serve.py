@@ -64,7 +64,7 @@ class Outcome:
     seconds: float = 0.0
     check: bool = True  # the answer is what its kind promises (valid JSON, a call)
     reused: bool | None = None  # responses: the chained request's prompt came from a slot's cache
-    error: str | None = None  # lost: what the client raised, so that a loss can be read back
+    error: str | None = None  # lost: what the client raised; a failed check: what the answer was
 
 
 def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
@@ -87,7 +87,10 @@ def one(client, base: str, kind: str, rng: random.Random) -> Outcome:
                                                parallel_tool_calls=False, max_tokens=60, temperature=0.7)
             calls = r.choices[0].message.tool_calls or []
             ok = r.choices[0].finish_reason == "length" or (len(calls) == 1 and _json(calls[0].function.arguments))
-            return Outcome(kind, "ok", tokens=r.usage.completion_tokens, seconds=time.perf_counter() - t0, check=ok)
+            why = None if ok else (f"finish {r.choices[0].finish_reason}, {len(calls)} calls "
+                                   f"{[c.function.arguments[:80] for c in calls]}, content {r.choices[0].message.content!r:.80}")
+            return Outcome(kind, "ok", tokens=r.usage.completion_tokens, seconds=time.perf_counter() - t0, check=ok,
+                           error=why)
         if kind == "schema":
             r = client.chat.completions.create(model="m", messages=messages, max_tokens=80, temperature=0.7,
                                                response_format={"type": "json_schema",
