@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> Result:
     server = None
     if args.url is None:
         use_tests()
-        from test_server import Server
+        from tests.server.test_server import Server
 
         server = Server("--ctx", "12288", "--parallel", "1", "--threads", str(args.threads), "--max-tokens", "256",
                         "--api-key", args.key).wait_ready()

@@ -46,7 +46,7 @@ def _timer(device):
 
 def bench_ops(reps: int) -> list[dict]:
     import torch
-    from test_kernels import greedy_case, random_tree, sampled_case
+    from tests.kernels.test_kernels import greedy_case, random_tree, sampled_case
 
     from homespec import kernels
 

@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> Result:
     server = None
     if args.url is None:
         use_tests()
-        from test_server import Server
+        from tests.server.test_server import Server
 
         server = Server("--ctx", "2048", "--threads", str(args.threads), "--parallel", "4", "--queue", "64",
                         "--chat-template-file", str(ROOT / "homespec" / "data" / "templates" / "chatml-tools.jinja"))
