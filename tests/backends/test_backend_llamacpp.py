@@ -480,6 +480,23 @@ def test_no_feature_layers_means_no_features(smollm2_path):
         assert out.logits.shape == (1, b.n_vocab)
 
 
+def test_a_load_reads_its_memory_report_after_another_logger_took_over(sm, smollm2_path):
+    """Whatever else sets llama.cpp's one global logger after homespec's first load (`sm`: llama-cpp-python's
+    `Llama`, another binding) does not blind the next load: its buffer lines, the memory report, still
+    reach homespec."""
+    import ctypes
+
+    import llama_cpp
+
+    seen: list[bytes] = []
+    other = llama_cpp.llama_log_callback(lambda level, text, user: seen.append(text))
+    llama_cpp.llama_log_set(other, ctypes.c_void_p(0))
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=128, n_threads=THREADS)) as b:
+        r = b.memory_report()
+    assert abs(r.weights_bytes - 92.10 * 2**20) < 0.01 * 2**20 and r.kv_bytes > 0 and r.compute_bytes > 0
+    assert not seen  # the load's lines went to homespec's router, not to the logger it displaced
+
+
 def test_memory_report_matches_llama_cpp_log(sm):
     r = sm.memory_report()
     assert r.device == "CPU"

@@ -54,7 +54,7 @@ class LlamaCppCore:
         self._model = self._ctx = None
         self._tokenizer: Tokenizer | None = None
         self._embd_table: np.ndarray | None = None
-        with capture_log(self._log):
+        with capture_log(self._log, load=True):
             self._model = load_model(ll, path, settings, self._log)
             self._n_layer = ll.llama_model_n_layer(self._model)
             self._n_embd = ll.llama_model_n_embd(self._model)

@@ -135,7 +135,7 @@ class LlamaCppHead:
         if n_seq > 256:
             raise HomespecError(f"{lanes} lanes drafting {topk}-wide trees need {n_seq} llama.cpp sequence ids; "
                                 "llama.cpp holds 256", hint="lower --parallel or --draft-topk")
-        with capture_log(self._log):
+        with capture_log(self._log, load=True):
             self._model = self._load(info.path, target)
             self._check_layers()
             self.n_embd = ll.llama_model_n_embd(self._model)

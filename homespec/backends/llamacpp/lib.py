@@ -85,7 +85,15 @@ class _LogRouter:
     def install(self, llama_cpp: Any) -> None:
         if self._cb is None:
             self._cb = llama_cpp.llama_log_callback(self._on_log)
-            llama_cpp.llama_log_set(self._cb, ctypes.c_void_p(0))
+            self._set = llama_cpp.llama_log_set
+        self.reclaim()
+
+    def reclaim(self) -> None:
+        """Be llama.cpp's logger again: whatever else sets its one global callback (llama-cpp-python's
+        `Llama`, another binding in the process) would otherwise take the lines a load's memory report
+        is read from."""
+        if self._cb is not None:
+            self._set(self._cb, ctypes.c_void_p(0))
 
     def _on_log(self, level: int, text: bytes, _user: Any) -> None:
         if level != _LEVEL_CONT:
@@ -114,13 +122,17 @@ LOG = _LogRouter()
 
 
 class capture_log:
-    """`with capture_log(collector): ...` routes llama.cpp's log lines to `collector`."""
+    """`with capture_log(collector): ...` routes llama.cpp's log lines to `collector`; `load=True`
+    (around a model's or a context's creation) first makes sure the router is llama.cpp's logger."""
 
-    def __init__(self, collector: LogCollector) -> None:
+    def __init__(self, collector: LogCollector, *, load: bool = False) -> None:
         self._collector = collector
+        self._load = load
         self._prev: LogCollector | None = None
 
     def __enter__(self) -> LogCollector:
+        if self._load:
+            LOG.reclaim()
         self._prev = LOG.activate(self._collector)
         return self._collector
 
