@@ -126,23 +126,24 @@ class Running:
     # --- decode --------------------------------------------------------------------------------
 
     @property
-    def chain_reach(self) -> int:
-        """The longest chain this lane's lookups can offer (0: none, a model drafter alone)."""
-        return getattr(self.drafter, "chain_reach", 0) if self.drafter is not None else 0
+    def reaches(self) -> dict[str, int]:
+        """This lane's lookups by source, each with the longest chain it offers (none: no lookup)."""
+        return getattr(self.drafter, "reaches", {}) if self.drafter is not None else {}
 
-    def offers(self, chains: bool = True) -> tuple[Offer, ...]:
-        """What this lane's drafter can draft this step (a lookup's chain is found now; `chains`
-        False: the guard found that no chain could pay, so the lookups do not search)."""
+    def offers(self, floor: int = 1) -> tuple[Offer, ...]:
+        """What this lane's drafter can draft this step: a lookup's chain, found now from a match
+        at least `floor` long (the guard's BatchGuard.match_floor; 0: no chain could pay, so the
+        lookups do not search), and a model drafter's promise to draft when chosen."""
         if self.drafter is None:
             return ()
         t0 = time.perf_counter()
         find = getattr(self.drafter, "offers", None)  # a drafter without offers() drafts when chosen
         if find is None:
             out: tuple[Offer, ...] = (Offer(self.drafter.name),)
-        elif chains or not self.chain_reach:
-            out = find(self.root, self.context)
+        elif self.reaches:
+            out = find(self.root, self.context, floor=floor)
         else:
-            out = find(self.root, self.context, chains=False)
+            out = find(self.root, self.context)
         self.t_offer = time.perf_counter() - t0
         return out
 

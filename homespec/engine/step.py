@@ -84,27 +84,30 @@ def run_step(target: "Lanes", running: Sequence["Running"], guard: "BatchGuard |
 def _choose(decoding: list["Running"], guard: "BatchGuard | None",
             extra: int) -> tuple[list["Running"], list["Choice"]]:
     """What each decoding lane drafts this step; without a guard, every drafter its longest
-    chain or its own full shape (homespec.speculative.choice.forced). Where no lookup's chain could
-    pay this step even accepted in full (BatchGuard.chains_can_pay), the lookups do not search;
-    where nothing is then on offer, the step is plain without a choice. A lane whose lookup
-    fails is failed alone and left out."""
-    reach = max((r.chain_reach for r in decoding), default=0)
-    chains = guard is None or not reach or guard.chains_can_pay(len(decoding), extra, reach)
+    chain or its own full shape (homespec.speculative.choice.forced). The lookups search only for
+    matches long enough that their chains could pay this step (BatchGuard.match_floor); where
+    none could, they do not search, and where nothing is then on offer, the step is plain without
+    a choice. A lane whose lookup fails is failed alone and left out."""
+    reaches: dict[str, int] = {}
+    for r in decoding:
+        for source, reach in r.reaches.items():
+            reaches[source] = max(reach, reaches.get(source, 0))
+    floor = 1 if guard is None or not reaches else guard.match_floor(len(decoding), extra, reaches)
     kept, offers = [], []
     for r in decoding:
         try:
-            offers.append(r.offers(chains))
+            offers.append(r.offers(floor))
         except Exception as e:  # noqa: BLE001
             fail_alone(r, e)
             continue
         kept.append(r)
     if guard is None:
         return kept, [forced(o, None) for o in offers]
-    if not chains:
+    if reaches and not floor:
         guard.unsearched += len(kept)
-    if not chains and not any(offers):
-        guard.skip()
-        return kept, [PLAIN] * len(kept)
+        if not any(offers):
+            guard.skip()
+            return kept, [PLAIN] * len(kept)
     return kept, guard.choose_lanes(offers, extra)
 
 

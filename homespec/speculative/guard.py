@@ -27,8 +27,9 @@ Where a lane's drafters offer more than one candidate (`--method auto`: prompt l
 store and the EAGLE head; or a lookup alone), `choose_lanes` prices each lane's candidates with
 the same cost table and picks per lane (homespec.speculative.choice); a lookup's chain is priced by
 its own statistics by match length (`copies`), the head's tree by alpha and draft_level above.
-Before the lookups search at all, `chains_can_pay` asks whether any chain could pay accepted in
-full; where none could, they skip the search that step (homespec.engine.step).
+Before the lookups search at all, `match_floor` reads off the same prices the shortest match whose
+chain could pay: the lookups search only for matches that long, and not at all where no chain
+could pay (homespec.engine.step).
 """
 
 from __future__ import annotations
@@ -38,14 +39,14 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from homespec.contracts.drafter import Offer
-from homespec.speculative.choice import PLAIN, Choice, CopyStats, choose_each, forced
+from homespec.speculative.choice import BUCKETS, PLAIN, Choice, CopyStats, choose_each, forced
 
 SAMPLES = 5  # passes per row count whose median is its cost: one outlier moves nothing
 REFRESH = 128  # passes after which the plain step's own row count is measured again
-RECHECK = 16  # passes after which a step's "no chain can pay" verdict is read off the table again
+RECHECK = 16  # passes after which the shortest match worth a search (match_floor) is read again
 UNSEEN_DECAY = 0.7  # acceptance assumed one depth beyond the last known, relative to it
 NO_PRIOR = 0.5  # P(accepted >= 1) assumed for a model drafter with no recorded acceptance (a draft model)
 
@@ -71,7 +72,7 @@ class BatchGuard:
     wins: int = 0
     spec_steps: int = 0  # sequence-steps that verified a draft
     plain_steps: int = 0  # sequence-steps decoded plainly (the first token of an answer not counted)
-    unsearched: int = 0  # sequence-steps whose lookups did not search: no chain could pay (chains_can_pay)
+    unsearched: int = 0  # sequence-steps whose lookups did not search: no chain could pay (match_floor)
     copies: CopyStats = field(default_factory=CopyStats)  # known chains' acceptance by source and match length
     # per drafter: [sequence-steps it drafted, tokens drafted, tokens accepted]
     by_source: dict[str, list[int]] = field(default_factory=dict)
@@ -80,7 +81,9 @@ class BatchGuard:
     _samples: dict[int, deque] = field(default_factory=dict)  # rows -> the latest SAMPLES seconds
     _when: dict[int, int] = field(default_factory=dict)  # rows -> the pass that last measured them
     _passes: int = 0
-    _hopeless: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (n, extra, chain) -> pass checked
+    _floors: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # (n, extra, reaches) -> (pass, floor)
+    _asleep: dict[tuple[int, int], int] = field(default_factory=dict)  # (n, extra) -> pass no depth paid
+    _table: tuple[int, list] = (-1, [])  # (the pass it was read at, table())
 
     # --- deciding ------------------------------------------------------------------------------
 
@@ -96,6 +99,10 @@ class BatchGuard:
             self._plain_left = max(0, self._plain_left - 1)
             self.chosen = 0
             return 0
+        slept = self._asleep.get((n, extra_rows))
+        if slept is not None and self._passes - slept < RECHECK:  # no depth paid a moment ago
+            self.chosen = 0
+            return 0
         table = self.table()  # once per choice, not once per depth tried
         plain = n / self.cost(n + extra_rows, table)
         best, best_rate = 1, 0.0
@@ -106,6 +113,10 @@ class BatchGuard:
                 best, best_rate = d, rate
         self.predicted = best_rate / plain  # the best draft depth's tokens/s over plain decoding's
         self.chosen = best if best_rate >= plain * (1 + self.margin) else 0
+        if self.chosen:
+            self._asleep.pop((n, extra_rows), None)
+        else:  # the verdict stands RECHECK passes, or until a draft or a new row count is learnt
+            self._asleep[(n, extra_rows)] = self._passes
         return self.chosen
 
     def choose_lanes(self, offers: Sequence[Sequence[Offer]], extra_rows: int = 0) -> list[Choice]:
@@ -128,32 +139,44 @@ class BatchGuard:
         self.chosen = max((c.depth or 0 for c in out), default=0)
         return out
 
-    def chains_can_pay(self, n: int, extra_rows: int, chain: int) -> bool:
-        """Could any lookup's chain (at most `chain` tokens per lane) beat plain decoding this step,
-        even accepted in full? The bound: every drafted row emits a token, so r draft rows over
-        the n lanes are worth (n + r) / cost(n + r + extra); none of r = 1 .. n.chain beating
-        plain by the margin means no offer can pay whatever its statistics, and the lookups need
-        not search at all this step (on a CPU where 2 rows cost 2.5x one, the usual case). A
-        verdict of no stands for RECHECK passes, then is read off the table again."""
+    def match_floor(self, n: int, extra_rows: int, reaches: Mapping[str, int]) -> int:
+        """The shortest match whose chain could pay this step (0: no chain could; the lookups do
+        not search). `reaches`: each lookup's source and longest chain. For each match-length
+        bucket, shortest first, a chain of that source and bucket cut to k = 1 .. reach tokens is
+        worth (n - 1 + tokens(k)) / cost(n + k + extra) by its acceptance so far (`copies`, as
+        the choice prices it); the first bucket where some cut beats plain decoding by the margin
+        is the floor. One lane: exactly the chains the choice could take; several: the margin is
+        dropped, since a chain the lane would not take alone may ride beside another's. The
+        verdict stands for RECHECK passes, or until a chain's acceptance is learnt or a row count
+        is first measured."""
         if self.forced:
-            return True
-        if chain < 1 or n < 1:
-            return False
+            return 1
+        if not reaches or n < 1:
+            return 0
         if len(self.costs) < 2:
-            return True  # too little measured: let the lookups offer (the choice stays plain anyway)
-        key = (n, extra_rows, chain)
-        when = self._hopeless.get(key)
-        if when is not None and self._passes - when < RECHECK:
-            return False
+            return 1  # too little measured: let the lookups offer (the choice stays plain anyway)
+        key = (n, extra_rows, tuple(sorted(reaches.items())))
+        kept = self._floors.get(key)
+        if kept is not None and self._passes - kept[0] < RECHECK:
+            return kept[1]
         table = self.table()
-        bar = n / self.cost(n + extra_rows, table) * (1 + self.margin)
-        if any((n + r) / self.cost(n + r + extra_rows, table) >= bar for r in range(1, n * chain + 1)):
-            self._hopeless.pop(key, None)
-            return True
-        if len(self._hopeless) > 64:
-            self._hopeless.clear()
-        self._hopeless[key] = self._passes
-        return False
+        bar = n / self.cost(n + extra_rows, table) * (1 + (self.margin if n == 1 else 0.0))
+        worth = [bar * self.cost(n + k + extra_rows, table) - (n - 1) for k in range(1, max(reaches.values()) + 1)]
+        floor = next((b for b in BUCKETS if any(self._pays(source, b, reach, worth) for source, reach in reaches.items())), 0)
+        if len(self._floors) > 64:
+            self._floors.clear()
+        self._floors[key] = (self._passes, floor)
+        return floor
+
+    def _forget_verdicts(self) -> None:
+        self._floors.clear()
+        self._asleep.clear()
+
+    def _pays(self, source: str, bucket: int, reach: int, worth: list[float]) -> bool:
+        """Does a chain of `source` from a `bucket`-long match, cut somewhere in 1 .. reach, expect
+        more tokens than `worth[k - 1]` (what k drafted rows must earn to beat plain)?"""
+        gains = self.copies.tokens(source, bucket, reach)
+        return any(gains[k] >= worth[k - 1] for k in range(1, reach + 1))
 
     def skip(self) -> None:
         """A step decoded plainly without asking the drafters (nothing on offer could pay, or
@@ -198,11 +221,14 @@ class BatchGuard:
         of more rows does at least the same work, so a count that looks dearer than a larger one
         was measured in a slow moment. Without this, one slow 1-row pass priced plain decoding
         above every draft, speculation then ran every step, and no 1-row pass ever corrected it."""
+        if self._table[0] == self._passes and self._table[1]:
+            return self._table[1]  # read once per pass: only a pass changes it
         out, low = [], math.inf
         for rows, t in sorted(self.costs.items(), reverse=True):
             low = min(low, t)
             out.append((rows, low))
-        return out[::-1]
+        self._table = (self._passes, out[::-1])
+        return self._table[1]
 
     def stale(self, n: int, extra_rows: int = 0) -> bool:
         """Is plain decoding's own row count (n sequences, no prompt chunks riding along) unmeasured
@@ -220,6 +246,8 @@ class BatchGuard:
             return
         self._passes += 1
         self._when[rows] = self._passes
+        if rows not in self.costs:
+            self._forget_verdicts()  # a row count measured the first time: read them again
         kept = self._samples.setdefault(rows, deque(maxlen=SAMPLES))
         kept.append(seconds)
         self.costs[rows] = statistics.median(kept)  # a pass slowed by the machine's other work moves nothing
@@ -262,6 +290,7 @@ class BatchGuard:
         for d in range(1, depth + 1):
             self.tried[d - 1] += 1
             self.hits[d - 1] += accepted >= d
+        self._asleep.clear()  # the head's worth changed: price it again
         per_level = seconds / depth
         self.draft_level_s = per_level if not self.draft_level_s else (
             (1 - self.alpha_ewma) * self.draft_level_s + self.alpha_ewma * per_level)
@@ -270,6 +299,7 @@ class BatchGuard:
         """A known chain of `drafted` tokens from a match of `key` tokens had `accepted` kept."""
         if drafted >= 1:
             self.copies.record(source, key, drafted, accepted)
+            self._floors.clear()  # the chains' worth changed: read the floor again
 
     def count(self, verified: Sequence) -> None:
         """Tally a pass's verification steps (not its prefills' first tokens): speculative or
@@ -316,7 +346,7 @@ def _interpolate(points: list[tuple[int, float]], rows: int) -> float:
     if len(points) == 1:
         n, t = points[0]
         return t * rows / n
-    j = min(max(bisect.bisect_left([n for n, _ in points], rows) - 1, 0), len(points) - 2)
+    j = min(max(bisect.bisect_left(points, (rows,)) - 1, 0), len(points) - 2)  # (rows,) sorts before (rows, t)
     (n0, t0), (n1, t1) = points[j], points[j + 1]
     slope = max(0.0, (t1 - t0) / (n1 - n0))
     return t0 + slope * (rows - n0)

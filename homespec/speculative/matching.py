@@ -29,13 +29,14 @@ class Match:
     length: int  # tokens that agree with the sequence's newest ones, counted backwards (<= cap)
 
 
-def matches(seq: np.ndarray, *, max_ngram: int = 3, min_ngram: int = 1, cap: int = MAX_MATCH,
+def matches(seq: np.ndarray, *, max_ngram: int = 3, min_ngram: int = 1, floor: int = 1, cap: int = MAX_MATCH,
             recent: int = RECENT) -> list[Match]:
     """Earlier occurrences of the newest tokens of `seq` [L], longest match first, latest first
-    among equals. Each has at least one token after it (the newest n-gram itself is excluded)."""
+    among equals, each matching at least `floor` tokens (a shorter n-gram than `floor` is not
+    searched for). Each has at least one token after it (the newest n-gram itself is excluded)."""
     size = len(seq)
     starts, n = np.empty(0, dtype=np.int64), 0
-    for n in range(min(max_ngram, size - 1), min_ngram - 1, -1):
+    for n in range(min(max_ngram, size - 1), max(min_ngram, min(floor, max_ngram)) - 1, -1):
         # windows start at 0 .. L-1-n: compare them token by token with the newest n tokens
         hit = seq[:size - n] == seq[size - n]
         for k in range(1, n):
@@ -56,4 +57,4 @@ def matches(seq: np.ndarray, *, max_ngram: int = 3, min_ngram: int = 1, cap: int
         length += alive
     ends = starts + n
     order = np.lexsort((-ends, -length))  # the last key sorts first: longest, then latest
-    return [Match(int(ends[i]), int(length[i])) for i in order]
+    return [Match(int(ends[i]), int(length[i])) for i in order if length[i] >= floor]

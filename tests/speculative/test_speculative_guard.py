@@ -131,42 +131,93 @@ def test_plain_decodings_cost_is_measured_again_when_old():
     assert g.choose(1) == 4
 
 
+LOOKUPS = {"ngram": 8, "suffix": 8}
+
+
 def test_no_chain_can_pay_on_compute_bound_rows():
-    """A CPU on one thread (measured: 1 row 6.8 ms, 2 rows 17.4, 9 rows 61): even a lookup's chain
-    of 8 accepted in full loses to plain decoding, so the lookups need not search."""
+    """A CPU on one thread (measured: 1 row 6.8 ms, 2 rows 17.4, 9 rows 61): even a chain of 8
+    from the longest match, at its prior acceptance, loses to plain decoding: no search at all."""
     g = BatchGuard(depth=4, prior=PRIOR)
     for rows, ms in ((1, 6.8), (2, 17.4), (9, 61.0), (128, 700.0)):
         g.record_pass(rows, ms / 1e3)
-    assert not g.chains_can_pay(1, 0, 8)
+    assert g.match_floor(1, 0, LOOKUPS) == 0
 
 
-def test_a_chain_can_pay_where_rows_are_cheap():
-    """A GPU (rows nearly free) or a CPU where a few rows cost little more than one: a full chain pays."""
+def test_where_rows_are_cheap_every_match_is_worth_a_search():
+    """A GPU (rows nearly free): even a one-token match's chain (P(first accepted) 0.15) pays."""
     g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 + 0.00001 * rows)
-    assert g.chains_can_pay(1, 0, 8)
+    assert g.match_floor(1, 0, LOOKUPS) == 1
+
+
+def test_the_floor_is_the_shortest_match_whose_chain_pays():
+    """Rows at a quarter of a plain step each: by the prior (choice.FIRST, FOLLOW) a one-token
+    match's chain loses and a two-token match's wins (1.3 tokens for 1.25 steps' time). The floor
+    is what the choice itself would take, bucket by bucket."""
+    from homespec.contracts.drafter import Offer
+    from homespec.speculative.choice import BUCKETS, options
+
+    g = _fed(BatchGuard(depth=4, prior=PRIOR), lambda rows: 0.010 * (0.75 + 0.25 * rows))
+    plain = 1 / g.cost(1)
+
+    def chosen(length: int) -> bool:
+        opts = options(g, [Offer("ngram", tuple(range(8)), length)], False)
+        return max(t / g.cost(r) for _, r, t, _ in opts) >= plain * (1 + g.margin)
+
+    assert g.match_floor(1, 0, {"ngram": 8}) == next(b for b in BUCKETS if chosen(b)) == 2
+
+
+def test_what_chains_earn_moves_the_floor():
+    """Copies from 1-token matches accepted in full, again and again: the floor falls to 1."""
     g = BatchGuard(depth=4, prior=PRIOR)
-    for rows, ms in ((1, 10.0), (2, 25.0), (9, 60.0)):
+    for rows, ms in ((1, 10.0), (2, 12.0), (9, 30.0)):
         g.record_pass(rows, ms / 1e3)
-    assert g.chains_can_pay(1, 0, 8)  # 9 tokens in 60 ms against 1 in 10
-    assert not g.chains_can_pay(1, 0, 2)  # 3 tokens in 30 ms at best: no better than plain
+    before = g.match_floor(1, 0, LOOKUPS)
+    assert before > 1
+    for _ in range(40):
+        g.record_copy("suffix", 1, 8, 8)
+    assert g.match_floor(1, 0, LOOKUPS) == 1  # learnt at once: the verdict is not kept past a lesson
 
 
-def test_a_no_stands_until_the_table_is_read_again():
-    """The verdict is kept RECHECK passes (no per-step price), then read off the costs measured since."""
+def test_a_verdict_stands_until_the_table_is_read_again():
+    """The floor is kept RECHECK passes (no per-step price), then read off the costs measured since."""
     from homespec.speculative.guard import RECHECK, SAMPLES
 
     g = BatchGuard(depth=4, prior=PRIOR)
     for rows, ms in ((1, 6.8), (2, 17.4), (9, 61.0)):
         g.record_pass(rows, ms / 1e3)
-    assert not g.chains_can_pay(1, 0, 8)
+    assert g.match_floor(1, 0, LOOKUPS) == 0
     for _ in range(SAMPLES):
-        g.record_pass(9, 0.020)  # the machine's other work is gone: 9 rows now cost 3 rows' time
-    assert not g.chains_can_pay(1, 0, 8)  # fewer than RECHECK passes since the verdict
+        g.record_pass(2, 0.0070)  # the machine's other work is gone: 2 rows now cost one's time
+        g.record_pass(9, 0.0075)
+    assert g.match_floor(1, 0, LOOKUPS) == 0  # fewer than RECHECK passes since the verdict
     for _ in range(RECHECK):
         g.record_pass(1, 0.0068)
-    assert g.chains_can_pay(1, 0, 8)
+    assert g.match_floor(1, 0, LOOKUPS) >= 1
 
 
 def test_a_forced_guard_always_lets_the_lookups_search():
     g = BatchGuard(depth=4, forced=True)
-    assert g.chains_can_pay(1, 0, 8)
+    assert g.match_floor(1, 0, LOOKUPS) == 1
+
+
+def test_a_head_that_cannot_pay_is_not_priced_again_every_step():
+    """No depth paid: the verdict stands RECHECK passes (the step asks nothing of the table), then
+    the costs measured since are read; a row count measured the first time reads them at once."""
+    from homespec.speculative.guard import RECHECK
+
+    g = BatchGuard(depth=4, prior=PRIOR)
+    for rows, ms in ((1, 6.8), (2, 17.4), (5, 40.0)):
+        g.record_pass(rows, ms / 1e3)
+    assert g.choose(1) == 0
+    for _ in range(5):
+        g.record_pass(5, 0.007)  # 5 rows suddenly as cheap as one
+    assert g.choose(1) == 0  # fewer than RECHECK passes since the verdict
+    for _ in range(RECHECK):
+        g.record_pass(1, 0.0068)
+    assert g.choose(1) > 0
+    g = BatchGuard(depth=4, prior=PRIOR)
+    for rows, ms in ((1, 6.8), (5, 40.0)):
+        g.record_pass(rows, ms / 1e3)
+    assert g.choose(1) == 0
+    g.record_pass(3, 0.007)  # a new row count: the verdict is read again
+    assert g.choose(1) > 0

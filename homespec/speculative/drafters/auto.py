@@ -11,25 +11,16 @@ head) drafts only when chosen, and owns the shape the guard sets (`shape`, `limi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Sequence
 
 from homespec.contracts.drafter import Drafter, DraftShape, Offer, ShapeLimits
+from homespec.speculative.drafters.lookup import Lookup, with_root
 from homespec.speculative.drafters.ngram import merge_paths
 from homespec.speculative.matching import matches
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward
     from homespec.contracts.tree import DraftTree
-    from homespec.speculative.matching import Match
-
-
-class Lookup(Drafter, Protocol):
-    """A drafter that finds its chain in text already written (ngram, suffix): a Drafter that can
-    also offer from a search of the context made for it (3-grams down to 1)."""
-
-    def offer_in(self, seq: np.ndarray, found: "list[Match]") -> tuple[Offer, ...]: ...
 
 
 class AutoDrafter:
@@ -65,21 +56,21 @@ class AutoDrafter:
         return min(d.trim(keep) for d in self.parts)  # lookups keep all: they hold no position
 
     @property
-    def chain_reach(self) -> int:
-        """The longest chain the lookups offer (what the guard bounds a lookup's worth by)."""
-        return max(d.shape.depth for d in self.lookups)
+    def reaches(self) -> dict[str, int]:
+        """Each lookup's source and longest chain (what the guard prices their chains up to)."""
+        return {k: v for d in self.lookups for k, v in d.reaches.items()}
 
-    def offers(self, root: int, context: Sequence[int], *, chains: bool = True) -> tuple[Offer, ...]:
-        """Every part's offer; `chains` False (the guard found that no chain could pay this step):
-        the model drafter's alone, without searching the context."""
+    def offers(self, root: int, context: Sequence[int], *, floor: int = 1) -> tuple[Offer, ...]:
+        """Every part's offer, the lookups' from matches at least `floor` long (0: the guard found
+        that no chain could pay this step; the model drafter's alone, without a search)."""
         model = (Offer(self.model.name),) if self.model is not None else ()
-        if not chains:
+        if floor < 1:
             return model
-        seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
-        found = matches(seq)  # the lookups' shared search (their default n-grams: 3 down to 1)
+        seq = with_root(context, root)
+        found = matches(seq, floor=floor)  # the lookups' shared search (their default n-grams: 3 down to 1)
         out: tuple[Offer, ...] = ()
         for d in self.lookups:
-            out += d.offer_in(seq, found)
+            out += d.offer_in(seq, found, floor)
         return out + model
 
     def propose(self, root: int, context: Sequence[int]) -> "DraftTree":

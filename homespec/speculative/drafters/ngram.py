@@ -5,9 +5,9 @@ occurrence whose match is longest (measured backwards, homespec.speculative.matc
 among equals) is proposed. Long n first, so a longer (more specific) match wins. With
 `candidates > 1` the continuations of several earlier occurrences are merged into a tree.
 
-`offers` is the same lookup as the guard sees it: the chain and the match length that found it
-(the key of its acceptance statistics, homespec.speculative.choice); a lookup that finds nothing offers
-nothing.
+`offers` is the same lookup as the guard sees it (homespec.speculative.drafters.lookup): the chain and
+the match length that found it (the key of its acceptance statistics, homespec.speculative.choice); a
+lookup that finds nothing offers nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import numpy as np
 
 from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
 from homespec.contracts.tree import DraftTree
-from homespec.speculative.matching import Match, matches
+from homespec.speculative.drafters.lookup import Lookup
+from homespec.speculative.matching import Match
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward
@@ -66,7 +67,7 @@ def merge_paths(root: int, continuations: list[list[int]]) -> DraftTree:
     return DraftTree.of(tokens, parents)  # probs 1.0: a lookup is deterministic
 
 
-class NgramDrafter:
+class NgramDrafter(Lookup):
     name = "ngram"
 
     def __init__(self, max_ngram: int = 3, num_draft: int = 8, *, min_ngram: int = 1, candidates: int = 1):
@@ -91,20 +92,9 @@ class NgramDrafter:
         )
         return merge_paths(int(root), conts)
 
-    @property
-    def chain_reach(self) -> int:
-        """The longest chain it offers (what the guard bounds a lookup's worth by)."""
-        return self.num_draft
-
-    def offers(self, root: int, context: Sequence[int], *, chains: bool = True) -> tuple[Offer, ...]:
-        """The continuation of the longest earlier match of `context + [root]`'s newest tokens."""
-        if not chains:  # the guard found that no chain could pay this step: no search
-            return ()
-        seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
-        return self.offer_in(seq, matches(seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram))
-
-    def offer_in(self, seq: np.ndarray, found: list[Match]) -> tuple[Offer, ...]:
-        """The offer from a search already made over `seq` (context + root): `found`, best first."""
+    def offer_in(self, seq: np.ndarray, found: list[Match], floor: int = 1) -> tuple[Offer, ...]:
+        """The continuation of the longest earlier match (`found`, best first, over `seq`: context
+        + root)."""
         if not found:
             return ()
         best = found[0]

@@ -29,8 +29,9 @@ import numpy as np
 
 from homespec.contracts.drafter import DraftShape, Offer, ShapeLimits
 from homespec.contracts.tree import DraftTree
+from homespec.speculative.drafters.lookup import Lookup
 from homespec.speculative.drafters.ngram import merge_paths
-from homespec.speculative.matching import MAX_MATCH, Match, matches
+from homespec.speculative.matching import MAX_MATCH, Match
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward
@@ -98,9 +99,11 @@ class SuffixStore:
             if not where:
                 del self._index[key]
 
-    def find(self, seq: np.ndarray, *, skip: int = -1, cap: int = MAX_MATCH) -> list[tuple[int, list[int]]]:
+    def find(self, seq: np.ndarray, *, skip: int = -1, cap: int = MAX_MATCH,
+             floor: int = 1) -> list[tuple[int, list[int]]]:
         """Stored occurrences of the newest 3 tokens of `seq`, latest first, as (match length
-        measured backwards up to `cap`, the stored tokens after it); answer `skip` left out."""
+        measured backwards up to `cap`, the stored tokens after it), each at least `floor` long;
+        answer `skip` left out."""
         if len(seq) < KEY:
             return []
         tail = seq[-cap:].tolist()
@@ -114,7 +117,8 @@ class SuffixStore:
                 n = KEY
                 while n < len(tail) and end - 1 - n >= 0 and stored[end - 1 - n] == tail[-1 - n]:
                     n += 1
-                out.append((n, stored[end:end + MAX_MATCH]))
+                if n >= floor:
+                    out.append((n, stored[end:end + MAX_MATCH]))
         return out
 
 
@@ -123,7 +127,7 @@ def _key(seq: Sequence[int], i: int) -> int:
     return (seq[i - 3] << 42) | (seq[i - 2] << 21) | seq[i - 1]
 
 
-class SuffixDrafter:
+class SuffixDrafter(Lookup):
     name = "suffix"
 
     def __init__(self, store: SuffixStore | None = None, num_draft: int = 8) -> None:
@@ -139,24 +143,12 @@ class SuffixDrafter:
     def trim(self, keep: int) -> int:
         return keep  # the context is searched afresh each step; the store keeps no lane's position
 
-    @property
-    def chain_reach(self) -> int:
-        """The longest chain it offers (what the guard bounds a lookup's worth by)."""
-        return self.num_draft
-
-    def offers(self, root: int, context: Sequence[int], *, chains: bool = True) -> tuple[Offer, ...]:
-        """The chain most earlier occurrences of the longest match continue with."""
-        if not chains:  # the guard found that no chain could pay this step: no search
-            return ()
-        seq = np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
-        return self.offer_in(seq, matches(seq))
-
-    def offer_in(self, seq: np.ndarray, own: list[Match]) -> tuple[Offer, ...]:
-        """The offer from this sequence's matches already found (`own`, over `seq`: context + root)
-        and the store's."""
+    def offer_in(self, seq: np.ndarray, own: list[Match], floor: int = 1) -> tuple[Offer, ...]:
+        """The chain most earlier occurrences of the longest match continue with: this sequence's
+        matches already found (`own`, over `seq`: context + root) and the store's."""
         best = own[0].length if own else 0
         found = [(m.length, seq[m.end:m.end + self.num_draft].tolist()) for m in own if m.length == best]
-        found += self.store.find(seq, skip=self._doc)
+        found += self.store.find(seq, skip=self._doc, floor=floor)
         if not found:
             return ()
         best = max(n for n, _ in found)
