@@ -136,8 +136,8 @@ def _greedy_run(target, ids, steps):
 @pytest.mark.parametrize("window", [None, 6])
 def test_a_sleeping_head_wakes_to_the_drafts_of_one_that_never_slept(head_file, target, tok, window):
     """Two lanes of one network follow the same answer: lane 0 drafts every step (each draft rejected),
-    lane 1 sleeps through the plain steps; then both draft. With a window, lane 1 writes only what its
-    window sees, lane 0 drops what falls out of it: the same entries, the same tree."""
+    lane 1 sleeps through the plain steps; then both draft. With a window, lane 1 keeps and writes only
+    what its window sees, lane 0 drops what falls out of it: the same entries, the same tree."""
     ids = tok.encode(TEXTS[1])
     net = _net(head_file, target, lanes=2)
     fwd, steps = _greedy_run(target, ids, 12)
@@ -150,6 +150,8 @@ def test_a_sleeping_head_wakes_to_the_drafts_of_one_that_never_slept(head_file, 
         awake.accept([root], feats, nxt)
         asleep.accept([root], feats, nxt)
         context.append(root)
+        if window:  # asleep, it keeps no more rows than its window will see (the sinks written, the rest dropped)
+            assert sum(len(f) for f in asleep._feats) <= 2 * window + asleep.sinks
     root = steps[-1][2]
     a, b = awake.propose(root, context), asleep.propose(root, context)
     # the same entries, written in batches of different sizes: float rounding apart

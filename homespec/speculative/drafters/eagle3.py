@@ -70,6 +70,7 @@ class HeadDrafter:
         self._feats = [self._check(forward.features, len(prompt) - kept)]
         self._tokens = [int(t) for t in prompt[kept + 1:]]
         self._seed = None
+        self._bound_waiting()
 
     def accept(self, tokens: Sequence[int], features: "np.ndarray | None", next_token: int) -> None:
         tokens = [int(t) for t in tokens]
@@ -77,6 +78,7 @@ class HeadDrafter:
         if self._feats is not None:  # plain steps since the last draft: the root completes the last entry
             self._feats.append(feats)
             self._tokens.extend(tokens)
+            self._bound_waiting()
             return
         if self._seed is None or tokens[0] != self._seed.root:
             raise HomespecError("the EAGLE-3 drafter was handed a path that does not start at its root",
@@ -188,6 +190,22 @@ class HeadDrafter:
         self.net.forget(self.lane, self.sinks, min(lo, end - 1))
         self._write_spans(feats, first, [(first, min(end, self.sinks)), (max(first, lo), end)])
         self.written = end
+
+    def _bound_waiting(self) -> None:
+        """Keep no more waiting rows than a catch-up would write: a head with a window attends to
+        the sinks and the newest `window` entries only, so once the waiting rows pass twice the
+        window (a head asleep through a long answer, a long prompt) the sinks' entries are written
+        and the rows the window has passed are dropped. A sleeping head's memory stays ~2 windows
+        of feature rows (an 8B target: 48 KiB a row) whatever the context."""
+        if self.window is None or len(self._tokens) + 1 <= 2 * self.window + self.sinks:
+            return
+        first = self.written  # the position of the first waiting row
+        if self.written < self.sinks:
+            self._write_waiting(self.sinks - self.written)  # positions written .. sinks-1, kept for good
+        feats = np.concatenate(self._feats) if len(self._feats) > 1 else self._feats[0]
+        cut = max(self.written, first + len(feats) - self.window) - first  # rows below the next seed's window
+        self._feats, self._tokens = [feats[cut:]], self._tokens[cut:]
+        self.written = first + cut
 
     def _write_spans(self, feats: np.ndarray, first: int, spans: list[tuple[int, int]],
                      seed_pos: int | None = None) -> np.ndarray:
