@@ -45,3 +45,14 @@ def test_matches_agree_and_come_longest_then_latest(seq, max_ngram):
 def test_nothing_earlier_is_no_match():
     assert matches(np.array([1, 2, 3])) == []
     assert matches(np.array([7])) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=2, max_size=60), st.integers(1, 6))
+def test_a_floor_keeps_exactly_the_matches_at_least_that_long(seq, floor):
+    """The guard's floor (BatchGuard.match_floor) cuts the search short, never its result: the
+    matches found with a floor are the ones found without it that are at least that long, in the
+    same order."""
+    seq = np.array(seq)
+    whole = matches(seq, cap=64, recent=1000)
+    assert matches(seq, floor=floor, cap=64, recent=1000) == [m for m in whole if m.length >= floor]

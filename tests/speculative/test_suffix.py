@@ -43,6 +43,7 @@ def test_an_answer_is_found_by_its_last_three_tokens_latest_first():
     assert found == [(KEY, [7, 8]), (KEY, [5, 6])]
     assert store.find(np.array([1, 2, 3, 4])) == [(KEY, [7, 8]), (4, [5, 6])]  # each measured back
     assert store.find(np.array([2, 3, 4]), skip=second) == [(KEY, [5, 6])]
+    assert store.find(np.array([1, 2, 3, 4]), floor=4) == [(4, [5, 6])]  # shorter matches left out
 
 
 def test_a_lane_drafts_what_another_lane_wrote():

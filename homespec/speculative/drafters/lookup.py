@@ -11,6 +11,7 @@ at once (`offer_in`; homespec.speculative.drafters.auto makes one search for bot
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Sequence
 
 import numpy as np
@@ -24,7 +25,7 @@ def with_root(context: Sequence[int], root: int) -> np.ndarray:
     return np.fromiter((*context, int(root)), dtype=np.int64, count=len(context) + 1)
 
 
-class Lookup:
+class Lookup(ABC):
     """The half of a lookup drafter the guard sees: its reach and its offers."""
 
     name: str
@@ -46,7 +47,7 @@ class Lookup:
         found = matches(seq, max_ngram=self.max_ngram, min_ngram=self.min_ngram, floor=floor)
         return self.offer_in(seq, found, floor)
 
+    @abstractmethod
     def offer_in(self, seq: np.ndarray, found: list[Match], floor: int = 1) -> tuple[Offer, ...]:
         """The offer from a search already made over `seq` (context + root): `found`, best first,
         every match at least `floor` long."""
-        raise NotImplementedError
