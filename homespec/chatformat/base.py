@@ -21,13 +21,25 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Writing:
+    """The call being written, once its name and the key of its first argument are certain:
+    `arguments` is the beginning of its final `arguments` text that can no longer change."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """An answer read back: visible text, thinking, calls. While the answer is still coming
-    (`final=False` to a parser) `content` stops before anything that may yet turn into a call."""
+    (`final=False` to a parser) `content` stops before anything that may yet turn into a call, and
+    `writing` is the call after `calls` still being written (None: none, or not yet certain; a
+    format that cannot say leaves it None, and its calls go out whole)."""
 
     content: str
     calls: tuple[ToolCall, ...] = ()
     reasoning: str = ""
+    writing: Writing | None = None
 
 
 class ToolFormat(Protocol):
