@@ -142,7 +142,9 @@ def _calls(text: str, found: list[partial.Member]) -> tuple[list[ToolCall], Writ
     for m in found:
         if m.key == "tool_call":
             reading = partial.read_call(text, m.start)
-            return ([reading.call] if reading.call is not None and m.end is not None else []), reading.writing
+            if reading.call is not None and m.end is not None:
+                return [reading.call], None
+            return [], reading.writing
         if m.key == "tool_calls":
             items, _ = partial.elements(text, m.start)
             for start, end in items:
