@@ -77,16 +77,6 @@ def arguments_text(value: Any) -> str:
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
-def first_json(text: str) -> tuple[Any, int] | None:
-    """The JSON value at the start of `text` (after whitespace) and where it ends, or None."""
-    start = len(text) - len(text.lstrip())
-    try:
-        value, end = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
-        return None
-    return value, end
-
-
 def call_schema(tools: Sequence[dict[str, Any]], name_key: str = "name", args_key: str = "arguments",
                 at: str = "") -> dict:
     """The JSON schema of one call object {name, arguments} of any of `tools`. `at`: where this
