@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from homespec.chatformat.hermes import Hermes
 from homespec.engine.responses import Finish, TextDelta
 from homespec.server.chat import Turn
+from homespec.server.responses_in import answered
 from homespec.server.responses_out import ResponsesOutput
 from homespec.server.shapes import Answer
 
@@ -69,8 +70,6 @@ def test_a_cut_call_ends_incomplete_without_its_arguments_done():
 
 
 def test_a_cut_call_is_not_carried_on_by_a_chained_request():
-    from homespec.server.responses_in import answered
-
     output = [{"type": "function_call", "call_id": "call_1", "name": "get_time", "arguments": '{"zone": "Eu',
                "status": "incomplete"}]
     assert answered(output) == [{"role": "assistant", "content": None}]
