@@ -21,13 +21,25 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Writing:
+    """The call being written, once its name and the key of its first argument are certain:
+    `arguments` is the beginning of its final `arguments` text that can no longer change."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """An answer read back: visible text, thinking, calls. While the answer is still coming
-    (`final=False` to a parser) `content` stops before anything that may yet turn into a call."""
+    (`final=False` to a parser) `content` stops before anything that may yet turn into a call, and
+    `writing` is the call after `calls` still being written (None: none, or not yet certain; a
+    format that cannot say leaves it None, and its calls go out whole)."""
 
     content: str
     calls: tuple[ToolCall, ...] = ()
     reasoning: str = ""
+    writing: Writing | None = None
 
 
 class ToolFormat(Protocol):
@@ -63,16 +75,6 @@ def arguments_text(value: Any) -> str:
         except ValueError:
             return json.dumps(value, ensure_ascii=False)
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
-
-
-def first_json(text: str) -> tuple[Any, int] | None:
-    """The JSON value at the start of `text` (after whitespace) and where it ends, or None."""
-    start = len(text) - len(text.lstrip())
-    try:
-        value, end = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
-        return None
-    return value, end
 
 
 def call_schema(tools: Sequence[dict[str, Any]], name_key: str = "name", args_key: str = "arguments",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from homespec.chatformat.base import (Parsed, Term, ToolCall, arguments_text, first_json, held_prefix, lark_json,
-                                      lark_string, parameters)
+from homespec.chatformat import partial
+from homespec.chatformat.base import Parsed, Term, ToolCall, Writing, held_prefix, lark_json, lark_string, parameters
 
 CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
@@ -33,15 +33,22 @@ class DeepSeek:
         at = min((i for i in (text.find(CALLS_BEGIN), text.find(CALL_BEGIN)) if i >= 0), default=-1)
         if at < 0:
             return Parsed(text if final else text[:len(text) - held_prefix(text, [CALLS_BEGIN, CALL_BEGIN])])
-        if not final:
-            return Parsed(text[:at])
-        calls = []
+        calls: list[ToolCall] = []
+        writing, whole = None, True
         for piece in text[at:].split(CALL_BEGIN)[1:]:
-            call = _read(piece.split(CALL_END)[0])
+            body, closed, _ = piece.partition(CALL_END)
+            if not (closed or final):  # the last call, still coming
+                held = body[:len(body) - held_prefix(body, [CALL_END])]
+                writing, whole = _writing(held), False
+                break
+            call = _read(body)
             if call is None:
-                return Parsed(text)
+                whole = False
+                break
             calls.append(call)
-        return Parsed(text[:at].strip(), tuple(calls)) if calls else Parsed(text)
+        if not final:
+            return Parsed(text[:at], tuple(calls), writing=writing)
+        return Parsed(text[:at].strip(), tuple(calls)) if calls and whole else Parsed(text)
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         rules = []
@@ -57,13 +64,31 @@ class DeepSeek:
 
 
 def _read(body: str) -> ToolCall | None:
+    head = _head(body)
+    found = partial.value_at(body, head[1]) if head is not None else None
+    return ToolCall(head[0], found[0]) if head is not None and found is not None else None
+
+
+def _writing(body: str) -> Writing | None:
+    head = _head(body)
+    held = partial.object_so_far(body, head[1]) if head is not None else None
+    return Writing(head[0], held) if head is not None and held is not None else None
+
+
+def _head(body: str) -> tuple[str, int] | None:
+    """The call's name, once it is written whole, and where its JSON begins."""
     left, sep, right = body.partition(SEP)
     if not sep:
         return None
-    if left.strip() == "function":  # V3 / R1: the name on the first line, then the fenced JSON
-        name, _, rest = right.partition("\n")
-        rest = rest.strip().removeprefix(FENCE).removesuffix("```")
-    else:
-        name, rest = left, right
-    found = first_json(rest)
-    return ToolCall(name.strip(), arguments_text(found[0])) if found is not None else None
+    at = len(left) + len(SEP)
+    if left.strip() != "function":  # V3.1: the name, the separator, the JSON
+        return left.strip(), at
+    name, newline, _ = right.partition("\n")  # V3 / R1: the name on the first line, then the fenced JSON
+    if not newline:
+        return None
+    at = partial.skip(body, at + len(name) + 1)
+    if body.startswith(FENCE, at):
+        at += len(FENCE)
+    elif FENCE.startswith(body[at:]):  # the fence still being written
+        return None
+    return name.strip(), at

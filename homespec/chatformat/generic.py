@@ -21,10 +21,10 @@ import json
 import re
 from typing import Any, Sequence
 
-from homespec.chatformat.base import Parsed, Term, ToolCall, arguments_text, call_schema, first_json, lark_json
+from homespec.chatformat import partial
+from homespec.chatformat.base import Parsed, Term, ToolCall, Writing, call_schema, lark_json
 
 RESPONSE_OPEN = re.compile(r'\s*\{\s*"response"\s*:\s*"')
-CALLS_OPEN = re.compile(r'\s*\{\s*"tool_calls"\s*:\s*\[')
 LEAD = ("You can call tools. Each is given below as JSON: its name, what it does, and the JSON schema of "
         "its arguments.")
 
@@ -80,16 +80,16 @@ class Generic:
         return json.dumps({"tool_call": objs[0]}, ensure_ascii=False)
 
     def parse(self, text: str, final: bool) -> Parsed:
-        found = first_json(text)
-        if found is not None and isinstance(found[0], dict):
-            return _read(found[0])
         if not text.lstrip().startswith("{"):
             return Parsed(text)  # not this format at all (no grammar held it): the text is the answer
+        found, end = partial.members(text, 0)
+        calls, writing = _calls(text, found)
+        if end is not None:
+            words = next((m.value for m in found if m.key == "response"), "")
+            return Parsed(words if isinstance(words, str) else json.dumps(words, ensure_ascii=False), tuple(calls))
         if (m := RESPONSE_OPEN.match(text)) is not None:
             return Parsed(_partial_string(text[m.end():]))
-        if (m := CALLS_OPEN.match(text)) is not None:
-            return Parsed("", tuple(_complete_calls(text[m.end():])))
-        return Parsed("")  # a call still being written (or cut): nothing to show yet
+        return Parsed("", tuple(calls), writing=writing)  # calls still being written (or cut)
 
     def history(self, messages: list[dict[str, Any]], tools: Sequence[dict[str, Any]],
                 system_role: bool = True) -> list[dict[str, Any]]:
@@ -136,15 +136,25 @@ def _add_user(out: list[dict[str, Any]], text: str) -> None:
         out.append({"role": "user", "content": text})
 
 
-def _read(value: dict[str, Any]) -> Parsed:
-    calls = []
-    listed = value.get("tool_calls") if isinstance(value.get("tool_calls"), list) else \
-        [value["tool_call"]] if isinstance(value.get("tool_call"), dict) else []
-    for c in listed:
-        if isinstance(c, dict) and isinstance(c.get("name"), str):
-            calls.append(ToolCall(c["name"], arguments_text(c.get("arguments", {}))))
-    words = value.get("response", "")
-    return Parsed(words if isinstance(words, str) else json.dumps(words, ensure_ascii=False), tuple(calls))
+def _calls(text: str, found: list[partial.Member]) -> tuple[list[ToolCall], Writing | None]:
+    """The complete calls of a `tool_call` / `tool_calls` member, and the one being written."""
+    calls: list[ToolCall] = []
+    for m in found:
+        if m.key == "tool_call":
+            reading = partial.read_call(text, m.start)
+            if reading.call is not None and m.end is not None:
+                return [reading.call], None
+            return [], reading.writing
+        if m.key == "tool_calls":
+            items, _ = partial.elements(text, m.start)
+            for start, end in items:
+                reading = partial.read_call(text, start)
+                if end is None:
+                    return calls, reading.writing
+                if reading.call is not None:  # an item that is no call is passed over
+                    calls.append(reading.call)
+            return calls, None
+    return calls, None
 
 
 def _partial_string(body: str) -> str:
@@ -170,19 +180,3 @@ def _partial_string(body: str) -> str:
         return json.loads(f'"{body[:i]}"')
     except ValueError:
         return ""
-
-
-def _complete_calls(body: str) -> list[ToolCall]:
-    """The calls of a `tool_calls` array still being written that are complete."""
-    calls: list[ToolCall] = []
-    decoder = json.JSONDecoder()
-    pos = 0
-    while True:
-        while pos < len(body) and body[pos] in " \t\r\n,":
-            pos += 1
-        try:
-            value, pos = decoder.raw_decode(body, pos)
-        except ValueError:
-            return calls
-        if isinstance(value, dict) and isinstance(value.get("name"), str):
-            calls.append(ToolCall(value["name"], arguments_text(value.get("arguments", {}))))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from homespec.chatformat.base import Parsed, Term, ToolCall, held_prefix, lark_string, parameters
+from homespec.chatformat.base import Parsed, Term, ToolCall, Writing, held_prefix, lark_string, parameters
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 KEY, KEY_END, VALUE, VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
@@ -32,7 +32,9 @@ class Glm:
             if end < 0:
                 if final:
                     content.append(text[start:])
-                return Parsed(_tidy(content, calls, final), tuple(calls))
+                    return Parsed(_tidy(content, calls, final), tuple(calls))
+                writing = _writing(text[start + len(OPEN):])
+                return Parsed(_tidy(content, calls, final), tuple(calls), writing=writing)
             calls.append(_read(text[start + len(OPEN):end]))
             pos = end + len(CLOSE)
         tail = text[pos:]
@@ -55,15 +57,38 @@ class Glm:
 
 def _read(body: str) -> ToolCall:
     name, _, rest = body.partition("\n")
-    args: dict[str, Any] = {}
+    return ToolCall(name.strip(), _arguments(_pairs(rest, whole=True), closed=True))
+
+
+def _writing(body: str) -> Writing | None:
+    """Once the name's line and the first key are written: `{` and the pairs whose value is closed
+    (a value's type is known only then: `12` may yet become `12 apples`)."""
+    name, newline, rest = body.partition("\n")
+    if not newline or KEY_END not in rest:
+        return None
+    return Writing(name.strip(), _arguments(_pairs(rest, whole=False), closed=False))
+
+
+def _pairs(rest: str, whole: bool) -> list[tuple[str, Any]]:
+    """The key and value pairs whose value is closed (`whole`, at the call's end: all of them)."""
+    pairs = []
     for piece in rest.split(KEY)[1:]:
         key, _, value = piece.partition(KEY_END)
-        value = value.split(VALUE, 1)[-1].split(VALUE_END, 1)[0]
+        value, closed, _ = value.split(VALUE, 1)[-1].partition(VALUE_END)
+        if not (closed or whole):
+            break
         try:
-            args[key.strip()] = json.loads(value)
+            pairs.append((key.strip(), json.loads(value)))
         except ValueError:
-            args[key.strip()] = value
-    return ToolCall(name.strip(), json.dumps(args, ensure_ascii=False))
+            pairs.append((key.strip(), value))
+    return pairs
+
+
+def _arguments(pairs: list[tuple[str, Any]], closed: bool) -> str:
+    """The pairs as a JSON object's text, written as json.dumps writes one; a key written twice
+    stays twice (as written), so the text streamed and the text at the end are the same."""
+    body = ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in pairs)
+    return "{" + body + ("}" if closed else "")
 
 
 def _tidy(content: list[str], calls: list[ToolCall], final: bool) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from homespec.chatformat.base import Parsed, Term, ToolCall, arguments_text, first_json, held_prefix, lark_json, \
-    lark_string, parameters
+from homespec.chatformat import partial
+from homespec.chatformat.base import (Parsed, Term, ToolCall, Writing, arguments_text, held_prefix, lark_json,
+                                      lark_string, parameters)
 
 MESSAGE, CHANNEL, CONSTRAIN = "<|message|>", "<|channel|>", "<|constrain|>"
 ENDS = ("<|end|>", "<|call|>", "<|return|>")
@@ -31,6 +32,7 @@ class Harmony:
         if MESSAGE not in text and CHANNEL not in text:  # not harmony after all (or nothing yet)
             return Parsed(text if final else "")
         content, reasoning, calls = [], [], []
+        writing = None
         pos = 0
         while (m := text.find(MESSAGE, pos)) >= 0:
             header = text[pos:m]
@@ -42,8 +44,10 @@ class Harmony:
             recipient = RECIPIENT.search(header)
             if recipient is not None:
                 if closed or final:
-                    found = first_json(body)
-                    calls.append(ToolCall(recipient.group(1), arguments_text(found[0] if found else body.strip())))
+                    found = partial.value_at(body, 0)
+                    calls.append(ToolCall(recipient.group(1), found[0] if found else arguments_text(body.strip())))
+                elif (held := partial.object_so_far(body, 0)) is not None:  # the last message: still coming
+                    writing = Writing(recipient.group(1), held)
             elif channel == "analysis":
                 reasoning.append(body)
             else:
@@ -52,7 +56,7 @@ class Harmony:
             for mark in (*ENDS, START, "assistant"):  # past the message's end and the next one's role
                 if text.startswith(mark, pos):
                     pos += len(mark)
-        return Parsed("".join(content), tuple(calls), "".join(reasoning))
+        return Parsed("".join(content), tuple(calls), "".join(reasoning), writing)
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         rules = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from homespec.chatformat.base import (Parsed, Term, ToolCall, arguments_text, call_schema, first_json, held_prefix,
-                                      lark_json, lark_string)
+from homespec.chatformat import partial
+from homespec.chatformat.base import Parsed, Term, ToolCall, call_schema, held_prefix, lark_json, lark_string
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -33,10 +33,13 @@ class Hermes:
             content.append(text[pos:start])
             end = text.find(self.close, start)
             body = text[start + len(self.open):end if end >= 0 else len(text)]
-            call = read_call(body) if end >= 0 or final else None
+            if end < 0 and not final:  # a call still coming: what of it is certain
+                writing = partial.read_call(body).writing
+                return Parsed(_join(content, "", calls, final), tuple(calls), writing=writing)
+            call = read_call(body)
             if call is None:
-                if end < 0:  # an open block: a call still coming, or (at the end) text after all
-                    return Parsed(_join(content, text[start:] if final else "", calls, final), tuple(calls))
+                if end < 0:  # an open block at the end that is no call: text after all
+                    return Parsed(_join(content, text[start:], calls, final), tuple(calls))
                 content.append(text[start:end + len(self.close)])
             else:
                 calls.append(call)
@@ -55,14 +58,10 @@ class Hermes:
 
 def read_call(body: str) -> ToolCall | None:
     """{"name": ..., "arguments": {...}} (or "parameters") -> a call; None if it is not one."""
-    found = first_json(body)
-    if found is None or body[found[1]:].strip():
+    reading = partial.read_call(body, partial.skip(body, 0))
+    if reading.end is None or body[reading.end:].strip():
         return None
-    value = found[0]
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return None
-    args = value.get("arguments", value.get("parameters", {}))
-    return ToolCall(value["name"], arguments_text(args))
+    return reading.call
 
 
 def _join(parts: list[str], tail: str, calls: list[ToolCall], final: bool) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from homespec.chatformat.base import (Parsed, Term, ToolCall, arguments_text, call_schema, first_json, lark_json)
+from homespec.chatformat import partial
+from homespec.chatformat.base import Parsed, Term, ToolCall, Writing, call_schema, lark_json
 
 TAG = "<|python_tag|>"
 
@@ -21,28 +22,36 @@ class Llama3:
     reads_reasoning = False
 
     def parse(self, text: str, final: bool) -> Parsed:
-        body = text.strip()
-        if body.startswith(TAG):
-            body = body[len(TAG):]
+        at = len(text) - len(text.lstrip())
+        if text.startswith(TAG, at):
+            at += len(TAG)
+        body = text[at:].strip()
         looks_like_call = body.startswith("{") or (TAG.startswith(text.strip()) and text.strip() != "")
         if not final:
-            return Parsed("" if looks_like_call or not text.strip() else text)
-        calls = read_calls(body) if body.startswith("{") else None
-        return Parsed("", tuple(calls)) if calls else Parsed(text)
+            if not looks_like_call and text.strip():
+                return Parsed(text)
+            calls, writing, _ = read_calls(text, at)
+            return Parsed("", tuple(calls), writing=writing)
+        calls, _, whole = read_calls(text, at) if body.startswith("{") else ([], None, False)
+        return Parsed("", tuple(calls)) if calls and whole else Parsed(text)
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         start = 'call ("; " call)*' if parallel else "call"
         return f"start: {start}\ncall: {lark_json(call_schema(tools, args_key='parameters'))}\n"
 
 
-def read_calls(body: str) -> list[ToolCall] | None:
-    calls = []
-    rest = body
-    while rest.strip():
-        found = first_json(rest)
-        if found is None or not isinstance(found[0], dict) or not isinstance(found[0].get("name"), str):
-            return None
-        value = found[0]
-        calls.append(ToolCall(value["name"], arguments_text(value.get("parameters", value.get("arguments", {})))))
-        rest = rest[found[1]:].lstrip().removeprefix(";")
-    return calls
+def read_calls(text: str, pos: int) -> tuple[list[ToolCall], Writing | None, bool]:
+    """The calls from `pos` on, separated by `;`: the complete ones, the one being written, and
+    whether the text reads as calls to its end."""
+    calls: list[ToolCall] = []
+    while (pos := partial.skip(text, pos)) < len(text):
+        reading = partial.read_call(text, pos)
+        if reading.end is None or reading.call is None:
+            return calls, reading.writing, False
+        calls.append(reading.call)
+        pos = partial.skip(text, reading.end)
+        if text.startswith(";", pos):
+            pos += 1
+        elif pos < len(text):
+            return calls, None, False
+    return calls, None, True

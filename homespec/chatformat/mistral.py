@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from homespec.chatformat.base import (Parsed, Term, ToolCall, arguments_text, call_schema, first_json, held_prefix,
-                                      lark_json)
+from homespec.chatformat import partial
+from homespec.chatformat.base import Parsed, Term, ToolCall, Writing, call_schema, held_prefix, lark_json
 
 MARK, ARGS = "[TOOL_CALLS]", "[ARGS]"
 
@@ -27,13 +27,12 @@ class Mistral:
         if at < 0:
             keep = text if final else text[:len(text) - held_prefix(text, [MARK])]
             return Parsed(keep)
-        content = text[:at]
+        calls, writing, whole = _read(text, at)
         if not final:
-            return Parsed(content)
-        calls = _read(text[at:])
-        if calls is None:
+            return Parsed(text[:at], tuple(calls), writing=writing)
+        if not whole or not calls:
             return Parsed(text)
-        return Parsed(content.strip(), tuple(calls))
+        return Parsed(text[:at].strip(), tuple(calls))
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         items = {"type": "array", "items": call_schema(tools, at="/items"), "minItems": 1}
@@ -42,22 +41,40 @@ class Mistral:
         return f"start: {term(MARK)} calls\ncalls: {lark_json(items)}\n"
 
 
-def _read(text: str) -> list[ToolCall] | None:
+def _read(text: str, at: int) -> tuple[list[ToolCall], Writing | None, bool]:
+    """The calls after each `[TOOL_CALLS]` from `at` on: the complete ones, the one being written,
+    and whether all of it reads as calls."""
     calls: list[ToolCall] = []
-    for piece in text.split(MARK)[1:]:
-        if ARGS in piece:  # name[ARGS]{...}
-            name, _, args = piece.partition(ARGS)
-            found = first_json(args)
-            if found is None:
-                return None
-            calls.append(ToolCall(name.strip(), arguments_text(found[0])))
-            continue
-        found = first_json(piece)
-        if found is None:
-            return None
-        items = found[0] if isinstance(found[0], list) else [found[0]]
-        for item in items:
-            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                return None
-            calls.append(ToolCall(item["name"], arguments_text(item.get("arguments", {}))))
-    return calls or None
+    pieces = text[at:].split(MARK)[1:]
+    for n, piece in enumerate(pieces):
+        last = n == len(pieces) - 1
+        found, writing, whole = _named(piece) if ARGS in piece else _listed(piece)
+        calls.extend(found)
+        if not whole:
+            return calls, writing if last else None, False
+    return calls, None, True
+
+
+def _named(piece: str) -> tuple[list[ToolCall], Writing | None, bool]:
+    """`name[ARGS]{...}`."""
+    name, _, args = piece.partition(ARGS)
+    found = partial.value_at(args, 0)
+    if found is not None:  # what follows a call's JSON is not read (as before the next [TOOL_CALLS])
+        return [ToolCall(name.strip(), found[0])], None, True
+    held = partial.object_so_far(args, 0)
+    return [], Writing(name.strip(), held) if held is not None else None, False
+
+
+def _listed(piece: str) -> tuple[list[ToolCall], Writing | None, bool]:
+    """`[{"name": ..., "arguments": {...}}, ...]` (or one object)."""
+    start = partial.skip(piece, 0)
+    items, end = partial.elements(piece, start) if piece.startswith("[", start) else ([(start, None)], None)
+    calls: list[ToolCall] = []
+    for item_start, _ in items:
+        reading = partial.read_call(piece, item_start, argument_keys=("arguments",))
+        if reading.call is None:
+            return calls, reading.writing, False
+        calls.append(reading.call)
+        if not piece.startswith("[", start):
+            end = reading.end
+    return calls, None, end is not None

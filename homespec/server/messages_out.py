@@ -18,11 +18,11 @@ processed, `cache_read_input_tokens` those a slot's cache held (Anthropic counts
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 
 from fastapi.responses import JSONResponse, Response
 
-from homespec.chatformat.split import Delta
+from homespec.chatformat.split import COMPLETED, WRITING, CallPiece, Delta
 from homespec.engine.responses import Finish, TextDelta
 from homespec.server import answers
 from homespec.server.errors import anthropic_error
@@ -116,7 +116,7 @@ class MessagesOutput(ChatOutput):
                       _event("message_stop")]
 
     def _pieces(self, piece: Delta) -> list[str]:
-        out: list[str] = []
+        out = self._calls(piece.carried)
         if piece.reasoning and self.thinks:
             out += self._opened("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             out.append(_event("content_block_delta", index=self.blocks,
@@ -125,19 +125,27 @@ class MessagesOutput(ChatOutput):
             out += self._opened("text", {"type": "text", "text": ""})
             out.append(_event("content_block_delta", index=self.blocks,
                               delta={"type": "text_delta", "text": piece.content}))
-        for call in piece.calls:
-            out += self._close()
-            block = _tool_use(call)
-            out += [_event("content_block_start", index=self.blocks, content_block={**block, "input": {}}),
-                    _event("content_block_delta", index=self.blocks,
-                           delta={"type": "input_json_delta", "partial_json": call.arguments}),
-                    _event("content_block_stop", index=self.blocks)]
-            self.blocks += 1
-            self.calls_sent += 1
+        return out + self._calls(piece.begun)
+
+    def _calls(self, pieces: Sequence[CallPiece]) -> list[str]:
+        """A tool_use block per call: started with an empty input, its arguments' JSON text piece by
+        piece as `input_json_delta`, stopped when the call is complete (or cut)."""
+        out: list[str] = []
+        for p in pieces:
+            if p.opens:
+                out += self._opened("tool_use", {"type": "tool_use", "id": "toolu_" + p.id.removeprefix("call_"),
+                                                 "name": p.name, "input": {}}, again=True)
+            if p.arguments:
+                out.append(_event("content_block_delta", index=self.blocks,
+                                  delta={"type": "input_json_delta", "partial_json": p.arguments}))
+            if p.status != WRITING:
+                out += self._close()
+                self.calls_sent += p.status == COMPLETED
         return out
 
-    def _opened(self, kind: str, block: dict[str, Any]) -> list[str]:
-        if self.open == kind:
+    def _opened(self, kind: str, block: dict[str, Any], again: bool = False) -> list[str]:
+        """Start a block of `kind` unless one is open (`again`: a new one whatever is open)."""
+        if self.open == kind and not again:
             return []
         out = self._close()
         self.open = kind

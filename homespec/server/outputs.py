@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from homespec.chatformat import Parsed
-from homespec.chatformat.split import Delta, Splitter
+from homespec.chatformat.split import COMPLETED, CallPiece, Delta, Splitter
 from homespec.server import logprobs as shape_logprobs
 from homespec.server.shapes import Answer, chunk, completion
 
@@ -67,7 +67,7 @@ class ChatOutput(_Output):
         end) releases the complete calls only: the unfinished one is dropped, never sent as text."""
         if self.splitter is None:
             return Delta()
-        return self.splitter.update(self._source(fin), final=not cut(fin))
+        return self.splitter.last(self._source(fin), whole=not cut(fin))
 
     def parsed(self, fin: "Finish") -> Parsed:
         """The whole answer read at its end (a cut one as `last` reads it)."""
@@ -105,14 +105,26 @@ class ChatOutput(_Output):
         return "".join(self.parts)
 
     def _deltas(self, piece: Delta) -> list[dict[str, Any]]:
-        out = []
+        out = self._call_deltas(piece.carried)
         if piece.reasoning:
             out.append(self._chunk(delta={"reasoning_content": piece.reasoning}))
         if piece.content:
             out.append(self._chunk(text=piece.content))
-        for call in piece.calls:
-            out.append(self._chunk(delta={"tool_calls": [{"index": self.calls_sent, **_call(call)}]}))
-            self.calls_sent += 1
+        return out + self._call_deltas(piece.begun)
+
+    def _call_deltas(self, pieces: Sequence[CallPiece]) -> list[dict[str, Any]]:
+        """OpenAI's shape: a call's index, id, type and name with empty arguments first, then its
+        arguments piece by piece (a cut call: no more pieces; the finish reason says `length`)."""
+        out = []
+        for p in pieces:
+            if p.opens:
+                opening = {"index": p.index, "id": p.id, "type": "function",
+                           "function": {"name": p.name, "arguments": ""}}
+                out.append(self._chunk(delta={"tool_calls": [opening]}))
+            if p.arguments:
+                piece = {"index": p.index, "function": {"arguments": p.arguments}}
+                out.append(self._chunk(delta={"tool_calls": [piece]}))
+            self.calls_sent += p.status == COMPLETED
         return out
 
     def _chunk(self, text: str | None = None, delta: dict[str, Any] | None = None) -> dict[str, Any]:

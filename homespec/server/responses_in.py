@@ -182,12 +182,12 @@ def _text(content: Union[str, list[Part], None], where: str) -> str:
 
 def answered(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A response's output items as the chat messages a later request reads them as (what
-    previous_response_id carries on)."""
+    previous_response_id carries on; a call cut while it streamed is not one)."""
     text = "".join(p.get("text", "") for item in output if item["type"] == "message" for p in item["content"])
     calls = [{"id": item["call_id"], "type": "function",
               "function": {"name": flat_name(item["namespace"], item["name"]) if item.get("namespace")
                            else item["name"], "arguments": item["arguments"]}}
-             for item in output if item["type"] == "function_call"]
+             for item in output if item["type"] == "function_call" and item.get("status") != "incomplete"]
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         message["tool_calls"] = calls

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from fastapi.responses import JSONResponse, Response
 
-from homespec.chatformat.split import Delta
+from homespec.chatformat.split import WRITING, CallPiece, Delta
 from homespec.engine.responses import Finish, TextDelta
 from homespec.server import answers
 from homespec.server.outputs import ChatOutput
@@ -58,7 +58,8 @@ class ResponsesOutput(ChatOutput):
             items.append(_reasoning(_id("rs"), parsed.reasoning))
         if parsed.content or not parsed.calls:
             items.append(_message(_id("msg"), parsed.content, "completed"))
-        items.extend(_call(c, self.names) for c in parsed.calls)
+        items.extend(_call("fc_" + c.id.removeprefix("call_"), c, c.arguments, "completed", self.names)
+                     for c in parsed.calls)
         return JSONResponse(self._stored(self.response(fin, items, self._reasoning_tokens(parsed.reasoning))))
 
     def _stored(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +121,7 @@ class ResponsesOutput(ChatOutput):
         return out + [self._event("response.completed", response=body)]
 
     def _pieces(self, piece: Delta) -> list[str]:
-        out: list[str] = []
+        out = self._calls(piece.carried)
         if piece.reasoning:
             out.extend(self._opened("reasoning"))
             self.open["text"] += piece.reasoning
@@ -129,19 +130,27 @@ class ResponsesOutput(ChatOutput):
             out.extend(self._opened("message"))
             self.open["text"] += piece.content
             out.append(self._event("response.output_text.delta", **self._at(), delta=piece.content, logprobs=[]))
-        for call in piece.calls:
-            out.extend(self._close())
-            item = _call(call, self.names)
-            index = len(self.output)
-            out.append(self._event("response.output_item.added", output_index=index, item={**item, "arguments": ""}))
-            out.append(self._event("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
-                                   delta=call.arguments))
-            out.append(self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
-                                   arguments=call.arguments))
-            out.append(self._event("response.output_item.done", output_index=index, item=item))
-            self.output.append(item)
-        return out
+        return out + self._calls(piece.begun)
 
+    def _calls(self, pieces: Sequence[CallPiece]) -> list[str]:
+        """A function_call item per call: added with empty arguments, the arguments piece by piece,
+        then `.done` and the item done (a cut call: the item done `incomplete`, with the arguments
+        it had, and no `.done`)."""
+        out: list[str] = []
+        for p in pieces:
+            if p.opens:
+                out.extend(self._close())
+                self.open = {"kind": "function_call", "id": "fc_" + p.id.removeprefix("call_"), "text": "",
+                             "call": p}
+                item = _call(self.open["id"], p, "", "in_progress", self.names)
+                out.append(self._event("response.output_item.added", output_index=len(self.output), item=item))
+            if p.arguments:
+                self.open["text"] += p.arguments
+                out.append(self._event("response.function_call_arguments.delta", item_id=self.open["id"],
+                                       output_index=len(self.output), delta=p.arguments))
+            if p.status != WRITING:
+                out.extend(self._close(p.status))
+        return out
     def _opened(self, kind: str) -> list[str]:
         """Open an item of `kind` (closing another first)."""
         if self.open is not None and self.open["kind"] == kind:
@@ -156,12 +165,16 @@ class ResponsesOutput(ChatOutput):
                                   item=_message(self.open["id"], "", "in_progress", parts=False)),
                       self._event("response.content_part.added", **self._at(), part=_part(""))]
 
-    def _close(self) -> list[str]:
+    def _close(self, status: str = "completed") -> list[str]:
         if self.open is None:
             return []
         item, text, self.open = self.open, self.open["text"], None
         at = {"item_id": item["id"], "output_index": len(self.output), "content_index": 0}
-        if item["kind"] == "reasoning":
+        if item["kind"] == "function_call":
+            done = _call(item["id"], item["call"], text, status, self.names)
+            out = [self._event("response.function_call_arguments.done", item_id=item["id"],
+                               output_index=len(self.output), arguments=text)] if status == "completed" else []
+        elif item["kind"] == "reasoning":
             done = _reasoning(item["id"], text)
             out = [self._event("response.reasoning_text.done", **at, text=text)]
         else:
@@ -198,11 +211,12 @@ def _reasoning(item_id: str, text: str) -> dict[str, Any]:
     return {"id": item_id, "type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": text}]}
 
 
-def _call(call: "ToolCall", names: dict[str, tuple[str, str]]) -> dict[str, Any]:
+def _call(item_id: str, call: "ToolCall | CallPiece", arguments: str, status: str,
+          names: dict[str, tuple[str, str]]) -> dict[str, Any]:
     """A call as a function_call item; a namespace tool's function with its `namespace` and its own
     name, as the client declared them."""
-    item = {"id": "fc_" + call.id.removeprefix("call_"), "type": "function_call", "status": "completed",
-            "call_id": call.id, "name": call.name, "arguments": call.arguments}
+    item = {"id": item_id, "type": "function_call", "status": status, "call_id": call.id, "name": call.name,
+            "arguments": arguments}
     if call.name in names:
         item["namespace"], item["name"] = names[call.name]
     return item

@@ -52,16 +52,18 @@ def test_a_call_is_read_back_whole(name):
 @pytest.mark.parametrize("name", list(ANSWERS))
 def test_streamed_pieces_join_to_the_whole_reading(name):
     """Token by token (here: character by character) the splitter never releases a marker's
-    beginning as content, and sends the call once, complete."""
+    beginning as content, opens the call once, and its argument pieces join to the final arguments."""
     fmt, text, content = ANSWERS[name]
     split = Splitter(fmt)
-    pieces = [split.update(text[:n], final=False) for n in range(1, len(text) + 1)]
-    pieces.append(split.update(text, final=True))
+    pieces = [split.update(text[:n]) for n in range(1, len(text) + 1)]
+    pieces.append(split.last(text, whole=True))
     streamed = "".join(p.content for p in pieces)
     calls = [c for p in pieces for c in p.calls]
     assert streamed == content
-    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", ARGS)]
-    assert split.final(text).calls[0].id == calls[0].id  # the message's call is the streamed one
+    assert [c.name for c in calls if c.opens] == ["get_weather"] and calls[-1].status == "completed"
+    final = split.final(text).calls
+    assert "".join(c.arguments for c in calls) == final[0].arguments and json.loads(final[0].arguments) == ARGS
+    assert {c.id for c in calls} == {final[0].id}  # the message's call is the streamed one
 
 
 def test_text_that_is_not_a_call_stays_content():

@@ -47,8 +47,8 @@ def test_the_system_prompt_lists_the_tools_and_the_shapes():
 
 def _stream(fmt, text: str, cut: bool = False):
     s = Splitter(fmt, "none")
-    pieces = [s.update(text[:i], False) for i in range(1, len(text) + 1)]
-    pieces.append(s.update(text, not cut))
+    pieces = [s.update(text[:i]) for i in range(1, len(text) + 1)]
+    pieces.append(s.last(text, whole=not cut))
     return pieces, s.final(text, whole=not cut)
 
 
@@ -64,9 +64,11 @@ def test_parallel_calls_stream_each_once_complete():
                                       {"name": "get_time", "arguments": {"zone": "CET"}}]})
     pieces, final = _stream(Generic(), text)
     calls = [c for p in pieces for c in p.calls]
-    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "Paris"}),
-                                                                    ("get_time", {"zone": "CET"})]
-    assert [c.id for c in final.calls] == [c.id for c in calls] and final.content == ""
+    joined = ["".join(c.arguments for c in calls if c.index == i) for i in (0, 1)]
+    assert [(c.name, json.loads(a)) for c, a in zip(final.calls, joined)] == [("get_weather", {"city": "Paris"}),
+                                                                              ("get_time", {"zone": "CET"})]
+    assert [c.arguments for c in final.calls] == joined
+    assert [c.id for c in final.calls] == [c.id for c in calls if c.opens] and final.content == ""
     assert "".join(p.content for p in pieces) == ""
 
 
