@@ -329,6 +329,79 @@ def test_commit_of_root_only_and_repeated_steps_stay_consistent(sm, prompt):
     assert float(np.abs(got - want).max()) <= LOGIT_ATOL
 
 
+def _committed_under_every_id(be) -> bool:
+    """Each tagged id holds exactly the committed positions 0 .. n_past-1; no other id holds any
+    cell (a rejected branch left behind would show as a position past n_past - 1)."""
+    ll, mem = be._ll, be._mem
+    spans = [(ll.llama_memory_seq_pos_min(mem, s), ll.llama_memory_seq_pos_max(mem, s)) for s in range(be._n_seq_max)]
+    return all(span == ((0, be.n_past - 1) if s < be._tagged else (-1, -1)) for s, span in enumerate(spans))
+
+
+def test_trees_chains_and_cuts_keep_every_id_on_the_committed_cells_alone(sm, prompt):
+    """Committed cells carry every leaf id between steps (a tree step re-tags only its own cells):
+    after trees of several widths, a chain cut short, plain steps and a trim, every id holds the
+    committed tokens and nothing else, and decoding goes on as from a fresh prefill of them."""
+    sm.reset()
+    sm.prefill(prompt)
+    emitted: list[int] = []
+    steps = [([100, 200, 201, 300], [-1, 0, 0, 1], [0, 2]),  # a tree of 2 leaves, the second kept
+             ([101, 202, 203, 204, 205, 301], [-1, 0, 0, 0, 0, 4], [0, 4, 5]),  # 4 leaves, the last branch
+             ([102, 206, 207, 208], [-1, 0, 1, 2], [0, 1]),  # a chain cut after its first draft
+             ([103], [-1], [0]),  # a plain step
+             ([104, 209, 210], [-1, 0, 0], [0])]  # a tree whose drafts are all rejected
+    for toks, par, path in steps:
+        sm.verify(toks, par)
+        sm.commit(path)
+        emitted += [toks[i] for i in path]
+        assert _committed_under_every_id(sm)
+    assert sm._tagged == 4
+    got = sm.verify([42], [-1]).logits[0]
+    sm.commit([0])
+    assert sm.trim(len(prompt) + 2) and sm._tagged == 1 and _committed_under_every_id(sm)
+    sm.reset()
+    sm.prefill(prompt + emitted)
+    want = sm.verify([42], [-1]).logits[0]
+    assert float(np.abs(got - want).max()) <= LOGIT_ATOL
+
+
+def test_lanes_keep_their_ids_on_their_own_committed_cells(smollm2_path, prompt):
+    """The same for the lanes of one context (serve): trees and chains on two lanes, their cells
+    interleaved in the one cache, each lane's ids hold its committed tokens alone, and a lane's next
+    logits equal a fresh prefill's. (The lanes take turns by pass: rows of two lanes in one pass
+    round differently, which is the batch's noise, not the ids'.)"""
+    from homespec.backends.llamacpp.multi import MultiSeqBackend
+    from homespec.contracts.backend import PrefillWork, TreeWork
+
+    be = MultiSeqBackend(smollm2_path, BackendSettings(n_ctx=1024, n_threads=2), lanes=2, lane_ctx=512,
+                         leaves_per_lane=4)
+    try:
+        ll, mem = be._ll, be._mem
+        be.decode([PrefillWork(0, tuple(prompt), True), PrefillWork(1, tuple(prompt[:9]), True)])
+        emitted: list[list[int]] = [[], []]
+        steps = [(([100, 200, 201, 300], [-1, 0, 0, 1], [0, 2]), ([110, 210], [-1, 0], [0])),
+                 (([101, 202, 203, 204, 205], [-1, 0, 0, 0, 0], [0, 3]), ([111, 211, 212, 213], [-1, 0, 1, 1], [0, 1, 3])),
+                 (([102, 206, 207], [-1, 0, 1], [0, 1]), ([112], [-1], [0]))]
+        for pair in steps:
+            for lane, (t, p, path) in enumerate(pair):
+                be.decode([TreeWork(lane, tuple(t), tuple(p))])
+                be.commit(lane, path)
+                emitted[lane] += [t[i] for i in path]
+            for lane in (0, 1):
+                base, n_past, tagged = lane * 4, be._lane[lane].n_past, be._lane[lane].tagged
+                for j in range(4):
+                    span = (ll.llama_memory_seq_pos_min(mem, base + j), ll.llama_memory_seq_pos_max(mem, base + j))
+                    assert span == ((0, n_past - 1) if j < tagged else (-1, -1))
+        got = be.decode([TreeWork(1, (42,), (-1,))])[0].logits[0].copy()
+        be.commit(1, [0])
+        assert be.trim(1, 5) and be._lane[1].tagged == 1
+    finally:
+        be.close()
+    with LlamaCppBackend(smollm2_path, BackendSettings(n_ctx=1024, n_threads=2)) as fresh:
+        fresh.prefill(list(prompt[:9]) + emitted[1])
+        want = fresh.verify([42], [-1]).logits[0]
+    assert float(np.abs(got - want).max()) <= LOGIT_ATOL
+
+
 def test_a_viewed_tree_picks_what_its_copied_logits_pick(sm, prompt):
     """verify(view=True) leaves a tree's logits in llama.cpp's buffer in batch order (Forward.rows
     maps the nodes): the greedy picks and the node-ordered logits are the copied verify's."""

@@ -114,8 +114,14 @@ def test_mtp_on_a_model_without_mtp_layers_is_a_usage_error(capsys, smollm2_path
 
 
 def _tree_ids_empty(net) -> bool:
+    """No tree node left: every tree id holds the committed entries alone (its lane's base's, which
+    every tree id carries), no cell past them."""
     ll, mem = net._ll, net._mem
-    return all(ll.llama_memory_seq_pos_max(mem, s) < 0 for ids in net._ids for group in ids.sets for s in group)
+
+    def span(s: int) -> tuple[int, int]:
+        return ll.llama_memory_seq_pos_min(mem, s), ll.llama_memory_seq_pos_max(mem, s)
+
+    return all(span(s) == span(ids.base) for ids in net._ids for s in ids.tree)
 
 
 @pytest.mark.slow

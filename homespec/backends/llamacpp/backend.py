@@ -66,6 +66,9 @@ class LlamaCppBackend(LlamaCppCore):
         self.seed = seed  # decoding here is deterministic; kept for the run record
         self.verify_mode = verify_mode
         self._n_past = 0
+        # the sequence ids every committed cell carries: 0 .. _tagged-1 (a tree's leaves attend through
+        # them; kept between steps, so a tree step adds ids to its own few cells, not to the context's)
+        self._tagged = 1
         self._pending: tuple[TreeLayout, list[int], list[int]] | None = None  # last verified tree: layout, tokens, parents
         self.order_repairs = 0  # commits that re-decoded a path tail to keep cells in position order
         self._open(model_path, settings, n_seq=max_leaves, seq_per_row=max_leaves, feature_capture=feature_capture)
@@ -94,7 +97,8 @@ class LlamaCppBackend(LlamaCppCore):
         self._discard_pending()
         self._check_room(len(tokens), "the prompt")
         n = len(tokens)
-        rows = [(tokens[i], self._n_past + i, (0,), i == n - 1) for i in range(n)]
+        ids = self._committed_ids
+        rows = [(tokens[i], self._n_past + i, ids, i == n - 1) for i in range(n)]
         logits, feats, _ = self._decode_rows(rows)
         self._n_past += n
         return Forward(logits=logits, features=feats)
@@ -130,12 +134,12 @@ class LlamaCppBackend(LlamaCppCore):
         self._discard_pending()
         self._check_room(len(tokens), "the draft tree")
         rollback.before_verify(self, 0, len(tokens))
-        # Every path sees the committed context: add each extra sequence id to the context's cells.
-        for seq in range(1, layout.n_seq):
-            self._ll.llama_memory_seq_cp(self._mem, 0, seq, -1, -1)
+        self._tag(layout.n_seq)  # every path sees the committed context: its cells carry each leaf's id
         self._pending = (layout, tokens, parents)
-        # batch rows in depth-first order; results are put back in node order below
-        rows = [(tokens[i], self._n_past + layout.depths[i], layout.seq_ids[i], True) for i in layout.order]
+        # batch rows in depth-first order; results are put back in node order below; a chain's rows
+        # (one path) carry every id the committed cells do, so whatever it keeps needs no copying
+        seq_ids = layout.seq_ids if layout.n_seq > 1 else [self._committed_ids] * len(tokens)
+        rows = [(tokens[i], self._n_past + layout.depths[i], seq_ids[i], True) for i in layout.order]
         back = layout.slot  # node i's row in the batch: logits and features come out in node order
         if self.verify_mode == "exact":
             # One node per decode: the one-token kernels plain decoding uses, so the verdict
@@ -163,25 +167,15 @@ class LlamaCppBackend(LlamaCppCore):
             return
         # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
-        ll, mem = self._ll, self._mem
-        seq = path_seq(path[:k], layout)
-        # Sequence `seq` holds context + its root-to-leaf path: cut it after the kept nodes (a
-        # chain kept whole, a plain step's root among them, left nothing after them) ...
-        if layout.n_seq > 1 or k < len(tokens):
-            ll.llama_memory_seq_rm(mem, seq, self._n_past + k, -1)
-        if seq != 0:
-            # ... make those cells sequence 0's (cells shared with other ids stay allocated) ...
-            ll.llama_memory_seq_rm(mem, 0, -1, -1)
-            ll.llama_memory_seq_cp(mem, seq, 0, -1, -1)
-        # ... and free every cell not in sequence 0 (rejected branches, the extra context ids);
-        # a chain (one sequence: plain steps, chain drafts) left no other cells to free.
         if layout.n_seq > 1:
-            ll.llama_memory_seq_keep(mem, 0)
+            self._keep_path(path_seq(path[:k], layout), k)
+        elif k < len(tokens):  # a chain: its rows carry every id; cut them all after the kept nodes
+            self._ll.llama_memory_seq_rm(self._mem, -1, self._n_past + k, -1)
         self._pending = None
         self._n_past += k
         if k < len(path):
             rest = [tokens[i] for i in path[k:]]
-            rows = [(t, self._n_past + j, (0,), False) for j, t in enumerate(rest)]
+            rows = [(t, self._n_past + j, self._committed_ids, False) for j, t in enumerate(rest)]
             if self.verify_mode == "exact":
                 for row in rows:
                     self._decode_rows([row])
@@ -190,9 +184,40 @@ class LlamaCppBackend(LlamaCppCore):
             self._n_past += len(rest)
             self.order_repairs += 1
 
+    def _keep_path(self, seq: int, k: int) -> None:
+        """After a tree: sequence `seq` holds the context and its root-to-leaf path; its first k
+        nodes stay. Every id loses the tree's cells but those k (the rejected branches are freed),
+        then those k join every id, as every committed cell does: 2 x ids calls over the tree's
+        own positions, whatever the context's length (re-tagging the context instead cost ids x
+        context cells of llama.cpp's bookkeeping a step)."""
+        ll, mem, p0 = self._ll, self._mem, self._n_past
+        ll.llama_memory_seq_rm(mem, seq, p0 + k, -1)
+        others = [s for s in range(self._tagged) if s != seq]
+        for s in others:
+            ll.llama_memory_seq_rm(mem, s, p0, -1)
+        for s in others:
+            ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)
+
+    @property
+    def _committed_ids(self) -> tuple[int, ...]:
+        return tuple(range(self._tagged))
+
+    def _tag(self, n: int) -> None:
+        """Let the committed cells carry ids 0 .. n-1 (each one added once: kept while trees come)."""
+        for s in range(self._tagged, n):
+            self._ll.llama_memory_seq_cp(self._mem, 0, s, -1, -1)
+        self._tagged = max(self._tagged, n)
+
+    def _untag(self) -> None:
+        """Committed cells back to id 0 alone, before a cut or a state read or written by id 0."""
+        if self._tagged > 1:
+            self._ll.llama_memory_seq_keep(self._mem, 0)
+            self._tagged = 1
+
     def rollback(self, n: int) -> None:
         n = check_rollback(n, self._n_past)
         self._discard_pending()
+        self._untag()
         if not self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past - n, -1):
             raise HomespecError(f"llama.cpp cannot take {n} tokens back out of this model's recurrent state",
                                 hint="reset() and prefill again")
@@ -203,6 +228,7 @@ class LlamaCppBackend(LlamaCppCore):
         prefix). False where llama.cpp cannot cut there (a recurrent state, an SWA window moved
         past `keep`): the caller then resumes from a checkpoint, or resets."""
         self._discard_pending()
+        self._untag()
         keep = max(0, min(keep, self._n_past))
         if keep == self._n_past:
             return True
@@ -218,11 +244,13 @@ class LlamaCppBackend(LlamaCppCore):
         if state.cut_anywhere(self):
             return None
         self._discard_pending()
+        self._untag()
         return self._n_past, state.read(self, 0, partial=True)
 
     def resume(self, pos: int, data: bytes) -> bool:
         """Back to `pos` from checkpoint(): False (the cache empty) if llama.cpp refuses."""
         self._discard_pending()
+        self._untag()
         ok = pos <= self._n_past and state.resume(self, 0, pos, data)
         self._n_past = pos if ok else 0
         return ok
@@ -230,6 +258,7 @@ class LlamaCppBackend(LlamaCppCore):
     def save_state(self) -> bytes:
         """The whole sequence's state (--cache-ram)."""
         self._discard_pending()
+        self._untag()
         return state.read(self, 0)
 
     def load_state(self, data: bytes, n_past: int) -> bool:
@@ -246,6 +275,7 @@ class LlamaCppBackend(LlamaCppCore):
         self._snapshots.drop(0)
         self._pending = None
         self._n_past = 0
+        self._tagged = 1
 
     def _discard_pending(self) -> None:
         if self._pending is not None and self.recurrent:
@@ -253,9 +283,8 @@ class LlamaCppBackend(LlamaCppCore):
             if not rollback.discard(self, 0, self._n_past):
                 self._n_past = 0
                 raise _emptied()
-        elif self._pending is not None:
-            self._ll.llama_memory_seq_rm(self._mem, 0, self._n_past, -1)
-            self._ll.llama_memory_seq_keep(self._mem, 0)
+        elif self._pending is not None:  # the tree's cells, under whichever ids, go
+            self._ll.llama_memory_seq_rm(self._mem, -1, self._n_past, -1)
             self._pending = None
 
     def _check_room(self, n_new: int, what: str) -> None:

@@ -21,10 +21,14 @@ Sequence ids. One context serves every lane of the engine; lane i owns the ids `
   (llama.cpp wants a sequence's new positions to follow its last one, and a windowed head skips the
   entries its window no longer sees);
 * two sets of `topk` ids, alternating by tree level: a node drafted at level d gets the id of its
-  slot in set d % 2, copied from its parent's id first (llama_memory_seq_cp adds the id to every cell
-  of the parent's sequence: the context, the node's ancestors, the parent), so it attends to exactly
-  the committed entries and its own ancestors; the previous level's ids are dropped after each level
-  and the last level's when the tree is done, which frees the tree's cells.
+  slot in set d % 2. Every committed entry carries every tree id as well as `base` (written so, and
+  dropped from all of them alike), so a node needs only its ancestors' cells added to its id: a copy
+  of its parent's id from the tree's first position on (llama_memory_seq_cp over a position range
+  touches only the tree's few cells). It attends to exactly the committed entries and its own
+  ancestors; the previous level's ids lose their tree cells after each level and the last level's
+  when the tree is done, which frees the tree's cells. (Copying the parent's whole sequence instead
+  re-tagged every committed entry for every node: ~40% of the host time of a 48-node tree with a
+  window of 1,024, and growing with the window.)
 
 llama.cpp's eagle3 decoder does not prune its rows to the ones asked for, so a call must not mix rows
 with and without outputs (docs/interop.md): committed entries are written in calls of their own.
@@ -107,6 +111,16 @@ class _LaneIds:
     write: int
     sets: tuple[tuple[int, ...], tuple[int, ...]]
 
+    @property
+    def tree(self) -> tuple[int, ...]:
+        """Every tree id: each committed entry carries them all beside `base`."""
+        return self.sets[0] + self.sets[1]
+
+    @property
+    def committed(self) -> tuple[int, ...]:
+        """The ids every committed entry carries."""
+        return (self.base, *self.tree)
+
 
 class LlamaCppHead:
     """An eagle3 GGUF in a llama.cpp context beside `target` (a loaded llama.cpp backend): the
@@ -123,6 +137,7 @@ class LlamaCppHead:
         self.info, self.topk, self.lanes = info, topk, lanes
         self.window, self.sinks = info.window, info.sinks
         self._next_lane = 0
+        self._tree_from: dict[int, int] = {}  # lane -> the position of its tree's first level, while one is drafted
         self.n_vocab = target.n_vocab
         self._log = LogCollector()
         self._model = self._ctx = self._batch = None
@@ -249,14 +264,15 @@ class LlamaCppHead:
             rows = _Rows(g)
             self._fill([(int(tokens[i]), rows[i], pos0 + i, (ids.write,), False) for i in range(lo, hi)])
             self._process(ll.LLAMA_PROCESS_TYPE_DECODE, hi - lo)
-        ll.llama_memory_seq_cp(self._mem, ids.write, ids.base, -1, -1)
+        for s in ids.committed:
+            ll.llama_memory_seq_cp(self._mem, ids.write, s, -1, -1)
         ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
 
     def seed(self, lane: int, token: int, g: np.ndarray, pos: int, k: int) -> Candidates:
         """The newest committed entry (root, g of the token before it) at `pos`, whose output
         drafts the root's children: it stays in the lane's base sequence."""
         rows = _Rows(g.reshape(1, -1))
-        self._fill([(int(token), rows[0], pos, (self._ids[lane].base,), True)])
+        self._fill([(int(token), rows[0], pos, self._ids[lane].committed, True)])
         self._process(self._ll.LLAMA_PROCESS_TYPE_DECODE, 1)
         return self._candidates(1, k)
 
@@ -269,37 +285,48 @@ class LlamaCppHead:
         -> each node's best k children."""
         ids, ll = self._ids[lane], self._ll
         mine, prev = ids.sets[depth % 2], ids.sets[(depth - 1) % 2]
-        for r, p in enumerate(parents):
-            ll.llama_memory_seq_cp(self._mem, ids.base if depth == 1 else prev[p], mine[r], -1, -1)
-        if depth > 1:
+        if depth == 1:  # every id already holds the committed entries: the seed's children need no copy
+            self._tree_from[lane] = self._cell(pos)
+        else:
+            first = self._tree_from[lane]
+            for r, p in enumerate(parents):  # the node's ancestors: its parent's tree cells
+                ll.llama_memory_seq_cp(self._mem, prev[p], mine[r], first, -1)
             for s in prev:  # the previous level's ids: its cells stay where a child's id holds them
-                ll.llama_memory_seq_rm(self._mem, s, -1, -1)
+                ll.llama_memory_seq_rm(self._mem, s, first, -1)
         rows = _Rows(hidden)
         self._fill([(int(t), rows[r], pos, (mine[r],), True) for r, t in enumerate(tokens)])
         self._process(ll.LLAMA_PROCESS_TYPE_DECODE, len(tokens))
         return self._candidates(len(tokens), k)
 
     def end_tree(self, lane: int) -> None:
-        """Drop every tree id of the lane (the tree's cells are freed with them)."""
-        for group in self._ids[lane].sets:
-            for s in group:
-                self._ll.llama_memory_seq_rm(self._mem, s, -1, -1)
+        """Take the tree's cells out of every tree id of the lane (they are freed with it); the
+        committed entries keep them."""
+        first = self._tree_from.pop(lane, None)
+        if first is not None:
+            for s in self._ids[lane].tree:
+                self._ll.llama_memory_seq_rm(self._mem, s, first, -1)
 
     # --- the lane's memory ---------------------------------------------------------------------
 
     def forget(self, lane: int, p0: int, p1: int) -> None:
         """Drop the lane's committed entries at positions [p0, p1) (outside its window)."""
         if p1 > p0:
-            self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, p0, p1)
+            self._drop(lane, p0, p1)
 
     def trim(self, lane: int, keep: int) -> None:
         """Keep the lane's entries at positions < keep."""
         self.end_tree(lane)
-        self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, keep, -1)
+        self._drop(lane, keep, -1)
 
     def reset(self, lane: int) -> None:
         self.end_tree(lane)
-        self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, -1, -1)
+        self._drop(lane, -1, -1)
+
+    def _drop(self, lane: int, p0: int, p1: int) -> None:
+        """Committed entries at positions [p0, p1) out of every id that holds them (-1: open)."""
+        c0, c1 = (self._cell(p) if p >= 0 else -1 for p in (p0, p1))
+        for s in self._ids[lane].committed:
+            self._ll.llama_memory_seq_rm(self._mem, s, c0, c1)
 
     def save(self, lane: int) -> bytes:
         """The lane's committed entries as llama.cpp's sequence state (--cache-ram)."""
@@ -312,7 +339,12 @@ class LlamaCppHead:
     def load(self, lane: int, data: bytes) -> bool:
         self.reset(lane)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        return bool(self._ll.llama_state_seq_set_data(self._ctx, buf, len(data), self._ids[lane].base))
+        ids = self._ids[lane]
+        if not self._ll.llama_state_seq_set_data(self._ctx, buf, len(data), ids.base):
+            return False
+        for s in ids.tree:  # the loaded entries join every tree id, as written ones do
+            self._ll.llama_memory_seq_cp(self._mem, ids.base, s, -1, -1)
+        return True
 
     def memory_report(self) -> MemoryReport:
         """llama.cpp's own buffer sizes for the head (plan-vs-actual: the plan's draft lines)."""
@@ -334,8 +366,12 @@ class LlamaCppHead:
             if out:
                 ll.llama_batch_ext_set_output_logits(b, idx, True)
 
+    def _cell(self, pos: int) -> int:
+        """The position in the cache of the frame's entry at `pos` (the same here)."""
+        return pos
+
     def _set_pos(self, idx: int, pos: int) -> None:
-        self._pos.value = pos
+        self._pos.value = self._cell(pos)
         self._ll.llama_batch_ext_set_pos(self._batch, idx, ctypes.byref(self._pos))
 
     def _process(self, kind: int, n_rows: int) -> None:

@@ -102,15 +102,8 @@ class LlamaCppMtp(LlamaCppHead):
         """[n, H] the target's last hidden states: what the MTP block reads as they are."""
         return np.ascontiguousarray(features, dtype=np.float32)
 
-    def _set_pos(self, idx: int, pos: int) -> None:
-        super()._set_pos(idx, pos + 1)  # the frame's entry j (feature at j, token at j + 1) sits at j + 1
-
-    def forget(self, lane: int, p0: int, p1: int) -> None:
-        super().forget(lane, p0 + 1, p1 + 1)
-
-    def trim(self, lane: int, keep: int) -> None:
-        self.end_tree(lane)
-        self._ll.llama_memory_seq_rm(self._mem, self._ids[lane].base, keep + 1, -1)
+    def _cell(self, pos: int) -> int:
+        return pos + 1  # the frame's entry j (feature at j, token at j + 1) sits at j + 1
 
     # --- memory and teardown ---------------------------------------------------------------------
 

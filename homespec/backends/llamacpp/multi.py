@@ -34,6 +34,9 @@ from homespec.errors import HomespecError, UsageError
 class _Lane:
     n_past: int = 0
     pending: tuple[TreeLayout, list[int], list[int]] | None = None  # verified tree: layout, tokens, parents
+    # the lane's ids every committed cell carries: base .. base+tagged-1 (kept while trees come, so a
+    # tree step re-tags its own few cells, not the lane's context; LlamaCppBackend does the same)
+    tagged: int = 1
 
 
 class MultiSeqBackend(LlamaCppCore):
@@ -107,8 +110,8 @@ class MultiSeqBackend(LlamaCppCore):
             raise HomespecError("prefill needs at least one token", hint="the prompt is empty")
         self._discard(item.lane)
         self._check_room(item.lane, len(item.tokens), "the prompt")
-        base, n = self._base(item.lane), len(item.tokens)
-        return [(int(t), lane.n_past + i, (base,), item.want_logits and i == n - 1) for i, t in enumerate(item.tokens)]
+        ids, n = self._committed_ids(item.lane), len(item.tokens)
+        return [(int(t), lane.n_past + i, ids, item.want_logits and i == n - 1) for i, t in enumerate(item.tokens)]
 
     def _tree_rows(self, item: TreeWork) -> tuple[list[Row], tuple[int, ...]]:
         tokens = [int(t) for t in item.tokens]
@@ -122,10 +125,14 @@ class MultiSeqBackend(LlamaCppCore):
         self._check_room(item.lane, len(tokens), "the draft tree")
         lane, base = self._lane[item.lane], self._base(item.lane)
         rollback.before_verify(self, base, len(tokens))
-        for j in range(1, layout.n_seq):  # every path of the tree sees the lane's committed context
+        for j in range(lane.tagged, layout.n_seq):  # every path of the tree sees the lane's committed context
             self._ll.llama_memory_seq_cp(self._mem, base, base + j, -1, -1)
+        lane.tagged = max(lane.tagged, layout.n_seq)
         lane.pending = (layout, tokens, parents)
-        rows = [(tokens[i], lane.n_past + layout.depths[i], tuple(base + s for s in layout.seq_ids[i]), True)
+        # a chain's rows (one path) carry every id the committed cells do: what it keeps needs no copy
+        seq_ids = [tuple(base + s for s in ids) for ids in layout.seq_ids] if layout.n_seq > 1 \
+            else [self._committed_ids(item.lane)] * len(tokens)
+        rows = [(tokens[i], lane.n_past + layout.depths[i], seq_ids[i], True)
                 for i in layout.order]  # depth first, so an accepted first-child path has adjacent cells
         return rows, layout.slot
 
@@ -142,20 +149,24 @@ class MultiSeqBackend(LlamaCppCore):
             lane.n_past += len(path)
             return
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
-        ll, mem, base = self._ll, self._mem, self._base(lane_id)
-        seq = base + path_seq(path[:k], layout)
-        if layout.n_seq > 1 or k < len(tokens):  # the kept path ends here (a chain kept whole: it did)
-            ll.llama_memory_seq_rm(mem, seq, lane.n_past + k, -1)
-        if seq != base:  # the path's cells become the base id's
-            ll.llama_memory_seq_rm(mem, base, -1, -1)
-            ll.llama_memory_seq_cp(mem, seq, base, -1, -1)
-        for j in range(1, layout.n_seq):  # the lane's other ids: rejected branches
-            ll.llama_memory_seq_rm(mem, base + j, -1, -1)
+        ll, mem, base, p0 = self._ll, self._mem, self._base(lane_id), lane.n_past
+        ids = self._committed_ids(lane_id)
+        if layout.n_seq > 1:  # the kept path joins every id; the other branches are freed
+            seq = base + path_seq(path[:k], layout)
+            ll.llama_memory_seq_rm(mem, seq, p0 + k, -1)
+            others = [s for s in ids if s != seq]
+            for s in others:
+                ll.llama_memory_seq_rm(mem, s, p0, -1)
+            for s in others:
+                ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)
+        elif k < len(tokens):  # a chain: its rows carry every id; all are cut after the kept nodes
+            for s in ids:
+                ll.llama_memory_seq_rm(mem, s, p0 + k, -1)
         lane.pending = None
         lane.n_past += k
         if k < len(path):  # nodes past a hole in cell order: decoded again behind the others
             rest = [tokens[i] for i in path[k:]]
-            self._decode_rows([(t, lane.n_past + j, (base,), False) for j, t in enumerate(rest)])
+            self._decode_rows([(t, lane.n_past + j, ids, False) for j, t in enumerate(rest)])
             lane.n_past += len(rest)
             self.order_repairs += 1
 
@@ -165,6 +176,7 @@ class MultiSeqBackend(LlamaCppCore):
         moved past `keep`): the caller then resumes from a checkpoint, or frees the lane."""
         lane = self._lane[lane_id]
         self._discard(lane_id)
+        self._untag(lane_id)
         keep = max(0, min(keep, lane.n_past))
         if keep == lane.n_past:
             return True
@@ -180,12 +192,14 @@ class MultiSeqBackend(LlamaCppCore):
         if state.cut_anywhere(self):
             return None
         self._discard(lane_id)
+        self._untag(lane_id)
         return self._lane[lane_id].n_past, state.read(self, self._base(lane_id), partial=True)
 
     def resume(self, lane_id: int, pos: int, data: bytes) -> bool:
         """Back to `pos` from checkpoint(): False (the lane empty) if llama.cpp refuses."""
         lane = self._lane[lane_id]
         self._discard(lane_id)
+        self._untag(lane_id)
         ok = pos <= lane.n_past and state.resume(self, self._base(lane_id), pos, data)
         lane.n_past = pos if ok else 0
         return ok
@@ -195,6 +209,7 @@ class MultiSeqBackend(LlamaCppCore):
     def save_state(self, lane_id: int) -> bytes:
         """The lane's whole state (--cache-ram)."""
         self._discard(lane_id)
+        self._untag(lane_id)
         return state.read(self, self._base(lane_id))
 
     def load_state(self, lane_id: int, data: bytes, n_past: int) -> bool:
@@ -221,6 +236,18 @@ class MultiSeqBackend(LlamaCppCore):
 
     # --- internals -----------------------------------------------------------------------------
 
+    def _committed_ids(self, lane_id: int) -> tuple[int, ...]:
+        base = self._base(lane_id)
+        return tuple(range(base, base + self._lane[lane_id].tagged))
+
+    def _untag(self, lane_id: int) -> None:
+        """The lane's committed cells back to its base id alone, before a cut or a state read or
+        written by that id."""
+        lane, base = self._lane[lane_id], self._base(lane_id)
+        for j in range(1, lane.tagged):
+            self._ll.llama_memory_seq_rm(self._mem, base + j, -1, -1)
+        lane.tagged = 1
+
     def _base(self, lane: int) -> int:
         if not 0 <= lane < self.lanes:
             raise UsageError(f"lane {lane} is outside 0..{self.lanes - 1}")
@@ -236,11 +263,10 @@ class MultiSeqBackend(LlamaCppCore):
                 raise HomespecError(f"lane {lane_id}: a draft chain was verified and never committed, and the "
                                     "model's recurrent state cannot give all of it back: the lane was emptied",
                                     hint="commit() each verified tree")
-        elif lane.pending is not None:
+        elif lane.pending is not None:  # the tree's cells, under whichever of the lane's ids, go
             base = self._base(lane_id)
-            self._ll.llama_memory_seq_rm(self._mem, base, lane.n_past, -1)
-            for j in range(1, self.leaves_per_lane):
-                self._ll.llama_memory_seq_rm(self._mem, base + j, -1, -1)
+            for j in range(self.leaves_per_lane):
+                self._ll.llama_memory_seq_rm(self._mem, base + j, lane.n_past, -1)
             lane.pending = None
 
     def _check_room(self, lane_id: int, n_new: int, what: str) -> None:
