@@ -48,7 +48,7 @@ import numpy as np
 
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
-from homespec.backends.llamacpp.lib import LogCollector, capture_log, import_llama_cpp, memory_report, reason
+from homespec.backends.llamacpp.lib import HostRows, LogCollector, capture_log, import_llama_cpp, memory_report, reason
 from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates
@@ -164,6 +164,7 @@ class LlamaCppHead:
         self._batch_cap = ll.llama_n_batch(self._ctx)
         self._enc_cap = ll.llama_n_ubatch(self._ctx)  # the encoder's batch must fit one micro-batch
         self._pos = ll.llama_pos(0)
+        self._nextn_rows, self._embd_rows = HostRows(self.n_embd), HostRows(self.n_embd)  # views made once per buffer
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
 
     # --- loading -------------------------------------------------------------------------------
@@ -246,8 +247,7 @@ class LlamaCppHead:
                 self._set_pos(idx, i - lo)
                 ll.llama_batch_ext_set_output_logits(self._batch, idx, True)
             self._process(ll.LLAMA_PROCESS_TYPE_ENCODE, hi - lo)
-            ptr = self._ext.llama_get_embeddings_nextn(self._ctx)
-            out[lo:hi] = np.ctypeslib.as_array(ptr, shape=(hi - lo, self.n_embd))
+            out[lo:hi] = self._nextn_rows.rows(self._ext.llama_get_embeddings_nextn(self._ctx), hi - lo)
         return out
 
     # --- committed entries ----------------------------------------------------------------------
@@ -392,7 +392,7 @@ class LlamaCppHead:
         rows the next level consumes. Log-probabilities are normalised over the head's draft
         vocabulary (the other ids are -inf in the graph's output)."""
         ll = self._ll
-        hidden = np.ctypeslib.as_array(self._ext.llama_get_embeddings_nextn(self._ctx), shape=(n, self.n_embd)).copy()
+        hidden = self._nextn_rows.rows(self._ext.llama_get_embeddings_nextn(self._ctx), n).copy()
         if self.device_topk:
             ids, logp = self._sampled(n, k)
         else:
@@ -403,11 +403,11 @@ class LlamaCppHead:
     def _sampled(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The device's top-k of each output row, best first: [k draft-vocabulary indices as floats,
         k log-probabilities, padding] per row of the embeddings channel (not sorted by ggml)."""
-        rows = np.ctypeslib.as_array(self._ll.llama_get_embeddings(self._ctx), shape=(n, self.n_embd))
+        rows = self._embd_rows.rows(self._ll.llama_get_embeddings(self._ctx), n)
         top = self.topk
-        idx, logp = rows[:, :top].astype(np.int64), rows[:, top:2 * top].astype(np.float64)
-        order = np.argsort(-logp, axis=1, kind="stable")[:, :k]
-        idx, logp = np.take_along_axis(idx, order, axis=1), np.take_along_axis(logp, order, axis=1)
+        order = np.argsort(-rows[:, top:2 * top], axis=1, kind="stable")[:, :k]  # [n, k] best first
+        picked = np.take_along_axis(rows[:, :2 * top], np.concatenate([order, order + top], axis=1), axis=1)
+        idx, logp = picked[:, :k].astype(np.int64), picked[:, k:].astype(np.float64)
         return (idx if self._full_vocab else self.info.draft_vocab[idx]), logp
 
     # --- teardown ------------------------------------------------------------------------------
