@@ -402,6 +402,29 @@ def test_lanes_keep_their_ids_on_their_own_committed_cells(smollm2_path, prompt)
     assert float(np.abs(got - want).max()) <= LOGIT_ATOL
 
 
+def test_a_sliding_window_cache_keeps_recycling_its_cells_after_trees(tmp_path):
+    """llama.cpp reuses a cell that slid out of the window only while one id holds it, and its
+    sliding-window cache holds the window alone (n_swa x sequences + a batch, 256 cells here): after
+    trees the committed cells go back to one id, so plain decoding runs on well past that many
+    tokens. (A tree itself tags the whole context while it is verified: past that size a tree fails,
+    as it did before the ids were kept; docs/backends.md.)"""
+    from tiny_families import make_family_gguf
+
+    path = make_family_gguf(tmp_path / "gemma3.gguf", "gemma3", sliding_window=32)
+    with LlamaCppBackend(path, BackendSettings(n_ctx=1024, n_threads=THREADS, n_batch=32, n_ubatch=32),
+                         max_leaves=4) as b:
+        root = int(np.argmax(b.prefill(list(range(10, 50))).logits[-1]))
+        while b.n_past < 600:
+            if b.n_past < 150 and b.n_past % 5 == 0:  # trees early on, plain steps between and after
+                f = b.verify([root, 11, 12, 13], [-1, 0, 0, 1])
+                b.commit([0])
+            else:
+                f = b.verify([root], [-1])
+                b.commit([0])
+            root = int(np.argmax(f.logits[0]))
+            assert b._tagged == 1
+
+
 def test_a_viewed_tree_picks_what_its_copied_logits_pick(sm, prompt):
     """verify(view=True) leaves a tree's logits in llama.cpp's buffer in batch order (Forward.rows
     maps the nodes): the greedy picks and the node-ordered logits are the copied verify's."""

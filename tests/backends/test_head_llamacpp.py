@@ -282,3 +282,25 @@ def test_the_plan_budgets_what_the_head_allocates(parallel, tmp_path, monkeypatc
             parts.close()
     for key in ("weights_bytes", "kv_bytes", "compute_bytes", "total_bytes"):
         assert abs(measured[key] - planned[key]) <= 0.05 * measured[key], (key, measured, planned)
+
+
+def test_a_prompt_cut_where_the_window_dropped_entries_drafts_without_failing(head_file, target, tok):
+    """A windowed head drops the entries its window passed; a reused prompt cut inside that gap
+    (the same conversation sent again from an earlier turn) leaves the entry before the new seed
+    missing. The seed still decodes (under the empty write id, then copied), and the head drafts
+    from the entries it holds."""
+    ids = tok.encode(TEXTS[1] * 2)
+    net = _net(head_file, target, window=6)
+    d = _drafter(net, target, window=6)
+    fwd, root = _prefill(target, ids)
+    d.begin(ids, fwd)
+    d.propose(root, ids)  # the catch-up drops the entries between the sinks and the window
+    keep = d.sinks + 4
+    assert len(ids) - 6 > keep + 1  # the cut lies inside the dropped entries
+    assert d.trim(keep) == keep
+    target.trim(keep)
+    again = target.prefill(ids[keep:keep + 1])
+    d.begin(ids[:keep + 1], again, kept=keep)
+    tree = d.propose(int(np.argmax(again.logits[-1])), ids[:keep + 1])
+    assert tree.size > 1
+    net.close()

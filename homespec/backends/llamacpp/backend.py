@@ -171,6 +171,10 @@ class LlamaCppBackend(LlamaCppCore):
             self._keep_path(path_seq(path[:k], layout), k)
         elif k < len(tokens):  # a chain: its rows carry every id; cut them all after the kept nodes
             self._ll.llama_memory_seq_rm(self._mem, -1, self._n_past + k, -1)
+        if self.n_swa > 0 and not self.swa_full:
+            # llama.cpp reuses a cell that slid out of the window only while one id holds it: a
+            # sliding-window cache sized to the window fills up unless the ids go after each tree
+            self._untag()
         self._pending = None
         self._n_past += k
         if k < len(path):
@@ -228,10 +232,10 @@ class LlamaCppBackend(LlamaCppCore):
         prefix). False where llama.cpp cannot cut there (a recurrent state, an SWA window moved
         past `keep`): the caller then resumes from a checkpoint, or resets."""
         self._discard_pending()
-        self._untag()
         keep = max(0, min(keep, self._n_past))
         if keep == self._n_past:
-            return True
+            return True  # nothing cut: the committed cells keep their ids for the next prompt's rows
+        self._untag()
         if not state.cut(self, 0, keep):
             return False
         self._n_past = keep

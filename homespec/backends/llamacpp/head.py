@@ -271,9 +271,17 @@ class LlamaCppHead:
     def seed(self, lane: int, token: int, g: np.ndarray, pos: int, k: int) -> Candidates:
         """The newest committed entry (root, g of the token before it) at `pos`, whose output
         drafts the root's children: it stays in the lane's base sequence."""
-        rows = _Rows(g.reshape(1, -1))
-        self._fill([(int(token), rows[0], pos, self._ids[lane].committed, True)])
-        self._process(self._ll.LLAMA_PROCESS_TYPE_DECODE, 1)
+        ids, ll, rows = self._ids[lane], self._ll, _Rows(g.reshape(1, -1))
+        # llama.cpp wants a sequence's new position to follow its last one: where the entries before
+        # the seed are not all held (a window dropped them, and a reused prompt was cut inside that
+        # gap), the seed is decoded under the empty `write` id and copied, as committed entries are
+        follows = ll.llama_memory_seq_pos_max(self._mem, ids.base) in (-1, self._cell(pos) - 1)
+        self._fill([(int(token), rows[0], pos, ids.committed if follows else (ids.write,), True)])
+        self._process(ll.LLAMA_PROCESS_TYPE_DECODE, 1)
+        if not follows:
+            for s in ids.committed:
+                ll.llama_memory_seq_cp(self._mem, ids.write, s, -1, -1)
+            ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
         return self._candidates(1, k)
 
     # --- tree levels ---------------------------------------------------------------------------

@@ -162,6 +162,9 @@ class MultiSeqBackend(LlamaCppCore):
         elif k < len(tokens):  # a chain: its rows carry every id; all are cut after the kept nodes
             for s in ids:
                 ll.llama_memory_seq_rm(mem, s, p0 + k, -1)
+        if self.n_swa > 0 and not self.swa_full:  # a window's cells are reused only with one id (backend.py)
+            self._untag(lane_id)
+            ids = self._committed_ids(lane_id)
         lane.pending = None
         lane.n_past += k
         if k < len(path):  # nodes past a hole in cell order: decoded again behind the others
@@ -176,10 +179,10 @@ class MultiSeqBackend(LlamaCppCore):
         moved past `keep`): the caller then resumes from a checkpoint, or frees the lane."""
         lane = self._lane[lane_id]
         self._discard(lane_id)
-        self._untag(lane_id)
         keep = max(0, min(keep, lane.n_past))
         if keep == lane.n_past:
-            return True
+            return True  # nothing cut: the committed cells keep their ids for the next prompt's rows
+        self._untag(lane_id)
         if not state.cut(self, self._base(lane_id), keep):
             return False
         lane.n_past = keep
