@@ -222,7 +222,7 @@ class BatchGuard:
         was measured in a slow moment. Without this, one slow 1-row pass priced plain decoding
         above every draft, speculation then ran every step, and no 1-row pass ever corrected it."""
         if self._table[0] == self._passes and self._table[1]:
-            return self._table[1]  # read once per pass: only a pass changes it
+            return self._table[1]  # read once per pass: costs change only through record_pass
         out, low = [], math.inf
         for rows, t in sorted(self.costs.items(), reverse=True):
             low = min(low, t)
