@@ -91,7 +91,6 @@ class Splitter:
         self.sent_content = ""
         self.sent_reasoning = ""
         self.sent_calls: list[ToolCall] = []  # complete, in the answer's order, with the ids they went out with
-        self.indices: list[int] = []  # the stream's index of each of sent_calls
         self.pending: _Open | None = None  # the call being written, opened
         self.slots = 0  # indices given out: one a call, never given again (a call ended incomplete keeps its)
 
@@ -156,7 +155,6 @@ class Splitter:
                 out.append(self._end())
             piece = CallPiece(self._slot(), call.id, call.name, call.arguments, opens=True, status=COMPLETED)
         self.sent_calls.append(ToolCall(call.name, call.arguments, piece.id))
-        self.indices.append(piece.index)
         return out + [piece]
 
     def _grow(self, writing: Writing) -> list[CallPiece]:
