@@ -18,6 +18,7 @@ class ToolCall:
     name: str
     arguments: str  # JSON text, as OpenAI sends it
     id: str = field(default_factory=lambda: "call_" + secrets.token_hex(12))
+    at: int = field(default=-1, compare=False)  # where its markup begins in the answer (-1: not said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class Writing:
 
     name: str
     arguments: str
+    at: int = -1  # where its markup begins in the answer (-1: not said), as ToolCall.at
 
 
 @dataclass(frozen=True, slots=True)

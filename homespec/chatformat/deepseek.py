@@ -34,21 +34,27 @@ class DeepSeek:
         if at < 0:
             return Parsed(text if final else text[:len(text) - held_prefix(text, [CALLS_BEGIN, CALL_BEGIN])])
         calls: list[ToolCall] = []
-        writing, whole = None, True
+        writing, stop = None, len(text)
+        pos = text.find(CALL_BEGIN, at)
         for piece in text[at:].split(CALL_BEGIN)[1:]:
             body, closed, _ = piece.partition(CALL_END)
             if not (closed or final):  # the last call, still coming
                 held = body[:len(body) - held_prefix(body, [CALL_END])]
-                writing, whole = _writing(held), False
+                writing = _writing(held)
                 break
             call = _read(body)
             if call is None:
-                whole = False
+                stop = at if not calls else pos
                 break
             calls.append(call)
+            pos += len(CALL_BEGIN) + len(piece)
         if not final:
             return Parsed(text[:at], tuple(calls), writing=writing)
-        return Parsed(text[:at].strip(), tuple(calls)) if calls and whole else Parsed(text)
+        if not calls:
+            return Parsed(text)
+        # the calls read stay calls; only the rest that does not read as one is content, where it
+        # stood (as llama.cpp's parsers keep the calls they found): a call streamed is never taken back
+        return Parsed((text[:at] + text[stop:]).strip(), tuple(calls))
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         rules = []

@@ -44,8 +44,7 @@ class Harmony:
             recipient = RECIPIENT.search(header)
             if recipient is not None:
                 if closed or final:
-                    found = partial.value_at(body, 0)
-                    calls.append(ToolCall(recipient.group(1), found[0] if found else arguments_text(body.strip())))
+                    calls.append(ToolCall(recipient.group(1), _arguments(body)))
                 elif (held := partial.object_so_far(body, 0)) is not None:  # the last message: still coming
                     writing = Writing(recipient.group(1), held)
             elif channel == "analysis":
@@ -71,3 +70,14 @@ def _body_end(text: str, start: int) -> tuple[int, bool]:
     """Where a message's body ends (its end marker or the next message's start) and whether it did."""
     hits = [i for i in (text.find(mark, start) for mark in (*ENDS, START)) if i >= 0]
     return (min(hits), True) if hits else (len(text), False)
+
+
+def _arguments(body: str) -> str:
+    """A call message's body as its `arguments`: its JSON; an object that is not JSON after all
+    (malformed, or cut) verbatim, as vLLM passes a harmony call's text on, so that the pieces
+    streamed while it was written (its beginning, verbatim) join to it; anything else as JSON text."""
+    found = partial.value_at(body, 0)
+    if found is not None:
+        return found[0]
+    start = partial.skip(body, 0)
+    return body[start:] if body.startswith("{", start) else arguments_text(body.strip())

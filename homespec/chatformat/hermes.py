@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from homespec.chatformat import partial
-from homespec.chatformat.base import Parsed, Term, ToolCall, call_schema, held_prefix, lark_json, lark_string
+from homespec.chatformat.base import (Parsed, Term, ToolCall, Writing, call_schema, held_prefix, lark_json,
+                                      lark_string)
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -35,6 +36,7 @@ class Hermes:
             body = text[start + len(self.open):end if end >= 0 else len(text)]
             if end < 0 and not final:  # a call still coming: what of it is certain
                 writing = partial.read_call(body).writing
+                writing = Writing(writing.name, writing.arguments, start) if writing is not None else None
                 return Parsed(_join(content, "", calls, final), tuple(calls), writing=writing)
             call = read_call(body)
             if call is None:
@@ -42,7 +44,7 @@ class Hermes:
                     return Parsed(_join(content, text[start:], calls, final), tuple(calls))
                 content.append(text[start:end + len(self.close)])
             else:
-                calls.append(call)
+                calls.append(ToolCall(call.name, call.arguments, call.id, start))
             pos = len(text) if end < 0 else end + len(self.close)
         tail = text[pos:]
         if not final:

@@ -3,7 +3,8 @@ model uses it), several separated by `;`:
 
     {"name": "get_weather", "parameters": {"city": "Paris"}}
 
-An answer that does not read as calls from its start to its end is content.
+An answer that does not begin with a call is content; after the calls, what does not read as one
+is content.
 """
 
 from __future__ import annotations
@@ -32,26 +33,29 @@ class Llama3:
                 return Parsed(text)
             calls, writing, _ = read_calls(text, at)
             return Parsed("", tuple(calls), writing=writing)
-        calls, _, whole = read_calls(text, at) if body.startswith("{") else ([], None, False)
-        return Parsed("", tuple(calls)) if calls and whole else Parsed(text)
+        calls, _, stop = read_calls(text, at) if body.startswith("{") else ([], None, at)
+        # The calls read stay calls and only what does not read as one after them is content, as
+        # llama.cpp's parser reads these answers (common/chat.cpp, parse_json_tool_calls: the calls
+        # it found, then the rest as content): a call streamed as complete is never taken back.
+        return Parsed(text[stop:].strip(), tuple(calls)) if calls else Parsed(text)
 
     def call_grammar(self, tools: Sequence[dict[str, Any]], parallel: bool, term: Term) -> str:
         start = 'call ("; " call)*' if parallel else "call"
         return f"start: {start}\ncall: {lark_json(call_schema(tools, args_key='parameters'))}\n"
 
 
-def read_calls(text: str, pos: int) -> tuple[list[ToolCall], Writing | None, bool]:
+def read_calls(text: str, pos: int) -> tuple[list[ToolCall], Writing | None, int]:
     """The calls from `pos` on, separated by `;`: the complete ones, the one being written, and
-    whether the text reads as calls to its end."""
+    where what reads as calls stops (the text's end when all of it does)."""
     calls: list[ToolCall] = []
     while (pos := partial.skip(text, pos)) < len(text):
         reading = partial.read_call(text, pos)
         if reading.end is None or reading.call is None:
-            return calls, reading.writing, False
+            return calls, reading.writing, pos
         calls.append(reading.call)
         pos = partial.skip(text, reading.end)
         if text.startswith(";", pos):
             pos += 1
         elif pos < len(text):
-            return calls, None, False
-    return calls, None, True
+            return calls, None, pos
+    return calls, None, len(text)

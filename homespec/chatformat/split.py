@@ -8,8 +8,11 @@ certain (`Parsed.writing`), then its arguments grow piece by piece, then it comp
 of a call join to its final `arguments`, byte for byte. A format that cannot say what of a call is
 certain before it closes gives no `writing`, and its calls go out whole: open and complete at once.
 `Splitter.last(text, whole)` is the answer's end: a call still being written when the answer was
-cut (max_tokens, the context's end) gets no more pieces, only its end, `incomplete`. The pieces
-streamed join to the final reading, except whitespace a final reading trims around calls.
+cut (max_tokens, the context's end) gets no more pieces, only its end, `incomplete`; so does a call
+opened that a later reading no longer has (its markup failed to close: it is content now), told
+by its place in the answer where the format says it. An index is one call's, never given to
+another. The pieces streamed join to the final reading (its calls, their ids, its content), except
+whitespace a final reading trims around calls: the formats' final readings keep the calls they read.
 """
 
 from __future__ import annotations
@@ -61,6 +64,25 @@ class Delta:
         return tuple(p for p in self.calls if p.status == COMPLETED)
 
 
+@dataclass(slots=True)
+class _Open:
+    """A call opened while it is written and not complete yet."""
+
+    index: int
+    id: str
+    name: str
+    sent: str  # its arguments sent so far
+    at: int  # where its markup begins in the answer (-1: the format does not say)
+
+    def continues(self, name: str, arguments: str, at: int) -> bool:
+        """A call read (complete, or its certain beginning) is this one: at the same place in the
+        text where the format says, the same name, arguments that go on from those sent. Anything
+        else means the reading no longer has this call (it failed to close: its text is content),
+        whatever its place in the list of calls."""
+        same_place = at == self.at or at < 0 or self.at < 0
+        return same_place and name == self.name and (arguments.startswith(self.sent) or self.sent.startswith(arguments))
+
+
 class Splitter:
     def __init__(self, fmt: ToolFormat | None, thinking: str = "deepseek", starts_open: bool = False) -> None:
         self.fmt = fmt
@@ -68,9 +90,9 @@ class Splitter:
         self.starts_open = starts_open
         self.sent_content = ""
         self.sent_reasoning = ""
-        self.sent_calls: list[ToolCall] = []  # complete, with the ids they went out with
-        self.opened: list[tuple[str, str]] = []  # (id, name) of each call opened
-        self.sent_arguments: list[str] = []  # the arguments sent of each call opened
+        self.sent_calls: list[ToolCall] = []  # complete, in the answer's order, with the ids they went out with
+        self.pending: _Open | None = None  # the call being written, opened
+        self.slots = 0  # indices given out: one a call, never given again (a call ended incomplete keeps its)
 
     def read(self, text: str, final: bool) -> Parsed:
         """The answer so far, read whole."""
@@ -91,11 +113,7 @@ class Splitter:
         gets no more arguments: it ends `incomplete`, and its text is never released as content.
         A call opened that the final reading does not complete (a model that broke its own syntax
         where no grammar held it) ends `incomplete` too."""
-        delta = self._update(text, whole, grow=False)
-        ends = tuple(CallPiece(i, *self.opened[i], status=INCOMPLETE)
-                     for i in range(len(self.sent_calls), len(self.opened)))
-        del self.opened[len(self.sent_calls):]
-        return Delta(delta.content, delta.reasoning, delta.carried + ends + delta.begun)
+        return self._update(text, whole, grow=False)
 
     def _update(self, text: str, final: bool, grow: bool) -> Delta:
         parsed = self.read(text, final)
@@ -106,44 +124,62 @@ class Splitter:
             new_reasoning = parsed.reasoning[len(self.sent_reasoning):]
         self.sent_content += new_content
         self.sent_reasoning += new_reasoning
-        pieces = [self._complete(i, c) for i, c in enumerate(parsed.calls) if i >= len(self.sent_calls)]
-        if grow and not final and parsed.writing is not None and len(parsed.calls) == len(self.sent_calls):
-            pieces.extend(self._grow(len(parsed.calls), parsed.writing))
+        pieces: list[CallPiece] = []
+        for call in parsed.calls[len(self.sent_calls):]:
+            pieces.extend(self._complete(call))
+        writing = parsed.writing if grow and not final and len(parsed.calls) == len(self.sent_calls) else None
+        if writing is not None:
+            pieces.extend(self._grow(writing))
+        elif self.pending is not None:  # the reading no longer has the call opened: it ends here
+            pieces.append(self._end())
         pieces.sort(key=lambda p: p.opens)  # calls already open before the text, new ones after
         return Delta(new_content, new_reasoning, tuple(pieces))
 
-    def _complete(self, i: int, call: ToolCall) -> CallPiece:
-        if i < len(self.opened):  # opened while it was written: the rest of its arguments
-            sent = self.sent_arguments[i]
-            rest = call.arguments[len(sent):] if call.arguments.startswith(sent) else ""
-            piece = CallPiece(i, *self.opened[i], rest, status=COMPLETED)
-        else:
-            self.opened.append((call.id, call.name))
-            self.sent_arguments.append("")
-            piece = CallPiece(i, call.id, call.name, call.arguments, opens=True, status=COMPLETED)
-        self.sent_arguments[i] = call.arguments
-        self.sent_calls.append(ToolCall(call.name, call.arguments, piece.id))
-        return piece
+    def _end(self) -> CallPiece:
+        assert self.pending is not None
+        p, self.pending = self.pending, None
+        return CallPiece(p.index, p.id, p.name, status=INCOMPLETE)
 
-    def _grow(self, i: int, writing: Writing) -> list[CallPiece]:
+    def _slot(self) -> int:
+        self.slots += 1
+        return self.slots - 1
+
+    def _complete(self, call: ToolCall) -> list[CallPiece]:
+        out = []
+        p = self.pending
+        if p is not None and p.continues(call.name, call.arguments, call.at):  # the rest of its arguments
+            self.pending = None
+            piece = CallPiece(p.index, p.id, p.name, call.arguments[len(p.sent):], status=COMPLETED)
+        else:
+            if p is not None:  # opened, then lost: a call before this one that failed to close
+                out.append(self._end())
+            piece = CallPiece(self._slot(), call.id, call.name, call.arguments, opens=True, status=COMPLETED)
+        self.sent_calls.append(ToolCall(call.name, call.arguments, piece.id))
+        return out + [piece]
+
+    def _grow(self, writing: Writing) -> list[CallPiece]:
         # a trailing U+FFFD is a character whose bytes are not all decoded yet: it may still change
         held = writing.arguments.rstrip("\ufffd")
-        if i == len(self.opened):
-            self.opened.append(("call_" + secrets.token_hex(12), writing.name))
-            self.sent_arguments.append(held)
-            return [CallPiece(i, *self.opened[i], held, opens=True)]
-        sent = self.sent_arguments[i]
-        if len(held) <= len(sent) or not held.startswith(sent):
-            return []
-        self.sent_arguments[i] = held
-        return [CallPiece(i, *self.opened[i], held[len(sent):])]
+        out = []
+        p = self.pending
+        if p is not None and not p.continues(writing.name, held, writing.at):
+            out.append(self._end())  # the call opened failed; another is being written
+            p = None
+        if p is None:
+            self.pending = _Open(self._slot(), "call_" + secrets.token_hex(12), writing.name, held, writing.at)
+            return out + [CallPiece(self.pending.index, self.pending.id, writing.name, held, opens=True)]
+        if len(held) <= len(p.sent):
+            return out
+        piece = CallPiece(p.index, p.id, p.name, held[len(p.sent):])
+        p.sent = held
+        return out + [piece]
 
     def final(self, text: str, whole: bool = True) -> Parsed:
         """The answer read at its end, the calls streamed keeping their ids. `whole` False: the
         answer was cut (max_tokens, the context's end), so what was still being written (a call's
         beginning, a marker's) is left out as a stream leaves it out, not read as text."""
         parsed = self.read(text, whole)
-        calls = tuple(ToolCall(c.name, c.arguments, self.opened[i][0]) if i < len(self.opened) else c
+        calls = tuple(ToolCall(c.name, c.arguments, self.sent_calls[i].id) if i < len(self.sent_calls) else c
                       for i, c in enumerate(parsed.calls))
         content = parsed.content if whole or self.fmt is None else parsed.content.rstrip()  # as update sent it
         return Parsed(content, calls, parsed.reasoning)

@@ -165,10 +165,13 @@ class ResponsesOutput(ChatOutput):
                                   item=_message(self.open["id"], "", "in_progress", parts=False)),
                       self._event("response.content_part.added", **self._at(), part=_part(""))]
 
-    def _close(self, status: str = "completed") -> list[str]:
+    def _close(self, status: str | None = None) -> list[str]:
+        """Close the item open. A function_call closed by anything but its own end (its status) was
+        not completed: another item opening, the answer ending, close it `incomplete`."""
         if self.open is None:
             return []
         item, text, self.open = self.open, self.open["text"], None
+        status = status or ("incomplete" if item["kind"] == "function_call" else "completed")
         at = {"item_id": item["id"], "output_index": len(self.output), "content_index": 0}
         if item["kind"] == "function_call":
             done = _call(item["id"], item["call"], text, status, self.names)

@@ -183,3 +183,105 @@ def test_a_character_still_decoding_is_held_back():
     assert piece.arguments == 'é"}' and piece.status == "writing"
     (done,) = split.last(head + 'é"}}}', True).calls
     assert done.status == "completed" and done.arguments == ""
+
+
+def _agree(deltas, final) -> dict[int, list]:
+    """The stream and the final reading say the same: the content streamed is the final content;
+    each index is one call (one id, one name, opened once); the calls completed are the final
+    reading's calls, in order, with their ids and their pieces joined to their arguments; any
+    other call streamed ended `incomplete` and is not in the final reading."""
+    assert "".join(d.content for d in deltas) == final.content
+    calls = _calls(deltas)
+    done = []
+    for index in sorted(calls):
+        pieces = calls[index]
+        assert pieces[0].opens and not any(p.opens for p in pieces[1:])
+        assert len({p.id for p in pieces}) == 1 and len({p.name for p in pieces}) == 1
+        assert [p.status for p in pieces[:-1]] == ["writing"] * (len(pieces) - 1)
+        assert pieces[-1].status in ("completed", "incomplete")
+        if pieces[-1].status == "completed":
+            done.append((pieces[0].id, pieces[0].name, "".join(p.arguments for p in pieces)))
+    assert done == [(c.id, c.name, c.arguments) for c in final.calls]
+    return calls
+
+
+def _by_character(fmt, text: str):
+    return _stream(fmt, text, list(range(1, len(text) + 1)))
+
+
+def test_llama3_keeps_a_call_streamed_before_text_it_cannot_read():
+    """A call then prose (tool_choice auto, no grammar): the call streamed complete stays a call,
+    the prose after it is content, streamed and final alike."""
+    text = '{"name":"f","parameters":{"x":1}} I\'ll check.'
+    deltas, final = _by_character(Llama3(), text)
+    calls = _agree(deltas, final)
+    assert [(c.name, c.arguments) for c in final.calls] == [("f", '{"x":1}')]
+    assert final.content == "I'll check." and list(calls) == [0]
+    assert [(c.name, c.arguments) for c in Llama3().parse(text, True).calls] == [("f", '{"x":1}')]
+
+
+def test_llama3_prose_first_stays_content():
+    text = 'I\'ll check: {"name":"f","parameters":{"x":1}}'
+    deltas, final = _by_character(Llama3(), text)
+    _agree(deltas, final)
+    assert final.calls == () and final.content == text
+
+
+@pytest.mark.parametrize("fmt, text, content, names", [
+    (Mistral(), 'Sure.[TOOL_CALLS]f[ARGS]{"x": 1}[TOOL_CALLS]g[ARGS]{"y": oops}', 'Sure.[TOOL_CALLS]g[ARGS]{"y": oops}',
+     ["f"]),
+    (Mistral(), 'Sure.[TOOL_CALLS][{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": {"y": oops}}]',
+     'Sure.{"name": "g", "arguments": {"y": oops}}]', ["f"]),
+    (Mistral(), '[TOOL_CALLS][{"name": "f", "arguments": {"x": 1}} and then', "and then", ["f"]),
+    (DeepSeek(fenced=False), "Ok." + DS_BEGIN + DS_CALL + 'f' + DS_SEP + '{"x": 1}' + DS_END + DS_CALL + "g" + DS_SEP
+     + '{"y": oops}' + DS_END + DS_ENDS, "Ok." + DS_CALL + "g" + DS_SEP + '{"y": oops}' + DS_END + DS_ENDS, ["f"]),
+])
+def test_calls_read_before_an_unreadable_rest_stay_calls(fmt, text, content, names):
+    """The final reading keeps the calls it read and turns only the rest into content, so a call
+    streamed complete is never taken back; a call opened in the rest ends `incomplete`."""
+    deltas, final = _by_character(fmt, text)
+    calls = _agree(deltas, final)
+    assert [c.name for c in final.calls] == names and final.content == content
+    assert [c.name for c in fmt.parse(text, True).calls] == names
+    assert all(pieces[-1].status == "incomplete" for i, pieces in calls.items() if i >= len(names))
+
+
+@pytest.mark.parametrize("broken", ['{"name": "f", "arguments": {"x": 1}}{"y": 2}',
+                                    '{"name": "f", "arguments": {"x": 1, "y"}}'])
+def test_a_call_that_fails_to_close_ends_incomplete_and_the_next_keeps_its_own_id(broken):
+    """A call opened while written that fails when its block closes (two objects in one block,
+    malformed JSON) ends `incomplete` there, its block content; the next call opens under its own
+    index, id and name, with its own arguments."""
+    block = f"<tool_call>\n{broken}\n</tool_call>"
+    good = '<tool_call>\n{"name": "g", "arguments": {"z": 3}}\n</tool_call>'
+    text = block + "\n" + good
+    deltas, final = _by_character(Hermes(), text)
+    calls = _agree(deltas, final)
+    assert [p.name for p in calls[0]] == ["f"] * len(calls[0]) and calls[0][-1].status == "incomplete"
+    assert [(p.name, p.status) for p in calls[1]][-1] == ("g", "completed") and calls[1][0].id != calls[0][0].id
+    assert [(c.name, c.arguments) for c in final.calls] == [("g", '{"z": 3}')] and final.content == block
+    end = next(n for n, d in enumerate(deltas) if any(p.status == "incomplete" for p in d.calls))
+    assert block.startswith(deltas[end].content) and deltas[end].content  # ended as its text goes out
+    assert not any(d.content for d in deltas[:end])
+
+
+def test_harmony_malformed_arguments_join_the_pieces_sent():
+    text = ("<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
+            '{"x": 1, "y": oops}<|call|>')
+    deltas, final = _by_character(Harmony(), text)
+    calls = _agree(deltas, final)
+    assert [(c.name, c.arguments) for c in final.calls] == [("f", '{"x": 1, "y": oops}')]
+    assert len(calls[0]) > 2 and calls[0][0].status == "writing"
+
+
+def test_a_call_lost_and_another_like_it_in_one_step_are_two_calls():
+    """The failed call and a call of the same name whose arguments begin as the failed one's did
+    arrive in one step: they are told apart by their place in the answer, not their place in the
+    list of calls (the first ends `incomplete` before its text goes out, the second opens anew)."""
+    block = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}{"y": 2}\n</tool_call>'
+    text = block + '\n<tool_call>\n{"name": "f", "arguments": {"x": 1, "z": 3}}\n</tool_call>'
+    deltas, final = _stream(Hermes(), text, [block.index('"x"') + 4, len(text)])
+    calls = _agree(deltas, final)
+    assert [p.status for p in calls[0]] == ["writing", "incomplete"] and calls[1][0].opens
+    assert deltas[1].carried[-1].status == "incomplete" and deltas[1].content == block
+    assert [(c.name, c.arguments) for c in final.calls] == [("f", '{"x": 1, "z": 3}')]

@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace
 
 from homespec.chatformat.hermes import Hermes
+from homespec.chatformat.split import CallPiece, Delta
 from homespec.engine.responses import Finish, TextDelta
 from homespec.server.chat import Turn
 from homespec.server.responses_in import answered
@@ -73,3 +74,31 @@ def test_a_cut_call_is_not_carried_on_by_a_chained_request():
     output = [{"type": "function_call", "call_id": "call_1", "name": "get_time", "arguments": '{"zone": "Eu',
                "status": "incomplete"}]
     assert answered(output) == [{"role": "assistant", "content": None}]
+
+
+def test_a_call_that_fails_to_close_ends_incomplete_and_the_next_call_is_its_own():
+    """A call opened while written whose block then does not read as a call: its item is done
+    `incomplete` (no arguments .done), its block goes out as a message, and the next call is a new
+    item with its own call_id, name and arguments, completed."""
+    broken = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}{"x": 1}\n</tool_call>'
+    text = broken + "\n" + CALL
+    events = _events(text, "eos", list(range(1, len(text) + 1)))
+    done = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert [(i["type"], i["status"]) for i in done] == [("function_call", "incomplete"), ("message", "completed"),
+                                                       ("function_call", "completed")]
+    assert done[0]["arguments"] == '{"zone": "UTC"}' and done[1]["content"][0]["text"] == broken
+    assert done[2]["call_id"] != done[0]["call_id"] and done[2]["name"] == "get_time"
+    assert done[2]["arguments"] == '{"zone": "Europe/Paris", "format": "24h"}'
+    args_done = [e for e in events if e["type"] == "response.function_call_arguments.done"]
+    assert [e["item_id"] for e in args_done] == [done[2]["id"]]
+    assert events[-1]["response"]["output"] == done
+
+
+def test_text_after_an_open_call_closes_its_item_incomplete():
+    """Whatever closes a function_call item other than its own end leaves it `incomplete`."""
+    out = ResponsesOutput(Answer("chat", "m"), _Tok(), Turn("", [1], None, Hermes(), "none", False), {})
+    out._pieces(Delta(calls=(CallPiece(0, "call_1", "get_time", '{"zone": "U', opens=True),)))
+    raw = out._pieces(Delta("Sorry."))
+    events = [json.loads(e.strip().split("\n")[1].removeprefix("data: ")) for e in raw]
+    assert events[0]["type"] == "response.output_item.done" and events[0]["item"]["status"] == "incomplete"
+    assert "response.function_call_arguments.done" not in [e["type"] for e in events]
