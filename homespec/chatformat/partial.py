@@ -54,12 +54,9 @@ def members(text: str, pos: int) -> tuple[list[Member], int | None]:
     """The members of the object opening at `pos` (after whitespace) as far as they are written,
     and where it closes (None: not yet, or what follows does not read as the rest of an object)."""
     out: list[Member] = []
-    pos = skip(text, pos)
-    if not text.startswith("{", pos):
-        return out, None
-    pos = skip(text, pos + 1)
-    if text.startswith("}", pos):
-        return out, pos + 1
+    pos = _inside(text, pos, "{")
+    if pos is None or text.startswith("}", pos):
+        return out, None if pos is None else pos + 1
     while (m := _KEY.match(text, pos)) is not None:
         try:
             key = json.loads(f'"{m.group(1)}"')
@@ -68,12 +65,9 @@ def members(text: str, pos: int) -> tuple[list[Member], int | None]:
             out.append(Member(m.group(1), m.end(), None))
             return out, None
         out.append(Member(key, m.end(), end, value))
-        pos = skip(text, end)
-        if text.startswith("}", pos):
-            return out, pos + 1
-        if not text.startswith(",", pos):
-            return out, None
-        pos = skip(text, pos + 1)
+        closed, pos = _after(text, end, "}")
+        if closed or pos is None:
+            return out, pos
     return out, None
 
 
@@ -81,12 +75,9 @@ def elements(text: str, pos: int) -> tuple[list[tuple[int, int | None]], int | N
     """The items of the array opening at `pos` (after whitespace): (start, end) each, end None for
     the one still being written; and where the array closes (None: not yet)."""
     out: list[tuple[int, int | None]] = []
-    pos = skip(text, pos)
-    if not text.startswith("[", pos):
-        return out, None
-    pos = skip(text, pos + 1)
-    if text.startswith("]", pos):
-        return out, pos + 1
+    pos = _inside(text, pos, "[")
+    if pos is None or text.startswith("]", pos):
+        return out, None if pos is None else pos + 1
     while pos < len(text):
         try:
             _, end = _DECODER.raw_decode(text, pos)
@@ -94,13 +85,28 @@ def elements(text: str, pos: int) -> tuple[list[tuple[int, int | None]], int | N
             out.append((pos, None))
             return out, None
         out.append((pos, end))
-        pos = skip(text, end)
-        if text.startswith("]", pos):
-            return out, pos + 1
-        if not text.startswith(",", pos):
-            return out, None
-        pos = skip(text, pos + 1)
+        closed, pos = _after(text, end, "]")
+        if closed or pos is None:
+            return out, pos
     return out, None
+
+
+def _inside(text: str, pos: int, mark: str) -> int | None:
+    """Where the first item of the object or array opening with `mark` at `pos` (after whitespace)
+    would start; None where it does not open there."""
+    pos = skip(text, pos)
+    return skip(text, pos + 1) if text.startswith(mark, pos) else None
+
+
+def _after(text: str, end: int, close: str) -> tuple[bool, int | None]:
+    """After an item of an object or array that ends at `end`: (True, past `close`) where the
+    container closes there, (False, the next item's start) after a comma, (False, None) else."""
+    pos = skip(text, end)
+    if text.startswith(close, pos):
+        return True, pos + 1
+    if not text.startswith(",", pos):
+        return False, None
+    return False, skip(text, pos + 1)
 
 
 def read_call(text: str, pos: int = 0, name_keys: Sequence[str] = NAME_KEYS,

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from char_tokenizer import CharTokenizer
 from homespec.chatformat.generic import Generic
 from homespec.engine.responses import Finish, TextDelta
 from homespec.server.chat import Turn
@@ -70,17 +71,6 @@ def test_server_tools_are_left_out_and_what_cannot_be_read_is_a_400():
     assert anthropic_error(ApiError(503, "busy"))["error"]["type"] == "overloaded_error"
 
 
-class _Tok:
-    eos_ids = frozenset({0})
-    bos_id = None
-
-    def encode(self, text, add_bos=True, special=False):
-        return [ord(c) for c in text]
-
-    def decode(self, ids, special=False):
-        return "".join(chr(i) for i in ids)
-
-
 def _events(out: MessagesOutput, text: str, fin: Finish) -> list[dict]:
     raw: list[str] = []
     for c in text:
@@ -99,7 +89,7 @@ def _events(out: MessagesOutput, text: str, fin: Finish) -> list[dict]:
 def test_a_streamed_call_is_a_tool_use_block_with_its_input_json():
     text = json.dumps({"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]})
     fin = Finish("eos", text, tuple(ord(c) for c in text), (1, 2, 3), (), 0.1, 0.2, cached_tokens=2)
-    out = MessagesOutput(Answer("chat", "m"), _Tok(), Turn("", [1, 2, 3], None, Generic(), "none", False), False, ())
+    out = MessagesOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1, 2, 3], None, Generic(), "none", False), False, ())
     events = _events(out, text, fin)
     kinds = [e["type"] for e in events]
     assert kinds[0] == "content_block_start" and kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
@@ -118,17 +108,17 @@ def test_thinking_streams_as_its_own_block_when_enabled_and_not_otherwise():
     text = "Let me think.</think>\nHello!"
     fin = Finish("length", text, tuple(ord(c) for c in text), (1,), (), 0.1, 0.2)
     turn = Turn("", [1], None, None, "deepseek", starts_open=True)
-    events = _events(MessagesOutput(Answer("chat", "m"), _Tok(), turn, True, ()), text, fin)
+    events = _events(MessagesOutput(Answer("chat", "m"), CharTokenizer(), turn, True, ()), text, fin)
     starts = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
     assert starts == ["thinking", "text"] and [e["index"] for e in events if e["type"] == "content_block_stop"] == [0, 1]
     thought = "".join(e["delta"].get("thinking", "") for e in events if e["type"] == "content_block_delta")
     said = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
     assert (thought, said) == ("Let me think.", "Hello!") and events[-2]["delta"]["stop_reason"] == "max_tokens"
-    hidden = _events(MessagesOutput(Answer("chat", "m"), _Tok(), turn, False, ()), text, fin)
+    hidden = _events(MessagesOutput(Answer("chat", "m"), CharTokenizer(), turn, False, ()), text, fin)
     assert [e["content_block"]["type"] for e in hidden if e["type"] == "content_block_start"] == ["text"]
 
 
 def test_a_stop_sequence_is_named():
-    out = MessagesOutput(Answer("chat", "m"), _Tok(), Turn("", [1], None, None, "none", False), False, ("END", "##"))
+    out = MessagesOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1], None, None, "none", False), False, ("END", "##"))
     fin = Finish("stop", "one two ", tuple(ord(c) for c in "one two ##"), (1,), (), 0.1, 0.2)
     assert out.ending(fin, False) == {"stop_reason": "stop_sequence", "stop_sequence": "##"}

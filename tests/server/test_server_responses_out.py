@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from char_tokenizer import CharTokenizer
 from homespec.chatformat.hermes import Hermes
 from homespec.chatformat.split import CallPiece, Delta
 from homespec.engine.responses import Finish, TextDelta
@@ -18,19 +19,8 @@ from homespec.server.shapes import Answer
 CALL = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "Europe/Paris", "format": "24h"}}\n</tool_call>'
 
 
-class _Tok:
-    eos_ids = frozenset({0})
-    bos_id = None
-
-    def encode(self, text, add_bos=True, special=False):
-        return [ord(c) for c in text]
-
-    def decode(self, ids, special=False):
-        return "".join(chr(i) for i in ids)
-
-
 def _events(text: str, finish: str, steps: list[int]) -> list[dict]:
-    out = ResponsesOutput(Answer("chat", "m"), _Tok(), Turn("", [1], None, Hermes(), "none", False), {})
+    out = ResponsesOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1], None, Hermes(), "none", False), {})
     raw, at = [], 0
     for n in steps:
         out.take(TextDelta(text[at:n], tuple(ord(c) for c in text[at:n])))
@@ -96,7 +86,7 @@ def test_a_call_that_fails_to_close_ends_incomplete_and_the_next_call_is_its_own
 
 def test_text_after_an_open_call_closes_its_item_incomplete():
     """Whatever closes a function_call item other than its own end leaves it `incomplete`."""
-    out = ResponsesOutput(Answer("chat", "m"), _Tok(), Turn("", [1], None, Hermes(), "none", False), {})
+    out = ResponsesOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1], None, Hermes(), "none", False), {})
     out._pieces(Delta(calls=(CallPiece(0, "call_1", "get_time", '{"zone": "U', opens=True),)))
     raw = out._pieces(Delta("Sorry."))
     events = [json.loads(e.strip().split("\n")[1].removeprefix("data: ")) for e in raw]

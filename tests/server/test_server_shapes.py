@@ -7,6 +7,7 @@ import pytest
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from char_tokenizer import CharTokenizer
 from homespec.server.errors import validation_error
 from homespec.server.schemas import ChatRequest, CompletionRequest
 from homespec.server.shapes import Answer, chunk, completion, timings
@@ -115,19 +116,6 @@ def test_metrics_render_the_engines_figures_in_prometheus_text():
     assert not any(name.endswith("_created") for name, _ in samples)
 
 
-class _Tok:
-    """A tokenizer as ChatOutput reads one: ids are characters' code points."""
-
-    eos_ids = frozenset({0})
-    bos_id = None
-
-    def encode(self, text, add_bos=True, special=False):
-        return [ord(c) for c in text]
-
-    def decode(self, ids, special=False):
-        return "".join(chr(i) for i in ids)
-
-
 def _deltas(text: str):
     from homespec.engine.responses import TextDelta
 
@@ -142,13 +130,13 @@ def test_a_thinking_answer_streams_reasoning_then_content_and_counts_it():
 
     text = "The user greets.</think>\nHello!"
     fin = Finish("eos", text, tuple(ord(c) for c in text), (1, 2), (), 0.1, 0.2)
-    out = ChatOutput(Answer("chat", "m"), _Tok(), Turn("", [1, 2], None, None, "deepseek", starts_open=True))
+    out = ChatOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1, 2], None, None, "deepseek", starts_open=True))
     chunks = [c for d in _deltas(text) for c in out.stream(d)] + out.end(fin, include_usage=True)
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert "".join(d.get("reasoning_content", "") for d in deltas) == "The user greets."
     assert "".join(d.get("content", "") for d in deltas) == "Hello!"
     assert chunks[-1]["usage"]["completion_tokens_details"]["reasoning_tokens"] == len("The user greets.")
-    whole = ChatOutput(Answer("chat", "m"), _Tok(), Turn("", [1, 2], None, None, "deepseek", starts_open=True))
+    whole = ChatOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1, 2], None, None, "deepseek", starts_open=True))
     for d in _deltas(text):
         whole.take(d)
     message = whole.body(fin)["choices"][0]["message"]
@@ -162,7 +150,7 @@ def test_a_parsed_call_ends_with_finish_reason_tool_calls():
 
     text = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
     fin = Finish("eos", text, tuple(ord(c) for c in text), (1,), (), 0.1, 0.2)
-    out = ChatOutput(Answer("chat", "m"), _Tok(), Turn("", [1], None, Hermes(), "none", False))
+    out = ChatOutput(Answer("chat", "m"), CharTokenizer(), Turn("", [1], None, Hermes(), "none", False))
     for d in _deltas(text):
         out.take(d)
     choice = out.body(fin)["choices"][0]
