@@ -37,6 +37,9 @@ def serve(
     cors: Annotated[Optional[str], typer.Option("--cors", help="Web pages (origins, comma-separated, or '*' for any) whose scripts may call the API from a browser, beside pages served from this machine (localhost, 127.0.0.1, [::1]), which always may.")] = None,
     chat_template_file: Annotated[Optional[str], typer.Option("--chat-template-file", help="A Jinja chat template to use instead of the model's (llama-server's flag): e.g. one that renders tools for a model whose own does not.")] = None,
     max_tokens: Annotated[Optional[int], number(limits.MAX_TOKENS, "--max-tokens", "-n", help="The most tokens an answer may have when its request sets no limit (llama-server's -n), on every route; a request's own max_tokens (max_output_tokens) wins. Default: none, an answer may run to the end of the context.")] = None,
+    temperature: Annotated[Optional[float], number(limits.TEMPERATURE, "--temperature", "--temp", help="The sampling temperature of a request that sets none (llama-server's --temp; Codex CLI, for one, sends none); a request's own wins. Default: the API's own, 1.0 (0 = greedy).")] = None,
+    top_k: Annotated[Optional[int], number(limits.TOP_K, help="Top-k for a request that sets none (llama-server's --top-k); a request's own wins. Default: off.")] = None,
+    top_p: Annotated[Optional[float], number(limits.TOP_P, help="Top-p for a request that sets none (llama-server's --top-p); a request's own wins. Default: the API's own, 1.0.")] = None,
     store_responses: Annotated[int, number(limits.STORE_RESPONSES, help="Responses API answers kept for previous_response_id and GET /v1/responses/{id}, per API key, least recently used dropped first (0: store none).")] = 256,
     store_mib: Annotated[int, number(limits.STORE_MIB, help="MiB the stored responses may take (counted as their JSON).")] = 64,
     reasoning_format: Annotated[str, typer.Option("--reasoning-format", help="How thinking (<think>...</think>, gpt-oss's analysis) is returned: deepseek (in message.reasoning_content), deepseek-legacy (there and in content), none (left in content), auto (= deepseek). A request's reasoning_format overrides it.")] = "auto",
@@ -72,7 +75,8 @@ def serve(
                            cache_prompt=cache_prompt, cache_ram=cache_ram << 20, max_body=max_body_mib << 20,
                            cors=origins, reasoning_format=reasoning_format,
                            template_file=Path(chat_template_file) if chat_template_file is not None else None,
-                           max_tokens=max_tokens, store_responses=store_responses, store_bytes=store_mib << 20)
+                           max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                           store_responses=store_responses, store_bytes=store_mib << 20)
     lazy.launch(opts, serving)
 
 

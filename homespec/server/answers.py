@@ -12,6 +12,7 @@ import json
 import logging
 import secrets
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from starlette.requests import Request
@@ -40,6 +41,28 @@ POLL_S = 0.25  # how often a waiting answer looks whether its client is still th
 FLOWING_CHECK_S = 0.05
 
 
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """What the server fills in where a request leaves a field out (serve's --max-tokens, --temperature,
+    --top-k, --top-p: llama-server's -n, --temp, --top-k, --top-p); None keeps the API's own default
+    (no limit but the context's end; OpenAI's temperature 1, top_p 1; top-k off). A request's own
+    value always wins. Agents that send no sampling fields (Codex CLI sends none) get these."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def sampling(self, body: Sampling) -> tuple[float, int, float]:
+        """(temperature, top_k, top_p) for `body`: its own where it set them, else these, else its defaults."""
+        given = body.model_fields_set
+
+        def pick(name: str, mine: float | int | None) -> Any:
+            return getattr(body, name) if name in given or mine is None else mine
+
+        return float(pick("temperature", self.temperature)), int(pick("top_k", self.top_k)), float(pick("top_p", self.top_p))
+
+
 def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
     prompt = body.prompt[0] if isinstance(body.prompt, list) and isinstance(body.prompt[0], str) else body.prompt
     if isinstance(prompt, str):
@@ -53,12 +76,13 @@ def text_ids(engine: "Engine", body: CompletionRequest) -> list[int]:
 
 def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int | None, param: str, *,
                    grammar: "Grammar | None" = None, logprobs: int | None = None,
-                   default: int | None = None) -> EngineRequest:
+                   default: int | None = None, defaults: Defaults = Defaults()) -> EngineRequest:
     """The checks that need the prompt's length, then the request the engine takes. `param`:
     the field the prompt came from (messages or prompt); `wanted`: the request's own limit;
-    `default`: the server's for a request without one (--max-tokens; None: the context's end, and
-    either way no further than the context's end); `grammar`: what the answer must follow;
-    `logprobs`: score each token with this many alternatives."""
+    `default`: the route's for a request without one (--max-tokens; None: the context's end, and
+    either way no further than the context's end); `defaults`: the server's sampling for fields
+    the request left out; `grammar`: what the answer must follow; `logprobs`: score each token
+    with this many alternatives."""
     if body.n != 1:
         raise ApiError(400, f"n={body.n}: this server answers one choice per request", param="n")
     if not ids:
@@ -72,8 +96,8 @@ def engine_request(engine: "Engine", body: Sampling, ids: list[int], wanted: int
                        f"of {engine.lane_ctx}; ask for at most {engine.lane_ctx - len(ids)}", param="max_tokens",
                        code="context_length_exceeded")
     seed = body.seed if body.seed is not None else secrets.randbits(31)
-    sampler = None if body.temperature == 0 else Sampler(temperature=float(body.temperature), top_k=body.top_k,
-                                                          top_p=float(body.top_p), seed=seed)
+    temperature, top_k, top_p = defaults.sampling(body)
+    sampler = None if temperature == 0 else Sampler(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     room = engine.lane_ctx - len(ids)
     limit = wanted if wanted is not None else min(default, room) if default is not None else room
     return EngineRequest(prompt_ids=tuple(ids), max_tokens=limit, sampler=sampler,

@@ -24,7 +24,7 @@ from fastapi.responses import Response
 from starlette.middleware.cors import CORSMiddleware
 
 from homespec.server import errors
-from homespec.server.answers import AnswerStream
+from homespec.server.answers import AnswerStream, Defaults
 from homespec.server.chat import chat_settings
 from homespec.server.completions import completion_routes
 from homespec.server.discovery import discovery_routes
@@ -48,17 +48,18 @@ LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
 
 
 def create_app(engine: "Engine", *, model_name: str, api_key: str | None = None, max_body: int = MAX_BODY,
-               cors: tuple[str, ...] = (), chat: "ChatSettings | None" = None, max_tokens: int | None = None,
+               cors: tuple[str, ...] = (), chat: "ChatSettings | None" = None, defaults: Defaults = Defaults(),
                store: ResponseStore | None = None):
     """The ASGI app: the routes behind the guard (key, body limit, counts), behind CORS (a
     browser's preflight carries no key, so it is answered before the guard asks for one).
     `chat`: what the chat template says (homespec.server.chat.chat_settings; default: read now);
-    `max_tokens`: an answer's limit when its request sets none (--max-tokens); `store`: the stored
+    `defaults`: what the server fills in where a request leaves a field out (--max-tokens, --temperature,
+    --top-k, --top-p); `store`: the stored
     Responses API answers (default: a store of the default bounds)."""
     reg, http_count = registry(engine, model_name)
     chat = chat if chat is not None else chat_settings(engine.tokenizer)
     store = store if store is not None else ResponseStore(keyed=bool(api_key))
-    app = routes(engine, model_name, reg, chat, max_tokens, store)
+    app = routes(engine, model_name, reg, chat, defaults, store)
     guarded = Guard(app, api_key=api_key, max_body=max_body, count=http_count.add)
     return EndQuietly(CORSMiddleware(guarded, allow_origins=list(cors), allow_origin_regex=LOOPBACK_ORIGINS,
                                      allow_methods=["GET", "POST"], allow_headers=["*"], max_age=600))
@@ -87,18 +88,18 @@ def openapi_schema() -> dict:
     tests generate requests from it). The routes read no engine until a request comes."""
     from prometheus_client import CollectorRegistry
 
-    return routes(None, "model", CollectorRegistry(), None, None, ResponseStore()).openapi()  # type: ignore[arg-type]
+    return routes(None, "model", CollectorRegistry(), None, Defaults(), ResponseStore()).openapi()  # type: ignore[arg-type]
 
 
-def routes(engine: "Engine", model_name: str, reg, chat: "ChatSettings | None", max_tokens: int | None,
+def routes(engine: "Engine", model_name: str, reg, chat: "ChatSettings | None", defaults: Defaults,
            store: ResponseStore) -> FastAPI:
     """The routes over `engine`, with OpenAI's error shape for every failure (Anthropic's on its routes)."""
     app = FastAPI(title="homespec", docs_url=None, redoc_url=None, openapi_url=None)
     errors.install(app)
-    app.include_router(completion_routes(engine, model_name, chat, max_tokens))
-    app.include_router(responses_routes(engine, model_name, chat, max_tokens, store))
-    app.include_router(messages_routes(engine, model_name, chat))
-    app.include_router(discovery_routes(engine, model_name, int(time.time()), chat, max_tokens))
+    app.include_router(completion_routes(engine, model_name, chat, defaults))
+    app.include_router(responses_routes(engine, model_name, chat, defaults, store))
+    app.include_router(messages_routes(engine, model_name, chat, defaults))
+    app.include_router(discovery_routes(engine, model_name, int(time.time()), chat, defaults))
 
     @app.get("/health")
     async def health():

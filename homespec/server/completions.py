@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 
 def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | None,
-                      max_tokens: int | None = None) -> APIRouter:
-    """`max_tokens`: an answer's limit when its request sets none (--max-tokens); without it a chat
-    answer may run to the context's end and a text completion gets OpenAI's default, 16."""
+                      defaults: answers.Defaults = answers.Defaults()) -> APIRouter:
+    """`defaults`: what a request leaves out (serve's flags): without --max-tokens a chat answer may
+    run to the context's end and a text completion gets OpenAI's default, 16."""
+    max_tokens = defaults.max_tokens
     router = APIRouter()
 
     @router.post("/v1/chat/completions")
@@ -38,7 +39,7 @@ def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | No
         turn = await anyio.to_thread.run_sync(prepare, engine.tokenizer, chat or ChatSettings(None, False), body)
         top = (body.top_logprobs or 0) if body.logprobs else None
         req = answers.engine_request(engine, body, turn.ids, body.wanted_tokens(), "messages", grammar=turn.grammar,
-                                     logprobs=top, default=max_tokens)
+                                     logprobs=top, default=max_tokens, defaults=defaults)
         out = ChatOutput(Answer("chat", model_name), engine.tokenizer, turn, scored=top is not None)
         return await respond(engine, request, body, req, out)
 
@@ -47,7 +48,8 @@ def completion_routes(engine: "Engine", model_name: str, chat: ChatSettings | No
         ids = await anyio.to_thread.run_sync(answers.text_ids, engine, body)
         grammar = await anyio.to_thread.run_sync(constrain.requested, engine.tokenizer, body)
         req = answers.engine_request(engine, body, ids, body.wanted_tokens(), "prompt", grammar=grammar,
-                                     logprobs=body.logprobs, default=max_tokens if max_tokens is not None else 16)
+                                     logprobs=body.logprobs, default=max_tokens if max_tokens is not None else 16,
+                                     defaults=defaults)
         echoed = ids[1:] if ids and ids[0] == engine.tokenizer.bos_id and isinstance(body.prompt[0], str) else ids
         out = TextOutput(Answer("text", model_name), engine.tokenizer, body.logprobs, echoed if body.echo else ())
         return await respond(engine, request, body, req, out)

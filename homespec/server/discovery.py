@@ -18,6 +18,7 @@ from pydantic import StrictBool, StrictInt, StrictStr, field_validator
 
 from homespec.speculative.methods import method_entry
 from homespec.server import errors
+from homespec.server.answers import Defaults
 from homespec.server.chat import ChatSettings, prepare
 from homespec.server.schemas import MAX_TOKEN_ID, ChatRequest, _Body, _text
 
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
 MAX_DETOKENIZE = 1 << 16  # ids per /detokenize beyond the context (a whole conversation of a small one)
 DEFAULTS = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_tokens": -1, "n_predict": -1, "stop": [],
             "seed": -1, "stream": False, "cache_prompt": True}  # the request fields' defaults (docs/server.md)
+
+
+def params(defaults: Defaults) -> dict[str, Any]:
+    """/props' default_generation_settings.params: the request fields' defaults, serve's flags in."""
+    mine = {"temperature": defaults.temperature, "top_k": defaults.top_k, "top_p": defaults.top_p,
+            "max_tokens": defaults.max_tokens, "n_predict": defaults.max_tokens}
+    return {**DEFAULTS, **{k: v for k, v in mine.items() if v is not None}}
 
 
 class TokenizeRequest(_Body):
@@ -42,7 +50,7 @@ class DetokenizeRequest(_Body):
 
 
 def discovery_routes(engine: "Engine", model_name: str, created: int, chat: ChatSettings | None,
-                     max_tokens: int | None = None) -> APIRouter:
+                     defaults: Defaults = Defaults()) -> APIRouter:
     router = APIRouter()
 
     @router.get("/v1/models")
@@ -58,7 +66,7 @@ def discovery_routes(engine: "Engine", model_name: str, created: int, chat: Chat
 
     @router.get("/props")
     async def props():
-        return properties(engine, model_name, max_tokens)
+        return properties(engine, model_name, defaults)
 
     @router.get("/slots")
     async def slots():
@@ -108,9 +116,9 @@ def meta(engine: "Engine") -> dict[str, Any]:
             "n_params": spec.n_params if spec is not None else None, "size": size, "n_ctx": engine.lane_ctx}
 
 
-def properties(engine: "Engine", name: str, max_tokens: int | None = None) -> dict[str, Any]:
+def properties(engine: "Engine", name: str, defaults: Defaults = Defaults()) -> dict[str, Any]:
     """llama-server's /props: what a client reads at start, with homespec's speculation
-    (`max_tokens`: --max-tokens, llama-server's n_predict; -1 when unset)."""
+    (`defaults`: serve's --max-tokens, llama-server's n_predict, -1 when unset; its sampling flags)."""
     tok = engine.tokenizer
     template = getattr(tok, "chat_template", None)
     opt = engine.parts.options
@@ -118,8 +126,7 @@ def properties(engine: "Engine", name: str, max_tokens: int | None = None) -> di
                    "draft_depth": engine.parts.shape.depth if engine.parts.shape is not None else 0,
                    "draft_tokens": engine.parts.shape.total if engine.parts.shape is not None else 0}
     return {"default_generation_settings": {"n_ctx": engine.lane_ctx, "speculative": method_entry(opt.method).speculative,
-                                            "params": {**DEFAULTS, "max_tokens": max_tokens or -1,
-                                                                       "n_predict": max_tokens or -1}},
+                                            "params": params(defaults)},
             "total_slots": engine.slots, "model_alias": name, "model_path": engine.model_path,
             "n_ctx": engine.lane_ctx, "modalities": {"vision": False, "audio": False},
             "chat_template": template.source if template is not None else None,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from homespec.engine.core import Engine
 from homespec.errors import HomespecError
+from homespec.server.answers import Defaults
 from homespec.server.app import create_app
 from homespec.server.chat import chat_settings, checked_template
 from homespec.server.run import bind, exposure_warning, log_to_stderr, serve as serve_app, url_of
@@ -44,6 +45,9 @@ class Serving:
     template_file: Path | None = None
     reasoning_format: str = "auto"
     max_tokens: int | None = None  # an answer's limit when its request sets none (None: the context's end)
+    temperature: float | None = None  # the sampling of a request that sets none (None: the API's own defaults)
+    top_k: int | None = None
+    top_p: float | None = None
     store_responses: int = 256  # Responses API answers kept (homespec.server.store)
     store_bytes: int = 64 << 20
 
@@ -53,7 +57,8 @@ def launch(opts: RunOptions, s: Serving) -> None:
     engine, sock, path = open_engine(opts, s)
     serve_engine(engine, sock, host=s.host, api_key=s.api_key, name=s.alias or os.path.basename(path),
                  max_body=s.max_body, cors=s.cors, template_file=s.template_file,
-                 reasoning_format=s.reasoning_format, max_tokens=s.max_tokens,
+                 reasoning_format=s.reasoning_format,
+                 defaults=Defaults(s.max_tokens, s.temperature, s.top_k, s.top_p),
                  store=(s.store_responses, s.store_bytes))
 
 
@@ -79,19 +84,19 @@ def open_engine(opts: RunOptions, s: Serving) -> tuple["Engine", "socket.socket"
 
 def serve_engine(engine, sock, *, host: str, api_key: str | None, name: str, max_body: int,
                  cors: tuple[str, ...] = (), template_file: Path | None = None, reasoning_format: str = "auto",
-                 max_tokens: int | None = None, store: tuple[int, int] = (256, 64 << 20)) -> None:
+                 defaults: Defaults = Defaults(), store: tuple[int, int] = (256, 64 << 20)) -> None:
     """Serve until a signal, or until the engine stops: then exit 1 (after /health has said why for
     a moment), for whatever supervises the server (systemd, a container) to restart it."""
     log_to_stderr()
     try:
         chat = chat_settings(engine.tokenizer, template_file, reasoning_format)
         web = create_app(engine, model_name=name, api_key=api_key, max_body=max_body, cors=cors, chat=chat,
-                         max_tokens=max_tokens, store=ResponseStore(*store, keyed=bool(api_key)))
+                         defaults=defaults, store=ResponseStore(*store, keyed=bool(api_key)))
         if (warning := exposure_warning(host, api_key)) is not None:
             print(warning, file=sys.stderr)
         print(f"serving {name} at {url_of(sock)} (OpenAI API: base_url={url_of(sock)}, "
               f"api_key={_key_shown(api_key)}; {engine.slots} parallel, "
-              f"{engine.lane_ctx} tokens each, {_limit_shown(max_tokens)}); Ctrl-C stops", flush=True)
+              f"{engine.lane_ctx} tokens each, {_limit_shown(defaults)}); Ctrl-C stops", flush=True)
         caught = serve_app(web, sock, stop_when=lambda: engine.failure, stop_taking=engine.stop_taking,
                            end_all=engine.cancel_all)
         if caught and engine.failure is None:
@@ -110,8 +115,12 @@ def _key_shown(api_key: str | None) -> str:
     return "<your $HOMESPEC_API_KEY>" if os.environ.get("HOMESPEC_API_KEY") == api_key else "<your --api-key>"
 
 
-def _limit_shown(max_tokens: int | None) -> str:
-    """What the start line says of --max-tokens."""
-    if max_tokens is None:
-        return "answers up to the context's end unless a request sets max_tokens"
-    return f"answers up to {max_tokens} tokens unless a request sets max_tokens"
+def _limit_shown(defaults: Defaults) -> str:
+    """What the start line says of --max-tokens and the sampling flags."""
+    if defaults.max_tokens is None:
+        out = "answers up to the context's end unless a request sets max_tokens"
+    else:
+        out = f"answers up to {defaults.max_tokens} tokens unless a request sets max_tokens"
+    given = [f"{k} {v}" for k, v in (("temperature", defaults.temperature), ("top_k", defaults.top_k),
+                                      ("top_p", defaults.top_p)) if v is not None]
+    return out + (f", sampled with {', '.join(given)} unless a request says" if given else "")

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from homespec.engine.core import Engine
 
 
-def messages_routes(engine: "Engine", model_name: str, chat: ChatSettings | None) -> APIRouter:
+def messages_routes(engine: "Engine", model_name: str, chat: ChatSettings | None,
+                    defaults: answers.Defaults = answers.Defaults()) -> APIRouter:
+    """`defaults`: the server's sampling where a request leaves it out (max_tokens is required here)."""
     router = APIRouter()
     settings = chat or ChatSettings(None, False)
 
@@ -40,7 +42,7 @@ def messages_routes(engine: "Engine", model_name: str, chat: ChatSettings | None
         # max_tokens is required, and clients ask for far more than a local context holds (Claude Code
         # 32k): a bound, met at the context's end (stop_reason model_context_window_exceeded), not a 400
         req = answers.engine_request(engine, as_chat, turn.ids, None, "messages", grammar=turn.grammar,
-                                     default=as_chat.wanted_tokens())
+                                     default=as_chat.wanted_tokens(), defaults=defaults)
         out = MessagesOutput(Answer("chat", model_name), engine.tokenizer, turn, body.thinks, as_chat.stops())
         handle = answers.submit(engine, req)
         if body.stream:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from homespec.server.store import ResponseStore
 
 
-def responses_routes(engine: "Engine", model_name: str, chat: ChatSettings | None, max_tokens: int | None,
+def responses_routes(engine: "Engine", model_name: str, chat: ChatSettings | None, defaults: answers.Defaults,
                      store: "ResponseStore") -> APIRouter:
     router = APIRouter()
 
@@ -50,7 +50,7 @@ def responses_routes(engine: "Engine", model_name: str, chat: ChatSettings | Non
         as_chat = reading.chat
         turn = await anyio.to_thread.run_sync(prepare, engine.tokenizer, chat or ChatSettings(None, False), as_chat)
         req = answers.engine_request(engine, as_chat, turn.ids, as_chat.wanted_tokens(), "input", grammar=turn.grammar,
-                                     default=max_tokens)
+                                     default=defaults.max_tokens, defaults=defaults)
         keep = None
         if body.store is not False and store.enabled:
             def keep(response: dict) -> bool:

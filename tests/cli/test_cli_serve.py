@@ -27,6 +27,9 @@ from homespec.server.run import bind, exposure_warning, is_loopback, url_of
     (["-n", "1e3"], "--max-tokens '1e3'"),
     (["--store-responses", "-1"], "--store-responses"),
     (["--store-mib", "0"], "--store-mib 0"),
+    (["--temp", "3"], "--temperature 3"),
+    (["--top-k", "-1"], "--top-k -1"),
+    (["--top-p", "0"], "--top-p 0"),
     # the torch backend's engine decodes one sequence at a time: refused before the weights load
     (["--port", "0", "--backend", "torch", "--method", "none", "--parallel", "2"], "--parallel 2"),
 ])
@@ -50,7 +53,8 @@ def test_serve_lists_its_flags(capsys):
     out = capsys.readouterr().out
     for flag in ("--host", "--port", "--api-key", "--alias", "--parallel", "--queue", "--max-body-mib", "--ctx",
                  "--method", "--draft", "--backend", "--threads", "--cors", "HOMESPEC_API_KEY", "--chat-template-file",
-                 "--reasoning-format", "--max-tokens", "--store-responses", "--store-mib"):
+                 "--reasoning-format", "--max-tokens", "--store-responses", "--store-mib", "--temperature", "--temp",
+                 "--top-k", "--top-p"):
         assert flag in out, flag
 
 
