@@ -104,6 +104,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "slot's cache, as any earlier Codex session on the server does)")
     p.add_argument("--url", help="a running server's base URL (…/v1; default: start one)")
     p.add_argument("--key", default=KEY)
+    p.add_argument("--serve-args", default="", help="more flags for the server this script starts (e.g. "
+                   "\"--temp 0\": Codex sends no sampling fields, so the server's defaults decide)")
     add_threads(p, 2)
 
 
@@ -117,7 +119,7 @@ def run(args: argparse.Namespace) -> Result:
         from tests.server.test_server import Server
 
         server = Server("--ctx", "12288", "--parallel", "1", "--threads", str(args.threads), "--max-tokens", "256",
-                        "--api-key", args.key).wait_ready()
+                        "--api-key", args.key, *args.serve_args.split()).wait_ready()
         base = server.base + "/v1"
     else:
         base = args.url.rstrip("/")
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace) -> Result:
         if server is not None:
             server.stop()
     out = {"codex": version, "prompt": args.prompt, "timeout_s": args.timeout, "warmup": warm, "runs": runs,
-           "passed": sum(r["pass"] for r in runs)}
+           "passed": sum(r["pass"] for r in runs), "serve_args": args.serve_args if server is not None else None}
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}))
     return Result(rows=runs, detail={k: v for k, v in out.items() if k != "runs"})
 
