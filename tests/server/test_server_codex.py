@@ -36,12 +36,14 @@ def test_codex_exec_says_hi():
         # tools turn after turn, each turn another ~9k-token prompt) before it is stopped
         run = measure.run_codex(binary, server.base + "/v1", measure.KEY, "say hi", timeout=600,
                                 stop_when=lambda: bool(answered()), grace=30)
+        served = len(server.err)  # what came before the stop (a turn Codex sent as it was stopped meets a 503)
     finally:
         server.stop()
     log = "".join(server.err)
     answers = answered()
     assert answers, (run, log[-3000:])  # Codex's ~9k-token request read and answered
-    assert not any("-> 4" in line or "-> 5" in line for line in server.err), log[-3000:]  # none refused or failed
+    refused = [line for line in server.err[:served] if "-> 4" in line or "-> 5" in line]
+    assert not refused, log[-3000:]  # none refused or failed while the server ran
     assert "tools left out: web_search" in log  # said once, not refused
     # a run that ended ended cleanly; one still going at the bound is SmolLM2 calling Codex's tools turn
     # after turn (each turn answered above), which is the model's choice, not the server's
