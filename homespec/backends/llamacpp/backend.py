@@ -168,7 +168,7 @@ class LlamaCppBackend(LlamaCppCore):
         # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         if layout.n_seq > 1:
-            self._keep_path(path_seq(path[:k], layout), k)
+            self._keep_path(path_seq(path[:k], layout), self._committed_ids, self._n_past, k)
         elif k < len(tokens):  # a chain: its rows carry every id; cut them all after the kept nodes
             self._ll.llama_memory_seq_rm(self._mem, -1, self._n_past + k, -1)
         if self.n_swa > 0 and not self.swa_full:
@@ -187,20 +187,6 @@ class LlamaCppBackend(LlamaCppCore):
                 self._decode_rows(rows)
             self._n_past += len(rest)
             self.order_repairs += 1
-
-    def _keep_path(self, seq: int, k: int) -> None:
-        """After a tree: sequence `seq` holds the context and its root-to-leaf path; its first k
-        nodes stay. Every id loses the tree's cells but those k (the rejected branches are freed),
-        then those k join every id, as every committed cell does: 2 x ids calls over the tree's
-        own positions, whatever the context's length (re-tagging the context instead cost ids x
-        context cells of llama.cpp's bookkeeping a step)."""
-        ll, mem, p0 = self._ll, self._mem, self._n_past
-        ll.llama_memory_seq_rm(mem, seq, p0 + k, -1)
-        others = [s for s in range(self._tagged) if s != seq]
-        for s in others:
-            ll.llama_memory_seq_rm(mem, s, p0, -1)
-        for s in others:
-            ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)
 
     @property
     def _committed_ids(self) -> tuple[int, ...]:

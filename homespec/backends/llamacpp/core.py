@@ -213,6 +213,23 @@ class LlamaCppCore:
             return buf
         return buf.copy() if order is None else buf[np.asarray(order, dtype=np.intp)]  # one gather
 
+    # --- a verified tree's kept path ------------------------------------------------------------
+
+    def _keep_path(self, seq: int, ids: Sequence[int], p0: int, k: int) -> None:
+        """After a tree verified from position p0: sequence `seq` holds the context and its
+        root-to-leaf path, whose first k nodes stay. Every other id of `ids` (the ids each committed
+        cell carries) loses the tree's cells (the rejected branches are freed), then those k join
+        them all: 2 x ids calls over the tree's own positions, whatever the context's length
+        (re-tagging the context instead cost ids x context cells of llama.cpp's bookkeeping a step;
+        docs/backends.md, "Tree verification in one pass")."""
+        ll, mem = self._ll, self._mem
+        ll.llama_memory_seq_rm(mem, seq, p0 + k, -1)
+        others = [s for s in ids if s != seq]
+        for s in others:
+            ll.llama_memory_seq_rm(mem, s, p0, -1)
+        for s in others:
+            ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)
+
     # --- memory and teardown -------------------------------------------------------------------
 
     def memory_report(self) -> MemoryReport:

@@ -152,13 +152,7 @@ class MultiSeqBackend(LlamaCppCore):
         ll, mem, base, p0 = self._ll, self._mem, self._base(lane_id), lane.n_past
         ids = self._committed_ids(lane_id)
         if layout.n_seq > 1:  # the kept path joins every id; the other branches are freed
-            seq = base + path_seq(path[:k], layout)
-            ll.llama_memory_seq_rm(mem, seq, p0 + k, -1)
-            others = [s for s in ids if s != seq]
-            for s in others:
-                ll.llama_memory_seq_rm(mem, s, p0, -1)
-            for s in others:
-                ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)
+            self._keep_path(base + path_seq(path[:k], layout), ids, p0, k)
         elif k < len(tokens):  # a chain: its rows carry every id; all are cut after the kept nodes
             for s in ids:
                 ll.llama_memory_seq_rm(mem, s, p0 + k, -1)
