@@ -13,6 +13,7 @@ Range asked for and the body bytes sent, so a test can bound what a command read
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -176,6 +177,17 @@ def start(hub: Hub):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     hub.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     return httpd
+
+
+@contextlib.contextmanager
+def served(hub: Hub):
+    """`hub` served on 127.0.0.1 (start) for the block, then shut down and its socket closed."""
+    httpd = start(hub)
+    try:
+        yield hub
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def use_hub(monkeypatch, url: str, tmp_path: Path) -> None:

@@ -30,24 +30,22 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> Result:
-    from hub_server import Hub, Repo, start
+    from hub_server import Hub, Repo, served
 
     model = Path(a.model) if a.model else smollm2()
-    hub = Hub(repos={"org/model-GGUF": Repo({"model-Q4_1.gguf": model})})
-    httpd = start(hub)
-    os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=tempfile.mkdtemp(), HF_HUB_DISABLE_TELEMETRY="1")
-    from huggingface_hub import HfFileSystem
+    with served(Hub(repos={"org/model-GGUF": Repo({"model-Q4_1.gguf": model})})) as hub:
+        os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=tempfile.mkdtemp(), HF_HUB_DISABLE_TELEMETRY="1")
+        from huggingface_hub import HfFileSystem
 
-    from homespec.formats.gguf import parse_gguf, read_gguf_header
-    from homespec.sources.find import resolve_for_plan
+        from homespec.formats.gguf import parse_gguf, read_gguf_header
+        from homespec.sources.find import resolve_for_plan
 
-    header = read_gguf_header(resolve_for_plan("org/model-GGUF:Q4_1"))
-    ours = _hits(hub)
-    hub.log.clear()
-    with HfFileSystem(endpoint=hub.url).open("org/model-GGUF/model-Q4_1.gguf", "rb") as f:
-        parse_gguf(f)
-    theirs = _hits(hub)
-    httpd.shutdown()
+        header = read_gguf_header(resolve_for_plan("org/model-GGUF:Q4_1"))
+        ours = _hits(hub)
+        hub.log.clear()
+        with HfFileSystem(endpoint=hub.url).open("org/model-GGUF/model-Q4_1.gguf", "rb") as f:
+            parse_gguf(f)
+        theirs = _hits(hub)
     print(json.dumps({"file": model.name, "file_bytes": model.stat().st_size, "header_bytes": header.data_offset,
                       "homespec": ours, "hf_file_system": theirs}, indent=2))
     return Result(rows=[{"reader": "homespec", **ours}, {"reader": "hf_file_system", **theirs}],

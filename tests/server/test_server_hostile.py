@@ -143,16 +143,7 @@ def _read_for(s: socket.socket, seconds: float) -> bytes:
 
 def test_a_queued_stream_sends_no_chunk_before_its_turn(one_slot):
     leave = threading.Event()
-
-    def long_answer() -> None:
-        c = openai.OpenAI(base_url=one_slot.base + "/v1", api_key="any", max_retries=0, timeout=120)
-        with c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Tell a long story."}],
-                                       max_tokens=200, temperature=0, stream=True) as stream:
-            for _ in stream:
-                if leave.is_set():
-                    break
-
-    first = threading.Thread(target=long_answer, daemon=True)
+    first = threading.Thread(target=_hold_stream, args=(one_slot, leave, 120), daemon=True)
     first.start()
     deadline = time.monotonic() + 60
     while one_slot.metrics(key=None)["homespec:num_requests_running"] < 1:
@@ -382,8 +373,9 @@ def test_class7_clients_that_leave_the_queue_free_their_places(one_slot):
     assert status == 200
 
 
-def _hold_stream(server, leave: threading.Event) -> None:
-    c = openai.OpenAI(base_url=server.base + "/v1", api_key="any", max_retries=0, timeout=300)
+def _hold_stream(server, leave: threading.Event, timeout: float = 300) -> None:
+    """A long greedy answer streamed from `server` until `leave` is set (its slot held meanwhile)."""
+    c = openai.OpenAI(base_url=server.base + "/v1", api_key="any", max_retries=0, timeout=timeout)
     with c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Tell a long story."}],
                                    max_tokens=200, temperature=0, stream=True) as stream:
         for _ in stream:

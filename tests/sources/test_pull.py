@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_server import Hub, Repo, start, use_hub
+from hub_server import Hub, Repo, served, use_hub
 from homespec.cli import main
 from published_heads import published, reduced, write_head
 
@@ -54,10 +54,8 @@ def server(tmp_path_factory):
         "org/m-GGUF": Repo({"m-Q4_K_M.gguf": tiny, "m-Q8_0.gguf": tiny, "eagle3-m-Q8_0.gguf": side,
                             "eagle3-m-BF16.gguf": side}),
     })
-    httpd = start(hub)
-    yield hub
-    httpd.shutdown()
-    httpd.server_close()
+    with served(hub):
+        yield hub
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_server import Hub, Repo, start, use_hub
+from hub_server import Hub, Repo, served, use_hub
 from homespec.cli import main
 from homespec.embedded import DEFAULT_HEAD
 from homespec.errors import UsageError
@@ -70,10 +70,8 @@ def server(tiny, split, hf_dir):
         "org/huge-GGUF": Repo({"m-Q4_K_M.gguf": tiny}, claimed={"m-Q4_K_M.gguf": 2**60}),
         "org/head": Repo(head, commit="fedcba9876543210fedcba9876543210fedcba98"),
     })
-    httpd = start(hub)
-    yield hub
-    httpd.shutdown()
-    httpd.server_close()
+    with served(hub):
+        yield hub
 
 
 @pytest.fixture

@@ -100,16 +100,23 @@ def test_eagle3_tree_is_valid_and_output_lossless(target):
     out, accepted, context, _ = _speculate(target, drafter, PROMPT, 12)
     assert out == expected
     drafter.reset()
-    target.reset()
-    fwd = target.prefill(PROMPT)
-    drafter.begin(PROMPT, fwd)
-    tree = drafter.propose(int(fwd.logits[-1].argmax()), PROMPT)
+    _, root = _begun(drafter, target)
+    tree = drafter.propose(root, PROMPT)
     parents = check_parents(tree.parents)
     assert 2 <= tree.size <= 10
     assert int(depths(parents).max()) <= 3
     assert bool(head.t2d[torch.from_numpy(tree.tokens[1:])].all())  # every draft token is a mapped draft-vocab id
     assert np.all((tree.probs > 0) & (tree.probs <= 1))
     assert drafter.cache.length == len(PROMPT)  # the tree's speculative KV is gone
+
+
+def _begun(drafter, target, prompt=PROMPT):
+    """The target prefilled with `prompt` from an empty cache and `drafter` begun on it -> (forward,
+    the target's greedy next token: the first root)."""
+    target.reset()
+    fwd = target.prefill(prompt)
+    drafter.begin(prompt, fwd)
+    return fwd, int(fwd.logits[-1].argmax())
 
 
 def _scratch_kv(head, backend, committed, root):
@@ -142,10 +149,7 @@ def test_eagle3_head_kv_after_accept_equals_recompute(target, flags):
 def test_eagle3_chain_and_checks(target):
     head = _head(target, seed=2)
     drafter = Eagle3Drafter(head, target, depth=4, topk=1, total=5)
-    target.reset()
-    fwd = target.prefill(PROMPT)
-    drafter.begin(PROMPT, fwd)
-    root = int(fwd.logits[-1].argmax())
+    _, root = _begun(drafter, target)
     tree = drafter.propose(root, PROMPT)
     assert tree.parents.tolist() == [-1, 0, 1, 2, 3]
     with pytest.raises(HomespecError, match="out of step"):
@@ -159,10 +163,8 @@ def test_eagle3_plain_steps_keep_the_head_in_step(target):
     """Plain decoding steps (a root-only tree, e.g. when speculation is paused) still resync."""
     head = _head(target, seed=6)
     drafter = Eagle3Drafter(head, target, depth=3, topk=2, total=6)
-    target.reset()
-    fwd = target.prefill(PROMPT)
-    drafter.begin(PROMPT, fwd)
-    context, root = list(PROMPT), int(fwd.logits[-1].argmax())
+    _, root = _begun(drafter, target)
+    context = list(PROMPT)
     for speculate in (False, False, True, False, True):
         tokens, parents = ([root], [-1])
         if speculate:
@@ -243,10 +245,8 @@ def test_eagle3_limits_keep_the_deepest_shape_inside_the_head_cache(target):
     with pytest.raises(ContractError):
         drafter.set_shape(deepest + 1, 8)
     prompt = (PROMPT * 26)[: target.max_context - 1]  # the context is full but for the root
-    target.reset()
-    fwd = target.prefill(prompt)
-    drafter.begin(prompt, fwd)
-    tree = drafter.propose(int(fwd.logits[-1].argmax()), prompt)
+    _, root = _begun(drafter, target, prompt)
+    tree = drafter.propose(root, prompt)
     assert tree.size == 4 * deepest and drafter.cache.length == len(prompt)  # all levels drafted, then dropped
     target.reset()
 
@@ -269,10 +269,7 @@ def test_every_drafter_declares_its_shape(target, second):
 def test_eagle3_window_limits_attention(target):
     head = _head(target, seed=3)
     full = Eagle3Drafter(head, target, depth=2, topk=2, total=5)
-    target.reset()
-    fwd = target.prefill(PROMPT)
-    full.begin(PROMPT, fwd)
-    root = int(fwd.logits[-1].argmax())
+    fwd, root = _begun(full, target)
     full.propose(root, PROMPT)
     windowed = Eagle3Drafter(head, target, depth=2, topk=2, total=5, window=3, sinks=0)
     windowed.begin(PROMPT, fwd)
