@@ -17,7 +17,9 @@ import contextlib
 import hashlib
 import http.server
 import json
+import signal
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,9 @@ class Hit:
     path: str
     range: str | None
     sent: int
+
+
+STALL_BYTES = 11 * 2**20  # what a stalled GET sends before it waits (Hub.stall_once)
 
 
 @dataclass
@@ -127,7 +132,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        sent = 11 * 2**20
+        sent = STALL_BYTES
         # a connection that hangs mid-file until the client gives up: only a GET of more than the
         # stalled 11 MiB (a download, not a read of the header's first bytes)
         if path in self.hub.stall_once and len(body) > sent:
@@ -188,6 +193,20 @@ def served(hub: Hub):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def interrupt_in_stall(proc, hub: Hub, partial: Path) -> str:
+    """Wait until `hub` holds a stalled GET and the download's `partial` file has bytes on disk (or
+    `proc` ended), then Ctrl-C `proc` and let the stall go -> its stderr (`proc.returncode` is set)."""
+    for _ in range(1200):  # a wait for the stall, not a timing
+        stalled = any(h.sent == STALL_BYTES for h in list(hub.log))
+        if stalled and partial.exists() and partial.stat().st_size > 0 or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    hub.release.set()
+    return err
 
 
 def use_hub(monkeypatch, url: str, tmp_path: Path) -> None:

@@ -10,12 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from hub_server import Hub, Repo, served, use_hub
+from hub_server import Hub, Repo, interrupt_in_stall, served, use_hub
 from homespec.cli import main
 from published_heads import published, reduced, write_head
 
@@ -158,14 +157,7 @@ def test_ctrl_c_mid_pull_keeps_the_part_and_the_next_pull_resumes(hub, tmp_path)
     served = hub.repos[QWEN].files["model.safetensors"]
     partial = (tmp_path / "hub" / f"models--{QWEN.replace('/', '--')}" / "blobs" /
                f"{hashlib.sha256(served.read_bytes()).hexdigest()}.incomplete")
-    for _ in range(1200):  # until the stall holds and the first chunk is on disk (a wait, not a timing)
-        stalled = any(h.sent == 11 * 2**20 for h in list(hub.log))
-        if stalled and partial.exists() and partial.stat().st_size > 0 or proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    hub.release.set()
+    err = interrupt_in_stall(proc, hub, partial)  # once the first chunk is on disk
     assert proc.returncode == 130, err
     kept = partial.stat().st_size
     assert 0 < kept < served.stat().st_size and "resumes on the next run" in err

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_server import Hub, Repo, served, use_hub
+from hub_server import Hub, Repo, interrupt_in_stall, served, use_hub
 from homespec.cli import main
 from homespec.embedded import DEFAULT_HEAD
 from homespec.errors import UsageError
@@ -178,7 +178,6 @@ def test_ctrl_c_mid_download_keeps_the_part_and_the_next_run_resumes(hub, tiny):
     import signal
     import subprocess
     import sys
-    import time
 
     hub.stall_once.add("tiny-Q4_K_M.gguf")
     hub.release.clear()
@@ -192,14 +191,7 @@ def test_ctrl_c_mid_download_keeps_the_part_and_the_next_run_resumes(hub, tiny):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     blobs = Path(os.environ["HF_HUB_CACHE"]) / "models--org--tiny-GGUF" / "blobs"
     partial = blobs / f"{hashlib.sha256(tiny.read_bytes()).hexdigest()}.incomplete"
-    for _ in range(1200):  # until the stall holds and the first 10 MiB chunk is on disk (a wait, not a timing)
-        stalled = any(h.sent == 11 * 2**20 for h in list(hub.log))
-        if stalled and partial.exists() and partial.stat().st_size > 0 or proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    hub.release.set()
+    err = interrupt_in_stall(proc, hub, partial)  # once the first 10 MiB chunk is on disk
     assert proc.returncode == 130, err
     kept = partial.stat().st_size
     assert 0 < kept < tiny.stat().st_size
