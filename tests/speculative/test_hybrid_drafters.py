@@ -18,6 +18,7 @@ from homespec.engine.options import RunOptions
 from homespec.engine.responses import final
 from homespec.speculative.steps import Limits
 from homespec.plan.lines import LineKind
+from seeded_runs import seeded_runs
 
 pytestmark = pytest.mark.slow
 
@@ -69,19 +70,9 @@ def test_greedy_answers_with_every_drafter_equal_plain_decoding(hybrid, family):
 
 
 def test_sampled_answers_on_a_hybrid_repeat_with_their_seed(hybrid):
-    from homespec.session import Session
-    from homespec.speculative.sampling import Sampler
-
-    s = Session.open(_opt(hybrid["qwen3next"], "ngram"))
-    try:
-        lim, smp = Limits(max_tokens=40, stop_at_eos=False), Sampler(temperature=0.9, top_p=0.95)
-        a = final(s.stream(PROMPT, sampler=smp, limits=lim, seed=7, cache_prompt=False))
-        b = final(s.stream(PROMPT, sampler=smp, limits=lim, seed=7))  # and with the prompt reused
-        c = final(s.stream(PROMPT, sampler=smp, limits=lim, seed=8, cache_prompt=False))
-        assert a.token_ids == b.token_ids and a.token_ids != c.token_ids
-        assert any(st.accepted for st in a.steps + c.steps)
-    finally:
-        s.close()
+    a, b, c = seeded_runs(_opt(hybrid["qwen3next"], "ngram"), PROMPT, 40)
+    assert a.token_ids == b.token_ids and a.token_ids != c.token_ids
+    assert any(st.accepted for st in a.steps + c.steps)
 
 
 @pytest.mark.parametrize("family", list(MODES))

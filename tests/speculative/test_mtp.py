@@ -16,6 +16,7 @@ from homespec.engine.options import RunOptions
 from homespec.engine.responses import final
 from homespec.speculative.steps import Limits
 from homespec.plan.lines import LineKind
+from seeded_runs import seeded_runs
 
 FAMILIES = ("qwen35moe", "glm4moe")
 PROMPT = [504, 3575, 282, 4649, 314] + list(range(1000, 1030))
@@ -72,19 +73,9 @@ def test_a_tree_of_mtp_drafts_equals_plain_greedy_too(mtp_gguf):
 
 @pytest.mark.slow
 def test_sampled_mtp_answers_are_reproducible_with_a_seed(mtp_gguf):
-    from homespec.session import Session
-    from homespec.speculative.sampling import Sampler
-
-    s = Session.open(_opt(mtp_gguf[("qwen35moe", True)], "mtp"))
-    try:
-        lim, smp = Limits(max_tokens=30, stop_at_eos=False), Sampler(temperature=0.9, top_p=0.95)
-        a = final(s.stream(PROMPT, sampler=smp, limits=lim, seed=7, cache_prompt=False))
-        b = final(s.stream(PROMPT, sampler=smp, limits=lim, seed=7))  # and with the prompt reused
-        c = final(s.stream(PROMPT, sampler=smp, limits=lim, seed=8, cache_prompt=False))
-        assert a.token_ids == b.token_ids and a.token_ids != c.token_ids
-        assert any(st.accepted for st in a.steps)
-    finally:
-        s.close()
+    a, b, c = seeded_runs(_opt(mtp_gguf[("qwen35moe", True)], "mtp"), PROMPT, 30)
+    assert a.token_ids == b.token_ids and a.token_ids != c.token_ids
+    assert any(st.accepted for st in a.steps)
 
 
 def test_auto_drafts_with_the_mtp_layers_where_the_model_has_them(mtp_gguf, smollm2_path):
