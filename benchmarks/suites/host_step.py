@@ -27,8 +27,8 @@ rounds against another checkout to compare.
 
 `--drafter head` drafts with the real EAGLE head in llama.cpp instead (`--head GGUF`, else the shipped head
 beside the embedded model; `backends/llamacpp/head.py`, the guard off so every step drafts the shape: `chainN` a chain of N-1,
-`treeN` the planner's 6-deep, 8-wide tree of N nodes); `llama_process`, the head's graph calls, is timed like
-llama_decode, and the host time leaves both out: Python, ctypes, batch filling, the tree's bookkeeping,
+`treeN` the planner's 6-deep, 8-wide tree of N nodes); the head's graph calls (its own
+llama_decode and llama_encode calls) are timed like the target's llama_decode, and the host time leaves both out: Python, ctypes, batch filling, the tree's bookkeeping,
 verification.
 
 On a shared machine the host time read around a real llama_decode moves with the load (the
@@ -288,6 +288,9 @@ def run(a: argparse.Namespace) -> Result:
     from homespec.session.encode import encode_prompt
     from homespec.speculative.steps import Limits
 
+    if a.stub_decode and a.drafter == "head":
+        raise SystemExit("error: the head reads the target's layer features, which a stubbed llama_decode does not "
+                         "compute; hint: drop --stub-decode, or use --drafter oracle")
     shapes = a.shapes.split(",")
     widest = max(len(shape_parents(s)) for s in shapes)
     longest = max(_depth(shape_parents(s)) for s in shapes) + 1  # tokens a fully accepted step emits
@@ -309,24 +312,23 @@ def run(a: argparse.Namespace) -> Result:
 
     t = Timed()
     time_rollback(t)
-    real = llama_cpp.llama_decode
+    real_decode, real_encode = llama_cpp.llama_decode, llama_cpp.llama_encode
 
-    def timed_decode(ctx, batch):
-        t0 = time.perf_counter()
-        rc = 0 if a.stub_decode else real(ctx, batch)
-        t.decode_s += time.perf_counter() - t0
-        return rc
+    def timed(real, target_ctx):
+        def call(ctx, batch):  # the target's calls count as llama_decode, the head's as its graph calls
+            mine = ctx is target_ctx
+            t0 = time.perf_counter()
+            rc = 0 if a.stub_decode and mine else real(ctx, batch)
+            dt = time.perf_counter() - t0
+            if mine:
+                t.decode_s += dt
+            else:
+                t.process_s += dt
+            return rc
+        return call
 
-    llama_cpp.llama_decode = timed_decode  # the backend calls it through the module: every call is timed
-    real_process = llama_cpp.llama_process
-
-    def timed_process(ctx, kind, batch):
-        t0 = time.perf_counter()
-        rc = real_process(ctx, kind, batch)
-        t.process_s += time.perf_counter() - t0
-        return rc
-
-    llama_cpp.llama_process = timed_process  # the head's graph calls, likewise
+    # the backends call both through the module: every call is timed
+    llama_cpp.llama_decode, llama_cpp.llama_encode = timed(real_decode, backend._ctx), timed(real_encode, None)
     head = open_head(backend, max(TREE_TOPK, 1), a.head) if a.drafter == "head" else None
     n_rs = backend._ll.llama_n_rs_seq(backend._ctx)
     mode = f", recurrent state: {backend.rollback_mode} (n_rs_seq {n_rs})" if recurrent else ""
@@ -340,7 +342,7 @@ def run(a: argparse.Namespace) -> Result:
             print(f"round {r + 1} {shape:8} step {row['step_ms']:7.3f} ms  llama_decode {row['decode_ms']:7.3f} ms  "
                   f"host {row['host_ms']:6.3f} ms (p10 {row['host_p10_ms']:.3f}, mean {row['host_mean_ms']:.3f}): draft {row['draft_ms']:.3f}, "
                   f"pass outside llama_decode {row['pass_other_ms']:.3f}, rest {row['rest_ms']:.3f}; "
-                  f"head's llama_process {row['head_process_ms']:.3f} ms; "
+                  f"head's graph calls {row['head_process_ms']:.3f} ms; "
                   f"recurrent state: save {row['save_ms']:.3f} ms, undo {row['undo_ms']:.3f} ms; "
                   f"{row['tokens_per_step']:.2f} tokens/step", flush=True)
     backend_mode = backend.rollback_mode

@@ -171,6 +171,30 @@ def test_numpy_batch_holds_what_llama_batch_init_holds(rows):
         llama_cpp.llama_batch_free(ref)
 
 
+def test_numpy_batch_puts_rows_with_their_input_rows():
+    """`put` (the draft heads' batches): n rows at once, the ids shared by all or one a row, and an
+    input row each (llama_decode copies `embd` row by row); a rows-only batch has no token array."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from homespec.backends.llamacpp.batch import Batch
+
+    ours = Batch(llama_cpp, 16, 5, embd=3)
+    g = np.arange(12, dtype=np.float32).reshape(4, 3)
+    ours.put(4, token=[7, 8, 9, 10], embd=g, pos=np.arange(20, 24), seq=(1, 3, 4), want=False)
+    b = ours.c
+    assert b.n_tokens == 4 and [b.token[i] for i in range(4)] == [7, 8, 9, 10]
+    assert [b.pos[i] for i in range(4)] == [20, 21, 22, 23] and [b.logits[i] for i in range(4)] == [0] * 4
+    assert all([b.seq_id[i][j] for j in range(b.n_seq_id[i])] == [1, 3, 4] for i in range(4))
+    assert [b.embd[i] for i in range(12)] == list(range(12))
+    ours.put(2, token=[5, 6], embd=g[2:], pos=30, seq=np.array([2, 4]), want=True)  # one id a row, one position
+    assert b.n_tokens == 2 and [b.n_seq_id[i] for i in range(2)] == [1, 1]
+    assert [b.seq_id[i][0] for i in range(2)] == [2, 4] and [b.pos[i] for i in range(2)] == [30, 30]
+    assert [b.embd[i] for i in range(6)] == list(range(6, 12)) and [b.logits[i] for i in range(2)] == [1, 1]
+    rows_only = Batch(llama_cpp, 4, 1, embd=6, tokens=False)
+    assert not rows_only.c.token and rows_only.c.embd
+    with pytest.raises(HomespecError):
+        ours.put(17, pos=0, seq=(0,), want=True)
+
+
 def test_host_rows_views_a_buffer_once_and_again_when_it_moves_or_grows():
     import ctypes
 

@@ -34,7 +34,9 @@ def fill_batch(b: Any, rows: Sequence[Row]) -> int:
 
 
 class Batch:
-    """A llama_batch of at most `n_rows` rows, each in at most `n_seq` sequences, over numpy arrays.
+    """A llama_batch of at most `n_rows` rows, each in at most `n_seq` sequences, over numpy arrays;
+    with `embd` > 0 each row also carries an input row of that width (the draft heads' decoder reads
+    a token and a row; `tokens=False`: rows only, the eagle3 encoder's input).
 
     llama_batch_init's arrays are reachable only through ctypes pointers, so writing a row costs
     a ctypes store per field (and per sequence id): ~5 us a row, 0.2 ms for a 48-node tree and
@@ -42,17 +44,20 @@ class Batch:
     Here the struct points into arrays numpy owns (the sequence ids one [n_rows, n_seq] block), so
     a batch is a handful of slice assignments. Freed with this object: never llama_batch_free."""
 
-    def __init__(self, ll: Any, n_rows: int, n_seq: int) -> None:
+    def __init__(self, ll: Any, n_rows: int, n_seq: int, *, embd: int = 0, tokens: bool = True) -> None:
         self.n_rows = n_rows
         self.token = np.zeros(n_rows, np.int32)
         self.pos = np.zeros(n_rows, np.int32)
         self.n_seq_id = np.zeros(n_rows, np.int32)
         self.seq = np.zeros((n_rows, n_seq), np.int32)  # [rows, n_seq]: row i's ids, as seq_id[i] points
         self.logits = np.zeros(n_rows, np.int8)
+        self.embd = np.zeros((n_rows, embd), np.float32) if embd else None  # [rows, width], C order
         i32 = ctypes.POINTER(ctypes.c_int32)
         base, stride = self.seq.ctypes.data, self.seq.strides[0]
         self._rows = (i32 * (n_rows + 1))(*(ctypes.cast(base + i * stride, i32) for i in range(n_rows)))
-        self.c = ll.llama_batch(n_tokens=0, token=self._ptr(self.token, i32), embd=None,
+        f32 = ctypes.POINTER(ctypes.c_float)
+        self.c = ll.llama_batch(n_tokens=0, token=self._ptr(self.token, i32) if tokens else None,
+                                embd=self._ptr(self.embd, f32) if embd else None,
                                 pos=self._ptr(self.pos, i32), n_seq_id=self._ptr(self.n_seq_id, i32),
                                 seq_id=ctypes.cast(self._rows, ctypes.POINTER(i32)),
                                 logits=self._ptr(self.logits, ctypes.POINTER(ctypes.c_int8)))
@@ -82,6 +87,25 @@ class Batch:
                 self.seq[i, :len(s)] = s
         self.c.n_tokens = n
         return sum(map(bool, want))
+
+    def put(self, n: int, *, pos: Any, seq: Any, want: bool, token: Any = None, embd: Any = None) -> None:
+        """n rows at once, each field an array of n or one value for all: `seq` a tuple of the ids
+        every row is in, or an array of one id a row; `embd` [n, width] rows (this batch's width)."""
+        if n > self.n_rows:
+            raise HomespecError(f"{n} rows into a batch of {self.n_rows}", hint="split the call")
+        if token is not None:
+            self.token[:n] = token
+        if embd is not None:
+            self.embd[:n] = embd
+        self.pos[:n] = pos
+        self.logits[:n] = want
+        if isinstance(seq, tuple):
+            self.n_seq_id[:n] = len(seq)
+            self.seq[:n, :len(seq)] = seq
+        else:
+            self.n_seq_id[:n] = 1
+            self.seq[:n, 0] = seq
+        self.c.n_tokens = n
 
 
 def run_decode(ll: Any, ctx: Any, b: Any, log: LogCollector, hint: str) -> None:

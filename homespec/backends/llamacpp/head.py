@@ -48,6 +48,7 @@ import numpy as np
 
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
+from homespec.backends.llamacpp.batch import Batch
 from homespec.backends.llamacpp.lib import HostRows, LogCollector, capture_log, import_llama_cpp, memory_report, reason
 from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
@@ -140,7 +141,8 @@ class LlamaCppHead:
         self._tree_from: dict[int, int] = {}  # lane -> the position of its tree's first level, while one is drafted
         self.n_vocab = target.n_vocab
         self._log = LogCollector()
-        self._model = self._ctx = self._batch = None
+        self._model = self._ctx = None
+        self._enc: Batch | None = None  # made at the first encode, as wide as the features
         per_lane = 2 + 2 * topk
         self._ids = [_LaneIds(1 + i * per_lane, 2 + i * per_lane,
                               (tuple(range(3 + i * per_lane, 3 + i * per_lane + topk)),
@@ -160,12 +162,13 @@ class LlamaCppHead:
         self._threads_now = int(ll.llama_n_threads(self._ctx))
         self._threads = ThreadTuner(self._threads_now, fixed=not target.settings.adapt_threads)
         self._ext.llama_set_embeddings_nextn(self._ctx, True, True)  # masked: the rows asked for
-        self._batch = ll.llama_batch_ext_init(self._ctx)
         self._batch_cap = ll.llama_n_batch(self._ctx)
         self._enc_cap = ll.llama_n_ubatch(self._ctx)  # the encoder's batch must fit one micro-batch
-        self._pos = ll.llama_pos(0)
+        # one numpy-backed batch for every decoder call (a row: a token, its g row, the ids it joins)
+        self._dec = Batch(ll, self._batch_cap, len(self._ids[0].committed), embd=ll.llama_model_n_embd_inp(self._model))
         self._nextn_rows, self._embd_rows = HostRows(self.n_embd), HostRows(self.n_embd)  # views made once per buffer
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
+        self._row_ids = np.arange(self._batch_cap)[:, None]
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -235,18 +238,15 @@ class LlamaCppHead:
 
     def encode(self, features: np.ndarray) -> np.ndarray:
         """[n, 3*H_t] target features -> [n, H] the head's g rows (a copy: the buffer is reused)."""
-        ll, n = self._ll, features.shape[0]
-        rows = _Rows(features)
+        n, width = features.shape
+        if self._enc is None or self._enc.embd.shape[1] != width:
+            self._enc = Batch(self._ll, self._enc_cap, 1, embd=width, tokens=False)  # rows only, no tokens
         out = np.empty((n, self.n_embd), dtype=np.float32)
         for lo in range(0, n, self._enc_cap):
             hi = min(n, lo + self._enc_cap)
-            ll.llama_batch_ext_clear(self._batch)
-            for i in range(lo, hi):
-                # the encoder uses no positions; scratch id 0 stays empty, so any consecutive run does
-                idx = ll.llama_batch_ext_add_embd(self._batch, 0, rows[i])
-                self._set_pos(idx, i - lo)
-                ll.llama_batch_ext_set_output_logits(self._batch, idx, True)
-            self._process(ll.LLAMA_PROCESS_TYPE_ENCODE, hi - lo)
+            # the encoder uses no positions; scratch id 0 stays empty, so any consecutive run does
+            self._enc.put(hi - lo, pos=np.arange(hi - lo), seq=(0,), want=True, embd=features[lo:hi])
+            self._process(self._enc, hi - lo, encode=True)
             out[lo:hi] = self._nextn_rows.rows(self._ext.llama_get_embeddings_nextn(self._ctx), hi - lo)
         return out
 
@@ -257,31 +257,39 @@ class LlamaCppHead:
         without outputs: their keys and values are all the head keeps of them."""
         if not len(tokens):
             return
-        ids, ll = self._ids[lane], self._ll
-        n = len(tokens)
+        ids, n = self._ids[lane], len(tokens)
+        follows = self._follows(ids, pos0)
         for lo in range(0, n, self._batch_cap):
             hi = min(n, lo + self._batch_cap)
-            rows = _Rows(g)
-            self._fill([(int(tokens[i]), rows[i], pos0 + i, (ids.write,), False) for i in range(lo, hi)])
-            self._process(ll.LLAMA_PROCESS_TYPE_DECODE, hi - lo)
+            self._dec.put(hi - lo, token=tokens[lo:hi], embd=g[lo:hi], pos=np.arange(self._cell(pos0 + lo),
+                          self._cell(pos0 + hi)), seq=ids.committed if follows else (ids.write,), want=False)
+            self._process(self._dec, hi - lo)
+        if not follows:
+            self._written_apart(ids)
+
+    def _follows(self, ids: _LaneIds, pos: int) -> bool:
+        """Can entries from `pos` on go straight into every committed id? llama.cpp wants a
+        sequence's new position to follow its last one: where the entries before `pos` are not all
+        held (a window dropped them, and a reused prompt was cut inside that gap, or the window
+        skips entries) they are decoded under the empty `write` id and copied."""
+        return self._ll.llama_memory_seq_pos_max(self._mem, ids.base) in (-1, self._cell(pos) - 1)
+
+    def _written_apart(self, ids: _LaneIds) -> None:
+        """The entries just decoded under `write` join every committed id; `write` is empty again."""
         for s in ids.committed:
-            ll.llama_memory_seq_cp(self._mem, ids.write, s, -1, -1)
-        ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
+            self._ll.llama_memory_seq_cp(self._mem, ids.write, s, -1, -1)
+        self._ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
 
     def seed(self, lane: int, token: int, g: np.ndarray, pos: int, k: int) -> Candidates:
         """The newest committed entry (root, g of the token before it) at `pos`, whose output
         drafts the root's children: it stays in the lane's base sequence."""
-        ids, ll, rows = self._ids[lane], self._ll, _Rows(g.reshape(1, -1))
-        # llama.cpp wants a sequence's new position to follow its last one: where the entries before
-        # the seed are not all held (a window dropped them, and a reused prompt was cut inside that
-        # gap), the seed is decoded under the empty `write` id and copied, as committed entries are
-        follows = ll.llama_memory_seq_pos_max(self._mem, ids.base) in (-1, self._cell(pos) - 1)
-        self._fill([(int(token), rows[0], pos, ids.committed if follows else (ids.write,), True)])
-        self._process(ll.LLAMA_PROCESS_TYPE_DECODE, 1)
+        ids = self._ids[lane]
+        follows = self._follows(ids, pos)  # as committed entries are written (write)
+        self._dec.put(1, token=token, embd=g.reshape(1, -1), pos=self._cell(pos),
+                      seq=ids.committed if follows else (ids.write,), want=True)
+        self._process(self._dec, 1)
         if not follows:
-            for s in ids.committed:
-                ll.llama_memory_seq_cp(self._mem, ids.write, s, -1, -1)
-            ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
+            self._written_apart(ids)
         return self._candidates(1, k)
 
     # --- tree levels ---------------------------------------------------------------------------
@@ -301,10 +309,10 @@ class LlamaCppHead:
                 ll.llama_memory_seq_cp(self._mem, prev[p], mine[r], first, -1)
             for s in prev:  # the previous level's ids: its cells stay where a child's id holds them
                 ll.llama_memory_seq_rm(self._mem, s, first, -1)
-        rows = _Rows(hidden)
-        self._fill([(int(t), rows[r], pos, (mine[r],), True) for r, t in enumerate(tokens)])
-        self._process(ll.LLAMA_PROCESS_TYPE_DECODE, len(tokens))
-        return self._candidates(len(tokens), k)
+        n = len(tokens)
+        self._dec.put(n, token=tokens, embd=hidden, pos=self._cell(pos), seq=np.asarray(mine[:n]), want=True)
+        self._process(self._dec, n)
+        return self._candidates(n, k)
 
     def end_tree(self, lane: int) -> None:
         """Take the tree's cells out of every tree id of the lane (they are freed with it); the
@@ -333,6 +341,9 @@ class LlamaCppHead:
     def _drop(self, lane: int, p0: int, p1: int) -> None:
         """Committed entries at positions [p0, p1) out of every id that holds them (-1: open)."""
         c0, c1 = (self._cell(p) if p >= 0 else -1 for p in (p0, p1))
+        if self.lanes == 1 and lane not in self._tree_from:  # every id holds these cells alike: one pass
+            self._ll.llama_memory_seq_rm(self._mem, -1, c0, c1)
+            return
         for s in self._ids[lane].committed:
             self._ll.llama_memory_seq_rm(self._mem, s, c0, c1)
 
@@ -360,36 +371,18 @@ class LlamaCppHead:
 
     # --- batches and outputs --------------------------------------------------------------------
 
-    def _fill(self, rows: list[tuple[int, Any, int, tuple[int, ...], bool]]) -> None:
-        """Rows of (token, g row as a llama_embd, position, sequence ids, output) into the batch
-        (llama.cpp copies each embedding row as it is added)."""
-        ll, b = self._ll, self._batch
-        ll.llama_batch_ext_clear(b)
-        for token, g, pos, seqs, out in rows:
-            idx = ll.llama_batch_ext_add_token(b, seqs[0], token)
-            for s in seqs[1:]:
-                ll.llama_batch_ext_add_seq(b, idx, s)
-            ll.llama_batch_ext_set_embd_token(b, idx, g)
-            self._set_pos(idx, pos)
-            if out:
-                ll.llama_batch_ext_set_output_logits(b, idx, True)
-
     def _cell(self, pos: int) -> int:
         """The position in the cache of the frame's entry at `pos` (the same here)."""
         return pos
 
-    def _set_pos(self, idx: int, pos: int) -> None:
-        self._pos.value = self._cell(pos)
-        self._ll.llama_batch_ext_set_pos(self._batch, idx, ctypes.byref(self._pos))
-
-    def _process(self, kind: int, n_rows: int) -> None:
+    def _process(self, batch: Batch, n_rows: int, *, encode: bool = False) -> None:
         n_threads = self._threads.pick(n_rows)  # the count measured fastest (backends/llamacpp/threads.py)
         if n_threads != self._threads_now:
             self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
             self._threads_now = n_threads
         t0 = time.perf_counter()
         with capture_log(self._log):
-            rc = self._ll.llama_process(self._ctx, kind, self._batch)
+            rc = (self._ll.llama_encode if encode else self._ll.llama_decode)(self._ctx, batch.c)
         self._threads.record(n_rows, n_threads, time.perf_counter() - t0)
         if rc != 0:
             raise HomespecError(f"the draft head's llama.cpp call failed (code {rc}): {reason(self._log, 'no detail')}",
@@ -413,10 +406,11 @@ class LlamaCppHead:
         k log-probabilities, padding] per row of the embeddings channel (not sorted by ggml)."""
         rows = self._embd_rows.rows(self._ll.llama_get_embeddings(self._ctx), n)
         top = self.topk
-        order = np.argsort(-rows[:, top:2 * top], axis=1, kind="stable")[:, :k]  # [n, k] best first
-        picked = np.take_along_axis(rows[:, :2 * top], np.concatenate([order, order + top], axis=1), axis=1)
-        idx, logp = picked[:, :k].astype(np.int64), picked[:, k:].astype(np.float64)
-        return (idx if self._full_vocab else self.info.draft_vocab[idx]), logp
+        logp = rows[:, top:2 * top]
+        order = np.argsort(-logp, axis=1, kind="stable")[:, :k]  # [n, k] best first
+        at = self._row_ids[:n]  # [n, 1] each row's index, to pick along the rows
+        idx = rows[at, order].astype(np.int64)
+        return (idx if self._full_vocab else self.info.draft_vocab[idx]), logp[at, order].astype(np.float64)
 
     # --- teardown ------------------------------------------------------------------------------
 
@@ -424,9 +418,6 @@ class LlamaCppHead:
         ll = getattr(self, "_ll", None)
         if ll is None:
             return
-        if self._batch is not None:
-            ll.llama_batch_ext_free(self._batch)
-            self._batch = None
         if self._ctx:
             ll.llama_free(self._ctx)
             self._ctx = None
@@ -457,31 +448,3 @@ def top_children(logits: np.ndarray, vocab: np.ndarray, k: int, full: bool) -> t
     lse = peak + np.log(np.exp(rows - peak.astype(np.float32)).sum(axis=1, dtype=np.float64, keepdims=True))
     ids = part if full else vocab[part]
     return ids.astype(np.int64), top.astype(np.float64) - lse
-
-
-_EMBD: Any = None
-_FLOAT_P: Any = ctypes.POINTER(ctypes.c_float)
-
-
-def _llama_embd() -> Any:
-    global _EMBD
-    if _EMBD is None:
-        from llama_cpp import llama_embd
-
-        _EMBD = llama_embd
-    return _EMBD
-
-
-class _Rows:
-    """llama_embd views of a 2-D float32 array's rows; the array stays referenced while they are used."""
-
-    def __init__(self, a: np.ndarray) -> None:
-        self._a = np.ascontiguousarray(a, dtype=np.float32)
-        self._make = _llama_embd()
-        self._base = self._a.ctypes.data
-        self._stride = self._a.strides[0]
-        self._width = self._a.shape[1]
-
-    def __getitem__(self, i: int) -> Any:
-        ptr = ctypes.cast(self._base + i * self._stride, _FLOAT_P)
-        return self._make(ptr, 1, self._width)

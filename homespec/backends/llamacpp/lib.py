@@ -98,9 +98,11 @@ class _LogRouter:
     def _on_log(self, level: int, text: bytes, _user: Any) -> None:
         if level != _LEVEL_CONT:
             self._level = level
+        echo = bool(os.environ.get("HOMESPEC_DEBUG") or os.environ.get("HOMESPEC_LLAMA_LOG"))
+        if self._level == _LEVEL_DEBUG and not self._partial and not echo:
+            return  # a debug line no collector keeps (llama_set_n_threads logs one a call)
         s = self._partial + (text or b"").decode("utf-8", "replace")
         *done, self._partial = s.split("\n")
-        echo = bool(os.environ.get("HOMESPEC_DEBUG") or os.environ.get("HOMESPEC_LLAMA_LOG"))
         collector: LogCollector | None = getattr(self._local, "collector", None)
         for line in done:
             self.recent.append((self._level, line))

@@ -53,6 +53,7 @@ class ThreadTuner:
     n_threads: int
     fixed: bool = False
     _counts: dict[tuple[int, int], _Count] = field(default_factory=dict)
+    _kinds: dict[int, list[tuple[_Count, int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.options = (self.n_threads,) if self.fixed else candidates(self.n_threads)
@@ -61,14 +62,16 @@ class ThreadTuner:
         """The thread count for a decode of `n_rows` rows."""
         if len(self.options) == 1:
             return self.options[0]
-        now = time.monotonic() if now is None else now
         k = kind(n_rows)
-        stats = [self._counts.setdefault((k, n), _Count()) for n in self.options]
-        known = [(s.cost, n) for s, n in zip(stats, self.options) if s.cost is not None]
+        stats = self._kinds.get(k)
+        if stats is None:  # the kind's counts, looked up once (a head calls this a few times a step)
+            stats = self._kinds[k] = [(self._counts.setdefault((k, n), _Count()), n) for n in self.options]
+        known = [(s.cost, n) for s, n in stats if s.cost is not None]
         if not known:
             return self.options[0]
         best_cost, best = min(known)
-        for s, n in zip(stats, self.options):
+        now = time.monotonic() if now is None else now
+        for s, n in stats:
             if n == best:
                 continue
             cost = s.cost if s.cost is not None else best_cost  # never measured: assume it costs the best's
