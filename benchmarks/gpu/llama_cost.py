@@ -14,7 +14,7 @@ benchmarks/gpu/shaped.py. No torch: run it where torch is not imported (benchmar
   (top-1) and trees (top-8, 48 nodes at most) of each depth; between drafts the target verifies the tree and
   `--accepted` tokens of its first-child path are committed and handed back, so each draft also writes
   that many entries into the head's cache, as after a real step. Wall time per draft, the time inside the
-  head's llama_process calls, and their count.
+  head's graph calls (its llama_decode and llama_encode calls), and their count.
 
 Medians (and p10 / p90) over `--repeats` after `--warmup`, timed with time.perf_counter.
 """
@@ -38,28 +38,29 @@ TOPK_TREE, TREE_TOTAL = 8, 48  # the planner's default tree on a GPU (homespec.p
 
 
 class Clock:
-    """Seconds spent inside llama_decode and llama_process since the last reset (the module's own
-    functions are wrapped: every call the backend and the head make goes through them)."""
+    """Seconds spent inside the target's llama_decode calls and the head's graph calls (its own
+    llama_decode and llama_encode calls) since the last reset. The module's functions are wrapped:
+    every call the backend and the head make goes through them; a call on `target` (the target's
+    context, set once it exists) is the target's, any other context's the head's."""
 
     def __init__(self, ll: Any) -> None:
+        self.target: Any = None
         self.decode_s = self.process_s = 0.0
         self.process_calls = 0
-        real_decode, real_process = ll.llama_decode, ll.llama_process
 
-        def decode(ctx: Any, batch: Any) -> int:
-            t0 = time.perf_counter()
-            rc = real_decode(ctx, batch)
-            self.decode_s += time.perf_counter() - t0
-            return rc
+        def timed(real: Any) -> Any:
+            def call(ctx: Any, batch: Any) -> int:
+                t0 = time.perf_counter()
+                rc = real(ctx, batch)
+                if ctx is self.target:
+                    self.decode_s += time.perf_counter() - t0
+                else:
+                    self.process_s += time.perf_counter() - t0
+                    self.process_calls += 1
+                return rc
+            return call
 
-        def process(ctx: Any, kind: Any, batch: Any) -> int:
-            t0 = time.perf_counter()
-            rc = real_process(ctx, kind, batch)
-            self.process_s += time.perf_counter() - t0
-            self.process_calls += 1
-            return rc
-
-        ll.llama_decode, ll.llama_process = decode, process
+        ll.llama_decode, ll.llama_encode = timed(ll.llama_decode), timed(ll.llama_encode)
 
     def reset(self) -> None:
         self.decode_s = self.process_s = 0.0
@@ -156,7 +157,7 @@ def draft_costs(backend: Any, net: Any, clock: Clock, prompt: list[int], fwd: An
                      "llama_process_ms": stats(process), "head_calls": statistics.median(calls),
                      "entries_written_per_draft": statistics.median(written)})
         print(f"draft depth {depth} top-{topk} {total:2d} nodes  {rows[-1]['draft_ms']['median']:8.3f} ms  "
-              f"(llama_process {rows[-1]['llama_process_ms']['median']:.3f} ms in {rows[-1]['head_calls']:.0f} calls)",
+              f"(head's graph calls {rows[-1]['llama_process_ms']['median']:.3f} ms in {rows[-1]['head_calls']:.0f} calls)",
               flush=True)
     return rows
 
@@ -214,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     margin = a.accepted * (a.warmup + 1 + a.repeats) + 2 * widest + 64
     settings = BackendSettings(n_ctx=a.ctx + margin, n_gpu_layers=a.gpu_layers, n_threads=a.threads)
     backend = LlamaCppBackend(a.target, settings, max_leaves=widest - 1)
+    clock.target = backend._ctx
     info = read_head_file(a.head, backend.n_vocab)
     backend.set_feature_layers(info.layers)
     net = LlamaCppHead(info, backend, lanes=1, topk=TOPK_TREE, n_threads=a.threads,

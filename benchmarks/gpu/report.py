@@ -105,7 +105,7 @@ def draft_table(cost: dict | None) -> list[str]:
         return []
     lines = ["", f"**8B-shaped head (EAGLE-3 for Llama-3.1-8B, q8_0) in llama.cpp, one draft by depth** (measured: "
              f"`HeadDrafter.propose` after a step that committed {cost['accepted']} tokens):", "",
-             "| depth | top-k | nodes | draft ms | inside llama_process ms | head calls |", "|---:|---:|---:|---:|---:|---:|"]
+             "| depth | top-k | nodes | draft ms | inside the head's graph calls ms | head calls |", "|---:|---:|---:|---:|---:|---:|"]
     for d in cost["drafts"]:
         lines.append(f"| {d['depth']} | {d['topk']} | {d['total']} | {d['draft_ms']['median']:.3f} | "
                      f"{d['llama_process_ms']['median']:.3f} | {d['head_calls']:.0f} |")
@@ -128,8 +128,8 @@ def host_table(host: dict | None) -> list[str]:
         return ["", "**8B-shaped host step**: not measured (see the steps below)."]
     lines = ["", f"**8B-shaped engine step** (measured: `python -m benchmarks host_step --drafter head`, {host['steps']} steps x "
              f"{len(_rows(host)) // max(1, len(rows))} rounds, medians; host = the step less llama_decode and the "
-             "head's llama_process):", "",
-             "| shape | step ms | llama_decode ms | head llama_process ms | host ms | of which drafting |",
+             "head's graph calls):", "",
+             "| shape | step ms | llama_decode ms | head's graph calls ms | host ms | of which drafting |",
              "|---|---:|---:|---:|---:|---:|"]
     for shape, r in rows.items():
         lines.append(f"| {shape} | {r['step_ms']:.3f} | {r['decode_ms']:.3f} | {r['head_process_ms']:.3f} | "

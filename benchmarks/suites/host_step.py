@@ -68,7 +68,7 @@ class Timed:
     """What the wrapped clocks add up, reset per step."""
 
     decode_s: float = 0.0
-    process_s: float = 0.0  # the head's llama_process calls (--drafter head)
+    process_s: float = 0.0  # the head's graph calls: its llama_decode and llama_encode (--drafter head)
     save_s: float = 0.0  # a recurrent state saved before a chain (rollback.before_verify)
     undo_s: float = 0.0  # rejected drafts given back by a recurrent state (rollback.keep)
     steps: list[dict] = field(default_factory=list)

@@ -1,9 +1,10 @@
 """Rows into a llama_batch, and one llama_decode call: what every llama.cpp decoder here does.
 
 A row is (token, position, sequence ids, want logits). The two llama.cpp backends
-(backends/llamacpp/core.py) fill a `Batch`, whose arrays numpy owns, with a few slice assignments;
-`fill_batch` writes a batch from llama_batch_init row by row through ctypes (the batched target of
-training data and calibration, backends/llamacpp/batched.py, and the head check, heads/llamacpp_draft.py).
+(backends/llamacpp/core.py) fill a `Batch`, whose arrays numpy owns, with a few slice assignments, and
+the draft heads one whose rows also carry an input row (backends/llamacpp/head.py); `fill_batch` writes
+a batch from llama_batch_init row by row through ctypes (the batched target of training data and
+calibration, backends/llamacpp/batched.py, and the head check, heads/llamacpp_draft.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Batch:
 
     def __init__(self, ll: Any, n_rows: int, n_seq: int, *, embd: int = 0, tokens: bool = True) -> None:
         self.n_rows = n_rows
-        self.token = np.zeros(n_rows, np.int32)
+        self.token = np.zeros(n_rows, np.int32)  # unread by llama.cpp where tokens=False (the struct has none)
         self.pos = np.zeros(n_rows, np.int32)
         self.n_seq_id = np.zeros(n_rows, np.int32)
         self.seq = np.zeros((n_rows, n_seq), np.int32)  # [rows, n_seq]: row i's ids, as seq_id[i] points

@@ -17,9 +17,10 @@ Sequence ids. One context serves every lane of the engine; lane i owns the ids `
 
 * `base`: the lane's committed entries. Entry j pairs the target feature at j with the token at j+1
   and sits at position j; the entry of the newest committed token waits for the next root (the seed);
-* `write`: an always-empty id under which committed entries are written and then copied into `base`
-  (llama.cpp wants a sequence's new positions to follow its last one, and a windowed head skips the
-  entries its window no longer sees);
+* `write`: an always-empty id under which committed entries that do not follow on from the lane's
+  last one are written and then copied into the others (llama.cpp wants a sequence's new positions to
+  follow its last one, and a windowed head skips the entries its window no longer sees); entries that
+  follow on are decoded under every committed id at once;
 * two sets of `topk` ids, alternating by tree level: a node drafted at level d gets the id of its
   slot in set d % 2. Every committed entry carries every tree id as well as `base` (written so, and
   dropped from all of them alike), so a node needs only its ancestors' cells added to its id: a copy
@@ -165,7 +166,7 @@ class LlamaCppHead:
         self._batch_cap = ll.llama_n_batch(self._ctx)
         self._enc_cap = ll.llama_n_ubatch(self._ctx)  # the encoder's batch must fit one micro-batch
         # one numpy-backed batch for every decoder call (a row: a token, its g row, the ids it joins)
-        self._dec = Batch(ll, self._batch_cap, len(self._ids[0].committed), embd=ll.llama_model_n_embd_inp(self._model))
+        self._dec = Batch(ll, self._batch_cap, len(self._ids[0].committed), embd=self._row_width())
         self._nextn_rows, self._embd_rows = HostRows(self.n_embd), HostRows(self.n_embd)  # views made once per buffer
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
         self._row_ids = np.arange(self._batch_cap)[:, None]
@@ -194,6 +195,15 @@ class LlamaCppHead:
         if got != self.info.layers:
             raise FormatError(f"{self.info.path}: llama.cpp reads target layers {got}, its header says {self.info.layers}",
                               hint="re-export the head with homespec draft export")
+
+    def _row_width(self) -> int:
+        """The width of the decoder's input rows, as llama.cpp reads them from a batch (it copies
+        that many floats a row, unchecked): the head's g rows, n_embd wide."""
+        width = int(self._ll.llama_model_n_embd_inp(self._model))
+        if width != self.n_embd:
+            raise FormatError(f"{self.info.path}: llama.cpp reads {width}-wide input rows, the head writes {self.n_embd}",
+                              hint="re-export the head with homespec draft export")
+        return width
 
     def _ask_for_topk(self, k: int) -> bool:
         """Where the build has homespec's patch (DRAFT_TREES), the head's graph picks each output row's k
@@ -239,6 +249,9 @@ class LlamaCppHead:
     def encode(self, features: np.ndarray) -> np.ndarray:
         """[n, 3*H_t] target features -> [n, H] the head's g rows (a copy: the buffer is reused)."""
         n, width = features.shape
+        if width != 3 * self.info.target_hidden:  # llama.cpp reads rows of its n_embd_inp_enc, unchecked
+            raise HomespecError(f"the head's encoder takes rows of {3 * self.info.target_hidden} floats, got {width}",
+                                hint="the target's three feature layers feed it (set_feature_layers)")
         if self._enc is None or self._enc.embd.shape[1] != width:
             self._enc = Batch(self._ll, self._enc_cap, 1, embd=width, tokens=False)  # rows only, no tokens
         out = np.empty((n, self.n_embd), dtype=np.float32)

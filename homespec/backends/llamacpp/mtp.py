@@ -74,6 +74,16 @@ class LlamaCppMtp(LlamaCppHead):
     def _check_layers(self) -> None:
         """No layers to match: the MTP block reads the target's last hidden state."""
 
+    def _row_width(self) -> int:
+        """An MTP context reads rows of the model's n_embd_out (llama-batch.cpp,
+        llama_batch_ext_select_n_embd_inp); homespec hands it the last hidden state, n_embd wide."""
+        width = int(self._ll.llama_model_n_embd_out(self._model))
+        if width != self.n_embd:
+            raise UsageError(f"{os.path.basename(self._target.model_path)}'s MTP layers read {width}-wide rows, "
+                             f"its hidden state is {self.n_embd}: homespec cannot feed them",
+                             hint="use --method eagle3, ngram or auto")
+        return width
+
     def _ask_for_topk(self, k: int) -> bool:
         return False  # homespec's device top-k is in the eagle3 graph only: the host picks from the logits
 
