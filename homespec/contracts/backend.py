@@ -42,10 +42,10 @@ class Forward:
     # (a 48-node tree's 48 x V floats are not copied to be arg-maxed); None: logits[i]
     rows: tuple[int, ...] | None = None
 
-    def picks(self) -> np.ndarray:
-        """[T] the target's greedy token after each node (numpy argmax: the first of equal maxima)."""
-        top = self.logits.argmax(-1)
-        return top if self.rows is None else top[list(self.rows)]
+    def pick(self, i: int) -> int:
+        """The target's greedy token after node i alone: one row arg-maxed where it lies (a greedy
+        tree's walk needs the rows of the nodes it accepted, not all of them)."""
+        return int(self.logits[i if self.rows is None else self.rows[i]].argmax())
 
     def node_logits(self) -> np.ndarray:
         """[T, V] the logits in node order (gathered where `rows` says the pass left them in its own)."""

@@ -28,7 +28,7 @@ from homespec.engine.responses import Finish, StepFigures, TextDelta
 from homespec.speculative.logprobs import token_logprobs
 from homespec.speculative.sampling import rng_seed
 from homespec.speculative.steps import Limits, Step, cut_at_eos, finish_reason, pick, root_only, truncate
-from homespec.speculative.verify import verify_greedy, verify_picks, verify_sampled
+from homespec.speculative.verify import verify_greedy, verify_lazy, verify_sampled
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Lanes
@@ -178,8 +178,7 @@ class Running:
         t0 = time.perf_counter()
         tree = self.tree
         if self.sampler is None and self.guide is None:  # greedy: argmax where the logits lie, no copy
-            picks = fwd.picks()  # [T]
-            verdict = Verdict((0,), int(picks[0])) if tree.size == 1 else verify_picks(tree, picks)
+            verdict = Verdict((0,), fwd.pick(0)) if tree.size == 1 else verify_lazy(tree, fwd.pick)
         else:
             logits = self._allowed(fwd.node_logits(), self.masks)  # [T, V]
             if self.sampler is None:

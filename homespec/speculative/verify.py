@@ -10,7 +10,7 @@ torch reference, tested against `greedy_path` and `sampled_path` here (docs/kern
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -46,8 +46,7 @@ def verify_greedy(tree: DraftTree, logits: np.ndarray) -> Verdict:
 
 
 def verify_picks(tree: DraftTree, target: np.ndarray) -> Verdict:
-    """verify_greedy from the target's argmax after each node, `target` [T] (read where the
-    logits lie, without gathering them: Forward.picks)."""
+    """verify_greedy from the target's argmax after each node, `target` [T]."""
     if target.shape != (tree.size,):
         raise ContractError(f"greedy picks must be [T={tree.size}], got {tuple(target.shape)}",
                             hint="pass one argmax per node of this tree")
@@ -55,21 +54,39 @@ def verify_picks(tree: DraftTree, target: np.ndarray) -> Verdict:
     return greedy_path(tree.tokens.tolist(), parents, target.tolist())
 
 
-def greedy_path(tokens: Sequence[int], parents: Sequence[int], target: Sequence[int]) -> Verdict:
+def verify_lazy(tree: DraftTree, pick: Callable[[int], int]) -> Verdict:
+    """verify_picks with the target's argmax read only where the walk needs it: after the nodes
+    whose whole path matched (a few of a 48-node tree), each at most once. `pick(i)`: the argmax
+    of node i's logits row (Forward.pick). The same verdict as arg-maxing every row first."""
+    parents = check_parents(tree.parents)
+    seen: dict[int, int] = {}
+
+    def once(i: int) -> int:
+        if i not in seen:
+            seen[i] = int(pick(i))
+        return seen[i]
+
+    return greedy_path(tree.tokens.tolist(), parents, once)
+
+
+def greedy_path(tokens: Sequence[int], parents: Sequence[int],
+                target: Sequence[int] | Callable[[int], int]) -> Verdict:
     """Greedy tree acceptance over a checked tree: the deepest node whose every ancestor-or-self
     draft token equals the target's argmax after its parent; among equally deep nodes the lowest
     index wins. One pass in index order sees every parent before its children, so a node is
-    accepted when its parent is and its own token matches. target[i]: the argmax at node i."""
+    accepted when its parent is and its own token matches. target[i] (or target(i)): the argmax
+    at node i, asked for only after nodes whose path matched."""
+    at = target if callable(target) else target.__getitem__
     ok = [True] * len(parents)  # ok[i]: every node on root..i matches
     depth = [0] * len(parents)
     best = 0
     for i in range(1, len(parents)):
         p = parents[i]
         depth[i] = depth[p] + 1
-        ok[i] = ok[p] and tokens[i] == target[p]
+        ok[i] = ok[p] and tokens[i] == at(p)
         if ok[i] and depth[i] > depth[best]:  # strictly deeper: the lower index keeps a tie
             best = i
-    return Verdict(path=path_to(parents, best), next_token=int(target[best]))
+    return Verdict(path=path_to(parents, best), next_token=int(at(best)))
 
 
 def verify_sampled(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from homespec.contracts.tree import DraftTree, Verdict, check_parents
 from homespec.errors import UsageError
 from homespec.speculative.sampling import Sampler, sample_from
-from homespec.speculative.verify import verify_greedy, verify_sampled
+from homespec.speculative.verify import verify_greedy, verify_lazy, verify_sampled
 
 
 def _tree(tokens, parents, probs=None):
@@ -78,6 +78,24 @@ def test_greedy_matches_brute_force(case):
             best = tuple(path)
     assert verdict.path == best
     assert verdict.next_token == targets[best[-1]]
+
+
+@given(trees_and_targets())
+@settings(max_examples=200, deadline=None)
+def test_the_lazy_walk_reads_only_rows_after_matched_nodes_and_agrees(case):
+    """verify_lazy (the engine's greedy step) gives verify_greedy's verdict, duplicate siblings and
+    ties included, asking for each row at most once and only after nodes whose path matched."""
+    tokens, parents, targets, vocab = case
+    tree = _tree(tokens, parents)
+    asked: list[int] = []
+    verdict = verify_lazy(tree, lambda i: asked.append(i) or targets[i])
+    assert verdict == verify_greedy(tree, _onehot_logits(targets, vocab))
+    assert len(asked) == len(set(asked))
+    matched = {0}
+    for i in range(1, len(tokens)):  # index order sees parents first
+        if parents[i] in matched and tokens[i] == targets[parents[i]]:
+            matched.add(i)
+    assert set(asked) <= matched and verdict.path[-1] in asked
 
 
 def _fake_target_logits(context, vocab=5):
