@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from homespec.embedded import DEFAULT_HEAD
+from homespec.errors import HomespecError
 from homespec.plan.lines import LineKind
 
 TEXTS = ("The capital of France is", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
@@ -303,4 +304,15 @@ def test_a_prompt_cut_where_the_window_dropped_entries_drafts_without_failing(he
     d.begin(ids[:keep + 1], again, kept=keep)
     tree = d.propose(int(np.argmax(again.logits[-1])), ids[:keep + 1])
     assert tree.size > 1
+    net.close()
+
+
+def test_the_encoder_refuses_rows_of_another_width(head_file, target):
+    """llama.cpp copies a batch's input rows without checking their width: rows that are not the
+    target's three feature layers are refused before they reach it."""
+    net = _net(head_file, target)
+    width = 3 * net.info.target_hidden
+    assert net.encode(np.zeros((2, width), np.float32)).shape == (2, net.n_embd)
+    with pytest.raises(HomespecError, match=f"rows of {width} floats, got {width - 1}"):
+        net.encode(np.zeros((2, width - 1), np.float32))
     net.close()
