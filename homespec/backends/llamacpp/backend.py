@@ -168,7 +168,8 @@ class LlamaCppBackend(LlamaCppCore):
         # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         if layout.n_seq > 1:
-            self._keep_path(path_seq(path[:k], layout), self._committed_ids, self._n_past, k)
+            self._keep_path(path_seq(path[:k], layout), self._committed_ids, self._n_past, k,
+                            tree=range(layout.n_seq), below=layout.seq_ids[path[k - 1]], alone=True)
         elif k < len(tokens):  # a chain: its rows carry every id; cut them all after the kept nodes
             self._ll.llama_memory_seq_rm(self._mem, -1, self._n_past + k, -1)
         if self.n_swa > 0 and not self.swa_full:

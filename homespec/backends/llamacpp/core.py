@@ -215,20 +215,31 @@ class LlamaCppCore:
 
     # --- a verified tree's kept path ------------------------------------------------------------
 
-    def _keep_path(self, seq: int, ids: Sequence[int], p0: int, k: int) -> None:
+    def _keep_path(self, seq: int, ids: Sequence[int], p0: int, k: int, *, tree: Sequence[int],
+                   below: Sequence[int], alone: bool) -> None:
         """After a tree verified from position p0: sequence `seq` holds the context and its
-        root-to-leaf path, whose first k nodes stay. Every other id of `ids` (the ids each committed
-        cell carries) loses the tree's cells (the rejected branches are freed), then those k join
-        them all: 2 x ids calls over the tree's own positions, whatever the context's length
-        (re-tagging the context instead cost ids x context cells of llama.cpp's bookkeeping a step;
-        docs/backends.md, "Tree verification in one pass")."""
+        root-to-leaf path, whose first k nodes stay. `ids`: the ids each committed cell carries;
+        `tree`: those the tree's rows carried (its leaves'); `below`: the leaves' ids under the last
+        kept node (`seq` among them), which hold the kept nodes already and lose only what lies past
+        them; every other tree id loses the tree's cells (the rejected branches are freed), then the
+        k kept cells join every id that lacks them. `alone`: one sequence's context, where nothing but
+        the tree lies past the committed cells (one call cuts it for every id). At most 2 x ids calls
+        over the tree's own positions, whatever the context's length (re-tagging the context instead
+        cost ids x context cells of llama.cpp's bookkeeping a step; docs/backends.md, "Tree
+        verification in one pass"); fewer the fewer leaves lie outside the kept path."""
         ll, mem = self._ll, self._mem
-        ll.llama_memory_seq_rm(mem, seq, p0 + k, -1)
-        others = [s for s in ids if s != seq]
-        for s in others:
-            ll.llama_memory_seq_rm(mem, s, p0, -1)
-        for s in others:
-            ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)
+        stay, in_tree = set(below), set(tree)
+        if alone:
+            ll.llama_memory_seq_rm(mem, -1, p0 + k, -1)
+        else:
+            for s in stay:
+                ll.llama_memory_seq_rm(mem, s, p0 + k, -1)
+        for s in ids:
+            if s in stay:
+                continue
+            if s in in_tree:  # a branch the walk left: its cells go, the kept ones come
+                ll.llama_memory_seq_rm(mem, s, p0, -1)
+            ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)  # an id from an earlier, wider tree holds none of this one
 
     # --- memory and teardown -------------------------------------------------------------------
 

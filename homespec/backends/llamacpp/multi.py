@@ -152,7 +152,8 @@ class MultiSeqBackend(LlamaCppCore):
         ll, mem, base, p0 = self._ll, self._mem, self._base(lane_id), lane.n_past
         ids = self._committed_ids(lane_id)
         if layout.n_seq > 1:  # the kept path joins every id; the other branches are freed
-            self._keep_path(base + path_seq(path[:k], layout), ids, p0, k)
+            self._keep_path(base + path_seq(path[:k], layout), ids, p0, k, tree=range(base, base + layout.n_seq),
+                            below=[base + s for s in layout.seq_ids[path[k - 1]]], alone=False)
         elif k < len(tokens):  # a chain: its rows carry every id; all are cut after the kept nodes
             for s in ids:
                 ll.llama_memory_seq_rm(mem, s, p0 + k, -1)
