@@ -37,7 +37,10 @@ from homespec.errors import ContractError
 @dataclass(frozen=True, slots=True)
 class Forward:
     logits: np.ndarray  # [T, V] float32: next-token logits per position / tree node
-    features: np.ndarray | None = None  # [T, k*H] float32: captured layer inputs, in feature_layers order
+    # [T, k*H] float32: captured layer inputs, in feature_layers order; from a viewed tree pass
+    # (verify(view=True)) rows indexable by node lists, gathered when read (FeatureRows), valid
+    # until the next decode like the viewed logits
+    features: np.ndarray | None = None
     # node i's logits are logits[rows[i]]: a tree's rows left in the pass's batch order, ungathered
     # (a 48-node tree's 48 x V floats are not copied to be arg-maxed); None: logits[i]
     rows: tuple[int, ...] | None = None

@@ -185,17 +185,19 @@ class Running:
                 verdict = verify_greedy(tree, logits)
             else:
                 verdict = verify_sampled(tree, logits, self.sampler, self.generator)
-        backend.commit(self.lane, verdict.path)
         path_tokens = [int(tree.tokens[i]) for i in verdict.path]
+        # the pass's logits and features may be views of llama.cpp's buffers, and a commit can
+        # decode (a path re-decoded to keep cells in order): read all of them first
+        feats = fwd.features[list(verdict.path)] if self.drafter is not None and fwd.features is not None else None
+        new = cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
+        new = new[:max(0, self.limits.max_tokens - self.n_out)]
+        self._follow(path_tokens[1:] + [verdict.next_token], fwd, verdict.path, new)
+        backend.commit(self.lane, verdict.path)
         if self.drafter is not None:
-            feats = fwd.features[list(verdict.path)] if fwd.features is not None else None
             self.drafter.accept(path_tokens, feats, verdict.next_token)
         self.context.extend(path_tokens)
         if self.drafter is not None:
             self.drafter_len = len(self.context)
-        new = cut_at_eos(path_tokens[1:] + [verdict.next_token], self.eos)
-        new = new[:max(0, self.limits.max_tokens - self.n_out)]
-        self._follow(path_tokens[1:] + [verdict.next_token], fwd, verdict.path, new)
         self.n_out += len(new)
         n_past = backend.n_past(self.lane)
         finish = finish_reason(new, self.n_out, self.eos, self.limits, n_past, self.lane_ctx)

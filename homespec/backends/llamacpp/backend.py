@@ -148,7 +148,7 @@ class LlamaCppBackend(LlamaCppCore):
             logits = np.concatenate([p[0] for p in parts], axis=0)[list(back)]
             feats = None if parts[0][1] is None else np.concatenate([p[1] for p in parts], axis=0)[list(back)]
         elif view:  # the logits stay in batch order, in llama.cpp's buffer: node i's is row back[i]
-            logits, feats, _ = self._decode_rows(rows, row_order=back, view=True)
+            logits, feats, _ = self._decode_rows(rows, row_order=back, view=True, lazy_features=layout.n_seq > 1)
             return Forward(logits=logits, features=feats, rows=None if layout.n_seq == 1 else tuple(back))
         else:
             logits, feats, _ = self._decode_rows(rows, logit_order=back, row_order=back)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -154,7 +154,7 @@ class LlamaCppCore:
 
     def _decode_rows(self, rows: Sequence[Row], *, logit_order: Sequence[int] | np.ndarray | None = None,
                      row_order: Sequence[int] | np.ndarray | None = None, view: bool = False,
-                     ) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
+                     lazy_features: bool = False) -> tuple[np.ndarray, Any, list[int]]:
         """Decode rows in slices of n_batch. -> logits, features and, for each row, the index of its
         logits row among the rows that asked for one (-1 without).
 
@@ -164,12 +164,17 @@ class LlamaCppCore:
         (the next decode overwrites them), already in the order the caller hands out. `view`: logits
         already in that order (a plain step's row, a chain's) are handed out as a view of
         llama.cpp's buffer, not copied: valid only until the next decode, for a caller that reads
-        them first (the engine's step)."""
+        them first (the engine's step); `lazy_features`: likewise the features, as FeatureRows
+        gathered when read (one lane's tree, whose drafter reads its accepted nodes' rows alone)."""
         n_rows = len(rows)
         out_index = logit_index(rows)
         if n_rows <= self._batch_cap:  # one slice: every decode step, a prompt of up to n_batch tokens
             n_out = self._decode_slice(rows)
-            return self._logits(n_out, logit_order, view), self._capture.collect(n_rows, row_order), out_index
+            if lazy_features and row_order is not None and hasattr(self._capture, "rows"):
+                feats = self._capture.rows(n_rows, row_order)  # gathered when read, before the next decode
+            else:
+                feats = self._capture.collect(n_rows, row_order)
+            return self._logits(n_out, logit_order, view), feats, out_index
         logit_parts: list[np.ndarray] = []
         feat_parts: list[np.ndarray] = []
         for start in range(0, n_rows, self._batch_cap):

@@ -36,6 +36,26 @@ def check_layers(layers: Sequence[int], n_layer: int) -> tuple[int, ...]:
     return out
 
 
+class FeatureRows:
+    """A pass's feature rows left where llama.cpp's extraction put them, gathered when read: a
+    greedy tree step's drafter reads the rows of the few nodes it accepted, not all of them (48
+    rows x 3 layers of an 8B target: 2.4 MB a step not copied). `rows[nodes]` -> [len(nodes),
+    k*H] float32, node i being batch row `order[i]`. Valid until the next llama_decode rewrites the
+    buffers: the engine's step reads them first, as it reads a viewed pass's logits."""
+
+    def __init__(self, views: list[np.ndarray], order: Sequence[int]) -> None:
+        self._views = views  # per layer [n_rows, H], views of llama.cpp's buffers
+        self._order = np.asarray(order, dtype=np.intp)
+        self.shape = (len(self._order), sum(v.shape[1] for v in views))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, nodes: Any) -> np.ndarray:
+        index = self._order[np.asarray(nodes, dtype=np.intp)]
+        return np.concatenate([v[index] for v in self._views], axis=1)
+
+
 class LayerInputCapture:
     kind = "layer_inp"
 
@@ -57,6 +77,15 @@ class LayerInputCapture:
 
     def begin(self) -> None:
         """Nothing to reset: llama.cpp rewrites its buffers on every decode."""
+
+    def rows(self, n_tokens: int, order: Sequence[int]) -> FeatureRows | None:
+        """The last llama_decode call's rows left in llama.cpp's buffers, node i at batch row
+        order[i], gathered only as they are read (FeatureRows)."""
+        if not self.layers:
+            return None
+        views = [self._bufs.setdefault(layer, HostRows(self._n_embd)).rows(self._get(self.ctx, layer), n_tokens)
+                 for layer in self.layers]
+        return FeatureRows(views, order)
 
     def collect(self, n_tokens: int, order: Sequence[int] | np.ndarray | None = None) -> np.ndarray | None:
         """Rows of the last llama_decode call, in batch order or `order`'s (row indices), copied
