@@ -20,18 +20,29 @@ malformed tree or path (checked by homespec.contracts.tree, the tree contract's 
 Arrays crossing this seam are numpy arrays on the host, whatever device the backend computes on:
 the step around a target pass (tree, verification, guard, grammar) runs in numpy, and the GGUF
 path never imports torch (docs/architecture.md, "Where each part runs"). A llama.cpp backend
-copies its logits out of llama.cpp's buffer once, in the order handed out; the torch and EXL2
-backends convert at their own boundary.
+copies its logits out of llama.cpp's buffer once, in the order handed out, or, for the engine's own
+step (`verify(view=True)`), leaves them there (a view) and a tree's feature rows too (`NodeRows`,
+gathered when read); the torch and EXL2 backends convert at their own boundary.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from homespec.errors import ContractError
+
+
+class NodeRows(Protocol):
+    """A pass's per-node rows left in the backend's buffers (backends/llamacpp/features.py:
+    FeatureRows): `rows[nodes]` gathers [len(nodes), width] float32. Valid until the backend decodes
+    again, a commit included (a path re-decoded to keep cells in order)."""
+
+    shape: tuple[int, int]
+
+    def __getitem__(self, nodes: Any) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +51,15 @@ class Forward:
     # [T, k*H] float32: captured layer inputs, in feature_layers order; from a viewed tree pass
     # (verify(view=True)) rows indexable by node lists, gathered when read (FeatureRows), valid
     # until the next decode like the viewed logits
-    features: np.ndarray | None = None
+    features: np.ndarray | NodeRows | None = None
     # node i's logits are logits[rows[i]]: a tree's rows left in the pass's batch order, ungathered
     # (a 48-node tree's 48 x V floats are not copied to be arg-maxed); None: logits[i]
     rows: tuple[int, ...] | None = None
+
+    @property
+    def n_nodes(self) -> int:
+        """How many nodes the pass has rows for."""
+        return len(self.rows) if self.rows is not None else int(self.logits.shape[0])
 
     def pick(self, i: int) -> int:
         """The target's greedy token after node i alone: one row arg-maxed where it lies (a greedy
@@ -160,8 +176,10 @@ class Lanes(Protocol):
 
     `decode(work)` takes at most one PrefillWork or TreeWork per lane and returns one Forward per
     item: a tree's logits [T, V] in node order, a prefill chunk's last row (or none) and features
-    for every row; the logits may be a view of the backend's own buffer, valid until the next
-    decode (the step reads them first). `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
+    for every row; the logits may be a view of the backend's own buffer, and a one-lane tree's
+    features rows left there (NodeRows), valid until the next decode: the step reads what it uses
+    before commit, which may decode (a path re-decoded to keep cells in order asks for no logits,
+    but rewrites the feature buffers; the several-lane backend copies its features for that reason). `commit(lane, path)` keeps a verified tree's accepted path; `trim(lane, keep)`
     keeps a lane's first `keep` committed tokens and drops the rest (False when the memory cannot
     be cut there: the lane is then empty); `free(lane)` empties it. Built on llama.cpp's sequence
     ids (backends/llamacpp/multi.py), or over one single-sequence Backend (engine/lanes.py).

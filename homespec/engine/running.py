@@ -178,7 +178,7 @@ class Running:
         t0 = time.perf_counter()
         tree = self.tree
         if self.sampler is None and self.guide is None:  # greedy: argmax where the logits lie, no copy
-            verdict = Verdict((0,), fwd.pick(0)) if tree.size == 1 else verify_lazy(tree, fwd.pick)
+            verdict = Verdict((0,), fwd.pick(0)) if tree.size == 1 else verify_lazy(tree, fwd.pick, fwd.n_nodes)
         else:
             logits = self._allowed(fwd.node_logits(), self.masks)  # [T, V]
             if self.sampler is None:

@@ -54,10 +54,14 @@ def verify_picks(tree: DraftTree, target: np.ndarray) -> Verdict:
     return greedy_path(tree.tokens.tolist(), parents, target.tolist())
 
 
-def verify_lazy(tree: DraftTree, pick: Callable[[int], int]) -> Verdict:
+def verify_lazy(tree: DraftTree, pick: Callable[[int], int], n_rows: int) -> Verdict:
     """verify_picks with the target's argmax read only where the walk needs it: after the nodes
     whose whole path matched (a few of a 48-node tree), each at most once. `pick(i)`: the argmax
-    of node i's logits row (Forward.pick). The same verdict as arg-maxing every row first."""
+    of node i's logits row (Forward.pick), of `n_rows` rows (Forward.n_nodes). The same verdict as
+    arg-maxing every row first."""
+    if n_rows != tree.size:
+        raise ContractError(f"greedy picks need a row for each of the tree's {tree.size} nodes, got {n_rows}",
+                            hint="pass the Forward of one verify of this tree")
     parents = check_parents(tree.parents)
     seen: dict[int, int] = {}
 

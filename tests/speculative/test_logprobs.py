@@ -45,8 +45,9 @@ def test_speculative_logprobs_equal_plain_decodings():
         runs[method] = (scores, next(r for r in out if isinstance(r, Finish)))
     plain, _ = runs["none"]
     # without the guard every step drafts a tree; where a later child is kept, the commit re-decodes
-    # the path's tail (flash attention sums cells in cell order), overwriting llama.cpp's logits
-    # buffer: a step's log-probabilities are read from the pass before its commit
+    # the path's tail (flash attention sums cells in cell order): a step's log-probabilities come
+    # from the pass's own rows all the same (the re-decode asks for no logits; the feature rows it
+    # does rewrite are tests/engine/test_engine_features.py's)
     assert repairs["eagle3-trees"] > 0 or not engine.parts.backend.flash_attn_active
     for method in ("eagle3", "eagle3-trees"):
         spec, fin = runs[method]

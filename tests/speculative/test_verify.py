@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from homespec.contracts.tree import DraftTree, Verdict, check_parents
-from homespec.errors import UsageError
+from homespec.errors import ContractError, UsageError
 from homespec.speculative.sampling import Sampler, sample_from
 from homespec.speculative.verify import verify_greedy, verify_lazy, verify_sampled
 
@@ -88,7 +88,7 @@ def test_the_lazy_walk_reads_only_rows_after_matched_nodes_and_agrees(case):
     tokens, parents, targets, vocab = case
     tree = _tree(tokens, parents)
     asked: list[int] = []
-    verdict = verify_lazy(tree, lambda i: asked.append(i) or targets[i])
+    verdict = verify_lazy(tree, lambda i: asked.append(i) or targets[i], len(tokens))
     assert verdict == verify_greedy(tree, _onehot_logits(targets, vocab))
     assert len(asked) == len(set(asked))
     matched = {0}
@@ -96,6 +96,8 @@ def test_the_lazy_walk_reads_only_rows_after_matched_nodes_and_agrees(case):
         if parents[i] in matched and tokens[i] == targets[parents[i]]:
             matched.add(i)
     assert set(asked) <= matched and verdict.path[-1] in asked
+    with pytest.raises(ContractError):
+        verify_lazy(tree, targets.__getitem__, len(tokens) + 1)
 
 
 def _fake_target_logits(context, vocab=5):
