@@ -27,44 +27,17 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+if TYPE_CHECKING:
+    from benchmarks.suites.host_step import Timed
+
 TOPK_TREE, TREE_TOTAL = 8, 48  # the planner's default tree on a GPU (homespec.plan.settings)
-
-
-class Clock:
-    """Seconds spent inside the target's llama_decode calls and the head's graph calls (its own
-    llama_decode and llama_encode calls) since the last reset. The module's functions are wrapped:
-    every call the backend and the head make goes through them; a call on `target` (the target's
-    context, set once it exists) is the target's, any other context's the head's."""
-
-    def __init__(self, ll: Any) -> None:
-        self.target: Any = None
-        self.decode_s = self.process_s = 0.0
-        self.process_calls = 0
-
-        def timed(real: Any) -> Any:
-            def call(ctx: Any, batch: Any) -> int:
-                t0 = time.perf_counter()
-                rc = real(ctx, batch)
-                if ctx is self.target:
-                    self.decode_s += time.perf_counter() - t0
-                else:
-                    self.process_s += time.perf_counter() - t0
-                    self.process_calls += 1
-                return rc
-            return call
-
-        ll.llama_decode, ll.llama_encode = timed(ll.llama_decode), timed(ll.llama_encode)
-
-    def reset(self) -> None:
-        self.decode_s = self.process_s = 0.0
-        self.process_calls = 0
 
 
 def stats(xs: Sequence[float]) -> dict[str, float]:
@@ -81,7 +54,7 @@ def tree_parents(nodes: int) -> list[int]:
     return shape_parents("chain2") if nodes == 2 else shape_parents(f"tree{nodes}")
 
 
-def target_curve(backend: Any, clock: Clock, sizes: Sequence[int], warmup: int, repeats: int,
+def target_curve(backend: Any, clock: "Timed", sizes: Sequence[int], warmup: int, repeats: int,
                  rng: np.random.Generator) -> list[dict[str, Any]]:
     """One row per tree size: the verify pass's wall time and its llama_decode part."""
     rows = []
@@ -123,7 +96,7 @@ def first_child_path(parents: Sequence[int], length: int) -> list[int]:
     return path
 
 
-def draft_costs(backend: Any, net: Any, clock: Clock, prompt: list[int], fwd: Any, shapes: Sequence[tuple[int, int, int]],
+def draft_costs(backend: Any, net: Any, clock: "Timed", prompt: list[int], fwd: Any, shapes: Sequence[tuple[int, int, int]],
                 warmup: int, repeats: int, accepted: int) -> list[dict[str, Any]]:
     """One row per (depth, topk, total): HeadDrafter.propose's wall time after a verified, committed step."""
     from homespec.speculative.drafters.eagle3 import HeadDrafter
@@ -209,7 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from homespec.backends.llamacpp.head import LlamaCppHead, read_head_file
     from homespec.plan.memory import head_cells
 
-    clock = Clock(llama_cpp)
+    from benchmarks.suites.host_step import Timed, time_graph_calls
+
+    clock = Timed()  # the target's llama_decode apart from the head's graph calls
+    time_graph_calls(llama_cpp, clock)
     t0 = time.perf_counter()
     widest = max(*sizes, TREE_TOTAL)  # the curve's trees and the drafts' (verified between drafts)
     margin = a.accepted * (a.warmup + 1 + a.repeats) + 2 * widest + 64

@@ -69,9 +69,37 @@ class Timed:
 
     decode_s: float = 0.0
     process_s: float = 0.0  # the head's graph calls: its llama_decode and llama_encode (--drafter head)
+    process_calls: int = 0
     save_s: float = 0.0  # a recurrent state saved before a chain (rollback.before_verify)
     undo_s: float = 0.0  # rejected drafts given back by a recurrent state (rollback.keep)
+    target: object = None  # the target's llama_context: its calls are llama_decode's, any other's the head's
     steps: list[dict] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.decode_s = self.process_s = self.save_s = self.undo_s = 0.0
+        self.process_calls = 0
+
+
+def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
+    """Wrap llama_cpp's llama_decode and llama_encode (the backends and the head call them through the
+    module): a call on `t.target` adds to t.decode_s (and returns at once with `stub`), any other
+    context's (the head's) to t.process_s and t.process_calls."""
+
+    def timed(real):
+        def call(ctx, batch):
+            mine = ctx is t.target
+            t0 = time.perf_counter()
+            rc = 0 if stub and mine else real(ctx, batch)
+            dt = time.perf_counter() - t0
+            if mine:
+                t.decode_s += dt
+            else:
+                t.process_s += dt
+                t.process_calls += 1
+            return rc
+        return call
+
+    ll.llama_decode, ll.llama_encode = timed(ll.llama_decode), timed(ll.llama_encode)
 
 
 def shape_parents(shape: str, seed: int = 0) -> list[int]:
@@ -209,7 +237,7 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
     handle.take()
     rows = []
     for _ in range(steps):
-        t.decode_s = t.process_s = t.save_s = t.undo_s = 0.0
+        t.reset()
         t0 = time.perf_counter()
         engine.step()
         wall = time.perf_counter() - t0
@@ -312,23 +340,8 @@ def run(a: argparse.Namespace) -> Result:
 
     t = Timed()
     time_rollback(t)
-    real_decode, real_encode = llama_cpp.llama_decode, llama_cpp.llama_encode
-
-    def timed(real, target_ctx):
-        def call(ctx, batch):  # the target's calls count as llama_decode, the head's as its graph calls
-            mine = ctx is target_ctx
-            t0 = time.perf_counter()
-            rc = 0 if a.stub_decode and mine else real(ctx, batch)
-            dt = time.perf_counter() - t0
-            if mine:
-                t.decode_s += dt
-            else:
-                t.process_s += dt
-            return rc
-        return call
-
-    # the backends call both through the module: every call is timed
-    llama_cpp.llama_decode, llama_cpp.llama_encode = timed(real_decode, backend._ctx), timed(real_encode, None)
+    t.target = backend._ctx
+    time_graph_calls(llama_cpp, t, stub=a.stub_decode)
     head = open_head(backend, max(TREE_TOPK, 1), a.head) if a.drafter == "head" else None
     n_rs = backend._ll.llama_n_rs_seq(backend._ctx)
     mode = f", recurrent state: {backend.rollback_mode} (n_rs_seq {n_rs})" if recurrent else ""
