@@ -14,7 +14,8 @@ benchmarks/gpu/shaped.py. No torch: run it where torch is not imported (benchmar
   (top-1) and trees (top-8, 48 nodes at most) of each depth; between drafts the target verifies the tree and
   `--accepted` tokens of its first-child path are committed and handed back, so each draft also writes
   that many entries into the head's cache, as after a real step. Wall time per draft, the time inside the
-  head's graph calls (its llama_decode and llama_encode calls), and their count.
+  head's graph calls (its llama_decode and llama_encode calls, those inside a tree grown in one call,
+  backends/llamacpp/head_tree.py, included), and their count.
 
 Medians (and p10 / p90) over `--repeats` after `--warmup`, timed with time.perf_counter.
 """
@@ -110,11 +111,16 @@ def draft_costs(backend: Any, net: Any, clock: "Timed", prompt: list[int], fwd: 
         drafter.begin(prompt, fwd)
         context, root = list(prompt), int(np.argmax(fwd.logits[-1]))
         walls, process, calls, written = [], [], [], []
+        native = getattr(net, "native_tree", None)  # a tree grown in one call: its llama_decode calls count too
         for r in range(warmup + 1 + repeats):  # the first draft writes the whole prompt: a warm-up
             clock.reset()
+            s0, l0 = (native.decode_s, native.levels) if native else (0.0, 0)
             t0 = time.perf_counter()
             tree = drafter.propose(root, context)
             wall = time.perf_counter() - t0
+            if native:
+                clock.process_s += native.decode_s - s0
+                clock.process_calls += native.levels - l0
             if r > warmup:
                 walls.append(wall), process.append(clock.process_s), calls.append(clock.process_calls)
             tokens, parents = list(tree.tokens), list(tree.parents)

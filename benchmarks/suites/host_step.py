@@ -4,7 +4,7 @@ handing the step to its consumer), one lane on a llama.cpp target.
 
     python -m benchmarks host_step [--shapes plain,chain5] [--steps 150] [--rounds 3]
         [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
-        [--gpu-layers N] [--rollback N] [--json FILE]
+        [--gpu-layers N] [--rollback N] [--grow native,levels] [--fixed-threads] [--json FILE]
 
 Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
 with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
@@ -20,10 +20,12 @@ bookkeeping): with `--accept all` the first child at every level is the target's
 token, read from a plain run of the same prompt beforehand, so a chain's whole path is accepted and
 each step emits N tokens; with `--accept none` no drafted token is right. Per round the script
 prints the median step, the median time inside llama_decode, and the host time (median and mean)
-split into drafting (Step.t_draft), the rest of the target pass outside llama_decode (Step.t_verify
-less llama_decode: batch filling, sequence ids, logits and features out of llama.cpp's buffers) and
-the rest of the step (verification, commit, resync, detokenising, responses). Run alternating
-rounds against another checkout to compare.
+split into the lane's own work ("draft": Step.t_draft, which is drafting, verification, the commit and
+the drafter's bookkeeping, less the head's graph calls and the llama_decode a commit makes when it
+re-decodes a kept path's tail), the rest of the target pass outside llama_decode (Step.t_verify less
+the pass's llama_decode: batch filling, sequence ids, logits and features out of llama.cpp's buffers)
+and the rest of the step (the engine around them: scheduling, responses). Run alternating rounds
+against another checkout, or `--grow native,levels`, to compare.
 
 `--drafter head` drafts with the real EAGLE head in llama.cpp instead (`--head GGUF`, else the shipped head
 beside the embedded model; `backends/llamacpp/head.py`, the guard off so every step drafts the shape: `chainN` a chain of N-1,
@@ -68,6 +70,8 @@ class Timed:
     """What the wrapped clocks add up, reset per step."""
 
     decode_s: float = 0.0
+    repair_s: float = 0.0  # the target's calls after the step's pass: a commit re-decoding a kept path's tail
+    target_calls: int = 0
     process_s: float = 0.0  # the head's graph calls: its llama_decode and llama_encode (--drafter head)
     process_calls: int = 0
     save_s: float = 0.0  # a recurrent state saved before a chain (rollback.before_verify)
@@ -76,8 +80,8 @@ class Timed:
     steps: list[dict] = field(default_factory=list)
 
     def reset(self) -> None:
-        self.decode_s = self.process_s = self.save_s = self.undo_s = 0.0
-        self.process_calls = 0
+        self.decode_s = self.repair_s = self.process_s = self.save_s = self.undo_s = 0.0
+        self.process_calls = self.target_calls = 0
 
 
 def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
@@ -93,6 +97,8 @@ def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
             dt = time.perf_counter() - t0
             if mine:
                 t.decode_s += dt
+                t.repair_s += dt if t.target_calls else 0.0  # the first is the step's pass
+                t.target_calls += 1
             else:
                 t.process_s += dt
                 t.process_calls += 1
@@ -236,15 +242,19 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
     engine.step()  # the prefill
     handle.take()
     rows = []
+    native = getattr(head, "native_tree", None)  # a tree grown in one call: its llama_decode time is the head's
     for _ in range(steps):
         t.reset()
+        n0 = native.decode_s if native else 0.0
         t0 = time.perf_counter()
         engine.step()
         wall = time.perf_counter() - t0
+        if native:
+            t.process_s += native.decode_s - n0
         figs = [r.step for r in handle.take()[0] if isinstance(r, StepFigures)]
         s = figs[-1]
-        rows.append({"wall": wall - t.process_s, "decode": t.decode_s, "draft": s.t_draft - t.process_s,
-                     "process": t.process_s, "pass_other": s.t_verify - t.decode_s,
+        rows.append({"wall": wall - t.process_s, "decode": t.decode_s, "draft": s.t_draft - t.process_s - t.repair_s,
+                     "process": t.process_s, "pass_other": s.t_verify - (t.decode_s - t.repair_s),
                      "emitted": len(s.tokens), "accepted": s.accepted, "save": t.save_s, "undo": t.undo_s})
     handle.cancel()
     engine.step()
@@ -302,6 +312,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="oracle: fixed trees of the target's own tokens; head: the shipped EAGLE head in llama.cpp")
     ap.add_argument("--head", default=None, help="--drafter head: this eagle3 GGUF (default: the shipped head, converted)")
     ap.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1: all)")
+    ap.add_argument("--grow", default="native",
+                    help="--drafter head: native (a tree in one llama.cpp call, homespec's patch), levels (level by "
+                         "level from Python), or native,levels: both, alternating within each round")
+    ap.add_argument("--fixed-threads", action="store_true",
+                    help="every llama_decode on --threads (no measured choice of fewer: backends/llamacpp/threads.py)")
     ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
     ap.add_argument("--rollback", type=int, default=None,
                     help="a hybrid model's per-token snapshots (n_rs_seq; default: the widest chain's drafts)")
@@ -329,7 +344,7 @@ def run(a: argparse.Namespace) -> Result:
     recurrent = model_traits(path).recurrent
     rollback = (widest - 1 if a.rollback is None else a.rollback) if recurrent else 0
     settings = BackendSettings(n_ctx=1 << (n_answer + 256).bit_length(), n_threads=a.threads,
-                               n_gpu_layers=a.gpu_layers, rollback=rollback)
+                               n_gpu_layers=a.gpu_layers, rollback=rollback, adapt_threads=not a.fixed_threads)
     backend = LlamaCppBackend(path, settings, max_leaves=1 if recurrent else max(1, widest - 1))
     prompt = encode_prompt(backend.tokenizer, [PROMPT], chat=True)
     if a.stub_decode or a.drafter == "head":  # no oracle: its tokens only need to exist
@@ -348,11 +363,17 @@ def run(a: argparse.Namespace) -> Result:
     print(f"{path.rsplit('/', 1)[-1]}{mode}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
           f"{', llama_decode stubbed' if a.stub_decode else ''}; torch imported: {sys.modules.get('torch') is not None}", flush=True)
     results = []
+    grows = a.grow.split(",") if head is not None else ["-"]
+    native = head.native_tree if head is not None else None
+    if native is None and "native" in grows:
+        print("this llama.cpp lacks llama_homespec_grow_tree (homespec's patch): trees grow level by level", flush=True)
     for r in range(a.rounds):
-        for shape in shapes:
-            row = measure(backend, prompt, answer, shape, a.steps, a.accept, t, head) | {"round": r + 1}
+        for shape, grow in [(s, g) for s in shapes for g in grows]:
+            if head is not None:
+                head.native_tree = native if grow == "native" else None
+            row = measure(backend, prompt, answer, shape, a.steps, a.accept, t, head) | {"round": r + 1, "grow": grow}
             results.append(row)
-            print(f"round {r + 1} {shape:8} step {row['step_ms']:7.3f} ms  llama_decode {row['decode_ms']:7.3f} ms  "
+            print(f"round {r + 1} {shape:8}{'' if grow == '-' else ' ' + grow:8} step {row['step_ms']:7.3f} ms  llama_decode {row['decode_ms']:7.3f} ms  "
                   f"host {row['host_ms']:6.3f} ms (p10 {row['host_p10_ms']:.3f}, mean {row['host_mean_ms']:.3f}): draft {row['draft_ms']:.3f}, "
                   f"pass outside llama_decode {row['pass_other_ms']:.3f}, rest {row['rest_ms']:.3f}; "
                   f"head's graph calls {row['head_process_ms']:.3f} ms; "

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 if TYPE_CHECKING:
     import numpy as np
 
+    from homespec.contracts.tree import DraftTree
+
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
@@ -52,6 +54,13 @@ class DraftNet(Protocol):
     def level(self, lane: int, depth: int, tokens: Sequence[int], hidden: "np.ndarray", parents: Sequence[int],
               pos: int, k: int) -> Candidates:
         """Tree nodes at `depth` >= 1, each fed its parent's row; parents index the previous call's rows."""
+        ...
+
+    def grow(self, lane: int, root: int, seed: Candidates, pos: int, *, depth: int, topk: int,
+             total: int) -> "DraftTree | None":
+        """The whole tree (grow_tree's rule, homespec/speculative/tree.py) from the seed's children, level 1
+        at `pos`, in one call on the network's side, its levels dropped after; None where the network
+        cannot, and the drafter then calls level() per level and end_tree()."""
         ...
 
     def end_tree(self, lane: int) -> None:

@@ -92,11 +92,11 @@ def grow_tree(expand: Expand, root: int, *, depth: int, topk: int, total: int) -
         f_rows, f_tokens = order // k, ids.reshape(-1)[order]
         f_score, f_global = score.reshape(-1)[order], n_before + order
         n_before += score.size
-    return _keep_best(root, np.concatenate(tokens), np.concatenate(logps), np.concatenate(scores),
+    return keep_best(root, np.concatenate(tokens), np.concatenate(logps), np.concatenate(scores),
                       np.concatenate(parent_of), total)
 
 
-def _keep_best(root: int, tokens: np.ndarray, logps: np.ndarray, scores: np.ndarray, parent_of: np.ndarray,
+def keep_best(root: int, tokens: np.ndarray, logps: np.ndarray, scores: np.ndarray, parent_of: np.ndarray,
                total: int) -> DraftTree:
     """The root and the best `total - 1` candidates, in creation order (parents before children)."""
     keep = np.sort(_best(scores, total - 1))

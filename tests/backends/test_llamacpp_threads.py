@@ -46,6 +46,20 @@ def test_idle_cores_are_found_again_when_the_load_goes():
     assert picked[-100:].count(2) >= 95
 
 
+def test_a_call_of_several_decodes_keeps_the_re_measuring_share():
+    """A draft tree grown in one llama.cpp call runs all its levels on the count picked: the tuner
+    spaces its tries by the whole call, so re-measuring still takes about EXPLORE_SHARE of the time."""
+    tuner, t, slow = ThreadTuner(2), 0.0, 0.0
+    for _ in range(400):
+        n = tuner.pick(8, now=t, calls=5)
+        took = 5 * (0.040 if n == 2 else 0.004)  # five 8-row levels; 2 threads busy, 1 quick
+        tuner.record(8, n, took, now=t, calls=5)
+        slow += took if n == 2 else 0.0
+        t += took
+    assert tuner.best(8) == 1
+    assert slow <= EXPLORE_SHARE * t + 2 * 0.2
+
+
 def test_kinds_are_measured_apart():
     tuner = ThreadTuner(2)
     for _ in range(20):  # prompt chunks pay for 2 threads, single steps do not

@@ -25,8 +25,10 @@ EAGLE31 = FC_NORM | NORM_OUTPUT
 # the decoder keeps only the rows asked for (a call may mix committed entries with drafting rows) and
 # llama_sampler_init_log_softmax exists (each tree node's best children picked on the device)
 DRAFT_TREES = 4
+GROW_TREES = 8  # llama_homespec_grow_tree: a draft tree's levels grown in one call (backends/llamacpp/head_tree.py)
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
 TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
+GROW_SYMBOL = "llama_homespec_grow_tree"
 
 # what homespec calls each entry point -> the symbols it may be exported under (Linux/macOS mangling)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
@@ -44,6 +46,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
                                        "_Z30llama_model_target_layer_ids_nPK11llama_model"),
     FEATURES_SYMBOL: (FEATURES_SYMBOL,),
     TOPK_SYMBOL: (TOPK_SYMBOL,),
+    GROW_SYMBOL: (GROW_SYMBOL,),
 }
 
 

@@ -50,10 +50,12 @@ import numpy as np
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.batch import Batch
+from homespec.backends.llamacpp.head_tree import NativeTree, grow_entry_point
 from homespec.backends.llamacpp.lib import HostRows, LogCollector, capture_log, import_llama_cpp, memory_report, reason
 from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates
+from homespec.contracts.tree import DraftTree
 from homespec.errors import FormatError, HomespecError
 from homespec.formats.gguf import read_gguf_header
 
@@ -170,6 +172,17 @@ class LlamaCppHead:
         self._nextn_rows, self._embd_rows = HostRows(self.n_embd), HostRows(self.n_embd)  # views made once per buffer
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
         self._row_ids = np.arange(self._batch_cap)[:, None]
+        self.native_tree = self._native_tree()  # None: the tree grows level by level from Python
+
+    def _native_tree(self) -> NativeTree | None:
+        """The tree's levels in one call where the build has homespec's patch and the device picks the
+        children (backends/llamacpp/head_tree.py)."""
+        fn = grow_entry_point() if self.device_topk else None
+        if fn is None:
+            return None
+        vocab = None if self._full_vocab else self.info.draft_vocab
+        return NativeTree(fn, self._ctx, self.topk, [ids.sets for ids in self._ids], vocab,
+                          len(self.info.draft_vocab), self._log)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -219,7 +232,7 @@ class LlamaCppHead:
     def _context(self, target: Any, *, n_ctx: int, n_seq: int, n_threads: int | None) -> Any:
         ll = self._ll
         cp = ll.llama_context_default_params()
-        cp.n_ctx = n_ctx
+        cp.n_ctx = n_ctx = max(n_ctx, n_seq)  # llama.cpp aborts with fewer cells than sequences (an output row each)
         # Few rows per call: a tree level has at most topk, and the graph computes logits over the
         # whole target vocabulary for every row, so the compute buffer grows with n_ubatch x n_vocab;
         # committed entries are written in chunks of this size. llama.cpp reserves an output row per
@@ -326,6 +339,24 @@ class LlamaCppHead:
         self._dec.put(n, token=tokens, embd=hidden, pos=self._cell(pos), seq=np.asarray(mine[:n]), want=True)
         self._process(self._dec, n)
         return self._candidates(n, k)
+
+    def grow(self, lane: int, root: int, seed: Candidates, pos: int, *, depth: int, topk: int,
+             total: int) -> DraftTree | None:
+        """The whole tree from the seed's children, its level 1 at `pos`, in one llama.cpp call: what
+        grow_tree over level() and end_tree() give (None where this build or head cannot)."""
+        native = self.native_tree
+        if native is None or topk > self.topk or lane in self._tree_from:
+            return None
+        levels = max(1, depth - 1)
+        n_threads = self._threads.pick(topk, calls=levels)  # every level has at most topk rows: one kind of decode
+        if n_threads != self._threads_now:
+            self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
+            self._threads_now = n_threads
+        with capture_log(self._log):
+            tree, seconds = native.grow(lane, root, seed, self._cell(pos), depth=depth, topk=topk, total=total)
+        if depth > 1:
+            self._threads.record(topk, n_threads, seconds, calls=levels)
+        return tree
 
     def end_tree(self, lane: int) -> None:
         """Take the tree's cells out of every tree id of the lane (they are freed with it); the

@@ -58,8 +58,9 @@ class ThreadTuner:
     def __post_init__(self) -> None:
         self.options = (self.n_threads,) if self.fixed else candidates(self.n_threads)
 
-    def pick(self, n_rows: int, now: float | None = None) -> int:
-        """The thread count for a decode of `n_rows` rows."""
+    def pick(self, n_rows: int, now: float | None = None, *, calls: int = 1) -> int:
+        """The thread count for a decode of `n_rows` rows (`calls` such decodes in one go, as a draft
+        tree grown in one llama.cpp call: a count tried again runs all of them)."""
         if len(self.options) == 1:
             return self.options[0]
         k = kind(n_rows)
@@ -75,16 +76,16 @@ class ThreadTuner:
             if n == best:
                 continue
             cost = s.cost if s.cost is not None else best_cost  # never measured: assume it costs the best's
-            if now - s.tried >= min(MAX_WAIT_S, cost * max(1, n_rows) / EXPLORE_SHARE):
+            if now - s.tried >= min(MAX_WAIT_S, cost * max(1, n_rows) * max(1, calls) / EXPLORE_SHARE):
                 return n
         return best
 
-    def record(self, n_rows: int, n_threads: int, seconds: float, now: float | None = None) -> None:
-        """A decode of `n_rows` rows on `n_threads` threads took `seconds`."""
+    def record(self, n_rows: int, n_threads: int, seconds: float, now: float | None = None, *, calls: int = 1) -> None:
+        """A decode of `n_rows` rows on `n_threads` threads took `seconds` (`calls` such decodes, all told)."""
         if len(self.options) == 1:
             return
         s = self._counts.setdefault((kind(n_rows), n_threads), _Count())
-        per_row = seconds / max(1, n_rows)
+        per_row = seconds / (max(1, n_rows) * max(1, calls))
         s.cost = per_row if s.cost is None else (1 - ALPHA) * s.cost + ALPHA * per_row
         s.tried = time.monotonic() if now is None else now
 

@@ -93,6 +93,9 @@ class HeadDrafter:
                                 f"the context has {len(context)}",
                                 hint="every committed token must reach the drafter through begin() or accept()")
         net, lane, seed, base = self.net, self.lane, self._seed, len(context) - 1
+        tree = net.grow(lane, root, seed.out, base + 1, depth=self.depth, topk=self.topk, total=self.total)
+        if tree is not None:  # the network grew the tree in one call
+            return tree
         rows: dict[str, np.ndarray] = {"hidden": seed.out.hidden}
 
         def expand(level: int, tokens: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,93 @@
+"""A draft tree's levels grown in one llama.cpp call: homespec's patch's `llama_homespec_grow_tree`
+(kernels/llamacpp/README.md, src/llama-homespec-tree.cpp) on the head's context.
+
+`grow_tree` (homespec/speculative/tree.py) over `LlamaCppHead.level` makes, per level, a Python
+round of batch filling, two ctypes calls per node for its ancestors' cells, a llama_decode and a
+numpy sort of each row's children: ~0.15 ms of host work a level, ~1 ms a step for the planner's
+6-deep tree. The patch runs the same loop in C++ next to llama_decode; Python hands it the seed's
+children and reads back every candidate (token, log-probability, score, parent), and
+`keep_best` keeps the tree as grow_tree does. The rule is grow_tree's, tie for tie
+(tests/backends/test_llamacpp_head_tree.py compares the two trees on a real head); grow_tree stays the
+reference, and the path for builds without the patch, for the host's top-k and for MTP layers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from homespec.backends.llamacpp import exports
+from homespec.backends.llamacpp.lib import LogCollector, reason
+from homespec.errors import HomespecError
+from homespec.speculative.tree import keep_best
+
+if TYPE_CHECKING:
+    from homespec.contracts.head import Candidates
+    from homespec.contracts.tree import DraftTree
+
+_P, _I32 = ctypes.c_void_p, ctypes.c_int32
+# (ctx, depth, topk, k_dev, seed_ids, seed_logp, seed_row, pos1, set0, set1, vocab, n_vocab,
+#  tokens, logp, score, parent, capacity, t_decode, rc)
+_ARGTYPES = [_P, _I32, _I32, _I32, _P, _P, _P, _I32, _P, _P, _P, _I32, _P, _P, _P, _P, _I32, _P, _P]
+_ERRORS = {-1: "it was handed arguments it does not take", -3: "a row held no draft-vocabulary index"}
+
+
+def grow_entry_point() -> Any | None:
+    """llama_homespec_grow_tree, typed; None where the build lacks it (no patch, or an older one)."""
+    if not exports.eagle3_features() & exports.GROW_TREES:
+        return None
+    fn = exports.entry_point(exports.GROW_SYMBOL)
+    if fn is not None:
+        fn.argtypes, fn.restype = _ARGTYPES, _I32
+    return fn
+
+
+class NativeTree:
+    """One lane set's tree ids and the output buffers of llama_homespec_grow_tree, for one head."""
+
+    def __init__(self, fn: Any, ctx: Any, k_dev: int, sets: list[tuple[tuple[int, ...], tuple[int, ...]]],
+                 vocab: np.ndarray | None, n_vocab: int, log: LogCollector) -> None:
+        """sets: each lane's two tree-id sets (k_dev ids each); vocab: the device's index -> target id
+        (None: the same, a head over the whole vocabulary)."""
+        self._fn, self._ctx, self.k_dev, self._log = fn, ctx, k_dev, log
+        self._sets = [tuple(np.asarray(s, dtype=np.int32) for s in pair) for pair in sets]
+        self._vocab = None if vocab is None else np.ascontiguousarray(vocab, dtype=np.int64)
+        self._n_vocab = n_vocab
+        self._t, self._rc = ctypes.c_double(), ctypes.c_int32()
+        self._cap = 0
+        self.decode_s = 0.0  # seconds in llama_decode inside the calls, all told (what a benchmark leaves out)
+        self.calls = self.levels = 0  # the calls made and the levels they decoded
+
+    def _buffers(self, cap: int) -> None:
+        if cap > self._cap:
+            self._cap = cap
+            self._tokens, self._parent = np.empty(cap, np.int64), np.empty(cap, np.int64)
+            self._logp, self._score = np.empty(cap, np.float64), np.empty(cap, np.float64)
+
+    def grow(self, lane: int, root: int, seed: "Candidates", pos1: int, *, depth: int, topk: int,
+             total: int) -> "tuple[DraftTree, float]":
+        """The tree whose level 1 sits at cell pos1, from the seed's children. -> (the tree, the
+        seconds spent in llama_decode)."""
+        self._buffers(topk + (depth - 1) * topk * topk)
+        ids = np.ascontiguousarray(seed.ids[0, :topk], dtype=np.int64)
+        logp = np.ascontiguousarray(seed.logp[0, :topk], dtype=np.float64)
+        row = np.ascontiguousarray(seed.hidden[0], dtype=np.float32)
+        set0, set1 = self._sets[lane]
+        n = self._fn(self._ctx, depth, topk, self.k_dev, ids.ctypes.data, logp.ctypes.data, row.ctypes.data, pos1,
+                     set0.ctypes.data, set1.ctypes.data, None if self._vocab is None else self._vocab.ctypes.data,
+                     self._n_vocab, self._tokens.ctypes.data, self._logp.ctypes.data, self._score.ctypes.data,
+                     self._parent.ctypes.data, self._cap, ctypes.byref(self._t), ctypes.byref(self._rc))
+        self.decode_s += self._t.value
+        if n < 0:
+            if n == -2:
+                raise HomespecError(f"the draft head's llama.cpp call failed (code {self._rc.value}): "
+                                    f"{reason(self._log, 'no detail')}",
+                                    hint="code 1 means its KV cache is full: a larger --ctx helps")
+            raise HomespecError(f"llama_homespec_grow_tree failed: {_ERRORS.get(n, f'code {n}')}",
+                                hint="rebuild llama.cpp with homespec's patch (scripts/setup.sh)")
+        self.calls += 1
+        self.levels += depth - 1
+        tree = keep_best(root, self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n], total)
+        return tree, self._t.value
