@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 if TYPE_CHECKING:
     import numpy as np
 
-    from homespec.contracts.tree import DraftTree
-
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
@@ -28,6 +26,18 @@ class Candidates:
     ids: "np.ndarray"  # [F, k] int64 target ids, best first
     logp: "np.ndarray"  # [F, k] float64 log-probabilities, normalised over the draft vocabulary
     hidden: "np.ndarray"  # [F, H] float32 the row a child of this node consumes
+
+
+@dataclass(frozen=True, slots=True)
+class Grown:
+    """Every candidate of a tree grown on the network's side (DraftNet.grow), level by level, node by
+    node, child by child, as speculative/tree.py grow_tree makes them: which to keep is the drafter's
+    (tree.keep_best). Views of the network's buffers: read before its next call."""
+
+    tokens: "np.ndarray"  # [n] int64 target ids
+    logp: "np.ndarray"  # [n] float64 each candidate's log-probability given its parent
+    score: "np.ndarray"  # [n] float64 the sum of the log-probabilities along its path
+    parent: "np.ndarray"  # [n] int64 its parent's candidate index (-1: the root)
 
 
 class DraftNet(Protocol):
@@ -56,11 +66,10 @@ class DraftNet(Protocol):
         """Tree nodes at `depth` >= 1, each fed its parent's row; parents index the previous call's rows."""
         ...
 
-    def grow(self, lane: int, root: int, seed: Candidates, pos: int, *, depth: int, topk: int,
-             total: int) -> "DraftTree | None":
-        """The whole tree (grow_tree's rule, homespec/speculative/tree.py) from the seed's children, level 1
-        at `pos`, in one call on the network's side, its levels dropped after; None where the network
-        cannot, and the drafter then calls level() per level and end_tree()."""
+    def grow(self, lane: int, seed: Candidates, pos: int, *, depth: int, topk: int) -> Grown | None:
+        """Every candidate of the tree (grow_tree's rule, homespec/speculative/tree.py) from the seed's
+        children, level 1 at `pos`, in one call on the network's side, its levels dropped after; None
+        where the network cannot, and the drafter then calls level() per level and end_tree()."""
         ...
 
     def end_tree(self, lane: int) -> None:

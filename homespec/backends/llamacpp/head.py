@@ -54,8 +54,7 @@ from homespec.backends.llamacpp.head_tree import NativeTree, grow_entry_point
 from homespec.backends.llamacpp.lib import HostRows, LogCollector, capture_log, import_llama_cpp, memory_report, reason
 from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
-from homespec.contracts.head import Candidates
-from homespec.contracts.tree import DraftTree
+from homespec.contracts.head import Candidates, Grown
 from homespec.errors import FormatError, HomespecError
 from homespec.formats.gguf import read_gguf_header
 
@@ -340,10 +339,9 @@ class LlamaCppHead:
         self._process(self._dec, n)
         return self._candidates(n, k)
 
-    def grow(self, lane: int, root: int, seed: Candidates, pos: int, *, depth: int, topk: int,
-             total: int) -> DraftTree | None:
-        """The whole tree from the seed's children, its level 1 at `pos`, in one llama.cpp call: what
-        grow_tree over level() and end_tree() give (None where this build or head cannot)."""
+    def grow(self, lane: int, seed: Candidates, pos: int, *, depth: int, topk: int) -> Grown | None:
+        """Every candidate of the tree from the seed's children, its level 1 at `pos`, in one llama.cpp
+        call: what grow_tree over level() and end_tree() make (None where this build or head cannot)."""
         native = self.native_tree
         if native is None or topk > self.topk or lane in self._tree_from:
             return None
@@ -353,10 +351,10 @@ class LlamaCppHead:
             self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
             self._threads_now = n_threads
         with capture_log(self._log):
-            tree, seconds = native.grow(lane, root, seed, self._cell(pos), depth=depth, topk=topk, total=total)
+            grown, seconds = native.grow(lane, seed, self._cell(pos), depth=depth, topk=topk)
         if depth > 1:
             self._threads.record(topk, n_threads, seconds, calls=levels)
-        return tree
+        return grown
 
     def end_tree(self, lane: int) -> None:
         """Take the tree's cells out of every tree id of the lane (they are freed with it); the

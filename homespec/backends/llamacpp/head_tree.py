@@ -5,8 +5,8 @@
 round of batch filling, two ctypes calls per node for its ancestors' cells, a llama_decode and a
 numpy sort of each row's children: ~0.15 ms of host work a level, ~1 ms a step for the planner's
 6-deep tree. The patch runs the same loop in C++ next to llama_decode; Python hands it the seed's
-children and reads back every candidate (token, log-probability, score, parent), and
-`keep_best` keeps the tree as grow_tree does. The rule is grow_tree's, tie for tie
+children and reads back every candidate (token, log-probability, score, parent); the drafter
+keeps the tree as grow_tree does (speculative/tree.py keep_best). The rule is grow_tree's, tie for tie
 (tests/backends/test_llamacpp_head_tree.py compares the two trees on a real head); grow_tree stays the
 reference, and the path for builds without the patch, for the host's top-k and for MTP layers.
 """
@@ -20,12 +20,11 @@ import numpy as np
 
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.lib import LogCollector, reason
+from homespec.contracts.head import Grown
 from homespec.errors import HomespecError
-from homespec.speculative.tree import keep_best
 
 if TYPE_CHECKING:
     from homespec.contracts.head import Candidates
-    from homespec.contracts.tree import DraftTree
 
 _P, _I32 = ctypes.c_void_p, ctypes.c_int32
 # (ctx, depth, topk, k_dev, seed_ids, seed_logp, seed_row, pos1, set0, set1, vocab, n_vocab,
@@ -66,10 +65,9 @@ class NativeTree:
             self._tokens, self._parent = np.empty(cap, np.int64), np.empty(cap, np.int64)
             self._logp, self._score = np.empty(cap, np.float64), np.empty(cap, np.float64)
 
-    def grow(self, lane: int, root: int, seed: "Candidates", pos1: int, *, depth: int, topk: int,
-             total: int) -> "tuple[DraftTree, float]":
-        """The tree whose level 1 sits at cell pos1, from the seed's children. -> (the tree, the
-        seconds spent in llama_decode)."""
+    def grow(self, lane: int, seed: "Candidates", pos1: int, *, depth: int, topk: int) -> tuple[Grown, float]:
+        """Every candidate of the tree whose level 1 sits at cell pos1, from the seed's children (views
+        of this object's buffers, valid until its next call). -> (them, the seconds spent in llama_decode)."""
         self._buffers(topk + (depth - 1) * topk * topk)
         ids = np.ascontiguousarray(seed.ids[0, :topk], dtype=np.int64)
         logp = np.ascontiguousarray(seed.logp[0, :topk], dtype=np.float64)
@@ -89,5 +87,4 @@ class NativeTree:
                                 hint="rebuild llama.cpp with homespec's patch (scripts/setup.sh)")
         self.calls += 1
         self.levels += depth - 1
-        tree = keep_best(root, self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n], total)
-        return tree, self._t.value
+        return Grown(self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n]), self._t.value

@@ -24,7 +24,7 @@ import numpy as np
 
 from homespec.contracts.drafter import MAX_DEPTH, DraftShape, Offer, ShapeLimits
 from homespec.errors import HomespecError
-from homespec.speculative.tree import grow_tree
+from homespec.speculative.tree import grow_tree, keep_best
 
 if TYPE_CHECKING:
     from homespec.contracts.backend import Forward
@@ -93,9 +93,9 @@ class HeadDrafter:
                                 f"the context has {len(context)}",
                                 hint="every committed token must reach the drafter through begin() or accept()")
         net, lane, seed, base = self.net, self.lane, self._seed, len(context) - 1
-        tree = net.grow(lane, root, seed.out, base + 1, depth=self.depth, topk=self.topk, total=self.total)
-        if tree is not None:  # the network grew the tree in one call
-            return tree
+        grown = net.grow(lane, seed.out, base + 1, depth=self.depth, topk=self.topk)
+        if grown is not None:  # the network grew the tree in one call: which candidates stay is ours
+            return keep_best(root, grown.tokens, grown.logp, grown.score, grown.parent, self.total)
         rows: dict[str, np.ndarray] = {"hidden": seed.out.hidden}
 
         def expand(level: int, tokens: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
