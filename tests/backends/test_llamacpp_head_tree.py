@@ -75,14 +75,18 @@ def _greedy(target, ids, steps):
 
 @pytest.mark.parametrize("shape, window", [((6, 8, 48), None), ((4, 4, 12), 6), ((5, 1, 6), None), ((1, 8, 9), None)])
 def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window):
-    """Two lanes follow the same greedy answer, accepting one to three tokens a step: lane 0 grows
-    every tree in one call, lane 1 level by level. The same nodes, parents and probabilities every
-    step (the same llama.cpp calls on the same rows), the planner's 48-node tree, a chain, one level."""
+    """Two networks of two lanes follow the same greedy answer, accepting one to three tokens a step:
+    one grows every tree in one call, the other level by level, lane 0 on some prompts and lane 1 on
+    the others. The same nodes, parents and probabilities every step (the same llama.cpp calls on the
+    same rows in the same cells), for the planner's 48-node tree, a windowed tree, a chain, one level."""
     depth, topk, total = shape
     tok = target.tokenizer
-    net = _net(head_file, target, topk=max(topk, 4))
-    one, levels = (_drafter(net, target, depth=depth, topk=topk, total=total, window=window) for _ in range(2))
-    for text in TEXTS:
+    nets = [_net(head_file, target, topk=max(topk, 4)) for _ in range(2)]
+    nets[1].native_tree = None  # level by level
+    lanes = [[_drafter(net, target, depth=depth, topk=topk, total=total, window=window) for _ in range(2)]
+             for net in nets]
+    for j, text in enumerate(TEXTS):
+        one, levels = (pair[j % 2] for pair in lanes)
         ids = tok.encode(text)
         fwd, steps = _greedy(target, ids, 13)
         one.begin(ids, fwd)
@@ -90,8 +94,7 @@ def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window):
         context, i, n_checked = list(ids), 0, 0
         while i < len(steps):
             root = steps[i][0]
-            a = _propose(net, one, root, context, native=True)
-            b = _propose(net, levels, root, context, native=False)
+            a, b = one.propose(root, context), levels.propose(root, context)
             assert a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist(), (text, i)
             np.testing.assert_allclose(a.probs, b.probs, rtol=1e-6)
             n_checked += 1
@@ -103,8 +106,9 @@ def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window):
             context += tokens
             i += len(take)
         assert n_checked >= 6
-    assert net.native_tree.calls >= 6 * len(TEXTS)  # the native calls ran
-    net.close()
+    assert nets[0].native_tree.calls >= 6 * len(TEXTS)  # the native calls ran
+    for net in nets:
+        net.close()
 
 
 def test_the_tree_leaves_the_heads_cache_as_it_found_it(head_file, target):
