@@ -284,11 +284,17 @@ class LlamaCppHead:
             return
         ids, n = self._ids[lane], len(tokens)
         follows = self._follows(ids, pos0)
-        for lo in range(0, n, self._batch_cap):
-            hi = min(n, lo + self._batch_cap)
-            self._dec.put(hi - lo, token=tokens[lo:hi], embd=g[lo:hi], pos=np.arange(self._cell(pos0 + lo),
-                          self._cell(pos0 + hi)), seq=ids.committed if follows else (ids.write,), want=False)
-            self._process(self._dec, hi - lo)
+        if self.device_topk:  # embeddings on make every row an output (llama-batch.cpp): these need none
+            self._ll.llama_set_embeddings(self._ctx, False)
+        try:
+            for lo in range(0, n, self._batch_cap):
+                hi = min(n, lo + self._batch_cap)
+                self._dec.put(hi - lo, token=tokens[lo:hi], embd=g[lo:hi], pos=np.arange(self._cell(pos0 + lo),
+                              self._cell(pos0 + hi)), seq=ids.committed if follows else (ids.write,), want=False)
+                self._process(self._dec, hi - lo)
+        finally:
+            if self.device_topk:
+                self._ll.llama_set_embeddings(self._ctx, True)
         if not follows:
             self._written_apart(ids)
 
