@@ -10,6 +10,9 @@ text is what the window decodes to beyond the released piece. Two things are hel
 * a tail that could begin a stop string ("\\n\\nUs" while "\\n\\nUser:" is a stop): released once
   the text goes another way, dropped (with everything after it) once the stop string is complete.
 
+Ids that each decode to nothing and leave the window's text as it was (control tokens) are not kept
+in the window, so a long run of them costs each push its own ids, not the whole run again.
+
 The pieces concatenate to exactly the full decode cut before the first stop string
 (tests/session/test_session.py checks this on the real SmolLM2 tokenizer).
 """
@@ -41,10 +44,21 @@ class Detokenizer:
         self.ids.extend(ids)
         context = self.tok.decode(self.ids[self._start:self._read])
         window = self.tok.decode(self.ids[self._start:])
+        # the window's first id may change how the rest decodes (a leading BOS drops a space): it stays
+        first = self._read if self._read > self._start else self._start + 1
+        if window == context and len(self.ids) > first and self._textless(first):
+            del self.ids[first:]  # control tokens spell nothing: the window does not grow with them
+            return ""
         if window.endswith(REPLACEMENT) or len(window) <= len(context):
             return ""  # half a character, or nothing yet: wait for the next ids
         self._start, self._read = self._read, len(self.ids)
         return self._release(window[len(context):])
+
+    def _textless(self, start: int) -> bool:
+        """Do ids[start:] each decode to nothing (control tokens, which the text leaves out)? Such ids
+        change no text before or after them, so they are dropped from the window: a model emitting
+        thousands of them would otherwise make every push decode them all again (O(n^2) an answer)."""
+        return all(not self.tok.decode([i]) for i in self.ids[start:])
 
     def flush(self) -> str:
         """The answer ended: whatever is still held (a character that never completed decodes

@@ -64,6 +64,38 @@ def test_incremental_text_equals_the_full_decode(tok):
     assert split_chars > 10  # the corpus does split characters across tokens
 
 
+class _Counting:
+    """The real tokenizer, counting the ids it is asked to decode."""
+
+    def __init__(self, tok):
+        self.tok, self.decoded = tok, 0
+
+    def decode(self, ids, special=False):
+        self.decoded += len(ids)
+        return self.tok.decode(ids, special)
+
+
+def test_control_tokens_cost_a_push_its_own_ids_not_the_whole_run(tok):
+    """A model stuck on a control token (it decodes to nothing) for thousands of steps: each push
+    decodes a few ids, not every one since the last text, and the text around the run is the full
+    decode's."""
+    special = tok.encode("<|im_start|>", add_bos=False, special=True)
+    assert len(special) == 1 and tok.decode(special) == ""
+    before, after = tok.encode("Hello there,", add_bos=False), tok.encode(" and again.", add_bos=False)
+    ids = before + special * 3000 + after
+    counting = _Counting(tok)
+    d = Detokenizer(counting)
+    text = "".join(d.push(ids[i:i + 3]) for i in range(0, len(ids), 3)) + d.flush()
+    assert text == tok.decode(ids) == tok.decode(before + after)
+    assert counting.decoded < 20 * len(ids)  # was ~len(ids)**2 / 3 (1.5 million ids) with the run kept
+    # a run at the very start, behind a BOS (which takes the next piece's leading space): as the full decode
+    assert tok.bos_id is not None and tok.decode([tok.bos_id, *tok.encode(" Hello", add_bos=False)]) == "Hello"
+    for head in ([tok.bos_id], before):
+        ids = head + special * 500 + tok.encode(" Hello", add_bos=False)
+        d = Detokenizer(tok)
+        assert "".join(d.push([i]) for i in ids) + d.flush() == tok.decode(ids)
+
+
 def test_a_character_split_across_tokens_waits_for_its_last_byte(tok):
     ids = tok.encode("🚀", add_bos=False)
     assert len(ids) > 1
