@@ -9,6 +9,7 @@ import pytest
 
 from homespec.embedded import DEFAULT_HEAD
 from homespec.errors import HomespecError
+from tests.backends.test_head_llamacpp import _greedy_run
 
 TEXTS = ("The capital of France is", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
          "Once upon a time, there was a")
@@ -60,19 +61,6 @@ def _propose(net, drafter, root, context, *, native):
         net.native_tree = keep
 
 
-def _greedy(target, ids, steps):
-    target.reset()
-    fwd = target.prefill(ids)
-    root, out = int(np.argmax(fwd.logits[-1])), []
-    for _ in range(steps):
-        f = target.verify([root], [-1])
-        target.commit([0])
-        nxt = int(np.argmax(f.logits[0]))
-        out.append((root, f.features, nxt))
-        root = nxt
-    return fwd, out
-
-
 @pytest.mark.parametrize("shape, window", [((6, 8, 48), None), ((4, 4, 12), 6), ((5, 1, 6), None), ((1, 8, 9), None)])
 def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window):
     """Two networks of two lanes follow the same greedy answer, accepting one to three tokens a step:
@@ -88,7 +76,7 @@ def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window):
     for j, text in enumerate(TEXTS):
         one, levels = (pair[j % 2] for pair in lanes)
         ids = tok.encode(text)
-        fwd, steps = _greedy(target, ids, 13)
+        fwd, steps = _greedy_run(target, ids, 13)
         one.begin(ids, fwd)
         levels.begin(ids, fwd)
         context, i, n_checked = list(ids), 0, 0
@@ -118,7 +106,7 @@ def test_the_tree_leaves_the_heads_cache_as_it_found_it(head_file, target):
     net = _net(head_file, target, lanes=1)
     d = _drafter(net, target, depth=6, topk=8, total=48)
     ids = tok.encode(TEXTS[1])
-    fwd, steps = _greedy(target, ids, 1)
+    fwd, steps = _greedy_run(target, ids, 1)
     d.begin(ids, fwd)
     root = steps[0][0]
     first = _propose(net, d, root, ids, native=True)
@@ -139,7 +127,7 @@ def test_a_cache_too_small_for_the_tree_fails_with_llamacpps_reason(head_file, t
     net = _net(head_file, target, lanes=1, cells=len(ids))  # llama.cpp rounds its cells up to 256: one level fits
     assert net._ll.llama_n_ctx(net._ctx) < len(ids) + 5 * 8
     d = _drafter(net, target, depth=6, topk=8, total=48)
-    fwd, steps = _greedy(target, ids, 1)
+    fwd, steps = _greedy_run(target, ids, 1)
     d.begin(ids, fwd)
     with pytest.raises(HomespecError, match="code 1") as err:
         _propose(net, d, steps[0][0], ids, native=True)
