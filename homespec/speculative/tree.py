@@ -93,11 +93,11 @@ def grow_tree(expand: Expand, root: int, *, depth: int, topk: int, total: int) -
         f_score, f_global = score.reshape(-1)[order], n_before + order
         n_before += score.size
     return keep_best(root, np.concatenate(tokens), np.concatenate(logps), np.concatenate(scores),
-                      np.concatenate(parent_of), total)
+                     np.concatenate(parent_of), total)
 
 
 def keep_best(root: int, tokens: np.ndarray, logps: np.ndarray, scores: np.ndarray, parent_of: np.ndarray,
-               total: int) -> DraftTree:
+              total: int) -> DraftTree:
     """The root and the best `total - 1` candidates, in creation order (parents before children)."""
     keep = np.sort(_best(scores, total - 1))
     new_index = np.zeros(len(tokens) + 1, dtype=np.int64)  # global index + 1 -> node index (0: root)
