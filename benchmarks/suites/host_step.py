@@ -87,13 +87,19 @@ class Timed:
 def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
     """Wrap llama_cpp's llama_decode and llama_encode (the backends and the head call them through the
     module): a call on `t.target` adds to t.decode_s (and returns at once with `stub`), any other
-    context's (the head's) to t.process_s and t.process_calls."""
+    context's (the head's) to t.process_s and t.process_calls. Each call is timed up to its outputs
+    (llama_synchronize: on a GPU llama_decode returns while the device still computes, and the wait
+    would land in whichever host read came next), as llama_homespec_grow_tree times its own levels."""
+
+    sync = ll.llama_synchronize
 
     def timed(real):
         def call(ctx, batch):
             mine = ctx is t.target
             t0 = time.perf_counter()
             rc = 0 if stub and mine else real(ctx, batch)
+            if not (stub and mine):
+                sync(ctx)  # a GPU's llama_decode returns before its outputs: their wait is the call's, not host time
             dt = time.perf_counter() - t0
             if mine:
                 t.decode_s += dt

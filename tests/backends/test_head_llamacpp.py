@@ -316,3 +316,21 @@ def test_the_encoder_refuses_rows_of_another_width(head_file, target):
     with pytest.raises(HomespecError, match=f"rows of {width} floats, got {width - 1}"):
         net.encode(np.zeros((2, width - 1), np.float32))
     net.close()
+
+
+def test_committed_entries_are_written_without_outputs(head_file, target, tok):
+    """With the device's top-k the head's context has embeddings on, which makes llama.cpp turn every row
+    of a call into an output ("embeddings required but some input tokens were not marked as outputs");
+    committed entries are written with embeddings off, and the head drafts as before after them."""
+    net = _net(head_file, target)
+    if not net.device_topk:
+        net.close()
+        pytest.skip("this llama.cpp lacks homespec's patch: embeddings stay off")
+    ids = tok.encode(TEXTS[1])
+    fwd, root = _prefill(target, ids)
+    d = _drafter(net, target)
+    d.begin(ids, fwd)
+    tree = d.propose(root, ids)  # writes the prompt's entries, then drafts
+    assert net._log.tagged and not [line for _, line in net._log.tagged if "not marked as outputs" in line]
+    assert tree.size == 12 and net._ll.llama_get_embeddings(net._ctx)  # embeddings are on again for drafting
+    net.close()

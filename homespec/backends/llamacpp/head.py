@@ -31,8 +31,9 @@ Sequence ids. One context serves every lane of the engine; lane i owns the ids `
   re-tagged every committed entry for every node: ~40% of the host time of a 48-node tree with a
   window of 1,024, and growing with the window.)
 
-llama.cpp's eagle3 decoder does not prune its rows to the ones asked for, so a call must not mix rows
-with and without outputs (docs/interop.md): committed entries are written in calls of their own.
+Upstream llama.cpp's eagle3 decoder does not prune its rows to the ones asked for (homespec's patch does), and
+with embeddings on (the device top-k's channel) llama.cpp makes every row of a call an output: committed
+entries are written in calls of their own, with embeddings off (`write`).
 
 Imported lazily with the llama.cpp backend; no torch here.
 """
@@ -349,7 +350,7 @@ class LlamaCppHead:
         """Every candidate of the tree from the seed's children, its level 1 at `pos`, in one llama.cpp
         call: what grow_tree over level() and end_tree() make (None where this build or head cannot)."""
         native = self.native_tree
-        if native is None or topk > self.topk or lane in self._tree_from:
+        if native is None or topk > self.topk or seed.ids.shape[1] < topk or lane in self._tree_from:
             return None
         levels = max(1, depth - 1)
         n_threads = self._threads.pick(topk, calls=levels)  # every level has at most topk rows: one kind of decode

@@ -12,7 +12,9 @@ The policy is homespec's, the arithmetic the network's:
   (docs/speculative.md): entries it will never see again are dropped from its cache, and a catch-up
   writes only those it will see.
 * The tree is EAGLE-2's dynamic tree (homespec/speculative/tree.py: grow_tree), level by level: the seed
-  entry's output drafts the root's children, each later level decodes the expanded nodes.
+  entry's output drafts the root's children, each later level decodes the expanded nodes. A network that
+  grows the levels in one call on its side (DraftNet.grow: homespec's llama.cpp patch) hands back every
+  candidate, and the drafter keeps the best (keep_best), as grow_tree would.
 """
 
 from __future__ import annotations
