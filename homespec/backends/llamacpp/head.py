@@ -353,10 +353,7 @@ class LlamaCppHead:
         if native is None or topk > self.topk or seed.ids.shape[1] < topk or lane in self._tree_from:
             return None
         levels = max(1, depth - 1)
-        n_threads = self._threads.pick(topk, calls=levels)  # every level has at most topk rows: one kind of decode
-        if n_threads != self._threads_now:
-            self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
-            self._threads_now = n_threads
+        n_threads = self._use_threads(topk, calls=levels)  # every level has at most topk rows: one kind of decode
         with capture_log(self._log):
             grown, seconds = native.grow(lane, seed, self._cell(pos), depth=depth, topk=topk)
         if depth > 1:
@@ -424,11 +421,17 @@ class LlamaCppHead:
         """The position in the cache of the frame's entry at `pos` (the same here)."""
         return pos
 
-    def _process(self, batch: Batch, n_rows: int, *, encode: bool = False) -> None:
-        n_threads = self._threads.pick(n_rows)  # the count measured fastest (backends/llamacpp/threads.py)
+    def _use_threads(self, n_rows: int, *, calls: int = 1) -> int:
+        """The count measured fastest for `calls` decodes of `n_rows` rows (backends/llamacpp/threads.py),
+        set on the context. -> it"""
+        n_threads = self._threads.pick(n_rows, calls=calls)
         if n_threads != self._threads_now:
             self._ll.llama_set_n_threads(self._ctx, n_threads, n_threads)
             self._threads_now = n_threads
+        return n_threads
+
+    def _process(self, batch: Batch, n_rows: int, *, encode: bool = False) -> None:
+        n_threads = self._use_threads(n_rows)
         t0 = time.perf_counter()
         with capture_log(self._log):
             rc = (self._ll.llama_encode if encode else self._ll.llama_decode)(self._ctx, batch.c)
