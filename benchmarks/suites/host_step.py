@@ -342,7 +342,9 @@ def run(a: argparse.Namespace) -> Result:
                          "compute; hint: drop --stub-decode, or use --drafter oracle")
     shapes = a.shapes.split(",")
     widest = max(len(shape_parents(s)) for s in shapes)
-    longest = max(_depth(shape_parents(s)) for s in shapes) + 1  # tokens a fully accepted step emits
+    # tokens a fully accepted step emits: the head's trees are TREE_DEPTH deep, the oracle's as its random shape
+    longest = max(TREE_DEPTH if a.drafter == "head" and s.startswith("tree") else _depth(shape_parents(s))
+                  for s in shapes) + 1
     path = a.model or str(smollm2())
     n_answer = a.steps * longest + 16
     from homespec.engine.options import model_traits
