@@ -160,7 +160,9 @@ class LlamaCppHead:
             self._check_layers()
             self.n_embd = ll.llama_model_n_embd(self._model)
             self.device_topk = device_topk and self._ask_for_topk(topk)
-            self._ctx = self._context(target, n_ctx=lanes * cells_per_lane, n_seq=n_seq, n_threads=n_threads)
+            # llama.cpp aborts with fewer cells than sequences (it reserves an output row for each)
+            self._ctx = self._context(target, n_ctx=max(lanes * cells_per_lane, n_seq), n_seq=n_seq,
+                                      n_threads=n_threads)
         self._mem = ll.llama_get_memory(self._ctx)
         self._threads_now = int(ll.llama_n_threads(self._ctx))
         self._threads = ThreadTuner(self._threads_now, fixed=not target.settings.adapt_threads)
@@ -232,7 +234,7 @@ class LlamaCppHead:
     def _context(self, target: Any, *, n_ctx: int, n_seq: int, n_threads: int | None) -> Any:
         ll = self._ll
         cp = ll.llama_context_default_params()
-        cp.n_ctx = n_ctx = max(n_ctx, n_seq)  # llama.cpp aborts with fewer cells than sequences (an output row each)
+        cp.n_ctx = n_ctx
         # Few rows per call: a tree level has at most topk, and the graph computes logits over the
         # whole target vocabulary for every row, so the compute buffer grows with n_ubatch x n_vocab;
         # committed entries are written in chunks of this size. llama.cpp reserves an output row per

@@ -91,7 +91,7 @@ class LlamaCppMtp(LlamaCppHead):
         ll, s = self._ll, target.settings
         cp = ll.llama_context_default_params()
         cp.ctx_type = ll.LLAMA_CONTEXT_TYPE_MTP  # the DECODER_MTP graph and a KV cache of the MTP layers
-        cp.n_ctx = n_ctx = max(n_ctx, n_seq)  # llama.cpp aborts with fewer cells than sequences (an output row each)
+        cp.n_ctx = n_ctx
         cp.n_batch = cp.n_ubatch = min(max(64, n_seq), n_ctx)  # a tree level, or a chunk of committed entries
         cp.n_seq_max = n_seq
         cp.kv_unified = True  # one cell carries every tree path through it
