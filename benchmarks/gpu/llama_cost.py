@@ -111,16 +111,13 @@ def draft_costs(backend: Any, net: Any, clock: "Timed", prompt: list[int], fwd: 
         drafter.begin(prompt, fwd)
         context, root = list(prompt), int(np.argmax(fwd.logits[-1]))
         walls, process, calls, written = [], [], [], []
-        native = getattr(net, "native_tree", None)  # a tree grown in one call: its llama_decode calls count too
+        clock.native = getattr(net, "native_tree", None)  # a tree grown in one call: its decodes count too
         for r in range(warmup + 1 + repeats):  # the first draft writes the whole prompt: a warm-up
             clock.reset()
-            s0, l0 = (native.decode_s, native.levels) if native else (0.0, 0)
             t0 = time.perf_counter()
             tree = drafter.propose(root, context)
             wall = time.perf_counter() - t0
-            if native:
-                clock.process_s += native.decode_s - s0
-                clock.process_calls += native.levels - l0
+            clock.add_native()
             if r > warmup:
                 walls.append(wall), process.append(clock.process_s), calls.append(clock.process_calls)
             tokens, parents = list(tree.tokens), list(tree.parents)

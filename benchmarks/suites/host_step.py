@@ -77,11 +77,21 @@ class Timed:
     save_s: float = 0.0  # a recurrent state saved before a chain (rollback.before_verify)
     undo_s: float = 0.0  # rejected drafts given back by a recurrent state (rollback.keep)
     target: object = None  # the target's llama_context: its calls are llama_decode's, any other's the head's
+    native: object = None  # a head's NativeTree (a tree grown in one call): its levels' decodes are the head's too
     steps: list[dict] = field(default_factory=list)
+    _native0: tuple[float, int] = (0.0, 0)
 
     def reset(self) -> None:
         self.decode_s = self.repair_s = self.process_s = self.save_s = self.undo_s = 0.0
         self.process_calls = self.target_calls = 0
+        self._native0 = (self.native.decode_s, self.native.levels) if self.native else (0.0, 0)
+
+    def add_native(self) -> None:
+        """Count the decodes a tree grown in one call made since reset() (the C++ loop calls llama_decode
+        itself, past the wrapped module) among the head's graph calls."""
+        if self.native:
+            self.process_s += self.native.decode_s - self._native0[0]
+            self.process_calls += self.native.levels - self._native0[1]
 
 
 def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
@@ -248,15 +258,13 @@ def measure(backend, prompt: list[int], answer: list[int], shape: str, steps: in
     engine.step()  # the prefill
     handle.take()
     rows = []
-    native = getattr(head, "native_tree", None)  # a tree grown in one call: its llama_decode time is the head's
+    t.native = getattr(head, "native_tree", None)
     for _ in range(steps):
         t.reset()
-        n0 = native.decode_s if native else 0.0
         t0 = time.perf_counter()
         engine.step()
         wall = time.perf_counter() - t0
-        if native:
-            t.process_s += native.decode_s - n0
+        t.add_native()
         figs = [r.step for r in handle.take()[0] if isinstance(r, StepFigures)]
         s = figs[-1]
         rows.append({"wall": wall - t.process_s, "decode": t.decode_s, "draft": s.t_draft - t.process_s - t.repair_s,
