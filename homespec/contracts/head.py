@@ -57,8 +57,9 @@ class DraftNet(Protocol):
         """Committed entries (tokens[i], rows[i]) at positions pos0 + i; no outputs."""
         ...
 
-    def seed(self, lane: int, token: int, row: "np.ndarray", pos: int, k: int) -> Candidates:
-        """The newest committed entry, whose output drafts the root's children."""
+    def seed(self, lane: int, tokens: Sequence[int], rows: "np.ndarray", pos0: int, k: int) -> Candidates:
+        """Committed entries (tokens[i], rows[i]) at positions pos0 + i, the last the newest (its token
+        the root), whose output drafts the root's children (the others have none)."""
         ...
 
     def level(self, lane: int, depth: int, tokens: Sequence[int], hidden: "np.ndarray", parents: Sequence[int],

@@ -318,19 +318,23 @@ def test_the_encoder_refuses_rows_of_another_width(head_file, target):
     net.close()
 
 
-def test_committed_entries_are_written_without_outputs(head_file, target, tok):
-    """With the device's top-k the head's context has embeddings on, which makes llama.cpp turn every row
-    of a call into an output ("embeddings required but some input tokens were not marked as outputs");
-    committed entries are written with embeddings off, and the head drafts as before after them."""
-    net = _net(head_file, target)
+def test_a_seed_shares_its_call_with_the_entries_before_it(head_file, target, tok):
+    """The committed entries a step writes and the seed after them go to llama.cpp in one call whose only
+    output row is the seed's (with the device's top-k the context has embeddings on, which made llama.cpp
+    turn every row into an output; homespec's patch leaves them to the rows asked for): the seed drafts
+    what it drafts after the entries were written in a call of their own."""
+    net = _net(head_file, target, lanes=2)
     if not net.device_topk:
         net.close()
         pytest.skip("this llama.cpp lacks homespec's patch: embeddings stay off")
     ids = tok.encode(TEXTS[1])
     fwd, root = _prefill(target, ids)
-    d = _drafter(net, target)
-    d.begin(ids, fwd)
-    tree = d.propose(root, ids)  # writes the prompt's entries, then drafts
-    assert net._log.tagged and not [line for _, line in net._log.tagged if "not marked as outputs" in line]
-    assert tree.size == 12 and net._ll.llama_get_embeddings(net._ctx)  # embeddings are on again for drafting
+    g, tokens = net.encode(fwd.features), [*ids[1:], root]
+    one = net.seed(0, tokens, g, 0, 4)
+    ll, last = net._ll, len(tokens) - 1
+    assert not ll.llama_get_embeddings_ith(net._ctx, 0) and ll.llama_get_embeddings_ith(net._ctx, last)
+    net.write(1, tokens[:-1], g[:-1], 0)
+    two = net.seed(1, tokens[-1:], g[-1:], last, 4)
+    assert one.ids.tolist() == two.ids.tolist()
+    assert np.allclose(one.logp, two.logp, atol=1e-4) and np.allclose(one.hidden, two.hidden, atol=1e-4)
     net.close()

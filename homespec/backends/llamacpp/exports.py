@@ -26,6 +26,9 @@ EAGLE31 = FC_NORM | NORM_OUTPUT
 # llama_sampler_init_log_softmax exists (each tree node's best children picked on the device)
 DRAFT_TREES = 4
 GROW_TREES = 8  # llama_homespec_grow_tree: a draft tree's levels grown in one call (backends/llamacpp/head_tree.py)
+# with the device's top-k on (embeddings on: its channel), a decode's outputs are the rows asked for; llama.cpp
+# makes every row of an embeddings context an output, so committed entries could not share a call with the seed
+ROWS_ASKED = 16
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
 TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
 GROW_SYMBOL = "llama_homespec_grow_tree"

@@ -31,9 +31,10 @@ Sequence ids. One context serves every lane of the engine; lane i owns the ids `
   re-tagged every committed entry for every node: ~40% of the host time of a 48-node tree with a
   window of 1,024, and growing with the window.)
 
-Upstream llama.cpp's eagle3 decoder does not prune its rows to the ones asked for (homespec's patch does), and
-with embeddings on (the device top-k's channel) llama.cpp makes every row of a call an output: committed
-entries are written in calls of their own, with embeddings off (`write`).
+Upstream llama.cpp's eagle3 decoder does not prune its rows to the ones asked for, and with embeddings on (the
+device top-k's channel) llama.cpp makes every row of a call an output; homespec's patch does both (ROWS_ASKED), so
+the committed entries a step writes and its seed share one call, in which the seed's row alone is an output
+(`seed`), and a write computes no output rows at all.
 
 Imported lazily with the llama.cpp backend; no torch here.
 """
@@ -225,7 +226,8 @@ class LlamaCppHead:
         best children on the device and hands back 2k numbers a row instead of a vocabulary-wide row of
         logits (a 128k vocabulary: 512 KiB a row, and a sort's worth of host work). Else the host picks."""
         setter = exports.entry_point(exports.TOPK_SYMBOL)
-        if setter is None or not exports.eagle3_features() & exports.DRAFT_TREES or 2 * k > self.n_embd:
+        wanted = exports.DRAFT_TREES | exports.ROWS_ASKED
+        if setter is None or exports.eagle3_features() & wanted != wanted or 2 * k > self.n_embd:
             return False
         setter.argtypes, setter.restype = [ctypes.c_void_p, ctypes.c_int32], None
         setter(self._model, k)
@@ -283,21 +285,24 @@ class LlamaCppHead:
     def write(self, lane: int, tokens: Sequence[int], g: np.ndarray, pos0: int) -> None:
         """Committed entries (tokens[i], g[i]) at positions pos0 + i into the lane's base sequence,
         without outputs: their keys and values are all the head keeps of them."""
-        if not len(tokens):
+        self._entries(lane, tokens, g, pos0, last_out=False)
+
+    def _entries(self, lane: int, tokens: Sequence[int], g: np.ndarray, pos0: int, *, last_out: bool) -> None:
+        """Entries (tokens[i], g[i]) at positions pos0 + i into every committed id of the lane, in calls of
+        at most a batch; `last_out`: the last row is an output (the seed's)."""
+        n = len(tokens)
+        if not n:
             return
-        ids, n = self._ids[lane], len(tokens)
+        ids = self._ids[lane]
         follows = self._follows(ids, pos0)
-        if self.device_topk:  # embeddings on make every row an output (llama-batch.cpp): these need none
-            self._ll.llama_set_embeddings(self._ctx, False)
-        try:
-            for lo in range(0, n, self._batch_cap):
-                hi = min(n, lo + self._batch_cap)
-                self._dec.put(hi - lo, token=tokens[lo:hi], embd=g[lo:hi], pos=np.arange(self._cell(pos0 + lo),
-                              self._cell(pos0 + hi)), seq=ids.committed if follows else (ids.write,), want=False)
-                self._process(self._dec, hi - lo)
-        finally:
-            if self.device_topk:
-                self._ll.llama_set_embeddings(self._ctx, True)
+        seq = ids.committed if follows else (ids.write,)
+        for lo in range(0, n, self._batch_cap):
+            hi = min(n, lo + self._batch_cap)
+            self._dec.put(hi - lo, token=tokens[lo:hi], embd=g[lo:hi],
+                          pos=np.arange(self._cell(pos0 + lo), self._cell(pos0 + hi)), seq=seq, want=False)
+            if last_out and hi == n:
+                self._dec.logits[hi - lo - 1] = True
+            self._process(self._dec, hi - lo)
         if not follows:
             self._written_apart(ids)
 
@@ -314,16 +319,15 @@ class LlamaCppHead:
             self._ll.llama_memory_seq_cp(self._mem, ids.write, s, -1, -1)
         self._ll.llama_memory_seq_rm(self._mem, ids.write, -1, -1)
 
-    def seed(self, lane: int, token: int, g: np.ndarray, pos: int, k: int) -> Candidates:
-        """The newest committed entry (root, g of the token before it) at `pos`, whose output
-        drafts the root's children: it stays in the lane's base sequence."""
-        ids = self._ids[lane]
-        follows = self._follows(ids, pos)  # as committed entries are written (write)
-        self._dec.put(1, token=token, embd=g.reshape(1, -1), pos=self._cell(pos),
-                      seq=ids.committed if follows else (ids.write,), want=True)
-        self._process(self._dec, 1)
-        if not follows:
-            self._written_apart(ids)
+    def seed(self, lane: int, tokens: Sequence[int], g: np.ndarray, pos0: int, k: int) -> Candidates:
+        """Committed entries (tokens[i], g[i]) at positions pos0 + i, the last the newest (its token the
+        root), whose output drafts the root's children: written in one call where they fit a batch, the
+        seed's row its only output. They stay in the lane's base sequence."""
+        if len(tokens) > 1 and not self._follows(self._ids[lane], pos0):
+            # written apart (under `write`) they see only each other: the seed must see all the lane holds
+            self.write(lane, tokens[:-1], g[:-1], pos0)
+            tokens, g, pos0 = tokens[-1:], g[-1:], pos0 + len(tokens) - 1
+        self._entries(lane, tokens, g, pos0, last_out=True)
         return self._candidates(1, k)
 
     # --- tree levels ---------------------------------------------------------------------------

@@ -175,9 +175,9 @@ class HeadDrafter:
                                 f"the context has {committed} tokens", hint="a committed token was not accepted")
         lo = self._visible_from(seed_pos)  # entries below lo (but the sinks) are never attended again
         self.net.forget(self.lane, self.sinks, min(lo, seed_pos - 1))  # the entry before the seed stays: llama.cpp wants positions to follow on
-        g = self._write_spans(feats, first, [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos)],
-                              seed_pos)
-        self._seed = _Seed(root, self.net.seed(self.lane, root, g[-1], seed_pos, self.topk))
+        out = self._write_spans(feats, first, [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos + 1)],
+                                root)
+        self._seed = _Seed(root, out)
         self.written = committed
         self._feats, self._tokens = None, []
 
@@ -213,17 +213,21 @@ class HeadDrafter:
         self.written = first + cut
 
     def _write_spans(self, feats: np.ndarray, first: int, spans: list[tuple[int, int]],
-                     seed_pos: int | None = None) -> np.ndarray:
-        """Encode only the rows of `spans` (and of `seed_pos`) and write the spans' entries; the
-        encoded rows are returned (the seed's is the last)."""
+                     root: int | None = None) -> "Candidates | None":
+        """Encode only the rows of `spans` and write their entries. With `root`, the last span ends
+        with the seed (the newest committed token's entry, completed by the root), written in one call
+        with that span's other entries: -> the seed's output."""
         spans = [(a, b) for a, b in spans if b > a]
-        rows = [p - first for a, b in spans for p in range(a, b)] + ([] if seed_pos is None else [seed_pos - first])
+        rows = [p - first for a, b in spans for p in range(a, b)]
         g = self.net.encode(feats[np.array(rows, dtype=np.int64)])  # [n, H] only the rows the head will use
+        tokens = self._tokens if root is None else [*self._tokens, root]  # entry p's token: tokens[p - first]
         i = 0
-        for a, b in spans:
-            self.net.write(self.lane, self._tokens[a - first:b - first], g[i:i + b - a], a)
+        for j, (a, b) in enumerate(spans):
+            if root is not None and j == len(spans) - 1:
+                return self.net.seed(self.lane, tokens[a - first:b - first], g[i:], a, self.topk)
+            self.net.write(self.lane, tokens[a - first:b - first], g[i:i + b - a], a)
             i += b - a
-        return g
+        return None
 
     def _visible_from(self, seed_pos: int) -> int:
         """The first position (past the sinks) the seed and the tree attend to."""
