@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 if TYPE_CHECKING:
     import numpy as np
 
+    from homespec.contracts.tree import DraftTree
+
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
@@ -71,6 +73,15 @@ class DraftNet(Protocol):
         """Every candidate of the tree (grow_tree's rule, homespec/speculative/tree.py) from the seed's
         children, level 1 at `pos`, in one call on the network's side, its levels dropped after; None
         where the network cannot, and the drafter then calls level() per level and end_tree()."""
+        ...
+
+    def draft(self, lane: int, tokens: Sequence[int], features: "np.ndarray", pos0: int, *, depth: int, topk: int,
+              total: int) -> "tuple[DraftTree, Candidates] | None":
+        """A step's draft in one call on the network's side: the committed entries (tokens[i], the target's
+        features[i], encoded there) at positions pos0 + i, the last the seed, then the tree grown from the
+        seed's children with its best `total - 1` candidates kept — what encode(), seed(), grow() and
+        tree.keep_best make. -> (the tree, the seed's output); None where the network cannot, and the
+        drafter then encodes, seeds and grows."""
         ...
 
     def end_tree(self, lane: int) -> None:

@@ -361,10 +361,30 @@ def _committed_under_every_id(be) -> bool:
     return all(span == ((0, be.n_past - 1) if s < be._tagged else (-1, -1)) for s, span in enumerate(spans))
 
 
-def test_trees_chains_and_cuts_keep_every_id_on_the_committed_cells_alone(sm, prompt):
+def _keeping(be, native: bool):
+    """Keep verified paths in one call (homespec's patch: llama_homespec_keep_path) or by seq_rm / seq_cp
+    calls from Python; -> what to restore."""
+    keep = be._keep_native
+    if native and keep is None:
+        pytest.skip("this llama.cpp lacks homespec's patch: paths are kept from Python")
+    be._keep_native = keep if native else None
+    return keep
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["one-call", "python"])
+def test_trees_chains_and_cuts_keep_every_id_on_the_committed_cells_alone(sm, prompt, native):
     """Committed cells carry every leaf id between steps (a tree step re-tags only its own cells):
     after trees of several widths, a chain cut short, plain steps and a trim, every id holds the
-    committed tokens and nothing else, and decoding goes on as from a fresh prefill of them."""
+    committed tokens and nothing else, and decoding goes on as from a fresh prefill of them; so
+    whether the kept path is kept in one llama.cpp call or by a call per id."""
+    keep = _keeping(sm, native)
+    try:
+        _trees_chains_and_cuts(sm, prompt)
+    finally:
+        sm._keep_native = keep
+
+
+def _trees_chains_and_cuts(sm, prompt):
     sm.reset()
     sm.prefill(prompt)
     emitted: list[int] = []
@@ -388,7 +408,8 @@ def test_trees_chains_and_cuts_keep_every_id_on_the_committed_cells_alone(sm, pr
     assert float(np.abs(got - want).max()) <= LOGIT_ATOL
 
 
-def test_lanes_keep_their_ids_on_their_own_committed_cells(smollm2_path, prompt):
+@pytest.mark.parametrize("native", [True, False], ids=["one-call", "python"])
+def test_lanes_keep_their_ids_on_their_own_committed_cells(smollm2_path, prompt, native):
     """The same for the lanes of one context (serve): trees and chains on two lanes, their cells
     interleaved in the one cache, each lane's ids hold its committed tokens alone, and a lane's next
     logits equal a fresh prefill's. (The lanes take turns by pass: rows of two lanes in one pass
@@ -399,6 +420,7 @@ def test_lanes_keep_their_ids_on_their_own_committed_cells(smollm2_path, prompt)
     be = MultiSeqBackend(smollm2_path, BackendSettings(n_ctx=1024, n_threads=2), lanes=2, lane_ctx=512,
                          leaves_per_lane=4)
     try:
+        _keeping(be, native)
         ll, mem = be._ll, be._mem
         be.decode([PrefillWork(0, tuple(prompt), True), PrefillWork(1, tuple(prompt[:9]), True)])
         emitted: list[list[int]] = [[], []]

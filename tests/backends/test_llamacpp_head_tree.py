@@ -61,16 +61,23 @@ def _propose(net, drafter, root, context, *, native):
         net.native_tree = keep
 
 
+@pytest.mark.parametrize("one_call", ["step", "tree"])
 @pytest.mark.parametrize("shape, window", [((6, 8, 48), None), ((4, 4, 12), 6), ((5, 1, 6), None), ((1, 8, 9), None)])
-def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window):
+def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window, one_call):
     """Two networks of two lanes follow the same greedy answer, accepting one to three tokens a step:
     one grows every tree in one call, the other level by level, lane 0 on some prompts and lane 1 on
     the others. The same nodes, parents and probabilities every step (the same llama.cpp calls on the
-    same rows in the same cells), for the planner's 48-node tree, a windowed tree, a chain, one level."""
+    same rows in the same cells), for the planner's 48-node tree, a windowed tree, a chain, one level;
+    whether the one call drafts the whole step (llama_homespec_draft_tree: the encoder, the seed's
+    entries, the tree and the best kept) or the tree alone (llama_homespec_grow_tree)."""
     depth, topk, total = shape
     tok = target.tokenizer
     nets = [_net(head_file, target, topk=max(topk, 4)) for _ in range(2)]
     nets[1].native_tree = None  # level by level
+    if one_call == "tree":
+        nets[0].native_tree._draft = None
+    elif not nets[0].native_tree.drafts:
+        pytest.skip("this llama.cpp lacks llama_homespec_draft_tree")
     lanes = [[_drafter(net, target, depth=depth, topk=topk, total=total, window=window) for _ in range(2)]
              for net in nets]
     for j, text in enumerate(TEXTS):

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.batch import Batch, Row, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture, NextnCapture
 from homespec.backends.llamacpp.lib import (
@@ -85,6 +86,7 @@ class LlamaCppCore:
         self._threads_now = self._threads.n_threads
         self._logit_rows = HostRows(self.n_vocab)
         self._mem = ll.llama_get_memory(self._ctx)
+        self._keep_native = None if self.recurrent else exports.keep_path_entry_point()  # None: seq_rm / seq_cp calls
         # how rejected draft tokens leave a recurrent state (backends/llamacpp/rollback.py)
         self.rollback_mode = rollback_mode(self)
         self._snapshots = Snapshots()
@@ -231,7 +233,13 @@ class LlamaCppCore:
         the tree lies past the committed cells (one call cuts it for every id). At most 2 x ids calls
         over the tree's own positions, whatever the context's length (re-tagging the context instead
         cost ids x context cells of llama.cpp's bookkeeping a step; docs/backends.md, "Tree
-        verification in one pass"); fewer the fewer leaves lie outside the kept path."""
+        verification in one pass"); fewer the fewer leaves lie outside the kept path. With homespec's
+        patch, one call does it (llama_homespec_keep_path: the cells of the tree's ids from p0 on, kept
+        or freed by the same rule)."""
+        if self._keep_native is not None:  # homespec's patch: the same in one call, from the cache's position index
+            t, c = np.asarray(tree, dtype=np.int32), np.asarray(ids, dtype=np.int32)
+            if not self._keep_native(self._ctx, seq, p0, p0 + k, t.ctypes.data, len(t), c.ctypes.data, len(c)):
+                return
         ll, mem = self._ll, self._mem
         stay, in_tree = set(below), set(tree)
         if alone:

@@ -29,9 +29,13 @@ GROW_TREES = 8  # llama_homespec_grow_tree: a draft tree's levels grown in one c
 # with the device's top-k on (embeddings on: its channel), a decode's outputs are the rows asked for; llama.cpp
 # makes every row of an embeddings context an output, so committed entries could not share a call with the seed
 ROWS_ASKED = 16
+KEEP_PATH = 32  # llama_homespec_keep_path: a verified tree's kept path in one call (LlamaCppCore._keep_path)
+DRAFT_STEP = 64  # llama_homespec_draft_tree: a step's draft (seed's entries, tree, best kept) in one call
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
 TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
 GROW_SYMBOL = "llama_homespec_grow_tree"
+KEEP_SYMBOL = "llama_homespec_keep_path"
+DRAFT_SYMBOL = "llama_homespec_draft_tree"
 
 # what homespec calls each entry point -> the symbols it may be exported under (Linux/macOS mangling)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
@@ -50,6 +54,8 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     FEATURES_SYMBOL: (FEATURES_SYMBOL,),
     TOPK_SYMBOL: (TOPK_SYMBOL,),
     GROW_SYMBOL: (GROW_SYMBOL,),
+    KEEP_SYMBOL: (KEEP_SYMBOL,),
+    DRAFT_SYMBOL: (DRAFT_SYMBOL,),
 }
 
 
@@ -90,3 +96,15 @@ def eagle3_features(lib: Any = None) -> int:
 def runs_eagle31(lib: Any = None) -> bool:
     """Does this build run EAGLE-3.1 heads natively (both features)?"""
     return eagle3_features(lib) & EAGLE31 == EAGLE31
+
+
+def keep_path_entry_point(lib: Any = None) -> Any | None:
+    """llama_homespec_keep_path, typed: (ctx, seq, p0, p1, tree ids, n, committed ids, n) -> 0 where it kept the
+    path; None where the build lacks it (no patch, or an older one)."""
+    if not eagle3_features(lib) & KEEP_PATH:
+        return None
+    fn = entry_point(KEEP_SYMBOL, lib)
+    if fn is not None:
+        i32, p = ctypes.c_int32, ctypes.c_void_p
+        fn.argtypes, fn.restype = [p, i32, i32, i32, p, i32, p, i32], i32
+    return fn

@@ -52,11 +52,12 @@ import numpy as np
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.batch import Batch
-from homespec.backends.llamacpp.head_tree import NativeTree, grow_entry_point
+from homespec.backends.llamacpp.head_tree import NativeTree, draft_entry_point, grow_entry_point
 from homespec.backends.llamacpp.lib import HostRows, LogCollector, capture_log, import_llama_cpp, memory_report, reason
 from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates, Grown
+from homespec.contracts.tree import DraftTree
 from homespec.errors import FormatError, HomespecError
 from homespec.formats.gguf import read_gguf_header
 
@@ -185,7 +186,8 @@ class LlamaCppHead:
             return None
         vocab = None if self._full_vocab else self.info.draft_vocab
         return NativeTree(fn, self._ctx, self.topk, [ids.sets for ids in self._ids], vocab,
-                          len(self.info.draft_vocab), self._log)
+                          len(self.info.draft_vocab), self._log, draft_fn=draft_entry_point(),
+                          committed=[ids.committed for ids in self._ids], n_embd=self.n_embd)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -365,6 +367,25 @@ class LlamaCppHead:
         if depth > 1:
             self._threads.record(topk, n_threads, seconds, calls=levels)
         return grown
+
+    def draft(self, lane: int, tokens: Sequence[int], features: np.ndarray, pos0: int, *, depth: int, topk: int,
+              total: int) -> tuple[DraftTree, Candidates] | None:
+        """A step's draft in one llama.cpp call (homespec's patch: llama_homespec_draft_tree): what encode(),
+        seed(), grow() and keep_best make of the committed entries (tokens[i], target features[i]) at
+        positions pos0 + i, the last the seed; None where this build, head or call cannot (entries that do
+        not follow on from the lane's, more than a batch of them)."""
+        native = self.native_tree
+        if (native is None or not native.drafts or topk > self.topk or lane in self._tree_from
+                or len(tokens) > min(self._batch_cap, self._enc_cap) or features.shape[1] != 3 * self.info.target_hidden
+                or not self._follows(self._ids[lane], pos0)):
+            return None
+        calls = depth + 1  # the encoder's, the entries' and each level's: few rows each
+        n_threads = self._use_threads(topk, calls=calls)
+        with capture_log(self._log):
+            tree, seed, seconds = native.draft(lane, tokens, features, self._cell(pos0), depth=depth, topk=topk,
+                                               total=total)
+        self._threads.record(topk, n_threads, seconds, calls=calls)
+        return tree, seed
 
     def end_tree(self, lane: int) -> None:
         """Take the tree's cells out of every tree id of the lane (they are freed with it); the

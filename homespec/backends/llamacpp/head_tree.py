@@ -14,22 +14,25 @@ reference, and the path for builds without the patch, for the host's top-k and f
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.lib import LogCollector, reason
-from homespec.contracts.head import Grown
+from homespec.contracts.head import Candidates, Grown
+from homespec.contracts.tree import DraftTree
 from homespec.errors import HomespecError
-
-if TYPE_CHECKING:
-    from homespec.contracts.head import Candidates
 
 _P, _I32 = ctypes.c_void_p, ctypes.c_int32
 # (ctx, depth, topk, k_dev, seed_ids, seed_logp, seed_row, pos1, set0, set1, vocab, n_vocab,
 #  tokens, logp, score, parent, capacity, t_decode, rc)
 _ARGTYPES = [_P, _I32, _I32, _I32, _P, _P, _P, _I32, _P, _P, _P, _I32, _P, _P, _P, _P, _I32, _P, _P]
+# llama_homespec_draft_tree: (ctx, n_in, in_tokens, in_feats, feat_width, pos0, ids, n_ids, depth, topk, k_dev, total,
+#  set0, set1, vocab, n_vocab, tokens, logp, score, parent, capacity, seed_row, tree_tokens, tree_parents,
+#  tree_probs, t_decode, rc)
+_DRAFT_ARGTYPES = [_P, _I32, _P, _P, _I32, _I32, _P, _I32, _I32, _I32, _I32, _I32, _P, _P, _P, _I32,
+                   _P, _P, _P, _P, _I32, _P, _P, _P, _P, _P, _P]
 _ERRORS = {-1: "it was handed arguments it does not take", -3: "a row held no draft-vocabulary index"}
 
 
@@ -43,29 +46,52 @@ def grow_entry_point() -> Any | None:
     return fn
 
 
+def draft_entry_point() -> Any | None:
+    """llama_homespec_draft_tree, typed; None where the build lacks it."""
+    if not exports.eagle3_features() & exports.DRAFT_STEP:
+        return None
+    fn = exports.entry_point(exports.DRAFT_SYMBOL)
+    if fn is not None:
+        fn.argtypes, fn.restype = _DRAFT_ARGTYPES, _I32
+    return fn
+
+
 class NativeTree:
     """One lane set's tree ids and the output buffers of llama_homespec_grow_tree, for one head."""
 
     def __init__(self, fn: Any, ctx: Any, k_dev: int, sets: list[tuple[tuple[int, ...], tuple[int, ...]]],
-                 vocab: np.ndarray | None, n_vocab: int, log: LogCollector) -> None:
+                 vocab: np.ndarray | None, n_vocab: int, log: LogCollector, *, draft_fn: Any = None,
+                 committed: list[tuple[int, ...]] | None = None, n_embd: int = 0) -> None:
         """sets: each lane's two tree-id sets (k_dev ids each); vocab: the device's index -> target id
-        (None: the same, a head over the whole vocabulary)."""
+        (None: the same, a head over the whole vocabulary); draft_fn: llama_homespec_draft_tree where the
+        build has it, with each lane's committed ids and the head's row width."""
         self._fn, self._ctx, self.k_dev, self._log = fn, ctx, k_dev, log
+        self._draft, self._n_embd = draft_fn, n_embd
+        self._committed = [np.asarray(c, dtype=np.int32) for c in committed or []]
+        self._seed_row = np.empty(n_embd, np.float32)
         self._sets = [tuple(np.asarray(s, dtype=np.int32) for s in pair) for pair in sets]
         self._vocab = None if vocab is None else np.ascontiguousarray(vocab, dtype=np.int64)
         self._n_vocab = n_vocab
         self._t, self._rc = ctypes.c_double(), ctypes.c_int32()
-        self._cap = 0
+        self._cap = self._tree_cap = 0
         self.decode_s = 0.0  # seconds in llama_decode inside the calls, all told (what a benchmark leaves out)
         self.calls = self.levels = 0  # the calls made and the levels they decoded
 
-    def _buffers(self, cap: int) -> None:
+    @property
+    def drafts(self) -> bool:
+        """Can it draft a whole step in one call (draft)?"""
+        return self._draft is not None
+
+    def _buffers(self, cap: int, total: int = 0) -> None:
         if cap > self._cap:
             self._cap = cap
             self._tokens, self._parent = np.empty(cap, np.int64), np.empty(cap, np.int64)
             self._logp, self._score = np.empty(cap, np.float64), np.empty(cap, np.float64)
+        if total > self._tree_cap:
+            self._tree_cap = total
+            self._tree = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.float32))
 
-    def grow(self, lane: int, seed: "Candidates", pos1: int, *, depth: int, topk: int) -> tuple[Grown, float]:
+    def grow(self, lane: int, seed: Candidates, pos1: int, *, depth: int, topk: int) -> tuple[Grown, float]:
         """Every candidate of the tree whose level 1 sits at cell pos1, from the seed's children (views
         of this object's buffers, valid until its next call). -> (them, the seconds spent in llama_decode)."""
         self._buffers(topk + (depth - 1) * topk * topk)
@@ -77,14 +103,41 @@ class NativeTree:
                      set0.ctypes.data, set1.ctypes.data, None if self._vocab is None else self._vocab.ctypes.data,
                      self._n_vocab, self._tokens.ctypes.data, self._logp.ctypes.data, self._score.ctypes.data,
                      self._parent.ctypes.data, self._cap, ctypes.byref(self._t), ctypes.byref(self._rc))
+        self._check(n, "llama_homespec_grow_tree")
+        self.levels += depth - 1
+        return Grown(self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n]), self._t.value
+
+    def draft(self, lane: int, tokens: Sequence[int], features: np.ndarray, pos0: int, *, depth: int, topk: int,
+              total: int) -> tuple[DraftTree, Candidates, float]:
+        """A step's draft in one call: the committed entries (tokens[i], target features[i]) at cells
+        pos0 + i, the last the seed (its token the root), the tree grown from the seed's children and its
+        best total - 1 candidates kept (keep_best's rule). -> (the tree, the seed's output, the seconds
+        spent in llama_encode and llama_decode)."""
+        self._buffers(topk + (depth - 1) * topk * topk, total)
+        toks = np.ascontiguousarray(tokens, dtype=np.int32)
+        feats = np.ascontiguousarray(features, dtype=np.float32)
+        (set0, set1), ids = self._sets[lane], self._committed[lane]
+        t_tokens, t_parents, t_probs = self._tree
+        n = self._draft(self._ctx, len(toks), toks.ctypes.data, feats.ctypes.data, feats.shape[1], pos0,
+                        ids.ctypes.data, len(ids), depth, topk, self.k_dev, total, set0.ctypes.data, set1.ctypes.data,
+                        None if self._vocab is None else self._vocab.ctypes.data, self._n_vocab,
+                        self._tokens.ctypes.data, self._logp.ctypes.data, self._score.ctypes.data,
+                        self._parent.ctypes.data, self._cap, self._seed_row.ctypes.data, t_tokens.ctypes.data,
+                        t_parents.ctypes.data, t_probs.ctypes.data, ctypes.byref(self._t), ctypes.byref(self._rc))
+        self._check(n, "llama_homespec_draft_tree")
+        self.levels += depth + 1  # the encoder's call, the entries' and the levels'
+        tree = DraftTree(tokens=t_tokens[:n].copy(), parents=t_parents[:n].copy(), probs=t_probs[:n].copy())
+        seed = Candidates(self._tokens[None, :topk].copy(), self._logp[None, :topk].copy(), self._seed_row[None].copy())
+        return tree, seed, self._t.value
+
+    def _check(self, n: int, name: str) -> None:
+        """Count a call's decode time; raise where it failed."""
         self.decode_s += self._t.value
         if n < 0:
             if n == -2:
                 raise HomespecError(f"the draft head's llama.cpp call failed (code {self._rc.value}): "
                                     f"{reason(self._log, 'no detail')}",
                                     hint="code 1 means its KV cache is full: a larger --ctx helps")
-            raise HomespecError(f"llama_homespec_grow_tree failed: {_ERRORS.get(n, f'code {n}')}",
+            raise HomespecError(f"{name} failed: {_ERRORS.get(n, f'code {n}')}",
                                 hint="rebuild llama.cpp with homespec's patch (scripts/setup.sh)")
         self.calls += 1
-        self.levels += depth - 1
-        return Grown(self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n]), self._t.value

@@ -89,7 +89,9 @@ class HeadDrafter:
 
     def propose(self, root: int, context: Sequence[int]) -> "DraftTree":
         if self._feats is not None:
-            self._catch_up(root, len(context))
+            drafted = self._catch_up(root, len(context))
+            if drafted is not None:  # the network drafted the whole step in its one call
+                return drafted
         if self._seed is None or self._seed.root != root or self.written != len(context):
             raise HomespecError(f"the EAGLE-3 drafter is out of step: it holds {self.written} committed positions, "
                                 f"the context has {len(context)}",
@@ -164,9 +166,10 @@ class HeadDrafter:
 
     # --- writing committed entries -------------------------------------------------------------
 
-    def _catch_up(self, root: int, committed: int) -> None:
+    def _catch_up(self, root: int, committed: int) -> "DraftTree | None":
         """Write the waiting entries the head will attend to, then the seed (the newest committed
-        token's entry, completed by `root`) whose output drafts this step."""
+        token's entry, completed by `root`) whose output drafts this step. -> the step's tree where the
+        network drafted it in the seed's call (DraftNet.draft), else None."""
         feats = self._feats[0] if len(self._feats) == 1 else np.concatenate(self._feats)  # [m, W]
         first = self.written  # position of feats[0]
         seed_pos = committed - 1
@@ -175,11 +178,11 @@ class HeadDrafter:
                                 f"the context has {committed} tokens", hint="a committed token was not accepted")
         lo = self._visible_from(seed_pos)  # entries below lo (but the sinks) are never attended again
         self.net.forget(self.lane, self.sinks, min(lo, seed_pos - 1))  # the entry before the seed stays: llama.cpp wants positions to follow on
-        out = self._write_spans(feats, first, [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos + 1)],
-                                root)
-        self._seed = _Seed(root, out)
+        drafted = self._write_spans(feats, first, [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos + 1)],
+                                    root)
         self.written = committed
         self._feats, self._tokens = None, []
+        return drafted
 
     def _write_waiting(self, n: int) -> None:
         """Write the first n waiting entries (at most those whose next token is known), as the window
@@ -213,20 +216,35 @@ class HeadDrafter:
         self.written = first + cut
 
     def _write_spans(self, feats: np.ndarray, first: int, spans: list[tuple[int, int]],
-                     root: int | None = None) -> "Candidates | None":
+                     root: int | None = None) -> "DraftTree | None":
         """Encode only the rows of `spans` and write their entries. With `root`, the last span ends
-        with the seed (the newest committed token's entry, completed by the root), written in one call
-        with that span's other entries: -> the seed's output."""
+        with the seed (the newest committed token's entry, completed by the root), which goes to the
+        network in one call with that span's other entries (_seed). -> the step's tree where that call
+        drafted it."""
         spans = [(a, b) for a, b in spans if b > a]
-        rows = [p - first for a, b in spans for p in range(a, b)]
-        g = self.net.encode(feats[np.array(rows, dtype=np.int64)])  # [n, H] only the rows the head will use
         tokens = self._tokens if root is None else [*self._tokens, root]  # entry p's token: tokens[p - first]
-        i = 0
-        for j, (a, b) in enumerate(spans):
-            if root is not None and j == len(spans) - 1:
-                return self.net.seed(self.lane, tokens[a - first:b - first], g[i:], a, self.topk)
-            self.net.write(self.lane, tokens[a - first:b - first], g[i:i + b - a], a)
-            i += b - a
+        last = spans.pop() if root is not None else None
+        if spans:
+            rows = [p - first for a, b in spans for p in range(a, b)]
+            g = self.net.encode(feats[np.array(rows, dtype=np.int64)])  # [n, H] only the rows the head will use
+            i = 0
+            for a, b in spans:
+                self.net.write(self.lane, tokens[a - first:b - first], g[i:i + b - a], a)
+                i += b - a
+        if last is None or root is None:
+            return None
+        a, b = last
+        return self._seed_span(root, tokens[a - first:b - first], feats[a - first:b - first], a)
+
+    def _seed_span(self, root: int, tokens: list[int], feats: np.ndarray, pos0: int) -> "DraftTree | None":
+        """The entries at pos0 .. and the seed after them (the last): drafted in the network's one call
+        where it can (the step's tree comes back with the seed's output), else encoded and seeded."""
+        drafted = self.net.draft(self.lane, tokens, feats, pos0, depth=self.depth, topk=self.topk, total=self.total)
+        if drafted is not None:
+            tree, out = drafted
+            self._seed = _Seed(root, out)
+            return tree
+        self._seed = _Seed(root, self.net.seed(self.lane, tokens, self.net.encode(feats), pos0, self.topk))
         return None
 
     def _visible_from(self, seed_pos: int) -> int:
