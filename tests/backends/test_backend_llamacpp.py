@@ -830,9 +830,19 @@ def test_smollm2_features_match_torch_within_quantisation_noise(sm, prompt, smol
     assert int(got.logits[0].argmax()) == int(ref_logits[-1].argmax())
 
 
-def test_exact_mode_tree_commit_off_the_first_branch_matches_plain_decoding(sm, prompt):
-    """Exact mode + a path through a later child: the tail is re-decoded so later logits are
-    exactly plain one-token decoding's."""
+@pytest.mark.parametrize("native", [True, False], ids=["moved", "decoded-again"])
+def test_exact_mode_tree_commit_off_the_first_branch_matches_plain_decoding(sm, prompt, native):
+    """Exact mode + a path through a later child: the tail is moved into the hole in cell order
+    (homespec's patch: its K and V rows) or decoded again there, so later logits are exactly plain
+    one-token decoding's."""
+    keep = _keeping(sm, native)
+    try:
+        _off_the_first_branch(sm, prompt, moved=native)
+    finally:
+        sm._keep_native = keep
+
+
+def _off_the_first_branch(sm, prompt, *, moved: bool):
     sm.reset()
     first = int(sm.prefill(prompt).logits[-1].argmax())
     plain = [first]
@@ -852,7 +862,7 @@ def test_exact_mode_tree_commit_off_the_first_branch_matches_plain_decoding(sm, 
         sm.verify(tokens, parents)
         repairs = sm.order_repairs
         sm.commit([0, 3, 4])
-        assert sm.order_repairs == repairs + 1
+        assert sm.order_repairs == repairs + (0 if moved else 1)
         got = sm.verify([plain[3]], [-1]).logits[0]
     finally:
         sm.verify_mode = "batch"

@@ -31,10 +31,15 @@ def test_speculative_logprobs_equal_plain_decodings():
     from homespec.engine.responses import Finish, TextDelta
     from homespec.session.encode import encode_prompt
 
-    runs, repairs = {}, {}
-    for method, guard in (("none", True), ("eagle3", True), ("eagle3-trees", False)):
-        shape = {"draft_depth": 6, "draft_topk": 8, "draft_tokens": 48} if method == "eagle3-trees" else {}
+    from homespec.backends.llamacpp.core import LlamaCppCore
+
+    runs, repairs, moves = {}, {}, {}
+    for method, guard in (("none", True), ("eagle3", True), ("eagle3-trees", False), ("eagle3-trees-redecode", False)):
+        shape = {"draft_depth": 6, "draft_topk": 8, "draft_tokens": 48} if "trees" in method else {}
         engine = Engine.open(RunArgs(method=method.split("-")[0], ctx=1024, threads=2, guard=guard, **shape).options())
+        if method.endswith("redecode"):  # no cell moves (homespec's patch): the kept tail is decoded again
+            engine.parts.backend._keep_in_order = lambda *a, **k: False
+        moves[method] = getattr(engine.parts.backend, "_keep_native", None) is not None
         try:
             ids = encode_prompt(engine.tokenizer, ["Write a short poem about the sea."], chat=True)
             out = list(follow(engine, engine.submit(EngineRequest(tuple(ids), 48, logprobs=3))))
@@ -44,12 +49,13 @@ def test_speculative_logprobs_equal_plain_decodings():
         scores = [s for r in out if isinstance(r, TextDelta) for s in r.logprobs]
         runs[method] = (scores, next(r for r in out if isinstance(r, Finish)))
     plain, _ = runs["none"]
-    # without the guard every step drafts a tree; where a later child is kept, the commit re-decodes
-    # the path's tail (flash attention sums cells in cell order): a step's log-probabilities come
-    # from the pass's own rows all the same (the re-decode asks for no logits; the feature rows it
-    # does rewrite are tests/engine/test_engine_features.py's)
-    assert repairs["eagle3-trees"] > 0 or not engine.parts.backend.flash_attn_active
-    for method in ("eagle3", "eagle3-trees"):
+    # without the guard every step drafts a tree; where a later child is kept, the commit moves the
+    # path's tail into cell order (homespec's patch) or re-decodes it (flash attention sums cells in
+    # cell order): a step's log-probabilities come from the pass's own rows all the same (the re-decode
+    # asks for no logits; the feature rows it does rewrite are tests/engine/test_engine_features.py's)
+    assert repairs["eagle3-trees-redecode"] > 0 or not engine.parts.backend.flash_attn_active
+    assert repairs["eagle3-trees"] == 0 or not moves["eagle3-trees"]
+    for method in ("eagle3", "eagle3-trees", "eagle3-trees-redecode"):
         spec, fin = runs[method]
         assert sum(s.accepted for s in fin.steps) > 0  # drafted tokens were accepted and scored
         assert [s.token for s in spec] == [s.token for s in plain] == list(fin.token_ids)

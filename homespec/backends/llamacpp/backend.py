@@ -167,7 +167,10 @@ class LlamaCppBackend(LlamaCppCore):
             return
         # Nodes past a hole in the batch are re-decoded behind the others when cell order matters.
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
-        if layout.n_seq > 1:
+        if k < len(path) and self._keep_in_order(path_seq(path, layout), self._committed_ids, self._n_past,
+                                                 len(path), range(layout.n_seq)):
+            k = len(path)  # the nodes past the hole moved into it: nothing to decode again
+        elif layout.n_seq > 1:
             self._keep_path(path_seq(path[:k], layout), self._committed_ids, self._n_past, k,
                             tree=range(layout.n_seq), below=layout.seq_ids[path[k - 1]], alone=True)
         elif k < len(tokens):  # a chain: its rows carry every id; cut them all after the kept nodes

@@ -236,10 +236,8 @@ class LlamaCppCore:
         verification in one pass"); fewer the fewer leaves lie outside the kept path. With homespec's
         patch, one call does it (llama_homespec_keep_path: the cells of the tree's ids from p0 on, kept
         or freed by the same rule)."""
-        if self._keep_native is not None:  # homespec's patch: the same in one call, from the cache's position index
-            t, c = np.asarray(tree, dtype=np.int32), np.asarray(ids, dtype=np.int32)
-            if not self._keep_native(self._ctx, seq, p0, p0 + k, t.ctypes.data, len(t), c.ctypes.data, len(c)):
-                return
+        if self._native_keep(seq, ids, p0, k, tree, in_order=False):  # homespec's patch: the same in one call
+            return
         ll, mem = self._ll, self._mem
         stay, in_tree = set(below), set(tree)
         if alone:
@@ -253,6 +251,22 @@ class LlamaCppCore:
             if s in in_tree:  # a branch the walk left: its cells go, the kept ones come
                 ll.llama_memory_seq_rm(mem, s, p0, -1)
             ll.llama_memory_seq_cp(mem, seq, s, p0, p0 + k)  # an id from an earlier, wider tree holds none of this one
+
+    def _keep_in_order(self, seq: int, ids: Sequence[int], p0: int, k: int, tree: Sequence[int]) -> bool:
+        """Keep the first k nodes of the path `seq` holds as _keep_path does, moving those past a hole in cell
+        order into the tree's lowest cells (their K and V rows, on the device) where homespec's patch can:
+        what re-decoding them after the cut gives flash attention, without a pass. -> done (False: nothing
+        changed; the caller cuts at the hole and decodes the rest again)."""
+        return self._native_keep(seq, ids, p0, k, tree, in_order=True)
+
+    def _native_keep(self, seq: int, ids: Sequence[int], p0: int, k: int, tree: Sequence[int], *,
+                     in_order: bool) -> bool:
+        """llama_homespec_keep_path (homespec's patch: one call, from the cache's position index). -> done"""
+        if self._keep_native is None:
+            return False
+        t, c = np.asarray(tree, dtype=np.int32), np.asarray(ids, dtype=np.int32)
+        return not self._keep_native(self._ctx, seq, p0, p0 + k, t.ctypes.data, len(t), c.ctypes.data, len(c),
+                                     int(in_order))
 
     # --- memory and teardown -------------------------------------------------------------------
 

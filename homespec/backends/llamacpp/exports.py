@@ -99,12 +99,12 @@ def runs_eagle31(lib: Any = None) -> bool:
 
 
 def keep_path_entry_point(lib: Any = None) -> Any | None:
-    """llama_homespec_keep_path, typed: (ctx, seq, p0, p1, tree ids, n, committed ids, n) -> 0 where it kept the
-    path; None where the build lacks it (no patch, or an older one)."""
+    """llama_homespec_keep_path, typed: (ctx, seq, p0, p1, tree ids, n, committed ids, n, in_order) -> 0 where it
+    kept the path (-4: it could not put it in order, and changed nothing); None where the build lacks it."""
     if not eagle3_features(lib) & KEEP_PATH:
         return None
     fn = entry_point(KEEP_SYMBOL, lib)
     if fn is not None:
         i32, p = ctypes.c_int32, ctypes.c_void_p
-        fn.argtypes, fn.restype = [p, i32, i32, i32, p, i32, p, i32], i32
+        fn.argtypes, fn.restype = [p, i32, i32, i32, p, i32, p, i32, i32], i32
     return fn

@@ -151,7 +151,10 @@ class MultiSeqBackend(LlamaCppCore):
         k = contiguous_prefix(path, layout) if self._keep_cell_order else len(path)
         ll, mem, base, p0 = self._ll, self._mem, self._base(lane_id), lane.n_past
         ids = self._committed_ids(lane_id)
-        if layout.n_seq > 1:  # the kept path joins every id; the other branches are freed
+        if k < len(path) and self._keep_in_order(base + path_seq(path, layout), ids, p0, len(path),
+                                                 range(base, base + layout.n_seq)):
+            k = len(path)  # the nodes past the hole moved into it (backend.py)
+        elif layout.n_seq > 1:  # the kept path joins every id; the other branches are freed
             self._keep_path(base + path_seq(path[:k], layout), ids, p0, k, tree=range(base, base + layout.n_seq),
                             below=[base + s for s in layout.seq_ids[path[k - 1]]], alone=False)
         elif k < len(tokens):  # a chain: its rows carry every id; all are cut after the kept nodes
