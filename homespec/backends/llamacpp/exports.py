@@ -31,11 +31,13 @@ GROW_TREES = 8  # llama_homespec_grow_tree: a draft tree's levels grown in one c
 ROWS_ASKED = 16
 KEEP_PATH = 32  # llama_homespec_keep_path: a verified tree's kept path in one call (LlamaCppCore._keep_path)
 DRAFT_STEP = 64  # llama_homespec_draft_tree: a step's draft (seed's entries, tree, best kept) in one call
+LOG_LEVEL = 128  # llama_homespec_log_min_level: log lines below a level dropped before they reach Python
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
 TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
 GROW_SYMBOL = "llama_homespec_grow_tree"
 KEEP_SYMBOL = "llama_homespec_keep_path"
 DRAFT_SYMBOL = "llama_homespec_draft_tree"
+LOG_SYMBOL = "llama_homespec_log_min_level"
 
 # what homespec calls each entry point -> the symbols it may be exported under (Linux/macOS mangling)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
@@ -56,6 +58,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     GROW_SYMBOL: (GROW_SYMBOL,),
     KEEP_SYMBOL: (KEEP_SYMBOL,),
     DRAFT_SYMBOL: (DRAFT_SYMBOL,),
+    LOG_SYMBOL: (LOG_SYMBOL,),
 }
 
 

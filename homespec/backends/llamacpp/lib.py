@@ -77,6 +77,7 @@ class _LogRouter:
 
     def __init__(self) -> None:
         self._cb = None  # the ctypes callback object: must stay referenced while installed
+        self._min_level: Any = None  # llama_homespec_log_min_level where the build has it
         self._local = threading.local()
         self._partial = ""
         self._level = 0
@@ -86,19 +87,23 @@ class _LogRouter:
         if self._cb is None:
             self._cb = llama_cpp.llama_log_callback(self._on_log)
             self._set = llama_cpp.llama_log_set
+            self._min_level = _min_level_entry_point()
         self.reclaim()
 
     def reclaim(self) -> None:
         """Be llama.cpp's logger again: whatever else sets its one global callback (llama-cpp-python's
         `Llama`, another binding in the process) would otherwise take the lines a load's memory report
-        is read from."""
+        is read from. Where homespec's patch can, llama.cpp drops its debug lines itself (a decode logs
+        one or two, each a call into Python) unless they are echoed."""
         if self._cb is not None:
             self._set(self._cb, ctypes.c_void_p(0))
+            if self._min_level is not None:
+                self._min_level(0 if _echo() else _LEVEL_DEBUG + 1)
 
     def _on_log(self, level: int, text: bytes, _user: Any) -> None:
         if level != _LEVEL_CONT:
             self._level = level
-        echo = bool(os.environ.get("HOMESPEC_DEBUG") or os.environ.get("HOMESPEC_LLAMA_LOG"))
+        echo = _echo()
         if self._level == _LEVEL_DEBUG and not self._partial and not echo:
             return  # a debug line no collector keeps (llama_set_n_threads logs one a call)
         s = self._partial + (text or b"").decode("utf-8", "replace")
@@ -118,6 +123,23 @@ class _LogRouter:
 
     def recent_errors(self) -> list[str]:
         return [line for lvl, line in self.recent if lvl == _LEVEL_ERROR]
+
+
+def _echo() -> bool:
+    """Are llama.cpp's lines, its debug lines too, echoed to stderr?"""
+    return bool(os.environ.get("HOMESPEC_DEBUG") or os.environ.get("HOMESPEC_LLAMA_LOG"))
+
+
+def _min_level_entry_point() -> Any | None:
+    """llama_homespec_log_min_level, typed; None where the build lacks it."""
+    from homespec.backends.llamacpp import exports
+
+    if not exports.eagle3_features() & exports.LOG_LEVEL:
+        return None
+    fn = exports.entry_point(exports.LOG_SYMBOL)
+    if fn is not None:
+        fn.argtypes, fn.restype = [ctypes.c_int32], None
+    return fn
 
 
 LOG = _LogRouter()
