@@ -101,13 +101,19 @@ def runs_eagle31(lib: Any = None) -> bool:
     return eagle3_features(lib) & EAGLE31 == EAGLE31
 
 
-def keep_path_entry_point(lib: Any = None) -> Any | None:
-    """llama_homespec_keep_path, typed: (ctx, seq, p0, p1, tree ids, n, committed ids, n, in_order) -> 0 where it
-    kept the path (-4: it could not put it in order, and changed nothing); None where the build lacks it."""
-    if not eagle3_features(lib) & KEEP_PATH:
+def typed_entry_point(name: str, feature: int, argtypes: list[Any], restype: Any, lib: Any = None) -> Any | None:
+    """One of homespec's patch's entry points (ENTRY_POINTS' `name`), typed, where the build reports its
+    feature bit; None where it lacks it (no patch, or an older one)."""
+    if not eagle3_features(lib) & feature:
         return None
-    fn = entry_point(KEEP_SYMBOL, lib)
+    fn = entry_point(name, lib)
     if fn is not None:
-        i32, p = ctypes.c_int32, ctypes.c_void_p
-        fn.argtypes, fn.restype = [p, i32, i32, i32, p, i32, p, i32, i32], i32
+        fn.argtypes, fn.restype = argtypes, restype
     return fn
+
+
+def keep_path_entry_point(lib: Any = None) -> Any | None:
+    """llama_homespec_keep_path: (ctx, seq, p0, p1, tree ids, n, committed ids, n, in_order) -> 0 where it kept
+    the path (-4: it could not put it in order, and changed nothing)."""
+    i32, p = ctypes.c_int32, ctypes.c_void_p
+    return typed_entry_point(KEEP_SYMBOL, KEEP_PATH, [p, i32, i32, i32, p, i32, p, i32, i32], i32, lib)

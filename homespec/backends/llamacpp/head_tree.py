@@ -9,6 +9,10 @@ children and reads back every candidate (token, log-probability, score, parent);
 keeps the tree as grow_tree does (speculative/tree.py keep_best). The rule is grow_tree's, tie for tie
 (tests/backends/test_llamacpp_head_tree.py compares the two trees on a real head); grow_tree stays the
 reference, and the path for builds without the patch, for the host's top-k and for MTP layers.
+
+`llama_homespec_draft_tree` (NativeTree.draft) takes the rest of the step into the same call: the encoder
+over the entries the step accepted, their decode with the seed (the seed's row the only output), the
+levels, and keep_best's choice of the nodes that stay; the drafter gets the tree back.
 """
 
 from __future__ import annotations
@@ -38,22 +42,12 @@ _ERRORS = {-1: "it was handed arguments it does not take", -3: "a row held no dr
 
 def grow_entry_point() -> Any | None:
     """llama_homespec_grow_tree, typed; None where the build lacks it (no patch, or an older one)."""
-    if not exports.eagle3_features() & exports.GROW_TREES:
-        return None
-    fn = exports.entry_point(exports.GROW_SYMBOL)
-    if fn is not None:
-        fn.argtypes, fn.restype = _ARGTYPES, _I32
-    return fn
+    return exports.typed_entry_point(exports.GROW_SYMBOL, exports.GROW_TREES, _ARGTYPES, _I32)
 
 
 def draft_entry_point() -> Any | None:
     """llama_homespec_draft_tree, typed; None where the build lacks it."""
-    if not exports.eagle3_features() & exports.DRAFT_STEP:
-        return None
-    fn = exports.entry_point(exports.DRAFT_SYMBOL)
-    if fn is not None:
-        fn.argtypes, fn.restype = _DRAFT_ARGTYPES, _I32
-    return fn
+    return exports.typed_entry_point(exports.DRAFT_SYMBOL, exports.DRAFT_STEP, _DRAFT_ARGTYPES, _I32)
 
 
 class NativeTree:

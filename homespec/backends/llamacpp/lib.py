@@ -134,12 +134,7 @@ def _min_level_entry_point() -> Any | None:
     """llama_homespec_log_min_level, typed; None where the build lacks it."""
     from homespec.backends.llamacpp import exports
 
-    if not exports.eagle3_features() & exports.LOG_LEVEL:
-        return None
-    fn = exports.entry_point(exports.LOG_SYMBOL)
-    if fn is not None:
-        fn.argtypes, fn.restype = [ctypes.c_int32], None
-    return fn
+    return exports.typed_entry_point(exports.LOG_SYMBOL, exports.LOG_LEVEL, [ctypes.c_int32], None)
 
 
 LOG = _LogRouter()
