@@ -60,6 +60,22 @@ def test_a_call_of_several_decodes_keeps_the_re_measuring_share():
     assert slow <= EXPLORE_SHARE * t + 2 * 0.2
 
 
+def test_calls_far_apart_keep_the_re_measuring_share_of_their_own_time():
+    """A draft head's call comes once a step, between target passes that take far longer: its re-measuring
+    is spaced by the time spent in such calls, not by the clock, or a count 1.7x slower was tried every
+    other step (the shipped head beside SmolLM2: 34 of 60 steps on the slower count)."""
+    tuner, t, slow, busy = ThreadTuner(2), 0.0, 0.0, 0.0
+    for _ in range(400):
+        n = tuner.pick(8, now=t, calls=7)
+        took = 7 * (0.0023 if n == 2 else 0.0039)  # seven 8-row calls; 2 threads quicker
+        tuner.record(8, n, took, now=t, calls=7)
+        slow += took if n == 1 else 0.0
+        busy += took
+        t += took + 0.125  # the target's pass between two of them
+    assert tuner.best(8) == 2
+    assert slow <= EXPLORE_SHARE * busy + 2 * 7 * 0.0039
+
+
 def test_kinds_are_measured_apart():
     tuner = ThreadTuner(2)
     for _ in range(20):  # prompt chunks pay for 2 threads, single steps do not

@@ -10,9 +10,11 @@ so it is measured, decode by decode:
 * candidates: the configured count (`--threads`) and its halvings down to 1;
 * each decode runs on the candidate with the lowest moving average of seconds per row for its kind
   of decode (one row: a plain step; up to 16: a draft tree; more: a prompt chunk);
-* every other candidate is tried again once the time since its last try reaches its own last cost
-  over EXPLORE_SHARE, so re-measuring spends about that share of the time at most, and a count that
-  has become faster (the load went away) is found within MAX_WAIT_S.
+* every other candidate is tried again once the time spent in decodes of that kind since its last try
+  reaches its own last cost over EXPLORE_SHARE, so re-measuring spends about that share of their time
+  at most (counted in their own time, not the clock's: a draft head's calls come once a step between
+  target passes that take far longer), and a count that has become faster (the load went away) is
+  found within MAX_WAIT_S.
 
 One decode's figure moves the average by ALPHA: a switch needs a few slow decodes, not one.
 """
@@ -44,6 +46,7 @@ def kind(n_rows: int) -> int:
 class _Count:
     cost: float | None = None  # moving average of seconds per row
     tried: float = float("-inf")  # when it last ran (time.monotonic())
+    spent_at: float = 0.0  # the seconds its kind of decode had taken, all counts together, when it last ran
 
 
 @dataclass
@@ -54,6 +57,7 @@ class ThreadTuner:
     fixed: bool = False
     _counts: dict[tuple[int, int], _Count] = field(default_factory=dict)
     _kinds: dict[int, list[tuple[_Count, int]]] = field(default_factory=dict)
+    _spent: dict[int, float] = field(default_factory=dict)  # kind -> seconds its decodes took, all told
 
     def __post_init__(self) -> None:
         self.options = (self.n_threads,) if self.fixed else candidates(self.n_threads)
@@ -72,11 +76,13 @@ class ThreadTuner:
             return self.options[0]
         best_cost, best = min(known)
         now = time.monotonic() if now is None else now
+        spent = self._spent.get(k, 0.0)
         for s, n in stats:
             if n == best:
                 continue
             cost = s.cost if s.cost is not None else best_cost  # never measured: assume it costs the best's
-            if now - s.tried >= min(MAX_WAIT_S, cost * max(1, n_rows) * max(1, calls) / EXPLORE_SHARE):
+            due = spent - s.spent_at >= cost * max(1, n_rows) * max(1, calls) / EXPLORE_SHARE
+            if due or now - s.tried >= MAX_WAIT_S:
                 return n
         return best
 
@@ -84,10 +90,12 @@ class ThreadTuner:
         """A decode of `n_rows` rows on `n_threads` threads took `seconds` (`calls` such decodes, all told)."""
         if len(self.options) == 1:
             return
-        s = self._counts.setdefault((kind(n_rows), n_threads), _Count())
+        k = kind(n_rows)
+        s = self._counts.setdefault((k, n_threads), _Count())
         per_row = seconds / (max(1, n_rows) * max(1, calls))
         s.cost = per_row if s.cost is None else (1 - ALPHA) * s.cost + ALPHA * per_row
         s.tried = time.monotonic() if now is None else now
+        self._spent[k] = s.spent_at = self._spent.get(k, 0.0) + seconds
 
     def best(self, n_rows: int = 1) -> int | None:
         """The count now believed fastest for decodes of `n_rows` rows (None: none measured)."""
