@@ -16,7 +16,10 @@ so it is measured, decode by decode:
   target passes that take far longer), and a count that has become faster (the load went away) is
   found within MAX_WAIT_S.
 
-One decode's figure moves the average by ALPHA: a switch needs a few slow decodes, not one.
+One decode's figure moves the average by ALPHA: a switch needs a few slow decodes, not one. A count's
+first figure is only a placeholder: the first decode of a shape on a count pays one-time costs
+(llama.cpp reserves the graph's buffers), so the second replaces it, and a count is tried twice
+before it is judged.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class _Count:
     cost: float | None = None  # moving average of seconds per row
     tried: float = float("-inf")  # when it last ran (time.monotonic())
     spent_at: float = 0.0  # the seconds its kind of decode had taken, all counts together, when it last ran
+    runs: int = 0  # the decodes it was measured on
 
 
 @dataclass
@@ -81,7 +85,7 @@ class ThreadTuner:
             if n == best:
                 continue
             cost = s.cost if s.cost is not None else best_cost  # never measured: assume it costs the best's
-            due = spent - s.spent_at >= cost * max(1, n_rows) * max(1, calls) / EXPLORE_SHARE
+            due = s.runs < 2 or spent - s.spent_at >= cost * max(1, n_rows) * max(1, calls) / EXPLORE_SHARE
             if due or now - s.tried >= MAX_WAIT_S:
                 return n
         return best
@@ -93,7 +97,8 @@ class ThreadTuner:
         k = kind(n_rows)
         s = self._counts.setdefault((k, n_threads), _Count())
         per_row = seconds / (max(1, n_rows) * max(1, calls))
-        s.cost = per_row if s.cost is None else (1 - ALPHA) * s.cost + ALPHA * per_row
+        s.cost = per_row if s.runs < 2 else (1 - ALPHA) * s.cost + ALPHA * per_row  # the first figure is replaced
+        s.runs += 1
         s.tried = time.monotonic() if now is None else now
         self._spent[k] = s.spent_at = self._spent.get(k, 0.0) + seconds
 
