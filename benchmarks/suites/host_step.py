@@ -84,14 +84,14 @@ class Timed:
     def reset(self) -> None:
         self.decode_s = self.repair_s = self.process_s = self.save_s = self.undo_s = 0.0
         self.process_calls = self.target_calls = 0
-        self._native0 = (self.native.decode_s, self.native.levels) if self.native else (0.0, 0)
+        self._native0 = (self.native.decode_s, self.native.decodes) if self.native else (0.0, 0)
 
     def add_native(self) -> None:
         """Count the decodes a tree grown in one call made since reset() (the C++ loop calls llama_decode
         itself, past the wrapped module) among the head's graph calls."""
         if self.native:
             self.process_s += self.native.decode_s - self._native0[0]
-            self.process_calls += self.native.levels - self._native0[1]
+            self.process_calls += self.native.decodes - self._native0[1]
 
 
 def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:

@@ -338,3 +338,20 @@ def test_a_seed_shares_its_call_with_the_entries_before_it(head_file, target, to
     assert one.ids.tolist() == two.ids.tolist()
     assert np.allclose(one.logp, two.logp, atol=1e-4) and np.allclose(one.hidden, two.hidden, atol=1e-4)
     net.close()
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5])
+def test_a_windowed_head_drafts_from_a_prompt_no_longer_than_its_sinks(head_file, target, tok, n):
+    """A prompt of n tokens with a windowed head (4 sinks): the seed sits among the sinks, where every entry is
+    seen, and the head drafts what a head seeing everything drafts (the seed is its own entry, not the one
+    before it)."""
+    ids = tok.encode(TEXTS[3])[:n]
+    fwd, root = _prefill(target, ids)
+    net = _net(head_file, target, lanes=2)
+    windowed, full = _drafter(net, target, window=8), _drafter(net, target, window=0)
+    assert windowed.sinks == 4 and full.window is None
+    windowed.begin(ids, fwd)
+    full.begin(ids, fwd)
+    a, b = windowed.propose(root, ids), full.propose(root, ids)
+    assert a.tokens[0] == root and a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist()
+    net.close()

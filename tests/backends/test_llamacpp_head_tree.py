@@ -102,6 +102,8 @@ def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window, 
             i += len(take)
         assert n_checked >= 6
     assert nets[0].native_tree.calls >= 6 * len(TEXTS)  # the native calls ran
+    drafted = nets[0].native_tree.drafted  # of them, whole steps drafted in one call
+    assert drafted >= 6 * len(TEXTS) if one_call == "step" else drafted == 0
     for net in nets:
         net.close()
 

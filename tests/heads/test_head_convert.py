@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from homespec.backends.llamacpp.exports import DRAFT_TREES, FC_NORM, GROW_TREES, NORM_OUTPUT
+from homespec.backends.llamacpp.exports import PATCH_FEATURES
 from homespec.backends.llamacpp.head_convert import head_gguf
 from homespec.errors import HomespecError, UsageError
 from tiny_heads import make_head_dir
@@ -188,7 +188,7 @@ print(native.kind, twin.kind, given.kind, eagle3_features())
     assert p.returncode == 0, p.stderr
     *kinds, features = p.stdout.split()
     assert kinds == ["eagle3.1", "eagle3-twin", "gguf"]
-    assert int(features) == FC_NORM | NORM_OUTPUT | DRAFT_TREES | GROW_TREES  # the patch this build carries
+    assert int(features) == PATCH_FEATURES  # the patch this build carries
 
 
 def test_the_head_files_are_read_without_torch_in_published_names(tmp_path):

@@ -175,3 +175,36 @@ def test_the_plan_budgets_what_the_mtp_layers_allocate(mtp_gguf, family, paralle
         parts.close()
     for key in want:
         assert abs(measured[key] - want[key]) <= 0.05 * measured[key], (key, measured, want)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_mtp_seed_after_its_entries_drafts_what_it_drafts_alone(mtp_gguf, family):
+    """Several MTP graphs take their next rows before they select the outputs, so a call of committed entries
+    and the seed would hand back the first entry's row: the MTP network writes the entries first and seeds
+    alone (LlamaCppMtp._prunes_rows), and drafts what a write and a seed in two calls draft."""
+    import numpy as np
+
+    from homespec.backends.llamacpp.backend import LlamaCppBackend
+    from homespec.backends.llamacpp.drafters import open_mtp
+    from homespec.backends.settings import BackendSettings
+
+    target = LlamaCppBackend(mtp_gguf[(family, True)], BackendSettings(n_ctx=512, n_threads=2, load_mtp=True),
+                             max_leaves=1 if family == "qwen35moe" else 4)
+    net = open_mtp(target, _opt(mtp_gguf[(family, True)], "mtp"))
+    try:
+        assert not net._rows_pruned
+        fwd = target.prefill(PROMPT)
+        root = int(np.argmax(fwd.logits[-1]))
+        g, tokens = net.encode(fwd.features), [*PROMPT[1:], root]
+        one = net.seed(net.new_lane(), tokens, g, 0, 1)
+        lane = net.new_lane() if net.lanes > 1 else None
+        if lane is None:  # one lane: start it again
+            net.reset(0)
+            lane = 0
+        net.write(lane, tokens[:-1], g[:-1], 0)
+        two = net.seed(lane, tokens[-1:], g[-1:], len(tokens) - 1, 1)
+        assert one.ids.tolist() == two.ids.tolist()
+        assert np.allclose(one.hidden, two.hidden, atol=1e-4)
+    finally:
+        net.close()
+        target.close()

@@ -32,6 +32,8 @@ ROWS_ASKED = 16
 KEEP_PATH = 32  # llama_homespec_keep_path: a verified tree's kept path in one call (LlamaCppCore._keep_path)
 DRAFT_STEP = 64  # llama_homespec_draft_tree: a step's draft (seed's entries, tree, best kept) in one call
 LOG_LEVEL = 128  # llama_homespec_log_min_level: log lines below a level dropped before they reach Python
+# every feature the patch in kernels/llamacpp/ gives this build (set-up builds it; a test checks the build has them)
+PATCH_FEATURES = EAGLE31 | DRAFT_TREES | GROW_TREES | ROWS_ASKED | KEEP_PATH | DRAFT_STEP | LOG_LEVEL
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
 TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
 GROW_SYMBOL = "llama_homespec_grow_tree"

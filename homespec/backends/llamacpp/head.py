@@ -162,6 +162,7 @@ class LlamaCppHead:
             self._check_layers()
             self.n_embd = ll.llama_model_n_embd(self._model)
             self.device_topk = device_topk and self._ask_for_topk(topk)
+            self._rows_pruned = self._prunes_rows()
             # llama.cpp aborts with fewer cells than sequences (it reserves an output row for each)
             self._ctx = self._context(target, n_ctx=max(lanes * cells_per_lane, n_seq), n_seq=n_seq,
                                       n_threads=n_threads)
@@ -234,6 +235,12 @@ class LlamaCppHead:
         setter.argtypes, setter.restype = [ctypes.c_void_p, ctypes.c_int32], None
         setter(self._model, k)
         return True
+
+    def _prunes_rows(self) -> bool:
+        """Does the graph keep only the output rows before its output and next rows (homespec's patch to the
+        eagle3 decoder)? Then a call's outputs are the rows asked for, wherever they sit; else llama.cpp hands
+        back the first rows, and a seed shares no call with the entries before it."""
+        return bool(exports.eagle3_features() & exports.DRAFT_TREES)
 
     def _context(self, target: Any, *, n_ctx: int, n_seq: int, n_threads: int | None) -> Any:
         ll = self._ll
@@ -325,8 +332,9 @@ class LlamaCppHead:
         """Committed entries (tokens[i], g[i]) at positions pos0 + i, the last the newest (its token the
         root), whose output drafts the root's children: written in one call where they fit a batch, the
         seed's row its only output. They stay in the lane's base sequence."""
-        if len(tokens) > 1 and not self._follows(self._ids[lane], pos0):
-            # written apart (under `write`) they see only each other: the seed must see all the lane holds
+        if len(tokens) > 1 and not (self._rows_pruned and self._follows(self._ids[lane], pos0)):
+            # written apart (under `write`) they see only each other: the seed must see all the lane holds; and a
+            # graph that does not prune its rows to the outputs hands back the first rows, not the seed's
             self.write(lane, tokens[:-1], g[:-1], pos0)
             tokens, g, pos0 = tokens[-1:], g[-1:], pos0 + len(tokens) - 1
         self._entries(lane, tokens, g, pos0, last_out=True)
@@ -384,7 +392,8 @@ class LlamaCppHead:
         with capture_log(self._log):
             tree, seed, seconds = native.draft(lane, tokens, features, self._cell(pos0), depth=depth, topk=topk,
                                                total=total)
-        self._threads.record(topk, n_threads, seconds, calls=calls)
+        if len(tokens) <= topk:  # a catch-up's many entries would read as slow levels
+            self._threads.record(topk, n_threads, seconds, calls=calls)
         return tree, seed
 
     def end_tree(self, lane: int) -> None:

@@ -69,7 +69,8 @@ class NativeTree:
         self._t, self._rc = ctypes.c_double(), ctypes.c_int32()
         self._cap = self._tree_cap = 0
         self.decode_s = 0.0  # seconds in llama_decode inside the calls, all told (what a benchmark leaves out)
-        self.calls = self.levels = 0  # the calls made and the levels they decoded
+        self.calls = self.decodes = 0  # the calls made, and the llama_encode / llama_decode calls inside them
+        self.drafted = 0  # the calls that drafted a whole step (draft)
 
     @property
     def drafts(self) -> bool:
@@ -98,7 +99,7 @@ class NativeTree:
                      self._n_vocab, self._tokens.ctypes.data, self._logp.ctypes.data, self._score.ctypes.data,
                      self._parent.ctypes.data, self._cap, ctypes.byref(self._t), ctypes.byref(self._rc))
         self._check(n, "llama_homespec_grow_tree")
-        self.levels += depth - 1
+        self.decodes += depth - 1
         return Grown(self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n]), self._t.value
 
     def draft(self, lane: int, tokens: Sequence[int], features: np.ndarray, pos0: int, *, depth: int, topk: int,
@@ -119,7 +120,8 @@ class NativeTree:
                         self._parent.ctypes.data, self._cap, self._seed_row.ctypes.data, t_tokens.ctypes.data,
                         t_parents.ctypes.data, t_probs.ctypes.data, ctypes.byref(self._t), ctypes.byref(self._rc))
         self._check(n, "llama_homespec_draft_tree")
-        self.levels += depth + 1  # the encoder's call, the entries' and the levels'
+        self.decodes += depth + 1  # the encoder's call, the entries' and the levels'
+        self.drafted += 1
         tree = DraftTree(tokens=t_tokens[:n].copy(), parents=t_parents[:n].copy(), probs=t_probs[:n].copy())
         seed = Candidates(self._tokens[None, :topk].copy(), self._logp[None, :topk].copy(), self._seed_row[None].copy())
         return tree, seed, self._t.value

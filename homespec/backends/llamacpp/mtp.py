@@ -87,6 +87,9 @@ class LlamaCppMtp(LlamaCppHead):
     def _ask_for_topk(self, k: int) -> bool:
         return False  # homespec's device top-k is in the eagle3 graph only: the host picks from the logits
 
+    def _prunes_rows(self) -> bool:
+        return False  # several MTP graphs take their next rows before they select the outputs
+
     def _context(self, target: Any, *, n_ctx: int, n_seq: int, n_threads: int | None) -> Any:
         ll, s = self._ll, target.settings
         cp = ll.llama_context_default_params()

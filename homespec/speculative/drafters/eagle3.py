@@ -178,8 +178,11 @@ class HeadDrafter:
                                 f"the context has {committed} tokens", hint="a committed token was not accepted")
         lo = self._visible_from(seed_pos)  # entries below lo (but the sinks) are never attended again
         self.net.forget(self.lane, self.sinks, min(lo, seed_pos - 1))  # the entry before the seed stays: llama.cpp wants positions to follow on
-        drafted = self._write_spans(feats, first, [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos + 1)],
-                                    root)
+        if max(first, lo) <= seed_pos:  # the sinks' entries still unwritten, then the window's up to the seed
+            spans = [(first, min(seed_pos, self.sinks)), (max(first, lo), seed_pos + 1)]
+        else:  # the seed lies among the sinks: every entry is seen
+            spans = [(first, seed_pos + 1)]
+        drafted = self._write_spans(feats, first, spans, root)
         self.written = committed
         self._feats, self._tokens = None, []
         return drafted
@@ -234,6 +237,9 @@ class HeadDrafter:
         if last is None or root is None:
             return None
         a, b = last
+        if b != first + len(tokens):
+            raise HomespecError(f"the EAGLE-3 drafter's last span ends at {b}, its seed sits at {first + len(tokens) - 1}",
+                                hint="a bug in homespec: please report it")
         return self._seed_span(root, tokens[a - first:b - first], feats[a - first:b - first], a)
 
     def _seed_span(self, root: int, tokens: list[int], feats: np.ndarray, pos0: int) -> "DraftTree | None":
