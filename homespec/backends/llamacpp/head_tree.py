@@ -60,7 +60,7 @@ class NativeTree:
         (None: the same, a head over the whole vocabulary); draft_fn: llama_homespec_draft_tree where the
         build has it, with each lane's committed ids and the head's row width."""
         self._fn, self._ctx, self.k_dev, self._log = fn, ctx, k_dev, log
-        self._draft, self._n_embd = draft_fn, n_embd
+        self._draft = draft_fn
         self._committed = [np.asarray(c, dtype=np.int32) for c in committed or []]
         self._seed_row = np.empty(n_embd, np.float32)
         self._sets = [tuple(np.asarray(s, dtype=np.int32) for s in pair) for pair in sets]
