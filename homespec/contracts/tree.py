@@ -91,10 +91,11 @@ def check_tree(tokens: Sequence[int], parents: Parents) -> list[int]:
     return check_parents(parents)
 
 
-def check_path(path: Sequence[int], parents: Parents) -> list[int]:
+def check_path(path: Sequence[int], parents: Parents, *, checked: bool = False) -> list[int]:
     """What `Backend.commit(path)` accepts: node indices of the verified tree, starting at the
-    root, each the parent of the next. -> the path as a list of ints."""
-    p = check_parents(parents)
+    root, each the parent of the next (`checked`: `parents` is what check_parents returned, as a
+    backend keeps it from verify). -> the path as a list of ints."""
+    p = parents if checked else check_parents(parents)
     nodes = [int(i) for i in path]
     if not nodes or nodes[0] != 0:
         raise TreeError(f"a committed path starts at the root (node 0), got {nodes}",

@@ -123,7 +123,7 @@ class LlamaCppBackend(LlamaCppCore):
         tree's nodes to them (a plain step's root and a chain are in node order already)."""
         tokens = [int(t) for t in tokens]
         parents = check_tree(tokens, parents)
-        layout = tree_layout(parents)
+        layout = tree_layout(parents, checked=True)
         rollback.check_chain(self, layout.n_seq)
         if layout.n_seq > self._n_seq_max:
             raise UsageError(
@@ -159,7 +159,7 @@ class LlamaCppBackend(LlamaCppCore):
         if self._pending is None:
             raise nothing_verified()
         layout, tokens, parents = self._pending
-        path = check_path(path, parents)
+        path = check_path(path, parents, checked=True)
         if self.recurrent:  # a chain: its first len(path) tokens stay, the state gives the rest back
             rollback.keep(self, 0, self._n_past, [tokens[i] for i in path], len(tokens))
             self._pending = None

@@ -116,7 +116,7 @@ class MultiSeqBackend(LlamaCppCore):
     def _tree_rows(self, item: TreeWork) -> tuple[list[Row], tuple[int, ...]]:
         tokens = [int(t) for t in item.tokens]
         parents = check_tree(tokens, list(item.parents))
-        layout = tree_layout(parents)
+        layout = tree_layout(parents, checked=True)
         rollback.check_chain(self, layout.n_seq)
         if layout.n_seq > self.leaves_per_lane:
             raise UsageError(f"the draft tree has {layout.n_seq} leaves; a sequence here verifies at most "
@@ -142,7 +142,7 @@ class MultiSeqBackend(LlamaCppCore):
         if lane.pending is None:
             raise nothing_verified()
         layout, tokens, parents = lane.pending
-        path = check_path(path, parents)
+        path = check_path(path, parents, checked=True)
         if self.recurrent:  # a chain: its first len(path) tokens stay, the state gives the rest back
             rollback.keep(self, self._base(lane_id), lane.n_past, [tokens[i] for i in path], len(tokens))
             lane.pending = None

@@ -25,6 +25,7 @@ class LlamaCppTokenizer(Templated):
                 self._llama = llama_cpp.Llama(model_path, vocab_only=True, n_ctx=32, n_batch=32, verbose=False)
         except ValueError as exc:
             raise FormatError(f"{model_path}: llama.cpp cannot read the vocabulary ({exc})", hint="is it a complete GGUF file?") from exc
+        self._pieces: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})  # token -> piece (special off, on)
         meta: dict[str, str] = self._llama.metadata
         vocab = self._llama._model.vocab
         self.n_vocab = self._llama.n_vocab()
@@ -61,7 +62,7 @@ class LlamaCppTokenizer(Templated):
     def decode(self, ids: Sequence[int], special: bool = False) -> str:
         """`special`: control tokens spelled out (a tool-call marker), else left out as llama.cpp does."""
         out = self._bytes(ids, special)
-        if ids and ids[0] == self._llama.token_bos() and out[:1] == b" ":  # as llama-cpp-python does
+        if ids and ids[0] == self.bos_id and out[:1] == b" ":  # as llama-cpp-python does
             out = out[1:]
         return out.decode("utf-8", errors="replace")
 
@@ -71,20 +72,27 @@ class LlamaCppTokenizer(Templated):
     def _bytes(self, ids: Sequence[int], special: bool) -> bytes:
         """llama.cpp's pieces of `ids`, joined once. (llama-cpp-python's detokenize() appends bytes
         to bytes, time quadratic in the ids, and drops every piece longer than its 32-byte buffer:
-        SmolLM2's run of 48 dashes, say.)"""
-        llama_cpp = self._lib
-        vocab, size = self._llama._model.vocab, 64
-        buf = (ctypes.c_char * size)()
-        pieces = []
-        for token in ids:
+        SmolLM2's run of 48 dashes, say.) A token's piece never changes: each is asked of llama.cpp
+        once (a streamed answer decodes its newest tokens every step)."""
+        cache = self._pieces[bool(special)]
+        try:
+            return b"".join([cache[t] for t in ids])
+        except KeyError:
+            for t in ids:
+                if t not in cache:
+                    cache[t] = self._piece_bytes(int(t), special)
+            return b"".join([cache[t] for t in ids])
+
+    def _piece_bytes(self, token: int, special: bool) -> bytes:
+        """llama_token_to_piece of one token (no leading space stripped)."""
+        llama_cpp, vocab = self._lib, self._llama._model.vocab
+        size = 64
+        while True:
+            buf = (ctypes.c_char * size)()
             n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buf, size, 0, special)
-            if n < 0:  # longer than the buffer: -n bytes needed
-                size = -n
-                buf = (ctypes.c_char * size)()
-                n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buf, size, 0, special)
-            if n > 0:
-                pieces.append(buf.raw[:n])
-        return b"".join(pieces)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n  # longer than the buffer: -n bytes needed
 
     def close(self) -> None:
         self._llama.close()

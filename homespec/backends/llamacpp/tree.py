@@ -63,10 +63,11 @@ class TreeLayout:
         return len(self.leaves)
 
 
-def tree_layout(parents: Sequence[int]) -> TreeLayout:
-    """The batch layout of a tree (the tree contract itself is homespec.contracts.tree's).
+def tree_layout(parents: Sequence[int], *, checked: bool = False) -> TreeLayout:
+    """The batch layout of a tree (the tree contract itself is homespec.contracts.tree's; `checked`:
+    `parents` is what contract.check_parents returned, as check_tree hands it to a backend's verify).
     Layouts are kept by shape: a plain step's lone root and a chain's shape recur every step."""
-    return _layout(tuple(contract.check_parents(parents)))
+    return _layout(tuple(parents if checked else contract.check_parents(parents)))
 
 
 @functools.lru_cache(maxsize=256)
