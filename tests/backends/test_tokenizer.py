@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 
 import pytest
@@ -121,3 +122,32 @@ def test_gguf_tokenizer_loads_silently(smollm2_path, capfd):
     LlamaCppTokenizer(str(smollm2_path))
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+def test_kept_pieces_are_llama_cpps(smollm2_path):
+    """Each token's piece is asked of llama.cpp once and kept: every id of the vocabulary, with and
+    without special tokens spelled out, decodes as llama.cpp's own piece does, the first time and
+    the next, and a run of ids as their pieces joined (after BOS without a leading space)."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from homespec.backends.llamacpp.tokenizer import LlamaCppTokenizer
+
+    tok = LlamaCppTokenizer(str(smollm2_path))
+    vocab = tok._llama._model.vocab
+
+    def piece(i: int, special: bool) -> bytes:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_token_to_piece(vocab, i, buf, 256, 0, special)
+        assert 0 <= n <= 256
+        return buf.raw[:n]
+
+    ids = range(tok.n_vocab)
+    for special in (False, True):
+        first = [tok.token_bytes(i) if special else tok._bytes((i,), False) for i in ids]
+        assert first == [piece(i, special) for i in ids]
+        assert [tok._bytes((i,), special) for i in ids] == first
+    text = "Hello ---------------------------------------------- world <|im_end|>"
+    run = tok.encode(text, add_bos=False, special=True)
+    assert tok.decode(run, special=True).encode() == b"".join(piece(i, True) for i in run)
+    assert tok.decode(run).encode() == b"".join(piece(i, False) for i in run)
+    if tok.bos_id is not None:
+        assert tok.decode([tok.bos_id, *run]).encode() == b"".join(piece(i, False) for i in run).removeprefix(b" ")
