@@ -4,7 +4,7 @@ handing the step to its consumer), one lane on a llama.cpp target.
 
     python -m benchmarks host_step [--shapes plain,chain5] [--steps 150] [--rounds 3]
         [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
-        [--gpu-layers N] [--rollback N] [--grow native,levels] [--fixed-threads] [--json FILE]
+        [--gpu-layers N] [--rollback N] [--grow native,levels] [--fixed-threads] [--off-core] [--json FILE]
 
 Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
 with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
@@ -39,6 +39,11 @@ replaces llama_decode with a call that returns at once, after the prompt's prefi
 are computed for real, so a step is host work alone (the logits read are the last real decode's).
 Its p10 (the 10th percentile of the steps) is the steadiest figure for comparing two checkouts.
 
+`--off-core` (with `--threads 1`) runs every graph call on a worker thread pinned to another core while
+the host thread polls on its own, as a CUDA host thread spins on its stream (benchmarks/off_core.py): the
+compute leaves the host thread's core, its hand-over is counted with the calls. Here it changes nothing:
+the weights still stream through the L3 both cores share (docs/results/2026-12-07/llamacpp/host-step/off-core.txt).
+
 On a hybrid model (a recurrent state beside attention: Qwen3.5, Qwen3-Next) the target is loaded
 with `--rollback N` per-token snapshots (default: the widest chain's drafts, as a run drafting that
 chain loads it), and the two calls that give rejected drafts back (backends/llamacpp/rollback.py)
@@ -59,6 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmarks.harness import add_model, add_rounds, add_threads, smollm2
+from benchmarks.off_core import OffCore
 from benchmarks.results import Result
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
@@ -94,7 +100,7 @@ class Timed:
             self.process_calls += self.native.decodes - self._native0[1]
 
 
-def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
+def time_graph_calls(ll, t: Timed, *, stub: bool = False, off=None) -> None:
     """Wrap llama_cpp's llama_decode and llama_encode (the backends and the head call them through the
     module): a call on `t.target` adds to t.decode_s (and returns at once with `stub`), any other
     context's (the head's) to t.process_s and t.process_calls. Each call is timed up to its outputs
@@ -104,12 +110,17 @@ def time_graph_calls(ll, t: Timed, *, stub: bool = False) -> None:
     sync = ll.llama_synchronize
 
     def timed(real):
+        def work(ctx, batch):
+            rc = real(ctx, batch)
+            sync(ctx)  # a GPU's llama_decode returns before its outputs: their wait is the call's, not host time
+            return rc
+
+        run = work if off is None else off.wrap(work)  # --off-core: on the worker's core
+
         def call(ctx, batch):
             mine = ctx is t.target
             t0 = time.perf_counter()
-            rc = 0 if stub and mine else real(ctx, batch)
-            if not (stub and mine):
-                sync(ctx)  # a GPU's llama_decode returns before its outputs: their wait is the call's, not host time
+            rc = 0 if stub and mine else run(ctx, batch)
             dt = time.perf_counter() - t0
             if mine:
                 t.decode_s += dt
@@ -308,6 +319,28 @@ def time_rollback(t: Timed) -> None:
     rollback.before_verify, rollback.keep = save, keep
 
 
+def _dispatched(off: OffCore, fn, t: Timed):
+    """fn on the --off-core worker, its hand-over there and back (two thread wake-ups) counted among the
+    head's graph calls, as a decode's is: host time is the work the call does, not the hand-over."""
+    inner = [0.0]
+
+    def on_worker(*args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        inner[0] = time.perf_counter() - t0
+        return out
+
+    run = off.wrap(on_worker)
+
+    def call(*args):
+        t0 = time.perf_counter()
+        out = run(*args)
+        t.process_s += time.perf_counter() - t0 - inner[0]
+        return out
+
+    return call
+
+
 def _depth(parents: list[int]) -> int:
     d = [0] * len(parents)
     for i in range(1, len(parents)):
@@ -332,6 +365,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--fixed-threads", action="store_true",
                     help="every llama_decode on --threads (no measured choice of fewer: backends/llamacpp/threads.py)")
     ap.add_argument("--stub-decode", action="store_true", help="llama_decode returns at once: host work alone")
+    ap.add_argument("--off-core", action="store_true",
+                    help="every graph call on a worker thread pinned to another core (with --threads 1): the host "
+                         "thread's caches as a GPU target leaves them (benchmarks/off_core.py)")
     ap.add_argument("--rollback", type=int, default=None,
                     help="a hybrid model's per-token snapshots (n_rs_seq; default: the widest chain's drafts)")
 
@@ -372,12 +408,18 @@ def run(a: argparse.Namespace) -> Result:
     t = Timed()
     time_rollback(t)
     t.target = backend._ctx
-    time_graph_calls(llama_cpp, t, stub=a.stub_decode)
+    off = OffCore() if a.off_core else None
+    time_graph_calls(llama_cpp, t, stub=a.stub_decode, off=off)
     head = open_head(backend, max(TREE_TOPK, 1), a.head) if a.drafter == "head" else None
+    if off is not None and head is not None and head.native_tree is not None:  # its calls decode inside C
+        nt = head.native_tree
+        nt._fn = _dispatched(off, nt._fn, t)
+        nt._draft = None if nt._draft is None else _dispatched(off, nt._draft, t)
     n_rs = backend._ll.llama_n_rs_seq(backend._ctx)
     mode = f", recurrent state: {backend.rollback_mode} (n_rs_seq {n_rs})" if recurrent else ""
     print(f"{path.rsplit('/', 1)[-1]}{mode}, {a.threads} threads, {a.steps} steps per round, accept {a.accept}"
-          f"{', llama_decode stubbed' if a.stub_decode else ''}; torch imported: {sys.modules.get('torch') is not None}", flush=True)
+          f"{', llama_decode stubbed' if a.stub_decode else ''}"
+          f"{f', graph calls on core {off.work_core} (host thread on core {off.host_core})' if off else ''}; torch imported: {sys.modules.get('torch') is not None}", flush=True)
     results = []
     grows = a.grow.split(",") if head is not None else ["-"]
     native = head.native_tree if head is not None else None

@@ -27,4 +27,4 @@ def summarise(shape, rows):
     return real_sum(shape, rows)
 hs.summarise = summarise
 ap = argparse.ArgumentParser(); hs.add_arguments(ap)
-hs.run(ap.parse_args(["--shapes", "tree48", "--drafter", "head", "--steps", "40", "--rounds", "1"]))
+hs.run(ap.parse_args(["--shapes", "tree48", "--drafter", "head", "--steps", "40", "--rounds", "1"] + sys.argv[1:]))
