@@ -87,7 +87,7 @@ class LlamaCppCore:
         self._logit_rows = HostRows(self.n_vocab)
         self._mem = ll.llama_get_memory(self._ctx)
         self._keep_native = None if self.recurrent else exports.keep_path_entry_point()  # None: seq_rm / seq_cp calls
-        self._id_arrays: dict[tuple[int, ...], np.ndarray] = {}  # _id_array's
+        self._id_arrays: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}  # _id_array's, arrays kept alive
         # how rejected draft tokens leave a recurrent state (backends/llamacpp/rollback.py)
         self.rollback_mode = rollback_mode(self)
         self._snapshots = Snapshots()
@@ -265,20 +265,21 @@ class LlamaCppCore:
         """llama_homespec_keep_path (homespec's patch: one call, from the cache's position index). -> done"""
         if self._keep_native is None:
             return False
-        t, c = self._id_array(tree), self._id_array(ids)
-        return not self._keep_native(self._ctx, seq, p0, p0 + k, t.ctypes.data, len(t), c.ctypes.data, len(c),
-                                     int(in_order))
+        (t, n_t), (c, n_c) = self._id_array(tree), self._id_array(ids)
+        return not self._keep_native(self._ctx, seq, p0, p0 + k, t, n_t, c, n_c, int(in_order))
 
-    def _id_array(self, ids: Sequence[int]) -> np.ndarray:
-        """Sequence ids as the int32 array a patch entry point reads, made once per set (a lane's trees
-        and committed ids recur step after step)."""
+    def _id_array(self, ids: Sequence[int]) -> tuple[int, int]:
+        """Sequence ids as an int32 array a patch entry point reads: (its address, its length), made once
+        per set (a lane's trees and committed ids recur step after step; numpy's `.ctypes` is Python code
+        whose first use after a decode costs tens of microseconds: docs/backends.md)."""
         key = tuple(ids)
         out = self._id_arrays.get(key)
         if out is None:
             if len(self._id_arrays) >= 256:
                 self._id_arrays.clear()
-            out = self._id_arrays[key] = np.asarray(key, dtype=np.int32)
-        return out
+            a = np.asarray(key, dtype=np.int32)
+            out = self._id_arrays[key] = (a.ctypes.data, len(key), a)
+        return out[:2]
 
     # --- memory and teardown -------------------------------------------------------------------
 

@@ -50,6 +50,15 @@ def draft_entry_point() -> Any | None:
     return exports.typed_entry_point(exports.DRAFT_SYMBOL, exports.DRAFT_STEP, _DRAFT_ARGTYPES, _I32)
 
 
+class _Held:
+    """An array a call reads, kept with its address."""
+
+    __slots__ = ("a", "addr")
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a, self.addr = a, a.ctypes.data
+
+
 class NativeTree:
     """One lane set's tree ids and the output buffers of llama_homespec_grow_tree, for one head."""
 
@@ -61,12 +70,18 @@ class NativeTree:
         build has it, with each lane's committed ids and the head's row width."""
         self._fn, self._ctx, self.k_dev, self._log = fn, ctx, k_dev, log
         self._draft = draft_fn
-        self._committed = [np.asarray(c, dtype=np.int32) for c in committed or []]
+        # every array a call reads or writes lives here, its address taken once: numpy's `.ctypes` is Python
+        # code, and the first use of a code path after a decode costs tens of microseconds on a CPU
+        # (docs/backends.md, "Host work per step")
+        self._committed = [_Held(np.asarray(c, dtype=np.int32)) for c in committed or []]
         self._seed_row = np.empty(n_embd, np.float32)
-        self._sets = [tuple(np.asarray(s, dtype=np.int32) for s in pair) for pair in sets]
+        self._sets = [tuple(_Held(np.asarray(s, dtype=np.int32)) for s in pair) for pair in sets]
         self._vocab = None if vocab is None else np.ascontiguousarray(vocab, dtype=np.int64)
         self._n_vocab = n_vocab
         self._t, self._rc = ctypes.c_double(), ctypes.c_int32()
+        self._p_vocab = None if self._vocab is None else self._vocab.ctypes.data
+        self._p_seed_row, self._p_t, self._p_rc = self._seed_row.ctypes.data, ctypes.byref(self._t), ctypes.byref(self._rc)
+        self._in_cap = 0  # rows of the entries' buffers (draft)
         self._cap = self._tree_cap = 0
         self.decode_s = 0.0  # seconds in llama_decode inside the calls, all told (what a benchmark leaves out)
         self.calls = self.decodes = 0  # the calls made, and the llama_encode / llama_decode calls inside them
@@ -77,14 +92,24 @@ class NativeTree:
         """Can it draft a whole step in one call (draft)?"""
         return self._draft is not None
 
-    def _buffers(self, cap: int, total: int = 0) -> None:
+    def _buffers(self, cap: int, total: int = 0, entries: tuple[int, int] = (0, 0)) -> None:
+        """Grow the output buffers to `cap` candidates and a `total`-node tree, the entries' to `entries`
+        (rows, width), each with its address."""
         if cap > self._cap:
             self._cap = cap
             self._tokens, self._parent = np.empty(cap, np.int64), np.empty(cap, np.int64)
             self._logp, self._score = np.empty(cap, np.float64), np.empty(cap, np.float64)
+            self._p_out = tuple(a.ctypes.data for a in (self._tokens, self._logp, self._score, self._parent))
         if total > self._tree_cap:
             self._tree_cap = total
             self._tree = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.float32))
+            self._p_tree = tuple(a.ctypes.data for a in self._tree)
+        rows, width = entries
+        if rows > self._in_cap or (rows and width != self._in_feats.shape[1]):
+            self._in_cap = max(rows, self._in_cap)
+            self._in_toks = np.empty(self._in_cap, np.int32)
+            self._in_feats = np.empty((self._in_cap, width), np.float32)
+            self._p_in = (self._in_toks.ctypes.data, self._in_feats.ctypes.data)
 
     def grow(self, lane: int, seed: Candidates, pos1: int, *, depth: int, topk: int) -> tuple[Grown, float]:
         """Every candidate of the tree whose level 1 sits at cell pos1, from the seed's children (views
@@ -95,9 +120,7 @@ class NativeTree:
         row = np.ascontiguousarray(seed.hidden[0], dtype=np.float32)
         set0, set1 = self._sets[lane]
         n = self._fn(self._ctx, depth, topk, self.k_dev, ids.ctypes.data, logp.ctypes.data, row.ctypes.data, pos1,
-                     set0.ctypes.data, set1.ctypes.data, None if self._vocab is None else self._vocab.ctypes.data,
-                     self._n_vocab, self._tokens.ctypes.data, self._logp.ctypes.data, self._score.ctypes.data,
-                     self._parent.ctypes.data, self._cap, ctypes.byref(self._t), ctypes.byref(self._rc))
+                     set0.addr, set1.addr, self._p_vocab, self._n_vocab, *self._p_out, self._cap, self._p_t, self._p_rc)
         self._check(n, "llama_homespec_grow_tree")
         self.decodes += depth - 1
         return Grown(self._tokens[:n], self._logp[:n], self._score[:n], self._parent[:n]), self._t.value
@@ -108,17 +131,15 @@ class NativeTree:
         pos0 + i, the last the seed (its token the root), the tree grown from the seed's children and its
         best total - 1 candidates kept (keep_best's rule). -> (the tree, the seed's output, the seconds
         spent in llama_encode and llama_decode)."""
-        self._buffers(topk + (depth - 1) * topk * topk, total)
-        toks = np.ascontiguousarray(tokens, dtype=np.int32)
-        feats = np.ascontiguousarray(features, dtype=np.float32)
+        m, width = len(tokens), features.shape[1]
+        self._buffers(topk + (depth - 1) * topk * topk, total, (m, width))
+        self._in_toks[:m] = tokens
+        self._in_feats[:m] = features
         (set0, set1), ids = self._sets[lane], self._committed[lane]
         t_tokens, t_parents, t_probs = self._tree
-        n = self._draft(self._ctx, len(toks), toks.ctypes.data, feats.ctypes.data, feats.shape[1], pos0,
-                        ids.ctypes.data, len(ids), depth, topk, self.k_dev, total, set0.ctypes.data, set1.ctypes.data,
-                        None if self._vocab is None else self._vocab.ctypes.data, self._n_vocab,
-                        self._tokens.ctypes.data, self._logp.ctypes.data, self._score.ctypes.data,
-                        self._parent.ctypes.data, self._cap, self._seed_row.ctypes.data, t_tokens.ctypes.data,
-                        t_parents.ctypes.data, t_probs.ctypes.data, ctypes.byref(self._t), ctypes.byref(self._rc))
+        n = self._draft(self._ctx, m, *self._p_in, width, pos0, ids.addr, len(ids.a), depth, topk, self.k_dev, total,
+                        set0.addr, set1.addr, self._p_vocab, self._n_vocab, *self._p_out, self._cap, self._p_seed_row,
+                        *self._p_tree, self._p_t, self._p_rc)
         self._check(n, "llama_homespec_draft_tree")
         self.decodes += depth + 1  # the encoder's call, the entries' and the levels'
         self.drafted += 1
