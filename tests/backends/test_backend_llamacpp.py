@@ -5,6 +5,7 @@ Real llama.cpp throughout: the embedded SmolLM2-135M Q4_1 GGUF and tiny random-w
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import replace
 from pathlib import Path
 
@@ -508,6 +509,37 @@ def test_a_viewed_tree_picks_what_its_copied_logits_pick(sm, prompt):
         assert float(np.abs(got.features[[4, 1]] - want.features[[4, 1]]).max()) == 0.0
     chain = sm.verify([100, 200, 300], [-1, 0, 1], view=True)  # a chain is in node order already
     assert chain.rows is None and chain.logits.shape[0] == 3
+
+
+@pytest.mark.parametrize("gather", ["llama.cpp", "numpy"])
+def test_a_viewed_trees_features_are_the_passs_rows(sm, prompt, gather, monkeypatch):
+    """A viewed tree's feature rows, gathered when read by homespec's patch in one call (GatheredRows) or
+    from a numpy view per layer (FeatureRows, builds without it), are the copied verify's rows, node for
+    node, in any order and with repeats; a row the pass did not have is refused, not read."""
+    from homespec.backends.llamacpp.features import FeatureRows, GatheredRows
+
+    cap = sm._capture
+    if gather == "numpy":
+        monkeypatch.setattr(cap, "_gather", None)
+    elif cap._gather is None:
+        pytest.skip("this build lacks llama_homespec_layer_rows")
+    toks, par = [100, 200, 201, 300, 301, 400, 401], [-1, 0, 0, 1, 2, 0, 5]
+    sm.reset()
+    sm.prefill(prompt)
+    want = sm.verify(toks, par).features
+    sm.reset()
+    sm.prefill(prompt)
+    got = sm.verify(toks, par, view=True).features
+    assert isinstance(got, GatheredRows if gather == "llama.cpp" else FeatureRows)
+    assert got.shape == want.shape == (len(toks), len(FEATURE_LAYERS) * sm.hidden_size)
+    for nodes in ([0, 1, 3], [6, 5, 0], [2, 2], list(range(len(toks))), []):
+        assert np.array_equal(got[nodes], want[nodes])
+    if gather == "llama.cpp":
+        with pytest.raises(HomespecError, match="layer_rows"):
+            cap.gather([1, 1 << 30])  # a row past the batch
+        monkeypatch.setattr(cap, "_layer_ids", (ctypes.c_int32 * 1)(sm.n_layer - 1))
+        with pytest.raises(HomespecError, match="layer_rows"):
+            cap.gather([0])  # a layer not extracted
 
 
 def test_rollback_restores_logits(sm, prompt):

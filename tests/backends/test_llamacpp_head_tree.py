@@ -61,15 +61,20 @@ def _propose(net, drafter, root, context, *, native):
         net.native_tree = keep
 
 
-@pytest.mark.parametrize("one_call", ["step", "tree"])
+@pytest.mark.parametrize("one_call", ["step", "step-own-arrays", "tree"])
 @pytest.mark.parametrize("shape, window", [((6, 8, 48), None), ((4, 4, 12), 6), ((5, 1, 6), None), ((1, 8, 9), None)])
-def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window, one_call):
+def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window, one_call, monkeypatch):
     """Two networks of two lanes follow the same greedy answer, accepting one to three tokens a step:
     one grows every tree in one call, the other level by level, lane 0 on some prompts and lane 1 on
     the others. The same nodes, parents and probabilities every step (the same llama.cpp calls on the
     same rows in the same cells), for the planner's 48-node tree, a windowed tree, a chain, one level;
     whether the one call drafts the whole step (llama_homespec_draft_tree: the encoder, the seed's
-    entries, the tree and the best kept) or the tree alone (llama_homespec_grow_tree)."""
+    entries, the tree and the best kept; its entries from the network's kept buffers, or from arrays of
+    their own as a long catch-up's) or the tree alone (llama_homespec_grow_tree)."""
+    from homespec.backends.llamacpp import head_tree
+
+    if one_call == "step-own-arrays":
+        monkeypatch.setattr(head_tree, "_KEPT_ENTRIES", 0)
     depth, topk, total = shape
     tok = target.tokenizer
     nets = [_net(head_file, target, topk=max(topk, 4)) for _ in range(2)]
@@ -103,7 +108,7 @@ def test_one_call_grows_the_tree_python_grows(head_file, target, shape, window, 
         assert n_checked >= 6
     assert nets[0].native_tree.calls >= 6 * len(TEXTS)  # the native calls ran
     drafted = nets[0].native_tree.drafted  # of them, whole steps drafted in one call
-    assert drafted >= 6 * len(TEXTS) if one_call == "step" else drafted == 0
+    assert drafted >= 6 * len(TEXTS) if one_call.startswith("step") else drafted == 0
     for net in nets:
         net.close()
 

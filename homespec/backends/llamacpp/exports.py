@@ -32,14 +32,16 @@ ROWS_ASKED = 16
 KEEP_PATH = 32  # llama_homespec_keep_path: a verified tree's kept path in one call (LlamaCppCore._keep_path)
 DRAFT_STEP = 64  # llama_homespec_draft_tree: a step's draft (seed's entries, tree, best kept) in one call
 LOG_LEVEL = 128  # llama_homespec_log_min_level: log lines below a level dropped before they reach Python
+LAYER_ROWS = 256  # llama_homespec_layer_rows: a pass's feature rows of every layer gathered in one call
 # every feature the patch in kernels/llamacpp/ gives this build (set-up builds it; a test checks the build has them)
-PATCH_FEATURES = EAGLE31 | DRAFT_TREES | GROW_TREES | ROWS_ASKED | KEEP_PATH | DRAFT_STEP | LOG_LEVEL
+PATCH_FEATURES = EAGLE31 | DRAFT_TREES | GROW_TREES | ROWS_ASKED | KEEP_PATH | DRAFT_STEP | LOG_LEVEL | LAYER_ROWS
 FEATURES_SYMBOL = "llama_homespec_eagle3_features"
 TOPK_SYMBOL = "llama_homespec_eagle3_set_topk"  # (model, k): rows leave as their k best children
 GROW_SYMBOL = "llama_homespec_grow_tree"
 KEEP_SYMBOL = "llama_homespec_keep_path"
 DRAFT_SYMBOL = "llama_homespec_draft_tree"
 LOG_SYMBOL = "llama_homespec_log_min_level"
+LAYER_ROWS_SYMBOL = "llama_homespec_layer_rows"
 
 # what homespec calls each entry point -> the symbols it may be exported under (Linux/macOS mangling)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
@@ -61,6 +63,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     KEEP_SYMBOL: (KEEP_SYMBOL,),
     DRAFT_SYMBOL: (DRAFT_SYMBOL,),
     LOG_SYMBOL: (LOG_SYMBOL,),
+    LAYER_ROWS_SYMBOL: (LAYER_ROWS_SYMBOL,),
 }
 
 
@@ -119,3 +122,10 @@ def keep_path_entry_point(lib: Any = None) -> Any | None:
     the path (-4: it could not put it in order, and changed nothing)."""
     i32, p = ctypes.c_int32, ctypes.c_void_p
     return typed_entry_point(KEEP_SYMBOL, KEEP_PATH, [p, i32, i32, i32, p, i32, p, i32, i32], i32, lib)
+
+
+def layer_rows_entry_point(lib: Any = None) -> Any | None:
+    """llama_homespec_layer_rows: (ctx, n_layers, layers, n_rows, rows, out) -> 0 where it copied each row's
+    layer inputs into out [n_rows, n_layers * n_embd] (-1: a layer not extracted, a row outside the batch)."""
+    i32, p = ctypes.c_int32, ctypes.c_void_p
+    return typed_entry_point(LAYER_ROWS_SYMBOL, LAYER_ROWS, [p, i32, p, i32, p, p], i32, lib)

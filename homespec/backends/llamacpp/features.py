@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from homespec.backends.llamacpp.lib import HostRows, ggml_tensor_api
+from homespec.errors import HomespecError
 
 
 def check_layers(layers: Sequence[int], n_layer: int) -> tuple[int, ...]:
@@ -56,16 +57,61 @@ class FeatureRows:
         return np.concatenate([v[index] for v in self._views], axis=1)
 
 
+class GatheredRows:
+    """FeatureRows gathered by llama.cpp itself (homespec's patch: llama_homespec_layer_rows): `rows[nodes]`
+    copies each node's row of every layer side by side in one call, where FeatureRows makes a view per
+    layer each pass and gathers and joins them with numpy. The same rows; valid until the next
+    llama_decode, as FeatureRows. Measured here, paired step by step in one run: ~60 us less host time a
+    48-node step (docs/results/2026-12-07/llamacpp/host-step/paired-gather.txt)."""
+
+    def __init__(self, capture: "LayerInputCapture", order: Sequence[int]) -> None:
+        self._cap, self._order = capture, order
+        self.shape = (len(order), capture.width)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, nodes: Sequence[int]) -> np.ndarray:
+        order = self._order
+        return self._cap.gather([order[i] for i in nodes])
+
+
 class LayerInputCapture:
     kind = "layer_inp"
 
-    def __init__(self, entry_points: tuple[Any, Any], n_layer: int, n_embd: int) -> None:
+    def __init__(self, entry_points: tuple[Any, Any], n_layer: int, n_embd: int, *, gather: Any = None) -> None:
+        """gather: llama_homespec_layer_rows where the build has it (rows() then hands out GatheredRows)."""
         self.ctx: Any = None  # the llama_context, bound once it exists (the context needs the capture kind first)
         self._set, self._get = entry_points
+        self._gather = gather
         self._n_layer = n_layer
         self._n_embd = n_embd
         self.layers: tuple[int, ...] = ()
+        self._layer_ids = (ctypes.c_int32 * 0)()  # the layers as the gather reads them
         self._bufs: dict[int, HostRows] = {}  # layer -> its extraction buffer as numpy
+        self._rows = (ctypes.c_int32 * 0)()  # the gather's rows and output, grown as needed, addresses kept
+        self._out = np.empty((0, 0), dtype=np.float32)
+        self._out_addr = 0
+
+    @property
+    def width(self) -> int:
+        """A row's width: every layer's side by side."""
+        return len(self.layers) * self._n_embd
+
+    def gather(self, rows: list[int]) -> np.ndarray:
+        """The last decode's batch rows `rows`, every layer side by side (llama_homespec_layer_rows).
+        -> [len(rows), width] float32, a copy."""
+        n = len(rows)
+        if n > len(self._rows) or self._out.shape[1] != self.width:
+            self._rows = (ctypes.c_int32 * max(n, 16))()
+            self._out = np.empty((len(self._rows), self.width), dtype=np.float32)
+            self._out_addr = self._out.ctypes.data
+        self._rows[:n] = rows
+        rc = self._gather(self.ctx, len(self._layer_ids), self._layer_ids, n, self._rows, self._out_addr)
+        if rc != 0:
+            raise HomespecError(f"llama_homespec_layer_rows failed (code {rc}) for rows {rows}",
+                                hint="a bug in homespec: please report it")
+        return self._out[:n].copy()
 
     def set_layers(self, layers: Sequence[int]) -> None:
         layers = check_layers(layers, self._n_layer)
@@ -74,15 +120,18 @@ class LayerInputCapture:
         for i in set(layers) - set(self.layers):
             self._set(self.ctx, i, True)
         self.layers = layers
+        self._layer_ids = (ctypes.c_int32 * len(layers))(*layers)
 
     def begin(self) -> None:
         """Nothing to reset: llama.cpp rewrites its buffers on every decode."""
 
-    def rows(self, n_tokens: int, order: Sequence[int]) -> FeatureRows | None:
+    def rows(self, n_tokens: int, order: Sequence[int]) -> FeatureRows | GatheredRows | None:
         """The last llama_decode call's rows left in llama.cpp's buffers, node i at batch row
-        order[i], gathered only as they are read (FeatureRows)."""
+        order[i], gathered only as they are read (GatheredRows where the build can, else FeatureRows)."""
         if not self.layers:
             return None
+        if self._gather is not None:
+            return GatheredRows(self, order)
         views = [self._bufs.setdefault(layer, HostRows(self._n_embd)).rows(self._get(self.ctx, layer), n_tokens)
                  for layer in self.layers]
         return FeatureRows(views, order)

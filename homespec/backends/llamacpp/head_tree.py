@@ -38,6 +38,7 @@ _ARGTYPES = [_P, _I32, _I32, _I32, _P, _P, _P, _I32, _P, _P, _P, _I32, _P, _P, _
 _DRAFT_ARGTYPES = [_P, _I32, _P, _P, _I32, _I32, _P, _I32, _I32, _I32, _I32, _I32, _P, _P, _P, _I32,
                    _P, _P, _P, _P, _I32, _P, _P, _P, _P, _P, _P]
 _ERRORS = {-1: "it was handed arguments it does not take", -3: "a row held no draft-vocabulary index"}
+_KEPT_ENTRIES = 64  # the most entries a draft call reads from NativeTree's own buffers
 
 
 def grow_entry_point() -> Any | None:
@@ -111,6 +112,20 @@ class NativeTree:
             self._in_feats = np.empty((self._in_cap, width), np.float32)
             self._p_in = (self._in_toks.ctypes.data, self._in_feats.ctypes.data)
 
+    def _entries(self, tokens: Sequence[int], features: np.ndarray) -> tuple[int, int, Any]:
+        """The entries' tokens and features where the call reads them: (addresses, what keeps them alive).
+        A step's few go into buffers kept with their addresses; a long catch-up's into arrays of its own
+        (kept buffers that large would stay: 48 KiB a row for an 8B target)."""
+        m, width = len(tokens), features.shape[1]
+        if m > _KEPT_ENTRIES:
+            toks = np.ascontiguousarray(tokens, dtype=np.int32)
+            feats = np.ascontiguousarray(features, dtype=np.float32)
+            return toks.ctypes.data, feats.ctypes.data, (toks, feats)
+        self._buffers(0, 0, (m, width))
+        self._in_toks[:m] = tokens
+        self._in_feats[:m] = features
+        return *self._p_in, None
+
     def grow(self, lane: int, seed: Candidates, pos1: int, *, depth: int, topk: int) -> tuple[Grown, float]:
         """Every candidate of the tree whose level 1 sits at cell pos1, from the seed's children (views
         of this object's buffers, valid until its next call). -> (them, the seconds spent in llama_decode)."""
@@ -131,15 +146,13 @@ class NativeTree:
         pos0 + i, the last the seed (its token the root), the tree grown from the seed's children and its
         best total - 1 candidates kept (keep_best's rule). -> (the tree, the seed's output, the seconds
         spent in llama_encode and llama_decode)."""
-        m, width = len(tokens), features.shape[1]
-        self._buffers(topk + (depth - 1) * topk * topk, total, (m, width))
-        self._in_toks[:m] = tokens
-        self._in_feats[:m] = features
+        self._buffers(topk + (depth - 1) * topk * topk, total)
+        p_toks, p_feats, _alive = self._entries(tokens, features)
         (set0, set1), ids = self._sets[lane], self._committed[lane]
         t_tokens, t_parents, t_probs = self._tree
-        n = self._draft(self._ctx, m, *self._p_in, width, pos0, ids.addr, len(ids.a), depth, topk, self.k_dev, total,
-                        set0.addr, set1.addr, self._p_vocab, self._n_vocab, *self._p_out, self._cap, self._p_seed_row,
-                        *self._p_tree, self._p_t, self._p_rc)
+        n = self._draft(self._ctx, len(tokens), p_toks, p_feats, features.shape[1], pos0, ids.addr, len(ids.a), depth,
+                        topk, self.k_dev, total, set0.addr, set1.addr, self._p_vocab, self._n_vocab, *self._p_out,
+                        self._cap, self._p_seed_row, *self._p_tree, self._p_t, self._p_rc)
         self._check(n, "llama_homespec_draft_tree")
         self.decodes += depth + 1  # the encoder's call, the entries' and the levels'
         self.drafted += 1

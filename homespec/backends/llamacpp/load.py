@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.features import EvalCallbackCapture, LayerInputCapture
 from homespec.backends.llamacpp.lib import LogCollector, layer_inp_entry_points, reason
@@ -39,7 +40,7 @@ def choose_capture(ll: Any, which: str, n_layer: int, n_embd: int) -> LayerInput
     """llama.cpp's own layer-input extraction when exported, else the eval callback."""
     entry = layer_inp_entry_points(ll) if which in ("auto", "layer_inp") else None
     if entry is not None:
-        return LayerInputCapture(entry, n_layer, n_embd)
+        return LayerInputCapture(entry, n_layer, n_embd, gather=exports.layer_rows_entry_point(ll.llama_cpp._lib))
     if which == "layer_inp":
         raise HomespecError(
             "this llama-cpp-python build does not export llama_set_embeddings_layer_inp",
