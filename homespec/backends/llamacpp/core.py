@@ -22,6 +22,7 @@ from homespec.backends.llamacpp.features import LayerInputCapture, NextnCapture
 from homespec.backends.llamacpp.lib import (
     HostRows,
     LogCollector,
+    address_getter,
     capture_log,
     free_handles,
     import_llama_cpp,
@@ -85,6 +86,7 @@ class LlamaCppCore:
         self._threads = ThreadTuner(int(ll.llama_n_threads(self._ctx)), fixed=not settings.adapt_threads)
         self._threads_now = self._threads.n_threads
         self._logit_rows = HostRows(self.n_vocab)
+        self._logits_at = address_getter(ll.llama_cpp._lib, "llama_get_logits")
         self._mem = ll.llama_get_memory(self._ctx)
         self._keep_native = None if self.recurrent else exports.keep_path_entry_point()  # None: seq_rm / seq_cp calls
         self._id_arrays: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}  # _id_array's, arrays kept alive
@@ -216,7 +218,7 @@ class LlamaCppCore:
         decode's weights just filled (~0.1 ms of the ~0.35 ms on this CPU)."""
         if not n_out:
             return np.empty((0, self.n_vocab), np.float32)
-        buf = self._logit_rows.rows(self._ll.llama_get_logits(self._ctx), n_out)  # [n_out, V], a view
+        buf = self._logit_rows.rows_at(self._logits_at(self._ctx), n_out)  # [n_out, V], a view
         if view and (order is None or _in_order(order, n_out)):
             return buf
         return buf.copy() if order is None else buf[np.asarray(order, dtype=np.intp)]  # one gather

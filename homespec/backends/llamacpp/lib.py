@@ -185,11 +185,24 @@ class HostRows:
 
     def rows(self, ptr: Any, n: int) -> np.ndarray:
         """The first n rows of the buffer `ptr` points to (a ctypes float pointer, not NULL)."""
-        addr = ctypes.cast(ptr, ctypes.c_void_p).value
+        return self.rows_at(ctypes.cast(ptr, ctypes.c_void_p).value, n)
+
+    def rows_at(self, addr: int, n: int) -> np.ndarray:
+        """The first n rows of the buffer at address `addr` (not 0): what a getter typed to return an
+        address hands over without a pointer object and ctypes.cast, Python code whose first use after a
+        decode costs tens of microseconds here (docs/backends.md, "Host work per step")."""
         if addr != self._addr or self._view.shape[0] < n:
-            self._view = np.ctypeslib.as_array(ptr, shape=(n, self.cols))
+            self._view = np.ctypeslib.as_array(ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), shape=(n, self.cols))
             self._addr = addr
         return self._view[:n]
+
+
+def address_getter(lib: Any, symbol: str) -> Any:
+    """`symbol` of `lib`, a `float *(struct llama_context *)` getter, as a function object of its own
+    typed to return the address as an int (llama-cpp-python's shared one returns a pointer object)."""
+    fn = lib[symbol]  # a new function object: setting its types leaves llama-cpp-python's alone
+    fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_void_p
+    return fn
 
 
 # --- memory figures from the log ----------------------------------------------------------------
