@@ -166,9 +166,10 @@ def paths(parents: Parents) -> np.ndarray:
     return out
 
 
-def path_to(parents: Parents, node: int) -> tuple[int, ...]:
-    """Node indices from the root to `node`, root first."""
-    p = check_parents(parents)
+def path_to(parents: Parents, node: int, *, checked: bool = False) -> tuple[int, ...]:
+    """Node indices from the root to `node`, root first (`checked`: `parents` is what check_parents
+    returned)."""
+    p = parents if checked else check_parents(parents)
     if not 0 <= node < len(p):
         raise TreeError(f"node {node} is not in a tree of {len(p)} nodes", hint="pass a node index of the tree")
     out = [node]

@@ -90,7 +90,7 @@ def greedy_path(tokens: Sequence[int], parents: Sequence[int],
         ok[i] = ok[p] and tokens[i] == at(p)
         if ok[i] and depth[i] > depth[best]:  # strictly deeper: the lower index keeps a tie
             best = i
-    return Verdict(path=path_to(parents, best), next_token=int(at(best)))
+    return Verdict(path=path_to(parents, best, checked=True), next_token=int(at(best)))
 
 
 def verify_sampled(
