@@ -61,7 +61,7 @@ class GatheredRows:
     """FeatureRows gathered by llama.cpp itself (homespec's patch: llama_homespec_layer_rows): `rows[nodes]`
     copies each node's row of every layer side by side in one call, where FeatureRows makes a view per
     layer each pass and gathers and joins them with numpy. The same rows; valid until the next
-    llama_decode, as FeatureRows. Measured here, paired step by step in one run: ~60 us less host time a
+    llama_decode, as FeatureRows. Measured here, paired step by step in one run: 37-57 us less host time a
     48-node step (docs/results/2026-12-07/llamacpp/host-step/paired-gather.txt)."""
 
     def __init__(self, capture: "LayerInputCapture", order: Sequence[int]) -> None:

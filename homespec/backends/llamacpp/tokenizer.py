@@ -87,12 +87,13 @@ class LlamaCppTokenizer(Templated):
         """llama_token_to_piece of one token (no leading space stripped)."""
         llama_cpp, vocab = self._lib, self._llama._model.vocab
         size = 64
-        while True:
+        for _ in range(2):
             buf = (ctypes.c_char * size)()
             n = llama_cpp.llama_token_to_piece(vocab, llama_cpp.llama_token(token), buf, size, 0, special)
             if n >= 0:
                 return buf.raw[:n]
             size = -n  # longer than the buffer: -n bytes needed
+        return b""
 
     def close(self) -> None:
         self._llama.close()
