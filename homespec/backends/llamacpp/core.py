@@ -20,6 +20,7 @@ from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.batch import Batch, Row, run_decode
 from homespec.backends.llamacpp.features import LayerInputCapture, NextnCapture
 from homespec.backends.llamacpp.lib import (
+    Held,
     HostRows,
     LogCollector,
     address_getter,
@@ -89,7 +90,7 @@ class LlamaCppCore:
         self._logits_at = address_getter(ll.llama_cpp._lib, "llama_get_logits")
         self._mem = ll.llama_get_memory(self._ctx)
         self._keep_native = None if self.recurrent else exports.keep_path_entry_point()  # None: seq_rm / seq_cp calls
-        self._id_arrays: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}  # _id_array's, arrays kept alive
+        self._id_arrays: dict[tuple[int, ...], Held] = {}  # _id_array's
         # how rejected draft tokens leave a recurrent state (backends/llamacpp/rollback.py)
         self.rollback_mode = rollback_mode(self)
         self._snapshots = Snapshots()
@@ -275,13 +276,12 @@ class LlamaCppCore:
         per set (a lane's trees and committed ids recur step after step; numpy's `.ctypes` is Python code
         whose first use after a decode costs tens of microseconds: docs/backends.md)."""
         key = tuple(ids)
-        out = self._id_arrays.get(key)
-        if out is None:
+        held = self._id_arrays.get(key)
+        if held is None:
             if len(self._id_arrays) >= 256:
                 self._id_arrays.clear()
-            a = np.asarray(key, dtype=np.int32)
-            out = self._id_arrays[key] = (a.ctypes.data, len(key), a)
-        return out[:2]
+            held = self._id_arrays[key] = Held(np.asarray(key, dtype=np.int32))
+        return held.addr, len(key)
 
     # --- memory and teardown -------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp.lib import HostRows, ggml_tensor_api
+from homespec.backends.llamacpp.lib import Held, HostRows, ggml_tensor_api
 from homespec.errors import HomespecError
 
 
@@ -89,9 +89,8 @@ class LayerInputCapture:
         self.layers: tuple[int, ...] = ()
         self._layer_ids = (ctypes.c_int32 * 0)()  # the layers as the gather reads them
         self._bufs: dict[int, HostRows] = {}  # layer -> its extraction buffer as numpy
-        self._rows = (ctypes.c_int32 * 0)()  # the gather's rows and output, grown as needed, addresses kept
-        self._out = np.empty((0, 0), dtype=np.float32)
-        self._out_addr = 0
+        self._rows = (ctypes.c_int32 * 0)()  # the gather's rows and output, grown as needed
+        self._out = Held(np.empty((0, 0), dtype=np.float32))
 
     @property
     def width(self) -> int:
@@ -102,16 +101,15 @@ class LayerInputCapture:
         """The last decode's batch rows `rows`, every layer side by side (llama_homespec_layer_rows).
         -> [len(rows), width] float32, a copy."""
         n = len(rows)
-        if n > len(self._rows) or self._out.shape[1] != self.width:
+        if n > len(self._rows) or self._out.a.shape[1] != self.width:
             self._rows = (ctypes.c_int32 * max(n, 16))()
-            self._out = np.empty((len(self._rows), self.width), dtype=np.float32)
-            self._out_addr = self._out.ctypes.data
+            self._out = Held(np.empty((len(self._rows), self.width), dtype=np.float32))
         self._rows[:n] = rows
-        rc = self._gather(self.ctx, len(self._layer_ids), self._layer_ids, n, self._rows, self._out_addr)
+        rc = self._gather(self.ctx, len(self._layer_ids), self._layer_ids, n, self._rows, self._out.addr)
         if rc != 0:
             raise HomespecError(f"llama_homespec_layer_rows failed (code {rc}) for rows {rows}",
                                 hint="a bug in homespec: please report it")
-        return self._out[:n].copy()
+        return self._out.a[:n].copy()
 
     def set_layers(self, layers: Sequence[int]) -> None:
         layers = check_layers(layers, self._n_layer)

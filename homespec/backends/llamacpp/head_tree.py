@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from homespec.backends.llamacpp import exports
-from homespec.backends.llamacpp.lib import LogCollector, reason
+from homespec.backends.llamacpp.lib import Held, LogCollector, reason
 from homespec.contracts.head import Candidates, Grown
 from homespec.contracts.tree import DraftTree
 from homespec.errors import HomespecError
@@ -51,15 +51,6 @@ def draft_entry_point() -> Any | None:
     return exports.typed_entry_point(exports.DRAFT_SYMBOL, exports.DRAFT_STEP, _DRAFT_ARGTYPES, _I32)
 
 
-class _Held:
-    """An array a call reads, kept with its address."""
-
-    __slots__ = ("a", "addr")
-
-    def __init__(self, a: np.ndarray) -> None:
-        self.a, self.addr = a, a.ctypes.data
-
-
 class NativeTree:
     """One lane set's tree ids and the output buffers of llama_homespec_grow_tree, for one head."""
 
@@ -74,9 +65,9 @@ class NativeTree:
         # every array a call reads or writes lives here, its address taken once: numpy's `.ctypes` is Python
         # code, and the first use of a code path after a decode costs tens of microseconds on a CPU
         # (docs/backends.md, "Host work per step")
-        self._committed = [_Held(np.asarray(c, dtype=np.int32)) for c in committed or []]
+        self._committed = [Held(np.asarray(c, dtype=np.int32)) for c in committed or []]
         self._seed_row = np.empty(n_embd, np.float32)
-        self._sets = [tuple(_Held(np.asarray(s, dtype=np.int32)) for s in pair) for pair in sets]
+        self._sets = [tuple(Held(np.asarray(s, dtype=np.int32)) for s in pair) for pair in sets]
         self._vocab = None if vocab is None else np.ascontiguousarray(vocab, dtype=np.int64)
         self._n_vocab = n_vocab
         self._t, self._rc = ctypes.c_double(), ctypes.c_int32()

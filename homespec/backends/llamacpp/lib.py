@@ -197,6 +197,16 @@ class HostRows:
         return self._view[:n]
 
 
+class Held:
+    """An array a llama.cpp call reads or writes, kept with its address: numpy's `.ctypes` is Python code
+    whose first use after a decode costs tens of microseconds here (docs/backends.md, "Host work per step")."""
+
+    __slots__ = ("a", "addr")
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a, self.addr = a, a.ctypes.data
+
+
 def address_getter(lib: Any, symbol: str) -> Any:
     """`symbol` of `lib`, a `float *(struct llama_context *)` getter, as a function object of its own
     typed to return the address as an int (llama-cpp-python's shared one returns a pointer object)."""

@@ -1,13 +1,15 @@
-"""Paired A/B in one run: even steps take the arrays' addresses kept (this checkout), odd steps numpy's .ctypes
-each call (as before), for the one-call draft and the kept path."""
-import argparse, ctypes, sys
+"""Paired A/B in one run (paired.py): even steps take the arrays' addresses kept (this checkout), odd steps
+numpy's .ctypes each call (as before), for the one-call draft and the kept path.
+python paired_addresses.py STEPS ROUNDS"""
+import ctypes
+
 import numpy as np
-from benchmarks.suites import host_step as hs
-from homespec.engine import core
+
+from paired import run
 from homespec.backends.llamacpp import head_tree as ht, core as cc
 from homespec.contracts.head import Candidates
 from homespec.contracts.tree import DraftTree
-state = {"calls": 0, "new": True}  # one draft call a measured step (the prefill drafts nothing)
+state = {"new": True}
 new_draft, new_keep = ht.NativeTree.draft, cc.LlamaCppCore._native_keep
 def old_draft(self, lane, tokens, features, pos0, *, depth, topk, total):
     self._buffers(topk + (depth - 1) * topk * topk, total)
@@ -33,20 +35,13 @@ def old_keep(self, seq, ids, p0, k, tree, *, in_order):
         return False
     t, c = np.asarray(tree, dtype=np.int32), np.asarray(ids, dtype=np.int32)
     return not self._keep_native(self._ctx, seq, p0, p0 + k, t.ctypes.data, len(t), c.ctypes.data, len(c), int(in_order))
+def pick(first):
+    state["new"] = first  # the step's way, for its draft and its keep
+
+
 def draft(self, *a, **k):
-    state["new"] = state["calls"] % 2 == 0  # the step's variant, for its keep too
-    state["calls"] += 1
     return (new_draft if state["new"] else old_draft)(self, *a, **k)
 def keep(self, *a, **k):
     return (new_keep if state["new"] else old_keep)(self, *a, **k)
 ht.NativeTree.draft, cc.LlamaCppCore._native_keep = draft, keep
-real_sum = hs.summarise
-def summarise(shape, rows):
-    assert state["calls"] % 2 == 0  # each round an even number of steps: row i is draft call i of the round
-    a, b = real_sum(shape, rows[0::2]), real_sum(shape, rows[1::2])
-    print(f"A/B {shape}: kept addresses host {a['host_ms']} (p10 {a['host_p10_ms']}, draft {a['draft_ms']}) | "
-          f".ctypes host {b['host_ms']} (p10 {b['host_p10_ms']}, draft {b['draft_ms']})", flush=True)
-    return real_sum(shape, rows)
-hs.summarise = summarise
-ap = argparse.ArgumentParser(); hs.add_arguments(ap)
-hs.run(ap.parse_args(["--shapes", "tree48", "--drafter", "head", "--steps", sys.argv[1], "--rounds", sys.argv[2]]))
+run(pick, ("kept addresses", ".ctypes"), ("draft",))
