@@ -53,7 +53,15 @@ from homespec.backends.llamacpp import exports
 from homespec.backends.llamacpp.amx import model_params
 from homespec.backends.llamacpp.batch import Batch
 from homespec.backends.llamacpp.head_tree import NativeTree, draft_entry_point, grow_entry_point
-from homespec.backends.llamacpp.lib import HostRows, LogCollector, capture_log, import_llama_cpp, memory_report, reason
+from homespec.backends.llamacpp.lib import (
+    HostRows,
+    LogCollector,
+    address_getter,
+    capture_log,
+    import_llama_cpp,
+    memory_report,
+    reason,
+)
 from homespec.backends.llamacpp.threads import ThreadTuner
 from homespec.contracts.backend import MemoryReport
 from homespec.contracts.head import Candidates, Grown
@@ -175,6 +183,9 @@ class LlamaCppHead:
         # one numpy-backed batch for every decoder call (a row: a token, its g row, the ids it joins)
         self._dec = Batch(ll, self._batch_cap, len(self._ids[0].committed), embd=self._row_width())
         self._nextn_rows, self._embd_rows = HostRows(self.n_embd), HostRows(self.n_embd)  # views made once per buffer
+        self._logit_rows = HostRows(self.n_vocab)
+        self._logits_at = address_getter(ll.llama_cpp._lib, "llama_get_logits")
+        self._embd_at = address_getter(ll.llama_cpp._lib, "llama_get_embeddings")
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
         self._row_ids = np.arange(self._batch_cap)[:, None]
         self.native_tree = self._native_tree()  # None: the tree grows level by level from Python
@@ -480,19 +491,18 @@ class LlamaCppHead:
         """The best k children of each of the last call's n output rows, from its logits, and the
         rows the next level consumes. Log-probabilities are normalised over the head's draft
         vocabulary (the other ids are -inf in the graph's output)."""
-        ll = self._ll
         hidden = self._nextn_rows.rows(self._ext.llama_get_embeddings_nextn(self._ctx), n).copy()
         if self.device_topk:
             ids, logp = self._sampled(n, k)
         else:
-            logits = np.ctypeslib.as_array(ll.llama_get_logits(self._ctx), shape=(n, self.n_vocab))  # [n, V] a view
+            logits = self._logit_rows.rows_at(self._logits_at(self._ctx), n)  # [n, V] a view
             ids, logp = top_children(logits, self.info.draft_vocab, k, self._full_vocab)
         return Candidates(ids, logp, hidden)
 
     def _sampled(self, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The device's top-k of each output row, best first: [k draft-vocabulary indices as floats,
         k log-probabilities, padding] per row of the embeddings channel (not sorted by ggml)."""
-        rows = self._embd_rows.rows(self._ll.llama_get_embeddings(self._ctx), n)
+        rows = self._embd_rows.rows_at(self._embd_at(self._ctx), n)
         top = self.topk
         logp = rows[:, top:2 * top]
         order = np.argsort(-logp, axis=1, kind="stable")[:, :k]  # [n, k] best first

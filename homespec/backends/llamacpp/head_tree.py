@@ -84,9 +84,8 @@ class NativeTree:
         """Can it draft a whole step in one call (draft)?"""
         return self._draft is not None
 
-    def _buffers(self, cap: int, total: int = 0, entries: tuple[int, int] = (0, 0)) -> None:
-        """Grow the output buffers to `cap` candidates and a `total`-node tree, the entries' to `entries`
-        (rows, width), each with its address."""
+    def _buffers(self, cap: int, total: int = 0) -> None:
+        """Grow the output buffers to `cap` candidates and a `total`-node tree, each with its address."""
         if cap > self._cap:
             self._cap = cap
             self._tokens, self._parent = np.empty(cap, np.int64), np.empty(cap, np.int64)
@@ -96,12 +95,6 @@ class NativeTree:
             self._tree_cap = total
             self._tree = (np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, np.float32))
             self._p_tree = tuple(a.ctypes.data for a in self._tree)
-        rows, width = entries
-        if rows > self._in_cap or (rows and width != self._in_feats.shape[1]):
-            self._in_cap = max(rows, self._in_cap)
-            self._in_toks = np.empty(self._in_cap, np.int32)
-            self._in_feats = np.empty((self._in_cap, width), np.float32)
-            self._p_in = (self._in_toks.ctypes.data, self._in_feats.ctypes.data)
 
     def _entries(self, tokens: Sequence[int], features: np.ndarray) -> tuple[int, int, Any]:
         """The entries' tokens and features where the call reads them: (addresses, what keeps them alive).
@@ -112,7 +105,11 @@ class NativeTree:
             toks = np.ascontiguousarray(tokens, dtype=np.int32)
             feats = np.ascontiguousarray(features, dtype=np.float32)
             return toks.ctypes.data, feats.ctypes.data, (toks, feats)
-        self._buffers(0, 0, (m, width))
+        if m > self._in_cap or width != self._in_feats.shape[1]:
+            self._in_cap = max(m, self._in_cap)
+            self._in_toks = np.empty(self._in_cap, np.int32)
+            self._in_feats = np.empty((self._in_cap, width), np.float32)
+            self._p_in = (self._in_toks.ctypes.data, self._in_feats.ctypes.data)
         self._in_toks[:m] = tokens
         self._in_feats[:m] = features
         return *self._p_in, None
