@@ -74,3 +74,28 @@ def test_alternate_reverses_the_order_every_other_round():
 def test_scripts_keeps_set_up_the_tools_build_and_the_gpu_check():
     files = [p for p in (ROOT / "scripts").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     assert len(files) <= 10, sorted(str(p.relative_to(ROOT)) for p in files)
+
+
+def test_host_step_measures_a_tiny_target_and_its_head_and_leaves_no_files(tmp_path):
+    """`host_step --tiny`: a generated target and head, the head's own graph calls timed apart from the host
+    work, the generated files gone after."""
+    import os
+
+    out = tmp_path / "host.json"
+    p = subprocess.run([sys.executable, "-m", "benchmarks", "host_step", "--tiny", "--drafter", "head", "--shapes",
+                        "chain5,tree48", "--steps", "4", "--rounds", "1", "--json", str(out)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith("tiny-F16.gguf, ") and "torch imported: False" in p.stdout
+    doc = json.loads(out.read_text())
+    assert doc["detail"]["tiny"] is True and doc["detail"]["drafter"] == "head"
+    assert [(r["shape"], r["steps"]) for r in doc["rows"]] == [("chain5", 4), ("tree48", 4)]
+    for row in doc["rows"]:
+        assert row["head_process_ms"] > 0 and 0 < row["host_ms"] < row["step_ms"] and row["tokens_per_step"] >= 1
+    assert [f.name for f in tmp_path.iterdir()] == ["host.json"]
+
+
+def test_host_step_tiny_refuses_a_model_of_its_own():
+    p = _run("host_step", "--tiny", "--model", "x.gguf", "--no-json")
+    assert p.returncode == 2 and p.stderr == ("error: --tiny makes its own target and head\n"
+                                              "hint: drop --model and --head, or --tiny\n")

@@ -4,7 +4,7 @@ handing the step to its consumer), one lane on a llama.cpp target.
 
     python -m benchmarks host_step [--shapes plain,chain5] [--steps 150] [--rounds 3]
         [--threads 2] [--accept all|none] [--drafter oracle|head] [--head GGUF] [--model GGUF]
-        [--gpu-layers N] [--rollback N] [--grow native,levels] [--fixed-threads] [--off-core] [--json FILE]
+        [--gpu-layers N] [--rollback N] [--grow native,levels] [--fixed-threads] [--off-core] [--tiny] [--json FILE]
 
 Each step is one Engine.step() (the same engine chat and generate run, with its detokenizer), timed
 with time.perf_counter; llama_decode is wrapped with the same clock, and the host time of a step
@@ -44,6 +44,15 @@ the host thread polls on its own, as a CUDA host thread spins on its stream (ben
 compute leaves the host thread's core, its hand-over is counted with the calls. Here it changes nothing:
 the weights still stream through the L3 both cores share (docs/results/2026-12-07/llamacpp/host-step/off-core.txt).
 
+`--tiny` measures on a tiny target instead of SmolLM2: a random-weight GGUF of SmolLM2's vocabulary, 8 layers
+of 64 (F16, 6.5 MB; tests/tiny_models.py) and, with `--drafter head`, an EAGLE-3 head of its width (RedHat's
+Qwen3-8B head's layout at that width, tests/published_heads.py, converted to an eagle3 GGUF as a user's head
+is), both generated into a temporary folder. Its decode computes little and reads 6.5 MB of weights, so the host
+work runs in caches much as a GPU target leaves them (the logits rows written per pass, 48 x 49,152 floats for a
+48-node tree, are the one large write, as a GPU's copy of them back is); SmolLM2's 80 MB of weights stream
+through the L3 at every decode instead. Random weights accept almost no draft: `--drafter head` commits one
+token a step, `--drafter oracle --accept all` a whole path.
+
 On a hybrid model (a recurrent state beside attention: Qwen3.5, Qwen3-Next) the target is loaded
 with `--rollback N` per-token snapshots (default: the widest chain's drafts, as a run drafting that
 chain loads it), and the two calls that give rejected drafts back (backends/llamacpp/rollback.py)
@@ -58,12 +67,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import add_model, add_rounds, add_threads, smollm2
+from benchmarks.harness import add_model, add_rounds, add_threads, smollm2, usage_error
 from benchmarks.off_core import OffCore
 from benchmarks.results import Result
 
@@ -368,11 +379,46 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--off-core", action="store_true",
                     help="every graph call on a worker thread pinned to another core (with --threads 1): the host "
                          "thread's caches as a GPU target leaves them (benchmarks/off_core.py)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="a tiny random-weight target (and head) instead of SmolLM2: the host work in caches the decode "
+                         "leaves much as a GPU target does")
     ap.add_argument("--rollback", type=int, default=None,
                     help="a hybrid model's per-token snapshots (n_rs_seq; default: the widest chain's drafts)")
 
 
+def tiny_pair(folder: Path, head: bool) -> tuple[str, str | None]:
+    """--tiny's target in `folder` (tests/tiny_models.py: SmolLM2's vocabulary, 8 layers of 64, F16) and, with
+    `head`, an eagle3 GGUF of its width: RedHat's Qwen3-8B EAGLE-3 layout reduced (tests/published_heads.py),
+    converted by homespec as a user's head is."""
+    from benchmarks.harness import use_tests
+
+    use_tests()
+    from published_heads import published, reduced, write_head
+    from tiny_models import make_tiny_gguf
+
+    from homespec.backends.llamacpp.head_convert import head_gguf
+
+    target = make_tiny_gguf(folder / "tiny-F16.gguf", n_layer=8, n_embd=64, ftype="F16")
+    if not head:
+        return str(target), None
+    weights = write_head(folder / "head", reduced(published("redhat-qwen3-8b")))
+    return str(target), str(head_gguf(weights, target, dtype="f16", cache_dir=folder / "cache").path)
+
+
 def run(a: argparse.Namespace) -> Result:
+    if not a.tiny:
+        return measure_all(a)
+    if a.model or a.head:
+        usage_error("--tiny makes its own target and head", "drop --model and --head, or --tiny")
+    with tempfile.TemporaryDirectory(prefix="homespec-tiny-") as d:
+        a.model, a.head = tiny_pair(Path(d), head=a.drafter == "head")
+        result = measure_all(a)
+    result.detail.update(tiny=True, model="tiny-F16.gguf (generated: --tiny)", head=a.head and "generated (--tiny)")
+    return result
+
+
+def measure_all(a: argparse.Namespace) -> Result:
+    """Every round of every shape on the target `a` names (SmolLM2 by default)."""
     import llama_cpp
 
     from homespec.backends.llamacpp.backend import LlamaCppBackend
