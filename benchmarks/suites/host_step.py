@@ -45,9 +45,9 @@ compute leaves the host thread's core, its hand-over is counted with the calls. 
 the weights still stream through the L3 both cores share (docs/results/2026-12-07/llamacpp/host-step/off-core.txt).
 
 `--tiny` measures on a tiny target instead of SmolLM2: a random-weight GGUF of SmolLM2's vocabulary, 8 layers
-of 64 (F16, 6.5 MB; tests/tiny_models.py) and, with `--drafter head`, an EAGLE-3 head of its width (RedHat's
+of 64 (F16, 6.9 MB; tests/tiny_models.py) and, with `--drafter head`, an EAGLE-3 head of its width (RedHat's
 Qwen3-8B head's layout at that width, tests/published_heads.py, converted to an eagle3 GGUF as a user's head
-is), both generated into a temporary folder. Its decode computes little and reads 6.5 MB of weights, so the host
+is), both generated into a temporary folder. Its decode computes little and reads 6.9 MB of weights, so the host
 work runs in caches much as a GPU target leaves them (the logits rows written per pass, 48 x 49,152 floats for a
 48-node tree, are the one large write, as a GPU's copy of them back is); SmolLM2's 80 MB of weights stream
 through the L3 at every decode instead. Random weights accept almost no draft: `--drafter head` commits one
