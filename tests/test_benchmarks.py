@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,9 @@ PY_SUITES = [name for name, path in runner.suites().items() if path.suffix == ".
 REQUIRED = {"first_token": ["--checkout", "here=."]}  # flags a suite cannot run without
 
 
-def _run(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+def _run(*args: str, timeout: int = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def test_the_listing_names_every_suite():
@@ -79,12 +80,9 @@ def test_scripts_keeps_set_up_the_tools_build_and_the_gpu_check():
 def test_host_step_measures_a_tiny_target_and_its_head_and_leaves_no_files(tmp_path):
     """`host_step --tiny`: a generated target and head, the head's own graph calls timed apart from the host
     work, the generated files gone after."""
-    import os
-
     out = tmp_path / "host.json"
-    p = subprocess.run([sys.executable, "-m", "benchmarks", "host_step", "--tiny", "--drafter", "head", "--shapes",
-                        "chain5,tree48", "--steps", "4", "--rounds", "1", "--json", str(out)], capture_output=True,
-                       text=True, cwd=ROOT, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+    p = _run("host_step", "--tiny", "--drafter", "head", "--shapes", "chain5,tree48", "--steps", "4", "--rounds", "1",
+             "--json", str(out), timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.startswith("tiny-F16.gguf, ") and "torch imported: False" in p.stdout
     doc = json.loads(out.read_text())

@@ -413,7 +413,7 @@ def run(a: argparse.Namespace) -> Result:
     with tempfile.TemporaryDirectory(prefix="homespec-tiny-") as d:
         a.model, a.head = tiny_pair(Path(d), head=a.drafter == "head")
         result = measure_all(a)
-    result.detail.update(tiny=True, model="tiny-F16.gguf (generated: --tiny)", head=a.head and "generated (--tiny)")
+    result.detail.update(tiny=True, model="tiny-F16.gguf (generated: --tiny)", head="generated (--tiny)" if a.head else None)
     return result
 
 
