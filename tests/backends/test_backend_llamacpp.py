@@ -401,6 +401,40 @@ def test_trees_chains_and_cuts_keep_every_id_on_the_committed_cells_alone(sm, pr
         sm._keep_native = keep
 
 
+def test_the_ids_a_one_call_keep_reads_outlive_a_full_id_cache(sm, prompt, monkeypatch):
+    """The tree's and the kept path's id arrays both live through the call when looking up the second
+    clears a full cache (it holds 256 sets): freed, the first would be handed out again to the next
+    array of its size, and the call would read someone else's ids."""
+    keep, commit = _keeping(sm, True), sm.commit
+
+    def full_then_commit(path):  # 255 other sets: the tree's makes 256, the path's clears them
+        sm._id_arrays.clear()
+        sm._id_arrays.update({(-1, i): None for i in range(255)})
+        return commit(path)
+
+    sm._keep_native = _Churned(keep)
+    monkeypatch.setattr(sm, "commit", full_then_commit)
+    try:
+        _trees_chains_and_cuts(sm, prompt)
+        sm._keep_native.check()
+    finally:
+        sm._keep_native = keep
+        sm._id_arrays.clear()
+
+
+class _Churned(_Recorded):
+    """_Recorded, which first allocates arrays of the id arrays' sizes filled with -7 (numpy hands a freed
+    small buffer out again) and reads the ids at the addresses it was given: all sequence ids."""
+
+    def __call__(self, ctx, seq, p0, p1, tree, n_tree, ids, n_ids, in_order):
+        import ctypes
+
+        junk = [np.full(n, -7, np.int32) for n in (n_tree, n_ids) for _ in range(8)]
+        read = [list((ctypes.c_int32 * n).from_address(a)) for a, n in ((tree, n_tree), (ids, n_ids))]
+        assert all(0 <= s < 64 for got in read for s in got), (read, len(junk))
+        return super().__call__(ctx, seq, p0, p1, tree, n_tree, ids, n_ids, in_order)
+
+
 def _trees_chains_and_cuts(sm, prompt):
     sm.reset()
     sm.prefill(prompt)

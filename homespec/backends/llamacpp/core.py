@@ -268,20 +268,22 @@ class LlamaCppCore:
         """llama_homespec_keep_path (homespec's patch: one call, from the cache's position index). -> done"""
         if self._keep_native is None:
             return False
-        (t, n_t), (c, n_c) = self._id_array(tree), self._id_array(ids)
-        return not self._keep_native(self._ctx, seq, p0, p0 + k, t, n_t, c, n_c, int(in_order))
+        # both held here through the call: looking up the second may clear a full cache of the first
+        t, c = self._id_array(tree), self._id_array(ids)
+        return not self._keep_native(self._ctx, seq, p0, p0 + k, t.addr, len(t.a), c.addr, len(c.a), int(in_order))
 
-    def _id_array(self, ids: Sequence[int]) -> tuple[int, int]:
-        """Sequence ids as an int32 array a patch entry point reads: (its address, its length), made once
-        per set (a lane's trees and committed ids recur step after step; numpy's `.ctypes` is Python code
-        whose first use after a decode costs tens of microseconds: docs/backends.md)."""
+    def _id_array(self, ids: Sequence[int]) -> Held:
+        """Sequence ids as an int32 array a patch entry point reads, with its address, made once per set (a
+        lane's trees and committed ids recur step after step; numpy's `.ctypes` is Python code whose first
+        use after a decode costs tens of microseconds: docs/backends.md). The caller holds it through the
+        call: the cache drops every set when it reaches 256."""
         key = tuple(ids)
         held = self._id_arrays.get(key)
         if held is None:
             if len(self._id_arrays) >= 256:
                 self._id_arrays.clear()
             held = self._id_arrays[key] = Held(np.asarray(key, dtype=np.int32))
-        return held.addr, len(key)
+        return held
 
     # --- memory and teardown -------------------------------------------------------------------
 
