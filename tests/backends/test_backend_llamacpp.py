@@ -574,6 +574,12 @@ def test_a_viewed_trees_features_are_the_passs_rows(sm, prompt, gather, monkeypa
         monkeypatch.setattr(cap, "_layer_ids", (ctypes.c_int32 * 1)(sm.n_layer - 1))
         with pytest.raises(HomespecError, match="layer_rows"):
             cap.gather([0])  # a layer not extracted
+        cap._set(cap.ctx, sm.n_layer - 1, True)  # turned on since the last decode: no buffer yet (llama.cpp's
+        try:  # own getter aborts the process there)
+            with pytest.raises(HomespecError, match="layer_rows"):
+                cap.gather([0])
+        finally:
+            cap._set(cap.ctx, sm.n_layer - 1, False)
 
 
 def test_rollback_restores_logits(sm, prompt):

@@ -126,6 +126,7 @@ def keep_path_entry_point(lib: Any = None) -> Any | None:
 
 def layer_rows_entry_point(lib: Any = None) -> Any | None:
     """llama_homespec_layer_rows: (ctx, n_layers, layers, n_rows, rows, out) -> 0 where it copied each row's
-    layer inputs into out [n_rows, n_layers * n_embd] (-1: a layer not extracted, a row outside the batch)."""
+    layer inputs into out [n_rows, n_layers * n_embd] (-1, nothing read: a layer with no extracted inputs, a row
+    past the buffers' n_batch rows; rows past the last decode's own hold an earlier decode's)."""
     i32, p = ctypes.c_int32, ctypes.c_void_p
     return typed_entry_point(LAYER_ROWS_SYMBOL, LAYER_ROWS, [p, i32, p, i32, p, p], i32, lib)
