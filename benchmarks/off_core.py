@@ -20,6 +20,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from benchmarks.harness import usage_error
+
 
 class OffCore:
     """A worker thread on the last core of this process's affinity that runs the calls handed to it."""
@@ -27,7 +29,9 @@ class OffCore:
     def __init__(self) -> None:
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < 2:
-            raise SystemExit("error: --off-core needs two cores; hint: drop --off-core")
+            usage_error("--off-core needs two cores", "drop --off-core")
+        # the first and the last core: on a machine whose hyper-threads are listed pairwise these can be
+        # siblings of one physical core, which share its L1 and L2 (not the case on the 2-core VM measured)
         self.host_core, self.work_core = cores[0], cores[-1]
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._done: queue.SimpleQueue = queue.SimpleQueue()

@@ -77,6 +77,7 @@ def test_scripts_keeps_set_up_the_tools_build_and_the_gpu_check():
     assert len(files) <= 10, sorted(str(p.relative_to(ROOT)) for p in files)
 
 
+@pytest.mark.slow
 def test_host_step_measures_a_tiny_target_and_its_head_and_leaves_no_files(tmp_path):
     """`host_step --tiny`: a generated target and head, the head's own graph calls timed apart from the host
     work, the generated files gone after."""
@@ -93,7 +94,10 @@ def test_host_step_measures_a_tiny_target_and_its_head_and_leaves_no_files(tmp_p
     assert [f.name for f in tmp_path.iterdir()] == ["host.json"]
 
 
-def test_host_step_tiny_refuses_a_model_of_its_own():
-    p = _run("host_step", "--tiny", "--model", "x.gguf", "--no-json")
-    assert p.returncode == 2 and p.stderr == ("error: --tiny makes its own target and head\n"
-                                              "hint: drop --model and --head, or --tiny\n")
+@pytest.mark.parametrize("flags, error, hint", [
+    (["--tiny", "--model", "x.gguf"], "--tiny makes its own target and head", "drop --model and --head, or --tiny"),
+    (["--off-core"], "--off-core runs each graph call on one other core", "add --threads 1"),
+])
+def test_host_step_refuses_flags_that_do_not_go_together(flags, error, hint):
+    p = _run("host_step", *flags, "--no-json")
+    assert p.returncode == 2 and p.stderr == f"error: {error}\nhint: {hint}\n"

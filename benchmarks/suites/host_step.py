@@ -406,6 +406,8 @@ def tiny_pair(folder: Path, head: bool) -> tuple[str, str | None]:
 
 
 def run(a: argparse.Namespace) -> Result:
+    if a.off_core and a.threads != 1:
+        usage_error("--off-core runs each graph call on one other core", "add --threads 1")
     if not a.tiny:
         return measure_all(a)
     if a.model or a.head:

@@ -87,7 +87,7 @@ class LlamaCppCore:
         self._threads = ThreadTuner(int(ll.llama_n_threads(self._ctx)), fixed=not settings.adapt_threads)
         self._threads_now = self._threads.n_threads
         self._logit_rows = HostRows(self.n_vocab)
-        self._logits_at = address_getter(ll.llama_cpp._lib, "llama_get_logits")
+        self._logits_at = address_getter(exports.llama_library(), "llama_get_logits")
         self._mem = ll.llama_get_memory(self._ctx)
         self._keep_native = None if self.recurrent else exports.keep_path_entry_point()  # None: seq_rm / seq_cp calls
         self._id_arrays: dict[tuple[int, ...], Held] = {}  # _id_array's

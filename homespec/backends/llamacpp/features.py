@@ -62,7 +62,9 @@ class GatheredRows:
     copies each node's row of every layer side by side in one call, where FeatureRows makes a view per
     layer each pass and gathers and joins them with numpy. The same rows; valid until the next
     llama_decode, as FeatureRows. Measured here, paired step by step in one run: 37-57 us less host time a
-    48-node step (docs/results/2026-12-07/llamacpp/host-step/paired-gather.txt)."""
+    48-node step (docs/results/2026-12-07/llamacpp/host-step/paired-gather.txt). The layers are the
+    capture's when the rows are read (FeatureRows keeps the pass's views): set_layers between a pass and
+    its read would change them; the engine reads a pass's features before anything else runs."""
 
     def __init__(self, capture: "LayerInputCapture", order: Sequence[int]) -> None:
         self._cap, self._order = capture, order
@@ -109,7 +111,7 @@ class LayerInputCapture:
         if rc != 0:
             raise HomespecError(f"llama_homespec_layer_rows failed (code {rc}) for rows {rows}",
                                 hint="a bug in homespec: please report it")
-        return self._out.a[:n].copy()
+        return self._out.a[:n].copy()  # the kept buffer (its address taken once) is the next gather's
 
     def set_layers(self, layers: Sequence[int]) -> None:
         layers = check_layers(layers, self._n_layer)

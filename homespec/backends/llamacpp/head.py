@@ -184,8 +184,8 @@ class LlamaCppHead:
         self._dec = Batch(ll, self._batch_cap, len(self._ids[0].committed), embd=self._row_width())
         self._nextn_rows, self._embd_rows = HostRows(self.n_embd), HostRows(self.n_embd)  # views made once per buffer
         self._logit_rows = HostRows(self.n_vocab)
-        self._logits_at = address_getter(ll.llama_cpp._lib, "llama_get_logits")
-        self._embd_at = address_getter(ll.llama_cpp._lib, "llama_get_embeddings")
+        self._logits_at = address_getter(exports.llama_library(), "llama_get_logits")
+        self._embd_at = address_getter(exports.llama_library(), "llama_get_embeddings")
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
         self._row_ids = np.arange(self._batch_cap)[:, None]
         self.native_tree = self._native_tree()  # None: the tree grows level by level from Python

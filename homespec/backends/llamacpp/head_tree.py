@@ -73,7 +73,8 @@ class NativeTree:
         self._t, self._rc = ctypes.c_double(), ctypes.c_int32()
         self._p_vocab = None if self._vocab is None else self._vocab.ctypes.data
         self._p_seed_row, self._p_t, self._p_rc = self._seed_row.ctypes.data, ctypes.byref(self._t), ctypes.byref(self._rc)
-        self._in_cap = 0  # rows of the entries' buffers (draft)
+        self._in_toks, self._in_feats = np.empty(0, np.int32), np.empty((0, 0), np.float32)  # the entries' (draft)
+        self._p_in = (self._in_toks.ctypes.data, self._in_feats.ctypes.data)
         self._cap = self._tree_cap = 0
         self.decode_s = 0.0  # seconds in llama_decode inside the calls, all told (what a benchmark leaves out)
         self.calls = self.decodes = 0  # the calls made, and the llama_encode / llama_decode calls inside them
@@ -105,10 +106,9 @@ class NativeTree:
             toks = np.ascontiguousarray(tokens, dtype=np.int32)
             feats = np.ascontiguousarray(features, dtype=np.float32)
             return toks.ctypes.data, feats.ctypes.data, (toks, feats)
-        if m > self._in_cap or width != self._in_feats.shape[1]:
-            self._in_cap = max(m, self._in_cap)
-            self._in_toks = np.empty(self._in_cap, np.int32)
-            self._in_feats = np.empty((self._in_cap, width), np.float32)
+        if m > len(self._in_toks) or width != self._in_feats.shape[1]:
+            cap = max(m, len(self._in_toks))
+            self._in_toks, self._in_feats = np.empty(cap, np.int32), np.empty((cap, width), np.float32)
             self._p_in = (self._in_toks.ctypes.data, self._in_feats.ctypes.data)
         self._in_toks[:m] = tokens
         self._in_feats[:m] = features

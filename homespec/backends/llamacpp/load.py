@@ -40,7 +40,7 @@ def choose_capture(ll: Any, which: str, n_layer: int, n_embd: int) -> LayerInput
     """llama.cpp's own layer-input extraction when exported, else the eval callback."""
     entry = layer_inp_entry_points(ll) if which in ("auto", "layer_inp") else None
     if entry is not None:
-        return LayerInputCapture(entry, n_layer, n_embd, gather=exports.layer_rows_entry_point(ll.llama_cpp._lib))
+        return LayerInputCapture(entry, n_layer, n_embd, gather=exports.layer_rows_entry_point())
     if which == "layer_inp":
         raise HomespecError(
             "this llama-cpp-python build does not export llama_set_embeddings_layer_inp",
