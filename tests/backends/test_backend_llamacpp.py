@@ -202,15 +202,15 @@ def test_host_rows_views_a_buffer_once_and_again_when_it_moves_or_grows():
     from homespec.backends.llamacpp.lib import HostRows
 
     a, b = (ctypes.c_float * 12)(*range(12)), (ctypes.c_float * 12)(*range(100, 112))
-    pa, pb = (ctypes.cast(x, ctypes.POINTER(ctypes.c_float)) for x in (a, b))
+    pa, pb = ctypes.addressof(a), ctypes.addressof(b)  # as a getter typed to return an address hands it over
     rows = HostRows(3)
-    first = rows.rows(pa, 2)
+    first = rows.rows_at(pa, 2)
     assert first.tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert rows.rows(pa, 1).base is first.base  # the same view, not a new one
+    assert rows.rows_at(pa, 1).base is first.base  # the same view, not a new one
     a[0] = 50.0
-    assert rows.rows(pa, 1)[0, 0] == 50.0  # a view of the buffer, read when asked
-    assert rows.rows(pa, 4).shape == (4, 3)  # grown
-    assert rows.rows(pb, 1).tolist() == [[100, 101, 102]]  # moved
+    assert rows.rows_at(pa, 1)[0, 0] == 50.0  # a view of the buffer, read when asked
+    assert rows.rows_at(pa, 4).shape == (4, 3)  # grown
+    assert rows.rows_at(pb, 1).tolist() == [[100, 101, 102]]  # moved
 
 
 def test_memory_lines_are_parsed_per_buffer():

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from homespec.backends.llamacpp.lib import Held, HostRows, ggml_tensor_api
+from homespec.backends.llamacpp.lib import Held, HostRows, ggml_tensor_api, nextn_getter
 from homespec.errors import HomespecError
 
 
@@ -132,7 +132,7 @@ class LayerInputCapture:
             return None
         if self._gather is not None:
             return GatheredRows(self, order)
-        views = [self._bufs.setdefault(layer, HostRows(self._n_embd)).rows(self._get(self.ctx, layer), n_tokens)
+        views = [self._bufs.setdefault(layer, HostRows(self._n_embd)).rows_at(self._get(self.ctx, layer), n_tokens)
                  for layer in self.layers]
         return FeatureRows(views, order)
 
@@ -145,7 +145,7 @@ class LayerInputCapture:
         n = n_tokens if index is None else len(index)
         out = np.empty((n, len(self.layers) * self._n_embd), dtype=np.float32)
         for j, layer in enumerate(self.layers):
-            rows = self._bufs.setdefault(layer, HostRows(self._n_embd)).rows(self._get(self.ctx, layer), n_tokens)
+            rows = self._bufs.setdefault(layer, HostRows(self._n_embd)).rows_at(self._get(self.ctx, layer), n_tokens)
             out[:, j * self._n_embd : (j + 1) * self._n_embd] = rows if index is None else rows[index]
         return out
 
@@ -221,6 +221,7 @@ class NextnCapture:
     def __init__(self, ext: Any, ctx: Any, n_embd: int) -> None:
         self._ext, self.ctx = ext, ctx
         self._rows = HostRows(n_embd)
+        self._nextn_at = nextn_getter()
         ext.llama_set_embeddings_nextn(ctx, True, False)
 
     def set_layers(self, layers: Sequence[int]) -> None:
@@ -235,5 +236,5 @@ class NextnCapture:
 
     def collect(self, n_tokens: int, order: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Rows of the last llama_decode call, in batch order or `order`'s. -> [n, H] float32 (a copy)."""
-        rows = self._rows.rows(self._ext.llama_get_embeddings_nextn(self.ctx), n_tokens)
+        rows = self._rows.rows_at(self._nextn_at(self.ctx), n_tokens)
         return rows.copy() if order is None else rows[np.asarray(order, dtype=np.intp)]

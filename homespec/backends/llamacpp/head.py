@@ -60,6 +60,7 @@ from homespec.backends.llamacpp.lib import (
     capture_log,
     import_llama_cpp,
     memory_report,
+    nextn_getter,
     reason,
 )
 from homespec.backends.llamacpp.threads import ThreadTuner
@@ -186,6 +187,7 @@ class LlamaCppHead:
         self._logit_rows = HostRows(self.n_vocab)
         self._logits_at = address_getter(exports.llama_library(), "llama_get_logits")
         self._embd_at = address_getter(exports.llama_library(), "llama_get_embeddings")
+        self._nextn_at = nextn_getter()
         self._full_vocab = len(info.draft_vocab) == self.n_vocab
         self._row_ids = np.arange(self._batch_cap)[:, None]
         self.native_tree = self._native_tree()  # None: the tree grows level by level from Python
@@ -297,7 +299,7 @@ class LlamaCppHead:
             # the encoder uses no positions; scratch id 0 stays empty, so any consecutive run does
             self._enc.put(hi - lo, pos=np.arange(hi - lo), seq=(0,), want=True, embd=features[lo:hi])
             self._process(self._enc, hi - lo, encode=True)
-            out[lo:hi] = self._nextn_rows.rows(self._ext.llama_get_embeddings_nextn(self._ctx), hi - lo)
+            out[lo:hi] = self._nextn_rows.rows_at(self._nextn_at(self._ctx), hi - lo)
         return out
 
     # --- committed entries ----------------------------------------------------------------------
@@ -491,7 +493,7 @@ class LlamaCppHead:
         """The best k children of each of the last call's n output rows, from its logits, and the
         rows the next level consumes. Log-probabilities are normalised over the head's draft
         vocabulary (the other ids are -inf in the graph's output)."""
-        hidden = self._nextn_rows.rows(self._ext.llama_get_embeddings_nextn(self._ctx), n).copy()
+        hidden = self._nextn_rows.rows_at(self._nextn_at(self._ctx), n).copy()
         if self.device_topk:
             ids, logp = self._sampled(n, k)
         else:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from homespec.backends.llamacpp.exports import entry_point
+from homespec.backends.llamacpp.exports import ENTRY_POINTS, entry_point, llama_library
 from homespec.contracts.backend import MemoryReport
 from homespec.errors import HomespecError
 
@@ -183,10 +183,6 @@ class HostRows:
         self._addr: int | None = None
         self._view: np.ndarray | None = None
 
-    def rows(self, ptr: Any, n: int) -> np.ndarray:
-        """The first n rows of the buffer `ptr` points to (a ctypes float pointer, not NULL)."""
-        return self.rows_at(ctypes.cast(ptr, ctypes.c_void_p).value, n)
-
     def rows_at(self, addr: int, n: int) -> np.ndarray:
         """The first n rows of the buffer at address `addr` (not 0): what a getter typed to return an
         address hands over without a pointer object and ctypes.cast, Python code whose first use after a
@@ -207,12 +203,25 @@ class Held:
         self.a, self.addr = a, a.ctypes.data
 
 
-def address_getter(lib: Any, symbol: str) -> Any:
-    """`symbol` of `lib`, a `float *(struct llama_context *)` getter, as a function object of its own
-    typed to return the address as an int (llama-cpp-python's shared one returns a pointer object)."""
-    fn = lib[symbol]  # a new function object: setting its types leaves llama-cpp-python's alone
-    fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_void_p
-    return fn
+def address_getter(lib: Any, symbols: str | tuple[str, ...], argtypes: tuple[Any, ...] = (ctypes.c_void_p,)) -> Any:
+    """A getter of a float buffer llama.cpp owns (`float *(struct llama_context *, ...)`), the first of
+    `symbols` `lib` exports (an entry point's plain and mangled names: exports.ENTRY_POINTS), as a function
+    object of its own typed to return the address as an int, for HostRows.rows_at (llama-cpp-python's
+    shared one returns a pointer object); None where `lib` exports none of them."""
+    for symbol in (symbols,) if isinstance(symbols, str) else symbols:
+        try:
+            fn = lib[symbol]  # a new function object: setting its types leaves llama-cpp-python's alone
+        except AttributeError:  # a CDLL's answer for a symbol it lacks
+            continue
+        fn.argtypes, fn.restype = list(argtypes), ctypes.c_void_p
+        return fn
+    return None
+
+
+def nextn_getter() -> Any:
+    """llama_get_embeddings_nextn (declared in llama-ext.h, so exported under its mangled name where the
+    build has no plain one) as an address getter."""
+    return address_getter(llama_library(), ENTRY_POINTS["llama_get_embeddings_nextn"])
 
 
 # --- memory figures from the log ----------------------------------------------------------------
@@ -273,13 +282,11 @@ def layer_inp_entry_points(llama_cpp: Any) -> tuple[Any, Any] | None:
     (llama-ext.h declares them as C++ functions: homespec.backends.llamacpp.exports has their names)."""
     lib = llama_cpp.llama_cpp._lib
     set_fn = entry_point("llama_set_embeddings_layer_inp", lib)
-    get_fn = entry_point("llama_get_embeddings_layer_inp", lib)
+    get_fn = address_getter(lib, ENTRY_POINTS["llama_get_embeddings_layer_inp"], (ctypes.c_void_p, ctypes.c_uint32))
     if set_fn is None or get_fn is None:
         return None
     set_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_bool]
     set_fn.restype = None
-    get_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-    get_fn.restype = ctypes.POINTER(ctypes.c_float)
     return set_fn, get_fn
 
 
